@@ -1,0 +1,466 @@
+"""Canonical JSON exactly as the original writes it; imports msgspec and errors.
+
+The original normalises a value, copies it into fresh JavaScript objects with
+keys inserted in default-sort (UTF-16 code unit) order, then calls
+``JSON.stringify``.  So (DOMAIN §3.1):
+
+* array-index keys (``"0"`` … ``"4294967294"``) come first, in numeric order,
+  then the other keys by UTF-16 code units;
+* a member named ``__proto__`` disappears (its value is still checked);
+* members whose value is :data:`MISSING` are omitted;
+* numbers are doubles printed by ECMAScript ``Number::toString`` (ints too);
+* strings escape ``"``, ``\\``, ``\\b\\f\\n\\r\\t``, other controls and lone
+  surrogates as lower-case ``\\u00xx`` / ``\\udxxx``; everything else is raw.
+
+:func:`encode` has two paths.  The fast path hands a value to msgspec when a
+cheap walk proves that msgspec writes the same bytes: plain dicts with keys
+below U+D800 that cannot be array indices, lists, text, bools, null and ints
+within ±2**53.  Anything else (floats, digit keys, surrogates, ``MISSING``,
+Structs) takes the exact slow path.  A golden corpus and differential tests
+against Node pin the two together (ADR 0002).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any, Final
+
+import msgspec
+
+from pwf.errors import (
+    CanonicalError,
+    InvalidUtf8Error,
+    LineTooLongError,
+    NonCanonicalLineError,
+    NonFiniteNumberError,
+    NotJsonError,
+)
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "MISSING",
+    "digest",
+    "encode",
+    "hex_digest",
+    "parse_line",
+    "raw",
+    "text_digest",
+    "text_hex_digest",
+]
+
+MISSING: Final = msgspec.UNSET
+"""An absent member: omitted from objects, refused inside arrays."""
+
+MAX_LINE_BYTES: Final = 1_048_576
+"""MAX_PROTOCOL_MESSAGE_BYTES of the original (1 MiB)."""
+
+_MAX_SAFE: Final = 2**53
+_MAX_INDEX: Final = 4_294_967_294
+_BOM: Final = b"\xef\xbb\xbf"
+_ENCODER: Final = msgspec.json.Encoder(order="sorted")
+_DECODER: Final = msgspec.json.Decoder()
+_KEY_CACHE_LIMIT: Final = 8192
+_key_ok: dict[str, bool] = {}
+
+
+# --------------------------------------------------------------------------- fast path
+
+
+_DIGITS: Final = frozenset("0123456789")
+_LEAVES: Final = frozenset({str, bool, type(None)})
+_CONTAINERS: Final = frozenset({dict, list, tuple})
+
+
+def _learn_key(key: object) -> bool:
+    """Tell whether msgspec sorts and writes this key exactly as the original does.
+
+    Keys below U+D800 sort the same by code point and by UTF-16 code unit; a
+    key that starts with a digit might be an array index, which JavaScript
+    puts first, so it is left to the exact path.
+    """
+    ok = (
+        type(key) is str
+        and key[:1] not in _DIGITS
+        and key != "__proto__"
+        and (key.isascii() or max(key) < "\ud800")
+    )
+    if ok and len(_key_ok) < _KEY_CACHE_LIMIT:
+        _key_ok[key] = ok  # type: ignore[index]
+    return ok
+
+
+_known_key = _key_ok.get
+
+
+def _plain(value: object) -> bool:
+    """Tell whether msgspec's sorted encoding of ``value`` is already canonical."""
+    kind = type(value)
+    items: Any
+    if kind is dict:
+        if not all(map(_known_key, value)) and not all(map(_learn_key, value)):  # type: ignore[call-overload]
+            return False
+        items = value.values()  # type: ignore[attr-defined]
+    elif kind is list or kind is tuple:
+        items = value
+    else:
+        items = (value,)
+    for item in items:
+        kind = type(item)
+        if kind in _LEAVES:
+            continue
+        if kind is int:
+            if -_MAX_SAFE <= item <= _MAX_SAFE:
+                continue
+            return False
+        if kind in _CONTAINERS and _plain(item):
+            continue
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- slow path
+
+_ESCAPES: Final = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+_NEEDS_ESCAPE: Final = re.compile(r'["\\\x00-\x1f\ud800-\udfff]')
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
+
+
+def _string(text: str) -> str:
+    if any("\ud800" <= char <= "\udfff" for char in text):
+        # JavaScript strings are UTF-16: a high+low pair written as two Python
+        # code points is one character there.  Join pairs; lone halves remain.
+        text = text.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "surrogatepass")
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
+
+
+def format_number(number: float) -> str:
+    """Write a double as ECMAScript ``Number::toString(10)`` does."""
+    if not math.isfinite(number):
+        raise NonFiniteNumberError
+    if number == 0:
+        return "0"
+    if number.is_integer() and abs(number) <= _MAX_SAFE:
+        return str(int(number))  # exact, and what the shortest digits give too
+    sign = "-" if number < 0 else ""
+    mantissa, _, exponent = repr(abs(number)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    raw = (whole + fraction).lstrip("0")
+    digits = raw.rstrip("0")
+    # x = 0.digits * 10**point, as in the ECMAScript algorithm (n there).
+    point = len(whole) - (len(whole + fraction) - len(raw)) + int(exponent or 0)
+    return sign + _place_point(digits, point)
+
+
+def _place_point(digits: str, point: int) -> str:
+    size = len(digits)
+    if size <= point <= 21:
+        return digits + "0" * (point - size)
+    if 0 < point <= 21:
+        return digits[:point] + "." + digits[point:]
+    if -6 < point <= 0:
+        return "0." + "0" * -point + digits
+    power = point - 1
+    exponent = f"e+{power}" if power >= 0 else f"e-{-power}"
+    if size == 1:
+        return digits + exponent
+    return digits[0] + "." + digits[1:] + exponent
+
+
+def _array_index(key: str) -> int | None:
+    if key == "0":
+        return 0
+    if key[:1] in _DIGITS and key[0] != "0" and key.isascii() and key.isdigit():
+        index = int(key)
+        if index <= _MAX_INDEX:
+            return index
+    return None
+
+
+def _utf16(key: str) -> bytes:
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _object(members: dict[Any, Any], out: list[str]) -> None:
+    indexed: list[tuple[int, str]] = []
+    named: list[str] = []
+    for key in members:
+        if type(key) is not str:
+            raise CanonicalError(f"object keys must be text, not {type(key).__name__}")
+        index = _array_index(key)
+        if index is None:
+            named.append(key)
+        else:
+            indexed.append((index, key))
+    indexed.sort()
+    named.sort(key=_utf16)
+    out.append("{")
+    first = True
+    for key in [key for _, key in indexed] + named:
+        item = members[key]
+        if item is MISSING:
+            continue
+        if key == "__proto__":
+            _value(item, [])  # normalised, then dropped: no own property is created
+            continue
+        if not first:
+            out.append(",")
+        first = False
+        out.append(_string(key))
+        out.append(":")
+        _value(item, out)
+    out.append("}")
+
+
+def _value(value: object, out: list[str]) -> None:  # noqa: C901 - one branch per JSON kind
+    kind = type(value)
+    if value is None:
+        out.append("null")
+    elif kind is bool:
+        out.append("true" if value else "false")
+    elif kind is str:
+        out.append(_string(value))  # type: ignore[arg-type]
+    elif kind is int or kind is float:
+        try:
+            out.append(format_number(float(value)))  # type: ignore[arg-type]
+        except OverflowError:
+            raise NonFiniteNumberError from None
+    elif kind is dict:
+        _object(value, out)  # type: ignore[arg-type]
+    elif kind is list or kind is tuple:
+        out.append("[")
+        for position, item in enumerate(value):  # type: ignore[arg-type]
+            if item is MISSING:
+                raise CanonicalError("JSON arrays cannot hold an absent element")
+            if position:
+                out.append(",")
+            _value(item, out)
+        out.append("]")
+    elif kind is msgspec.Raw:
+        out.append(bytes(value).decode())  # type: ignore[call-overload]
+    elif isinstance(value, msgspec.Struct):
+        _object(_struct_members(value), out)
+    else:
+        raise CanonicalError(f"a value of type {kind.__name__} has no JSON form")
+
+
+# --------------------------------------------------------------------------- Structs
+
+_INT: Final = 1
+_STRUCT: Final = 2
+_ANY: Final = 3
+_FLAT: Final = 4
+_Check = tuple[int, int, type | None]
+_Plan = tuple[_Check, ...] | None
+_plans: dict[type, _Plan] = {}
+_SAFE_TYPES: Final = (
+    msgspec.inspect.StrType,
+    msgspec.inspect.BoolType,
+    msgspec.inspect.NoneType,
+    msgspec.inspect.RawType,
+)
+
+
+def _field_check(kind: msgspec.inspect.Type) -> tuple[int, type | None] | None:
+    """Classify a field type: nothing to check, an int to bound, a Struct, or anything.
+
+    A field declared as one Struct class whose own fields need no look is
+    marked flat: a value of exactly that class is skipped, anything else
+    (a subclass, say) is looked at like any other value.
+    """
+    members = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
+    found: set[tuple[int, type | None]] = set()
+    for member in members:
+        if isinstance(member, _SAFE_TYPES):
+            continue
+        if isinstance(member, msgspec.inspect.LiteralType):
+            if all(type(choice) is str for choice in member.values):
+                continue
+            found.add((_INT, None))
+        elif isinstance(member, msgspec.inspect.IntType):
+            found.add((_INT, None))
+        elif isinstance(member, msgspec.inspect.StructType):
+            flat = _plans.get(member.cls, False) == () or _make_plan(member.cls) == ()
+            found.add((_FLAT, member.cls) if flat else (_STRUCT, None))
+        else:
+            return (_ANY, None)
+    if len(found) > 1:
+        return (_ANY, None)
+    return found.pop() if found else None
+
+
+def _make_plan(cls: type) -> _Plan:
+    """Work out once per Struct class which fields need a look before msgspec writes it."""
+    if cls in _plans:
+        return _plans[cls]
+    _plans[cls] = None  # a class that contains itself is left to the exact path
+    info = msgspec.inspect.type_info(cls)
+    assert isinstance(info, msgspec.inspect.StructType)
+    plan: _Plan = None
+    if info.tag_field is None and all(_learn_key(field.encode_name) for field in info.fields):
+        checks = [(index, _field_check(field.type)) for index, field in enumerate(info.fields)]
+        plan = tuple((index, *check) for index, check in checks if check is not None)
+    _plans[cls] = plan
+    return plan
+
+
+def _struct_plain(value: msgspec.Struct) -> bool:
+    """Tell whether msgspec's sorted encoding of a Struct is already canonical."""
+    plan = _plans.get(type(value), False)
+    if plan is False:
+        plan = _make_plan(type(value))
+    if plan is None:
+        return False
+    fields = msgspec.structs.astuple(value)
+    for index, kind, cls in plan:  # type: ignore[union-attr]
+        item = fields[index]
+        if kind == _INT:
+            if type(item) is int:
+                if -_MAX_SAFE <= item <= _MAX_SAFE:
+                    continue
+                return False
+        elif kind == _FLAT and type(item) is cls:
+            continue
+        if isinstance(item, msgspec.Struct):
+            if _struct_plain(item):
+                continue
+            return False
+        if item is MISSING or item is None or (kind == _ANY and _plain(item)):
+            continue
+        return False
+    return True
+
+
+def _struct_members(value: msgspec.Struct) -> dict[str, object]:
+    """The members msgspec would write for a Struct, as a dict for the exact path."""
+    config = value.__struct_config__
+    members: dict[str, object] = {}
+    if config.tag_field is not None:
+        members[config.tag_field] = config.tag
+    for field in msgspec.structs.fields(value):
+        item = getattr(value, field.name)
+        if config.omit_defaults and (
+            (field.default is not msgspec.NODEFAULT and item == field.default)
+            or (field.default_factory is not msgspec.NODEFAULT and item == field.default_factory())
+        ):
+            continue
+        members[field.encode_name] = item
+    return members
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def encode(value: object) -> bytes:
+    """Return the original's canonical JSON bytes for ``value``.
+
+    Raises:
+        CanonicalError: the value has no JSON form (non-finite number,
+            non-text key, absent array element, foreign type).
+    """
+    if isinstance(value, msgspec.Struct):
+        fast = _struct_plain(value)
+    else:
+        fast = _plain(value)
+    if fast:
+        try:
+            return _ENCODER.encode(value)
+        except UnicodeEncodeError:
+            pass  # a surrogate somewhere: the slow path writes it as JavaScript does
+    out: list[str] = []
+    _value(value, out)
+    return "".join(out).encode()
+
+
+def raw(value: object) -> msgspec.Raw:
+    """Canonical bytes of ``value`` wrapped for embedding verbatim in a Struct field."""
+    return msgspec.Raw(encode(value))
+
+
+def digest(value: object) -> bytes:
+    """SHA-256 of the canonical bytes of ``value`` (32 raw bytes)."""
+    return hashlib.sha256(encode(value)).digest()
+
+
+def hex_digest(value: object) -> str:
+    """Lower-case hex SHA-256 of the canonical bytes of ``value``."""
+    return hashlib.sha256(encode(value)).hexdigest()
+
+
+def text_digest(text: str) -> bytes:
+    """SHA-256 of the UTF-8 bytes of ``text`` (32 raw bytes)."""
+    return hashlib.sha256(text.encode()).digest()
+
+
+def text_hex_digest(text: str) -> str:
+    """Lower-case hex SHA-256 of the UTF-8 bytes of ``text``."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(line: bytes, text: str) -> object:
+    try:
+        return _DECODER.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass  # lone surrogate escapes and huge exponents: let the exact parser decide
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as error:
+        raise NotJsonError(
+            f"not JSON: {error.msg} at byte {len(text[: error.pos].encode())}",
+            offset=error.pos,
+        ) from None
+    except ValueError as error:  # NaN, Infinity, or an integer too long to convert
+        raise NotJsonError(f"not JSON: {error}") from None
+
+
+def parse_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> object:
+    """Parse one line that must already be canonical; return its value.
+
+    The line is accepted only if re-encoding the parsed value gives the same
+    bytes, which refuses whitespace, reordered or duplicate keys, ``1.0``,
+    ``1E2``, ``-0``, ``\\/``, upper-case escapes and ``__proto__`` members.
+
+    Raises:
+        LineTooLongError: more than ``limit`` bytes.
+        InvalidUtf8Error: a byte order mark or bytes that are not UTF-8.
+        NotJsonError: the text does not parse.
+        NonCanonicalLineError: it parses but is not canonical.
+    """
+    if len(line) > limit:
+        raise LineTooLongError(len(line), limit)
+    if line.startswith(_BOM):
+        raise InvalidUtf8Error("a byte order mark is not allowed", offset=0)
+    try:
+        text = line.decode()
+    except UnicodeDecodeError as error:
+        raise InvalidUtf8Error(f"invalid UTF-8 at byte {error.start}", offset=error.start) from None
+    value = _loads(line, text)
+    try:
+        again = encode(value)
+    except CanonicalError as error:
+        raise NonCanonicalLineError(f"not canonical JSON: {error}") from None
+    if again != line:
+        offset = next(
+            (i for i, (a, b) in enumerate(zip(again, line, strict=False)) if a != b),
+            min(len(again), len(line)),
+        )
+        raise NonCanonicalLineError(f"not canonical JSON (first difference at byte {offset})", offset=offset)
+    return value

@@ -1,0 +1,119 @@
+"""The exception tree of pwf; imports the standard library only.
+
+Every error pwf raises on purpose derives from :class:`PwfError` and carries an
+``exit_code`` (ADR 0006) plus the fields that explain it::
+
+    PwfError (3)
+    ├── InputError (2, ValueError)          bad input: nothing was appended
+    │   ├── CanonicalError                  a value has no canonical JSON form
+    │   │   └── NonFiniteNumberError        NaN or an infinity
+    │   ├── LineError                       a protocol or log line was refused
+    │   │   ├── LineTooLongError
+    │   │   ├── InvalidUtf8Error
+    │   │   ├── NotJsonError
+    │   │   └── NonCanonicalLineError
+    │   └── EventDataError                  event data does not fit its type
+    ├── StoreError (3)                      the event store failed
+    │   ├── StoreBusyError                  the write lock was not granted in time
+    │   ├── ChainError                      the log breaks its own rules
+    │   └── ImportRefusedError (2)          a JSONL import was refused whole
+    └── ConfigError (2)                     operator settings are invalid
+
+Only ``pwf.cli`` turns these into exit codes and one-line messages.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class PwfError(Exception):
+    """Root of every error pwf raises on purpose."""
+
+    exit_code: ClassVar[int] = 3
+
+
+class InputError(PwfError, ValueError):
+    """Input was refused; nothing was appended or projected."""
+
+    exit_code: ClassVar[int] = 2
+
+
+class CanonicalError(InputError):
+    """A value cannot be written as the original's canonical JSON."""
+
+
+class NonFiniteNumberError(CanonicalError):
+    """NaN and the infinities have no JSON form."""
+
+    def __init__(self) -> None:
+        """Use the original's text."""
+        super().__init__("JSON numbers must be finite")
+
+
+class LineError(InputError):
+    """A line (protocol message or log record) was refused."""
+
+    def __init__(self, message: str, *, offset: int | None = None) -> None:
+        """Keep the byte offset of the fault when one is known."""
+        super().__init__(message)
+        self.offset = offset
+
+
+class LineTooLongError(LineError):
+    """A line exceeds the size limit."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        """Name both sizes."""
+        super().__init__(f"line of {size} bytes exceeds 1 MiB ({limit} bytes)")
+        self.size, self.limit = size, limit
+
+
+class InvalidUtf8Error(LineError):
+    """A line is not valid UTF-8 (or starts with a byte order mark)."""
+
+
+class NotJsonError(LineError):
+    """A line does not parse as JSON."""
+
+
+class NonCanonicalLineError(LineError):
+    """A line parses, but is not byte-for-byte canonical."""
+
+
+class EventDataError(InputError):
+    """Event data does not fit the registered type of its tag."""
+
+
+class StoreError(PwfError):
+    """The event store could not do what was asked."""
+
+
+class StoreBusyError(StoreError):
+    """Another writer held the database past the busy timeout."""
+
+
+class ChainError(StoreError):
+    """The log breaks its own rules at a given seq."""
+
+    def __init__(self, seq: int, reason: str) -> None:
+        """Name the first bad seq and why."""
+        super().__init__(f"seq {seq}: {reason}")
+        self.seq, self.reason = seq, reason
+
+
+class ImportRefusedError(StoreError):
+    """A JSONL import was refused as a whole; nothing was written."""
+
+    exit_code: ClassVar[int] = 2
+
+    def __init__(self, line_no: int, reason: str) -> None:
+        """Name the first bad line and why."""
+        super().__init__(f"line {line_no}: {reason}")
+        self.line_no, self.reason = line_no, reason
+
+
+class ConfigError(PwfError, ValueError):
+    """Operator settings are invalid."""
+
+    exit_code: ClassVar[int] = 2

@@ -1,0 +1,127 @@
+"""One Struct per fact, the registry of tags, and reading events back.
+
+May import ``pwf.canonical`` and ``pwf.errors`` only.  Every event type is
+listed in :data:`EVENT_TYPES`; its wire name is its explicit ``TAG`` and never
+its class or module path, so refactors cannot break old logs.  A breaking
+change gets a new tag plus a pure upcaster in :data:`UPCASTERS` (ADR 0003).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Final
+
+import msgspec
+
+from pwf import canonical
+from pwf.errors import EventDataError, LineError
+from pwf.events._base import (
+    SCHEMA,
+    Actor,
+    ActorType,
+    Cause,
+    Entry,
+    Envelope,
+    Event,
+    Hex256,
+    OpaqueId,
+    SafeInt,
+    Sealed,
+    seal,
+)
+from pwf.events.commands import CommandRecorded, CommandRefused, Outcome
+
+__all__ = [
+    "EVENT_TYPES",
+    "REGISTRY",
+    "SCHEMA",
+    "UPCASTERS",
+    "Actor",
+    "ActorType",
+    "Cause",
+    "CommandRecorded",
+    "CommandRefused",
+    "Entry",
+    "Envelope",
+    "Event",
+    "Hex256",
+    "OpaqueId",
+    "Outcome",
+    "SafeInt",
+    "Sealed",
+    "content_hash_of",
+    "open_body",
+    "seal",
+]
+
+EVENT_TYPES: Final[tuple[type[Event], ...]] = (
+    CommandRecorded,
+    CommandRefused,
+)
+
+REGISTRY: Final[Mapping[str, type[Event]]] = {cls.TAG: cls for cls in EVENT_TYPES}
+
+UPCASTERS: Final[Mapping[str, Callable[[object], tuple[str, object]]]] = {}
+"""Old tag -> pure function from old data to (new tag, new data)."""
+
+_ENVELOPE: Final = msgspec.json.Decoder(Envelope)
+_DATA: Final = {tag: msgspec.json.Decoder(cls) for tag, cls in REGISTRY.items()}
+_HASH_MEMBER: Final = b'"contentHash":"'
+
+
+def content_hash_of(body: bytes) -> str:
+    """Recompute the content hash of stored bytes: SHA-256 without the hash member.
+
+    The member sits between ``cause`` (or ``batch``) and ``data``; canonical
+    bytes hold it exactly once at the top level, since nested quotes are escaped.
+    """
+    start = body.find(_HASH_MEMBER)
+    if start < 0:
+        raise LineError("event has no contentHash member")
+    end = start + len(_HASH_MEMBER) + 64 + 2  # hex digits, closing quote, comma
+    return hashlib.sha256(body[:start] + body[end:]).hexdigest()
+
+
+def _decode_data(tag: str, data: msgspec.Raw) -> Event:
+    decoder = _DATA.get(tag)
+    if decoder is None:
+        upcast = UPCASTERS.get(tag)
+        if upcast is None:
+            raise EventDataError(f"unknown event type: {tag}")
+        tag, value = upcast(msgspec.json.decode(data))
+        return msgspec.convert(value, REGISTRY[tag])
+    try:
+        return decoder.decode(data)
+    except msgspec.ValidationError as error:
+        raise EventDataError(f"{tag}: {error}") from None
+
+
+def open_body(body: bytes) -> Entry:
+    """Check one stored event (canonical, typed, self-hash) and return it.
+
+    Chain rules across events (gapless seq, prev hash) are the caller's.
+
+    Raises:
+        LineError: not canonical JSON, or the content hash does not match.
+        EventDataError: the envelope or its data does not fit its type.
+    """
+    canonical.parse_line(body)
+    try:
+        envelope = _ENVELOPE.decode(body)
+    except msgspec.ValidationError as error:
+        raise EventDataError(f"envelope: {error}") from None
+    if content_hash_of(body) != envelope.content_hash:
+        raise LineError("content hash does not match the event's bytes")
+    return Entry(
+        seq=envelope.seq,
+        batch=envelope.batch,
+        at=envelope.at,
+        type=envelope.type,
+        actor=envelope.actor,
+        cause=envelope.cause,
+        event=_decode_data(envelope.type, envelope.data),
+        event_id=envelope.event_id,
+        content_hash=envelope.content_hash,
+        prev_hash=envelope.prev_hash,
+    )

@@ -1,0 +1,167 @@
+"""The event envelope and the base of every event; imports canonical and errors.
+
+An event is one canonical-JSON object (DOMAIN §2.1)::
+
+    {"actor":{…},"at":…,"batch":…,"cause":{…},"contentHash":"…","data":{…},
+     "eventId":"…","prevHash":"…","schema":"pwf.event.v1","seq":…,"type":"…"}
+
+``type`` is the event's explicit dotted tag and ``data`` its fields; the tag
+is not repeated inside ``data`` (ADR 0003).  ``contentHash`` is the SHA-256 of
+the canonical envelope without that member; ``prevHash`` chains to the event
+before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, ClassVar, Final, Literal
+
+import msgspec
+
+from pwf import canonical
+
+SCHEMA: Final = "pwf.event.v1"
+
+SafeInt = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]
+"""A non-negative integer that survives the original's conversion to a double."""
+
+OpaqueId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+"""A non-empty opaque identifier (the byte limit is checked where ids enter)."""
+
+Hex256 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+"""A lower-case hex SHA-256 digest."""
+
+ActorType = Literal["session", "host", "controller", "channel", "human", "policy", "control", "system"]
+
+
+class Actor(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Who caused a batch (the original's actor set)."""
+
+    type: ActorType
+    id: OpaqueId
+
+
+class Cause(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel", omit_defaults=True):
+    """The client request or worker message a batch answers, when there is one."""
+
+    operation: str
+    request_id: str | None = None
+    client_id: str | None = None
+    idempotency_key: str | None = None
+    fingerprint: Hex256 | None = None
+    worker_epoch: str | None = None
+    message_id: str | None = None
+
+
+class Event(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel", omit_defaults=True):
+    """A fact.  Subclasses set a stable dotted ``TAG``; fields only grow (ADR 0003)."""
+
+    TAG: ClassVar[str]
+
+    def index_run_id(self) -> str | None:
+        """The run this event is about, for the log's run index."""
+        value = getattr(self, "run_id", None)
+        return value if isinstance(value, str) else None
+
+    def index_session_id(self) -> str | None:
+        """The session this event is about, for the log's session index."""
+        for name in ("target_session_id", "session_id", "origin_session_id"):
+            value = getattr(self, name, None)
+            if isinstance(value, str):
+                return value
+        return None
+
+
+class _Sealing(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """The envelope as written; ``content_hash`` is absent while it is hashed."""
+
+    actor: Actor
+    at: int
+    batch: int
+    data: Event
+    event_id: str
+    prev_hash: str | None
+    schema: str
+    seq: int
+    type: str
+    cause: Cause | None = None
+    content_hash: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """An event as read back from the log; ``data`` stays raw until its tag is known."""
+
+    actor: Actor
+    at: SafeInt
+    batch: Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
+    content_hash: Hex256
+    data: msgspec.Raw
+    event_id: OpaqueId
+    prev_hash: Hex256 | None
+    schema: Literal["pwf.event.v1"]
+    seq: Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
+    type: str
+    cause: Cause | None = None
+
+
+class Entry(msgspec.Struct, frozen=True):
+    """One event: the envelope's members and the typed event."""
+
+    seq: int
+    batch: int
+    at: int
+    type: str
+    actor: Actor
+    cause: Cause | None
+    event: Event
+    event_id: str
+    content_hash: str
+    prev_hash: str | None
+
+
+class Sealed(msgspec.Struct, frozen=True):
+    """An event ready to store: the entry and its exact canonical bytes."""
+
+    entry: Entry
+    body: bytes
+
+
+def seal(  # noqa: PLR0913 - the envelope has this many members
+    event: Event,
+    *,
+    seq: int,
+    batch: int,
+    at: int,
+    actor: Actor,
+    cause: Cause | None,
+    event_id: str,
+    prev_hash: str | None,
+) -> Sealed:
+    """Write an event's canonical bytes and compute its content hash."""
+    draft = _Sealing(
+        actor=actor,
+        at=at,
+        batch=batch,
+        data=event,
+        event_id=event_id,
+        prev_hash=prev_hash,
+        schema=SCHEMA,
+        seq=seq,
+        type=event.TAG,
+        cause=cause,
+    )
+    content_hash = hashlib.sha256(canonical.encode(draft)).hexdigest()
+    body = canonical.encode(msgspec.structs.replace(draft, content_hash=content_hash))
+    entry = Entry(
+        seq=seq,
+        batch=batch,
+        at=at,
+        type=event.TAG,
+        actor=actor,
+        cause=cause,
+        event=event,
+        event_id=event_id,
+        content_hash=content_hash,
+        prev_hash=prev_hash,
+    )
+    return Sealed(entry=entry, body=body)

@@ -1,0 +1,43 @@
+"""Events of the command log (DOMAIN §7); imports the event base only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from pwf.events._base import Event, Hex256, OpaqueId, SafeInt
+
+Outcome = Literal["accepted", "adopted", "rejected", "conflict", "notFound", "claimLost", "unavailable"]
+
+
+class CommandRecorded(Event, frozen=True, kw_only=True):
+    """A command's outcome was stored; ``host_commands`` is folded from these alone."""
+
+    TAG = "command.recorded"
+
+    request_id: OpaqueId
+    client_id: OpaqueId
+    operation: str
+    idempotency_key: OpaqueId
+    fingerprint: Hex256
+    outcome: Outcome
+    run_id: OpaqueId | None = None
+    revision: SafeInt | None = None
+    receipt: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: str | None = None
+    host_epoch: Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)] | None = None
+
+
+class CommandRefused(Event, frozen=True, kw_only=True):
+    """An outcome the original does not persist; never feeds ``host_commands``."""
+
+    TAG = "command.refused"
+
+    request_id: OpaqueId
+    client_id: OpaqueId
+    operation: str
+    idempotency_key: OpaqueId
+    fingerprint: Hex256
+    outcome: Outcome
+    error: str

@@ -1,0 +1,113 @@
+"""The event store: what every log implementation offers; imports canonical, events, errors.
+
+A store appends batches atomically (gapless seq, prev-hash chain, content hash
+over the stored canonical bytes), streams ranges in constant memory, looks
+events up by their indexed columns and verifies the chain from stored bytes.
+:mod:`pwf.store.sqlite` is the embedded default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+import msgspec
+
+from pwf.events import Actor, Cause, Entry, Event, Sealed
+
+__all__ = [
+    "AppendHook",
+    "EventStore",
+    "Head",
+    "StoredEvent",
+    "Transaction",
+    "VerifyReport",
+]
+
+
+class Head(msgspec.Struct, frozen=True):
+    """The log's tip: last seq, its content hash and its batch (zeros when empty)."""
+
+    seq: int
+    content_hash: str | None
+    batch: int
+
+
+class StoredEvent(msgspec.Struct, frozen=True):
+    """One row of the log: its seq and its exact stored bytes."""
+
+    seq: int
+    body: bytes
+
+
+class VerifyReport(msgspec.Struct, frozen=True):
+    """What ``verify`` found: events checked and the first bad seq, if any."""
+
+    events: int
+    head: Head
+    first_bad_seq: int | None = None
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the whole chain holds."""
+        return self.first_bad_seq is None
+
+
+class AppendHook(Protocol):
+    """Runs inside the append transaction, after the batch's rows are written.
+
+    The read model uses it to project the batch and advance its checkpoint in
+    the same transaction (ADR 0005).
+    """
+
+    def __call__(self, connection: object, batch: Sequence[Sealed]) -> None:
+        """Apply ``batch`` through ``connection`` (the store's own)."""
+
+
+class Transaction(Protocol):
+    """A write transaction: the write lock is held until it ends."""
+
+    @property
+    def head(self) -> Head:
+        """The log's tip as seen inside the transaction."""
+
+    def append(
+        self,
+        events: Sequence[Event],
+        *,
+        at: int,
+        actor: Actor,
+        cause: Cause | None = None,
+    ) -> list[Sealed]:
+        """Seal and write one batch; several calls make several batches."""
+
+
+class EventStore(Protocol):
+    """The contract every log implementation keeps."""
+
+    def append(
+        self,
+        events: Sequence[Event],
+        *,
+        at: int,
+        actor: Actor,
+        cause: Cause | None = None,
+    ) -> list[Sealed]:
+        """Append one batch atomically and return it sealed."""
+
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """Take the write lock; decide and append inside; commit on exit."""
+
+    def head(self) -> Head:
+        """The log's tip."""
+
+    def read(self, first: int = 1, last: int | None = None) -> Iterator[StoredEvent]:
+        """Stream stored events with ``first <= seq <= last`` in seq order."""
+
+    def entries(self, first: int = 1, last: int | None = None) -> Iterator[Entry]:
+        """Stream checked, typed events with ``first <= seq <= last``."""
+
+    def verify(self) -> VerifyReport:
+        """Check the whole chain from stored bytes."""

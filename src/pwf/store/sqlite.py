@@ -1,0 +1,397 @@
+"""The embedded event store: log and projections in one SQLite file.
+
+Imports canonical, events and errors (plus sqlite3: this is an edge room).
+One command is one batch is one write transaction (ADR 0005): ``BEGIN
+IMMEDIATE`` takes the write lock, the caller decides from the projections it
+can read through the same connection, the batch is sealed against the head
+read *inside* the transaction, append hooks project it and advance their
+checkpoints, and the commit makes all of it durable at once.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final, Literal
+
+from pwf.errors import ChainError, InputError, LineError, PwfError, StoreBusyError, StoreError
+from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body, seal
+from pwf.store import AppendHook, Head, StoredEvent, VerifyReport
+
+__all__ = ["FORMAT", "SCHEMA", "SqliteStore", "SqliteTransaction", "translate_error"]
+
+FORMAT: Final = "pwf.store.v1"
+Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
+
+SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS events (
+  seq INTEGER PRIMARY KEY CHECK (seq >= 1),
+  batch INTEGER NOT NULL CHECK (batch >= 1),
+  type TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  run_id TEXT,
+  session_id TEXT,
+  request_id TEXT,
+  client_id TEXT,
+  idempotency_key TEXT,
+  content_hash TEXT NOT NULL UNIQUE,
+  prev_hash TEXT,
+  body BLOB NOT NULL
+) STRICT""",
+    "CREATE INDEX IF NOT EXISTS events_batch ON events (batch)",
+    "CREATE INDEX IF NOT EXISTS events_type ON events (type, seq)",
+    "CREATE INDEX IF NOT EXISTS events_run ON events (run_id, seq) WHERE run_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS events_session ON events (session_id, seq)"
+    " WHERE session_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS events_request ON events (request_id, seq)"
+    " WHERE request_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS events_idempotency ON events (client_id, idempotency_key, seq)"
+    " WHERE client_id IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS _pwf_meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) STRICT""",
+    """CREATE TABLE IF NOT EXISTS _pwf_head (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  seq INTEGER NOT NULL,
+  content_hash TEXT,
+  batch INTEGER NOT NULL
+) STRICT""",
+    """CREATE TABLE IF NOT EXISTS _pwf_checkpoint (
+  projection TEXT PRIMARY KEY,
+  version INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL
+) STRICT""",
+)
+
+_COLUMNS: Final = (
+    "seq, batch, type, at, run_id, session_id, request_id, client_id, idempotency_key,"
+    " content_hash, prev_hash, body"
+)
+_LOOKUPS: Final = frozenset({"type", "run_id", "session_id", "request_id", "client_id", "batch"})
+
+
+def translate_error(error: sqlite3.Error, path: Path) -> PwfError:
+    """Turn a sqlite3 error into pwf's tree at the edge, with a clear line."""
+    text = str(error)
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return StoreBusyError(f"{path}: the database is locked by another writer ({text})")
+    if "readonly" in lowered or "read-only" in lowered:
+        return StoreError(f"{path}: the database is read-only ({text})")
+    if "disk is full" in lowered or "disk i/o" in lowered:
+        return StoreError(f"{path}: the disk failed or is full ({text})")
+    if "not a database" in lowered or "malformed" in lowered:
+        return StoreError(f"{path}: not a pwf database or damaged ({text})")
+    if "unable to open" in lowered:
+        return StoreError(f"{path}: cannot open the database ({text})")
+    return StoreError(f"{path}: {text}")
+
+
+def _prepare_file(path: Path) -> None:
+    """Create the database's directory (0700) and an empty file (0600) if missing."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(descriptor)
+
+
+class SqliteTransaction:
+    """The write lock is held; appends seal against the head read inside it."""
+
+    def __init__(self, store: SqliteStore, connection: sqlite3.Connection) -> None:
+        """Read the head once; later appends keep it current."""
+        self.store = store
+        self.connection = connection
+        row = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
+        self._head = Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
+
+    @property
+    def head(self) -> Head:
+        """The log's tip as seen inside the transaction."""
+        return self._head
+
+    def append(
+        self,
+        events: Sequence[Event],
+        *,
+        at: int,
+        actor: Actor,
+        cause: Cause | None = None,
+    ) -> list[Sealed]:
+        """Seal and write one batch, run the append hooks, move the head."""
+        if not events:
+            return []
+        head = self._head
+        batch = head.batch + 1
+        prev = head.content_hash
+        sealed: list[Sealed] = []
+        for offset, event in enumerate(events, start=1):
+            seq = head.seq + offset
+            item = seal(
+                event,
+                seq=seq,
+                batch=batch,
+                at=at,
+                actor=actor,
+                cause=cause,
+                event_id=f"evt-{seq}",
+                prev_hash=prev,
+            )
+            sealed.append(item)
+            prev = item.entry.content_hash
+        self._write(sealed)
+        return sealed
+
+    def _write(self, sealed: list[Sealed]) -> None:
+        """Insert rows, move the head, run the append hooks: all in this transaction."""
+        self.connection.executemany(
+            f"INSERT INTO events ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [_row(item) for item in sealed],
+        )
+        last = sealed[-1].entry
+        self._head = Head(seq=last.seq, content_hash=last.content_hash, batch=last.batch)
+        self.connection.execute(
+            "INSERT INTO _pwf_head (id, seq, content_hash, batch) VALUES (1, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET seq = excluded.seq,"
+            " content_hash = excluded.content_hash, batch = excluded.batch",
+            (last.seq, last.content_hash, last.batch),
+        )
+        for hook in self.store.hooks:
+            hook(self.connection, sealed)
+
+    def insert_verified(self, entry: Entry, body: bytes) -> None:
+        """Write an already checked event verbatim (import); the caller checked the chain."""
+        self._write([Sealed(entry=entry, body=body)])
+
+
+def _columns(entry: Entry) -> tuple[object, ...]:
+    """The indexed columns as the event's own bytes say they are."""
+    cause = entry.cause
+    return (
+        entry.seq,
+        entry.batch,
+        entry.type,
+        entry.at,
+        entry.event.index_run_id(),
+        entry.event.index_session_id(),
+        cause.request_id if cause else None,
+        cause.client_id if cause else None,
+        cause.idempotency_key if cause else None,
+        entry.content_hash,
+        entry.prev_hash,
+    )
+
+
+def _row(item: Sealed) -> tuple[object, ...]:
+    return (*_columns(item.entry), item.body)
+
+
+class SqliteStore:
+    """A hash-chained event log in one SQLite file (WAL, ``synchronous=FULL`` by default)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = False,
+        synchronous: Synchronous = "FULL",
+        busy_timeout_ms: int = 5_000,
+        hooks: Sequence[AppendHook] = (),
+        read_only: bool = False,
+    ) -> None:
+        """Open (or with ``create`` make) the database at ``path``.
+
+        Raises:
+            InputError: the database does not exist and ``create`` is false.
+            StoreError: SQLite refused to open it or it is not a pwf database.
+        """
+        self.path = Path(path).absolute()
+        self.hooks: list[AppendHook] = list(hooks)
+        if not self.path.exists():
+            if not create:
+                raise InputError(f"no state database at {self.path} (run `pwf init` first)")
+            _prepare_file(self.path)
+        try:
+            uri = f"file:{self.path}?mode={'ro' if read_only else 'rw'}"
+            self.connection = sqlite3.connect(
+                uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000
+            )
+            self.connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            if not read_only:
+                self.connection.execute("PRAGMA journal_mode = WAL")
+            self.connection.execute(f"PRAGMA synchronous = {synchronous}")
+            self.connection.execute("PRAGMA foreign_keys = ON")
+            if create:
+                self._install()
+            self._check_format()
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
+
+    def _install(self) -> None:
+        with self._immediate():
+            for statement in SCHEMA:
+                self.connection.execute(statement)
+            self.connection.execute(
+                "INSERT OR IGNORE INTO _pwf_meta (key, value) VALUES ('format', ?)", (FORMAT,)
+            )
+
+    def _check_format(self) -> None:
+        try:
+            row = self.connection.execute(
+                "SELECT value FROM _pwf_meta WHERE key = 'format'"
+            ).fetchone()
+        except sqlite3.OperationalError:
+            row = None
+        if row is None or row[0] != FORMAT:
+            raise StoreError(f"{self.path}: not a pwf database (expected format {FORMAT})")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.connection.close()
+
+    def __enter__(self) -> SqliteStore:
+        """Use as a context manager that closes on exit."""
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        """Close the connection."""
+        self.close()
+
+    @contextmanager
+    def _immediate(self) -> Iterator[sqlite3.Connection]:
+        self.connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.connection
+        except BaseException:
+            self.connection.execute("ROLLBACK")
+            raise
+        self.connection.execute("COMMIT")
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqliteTransaction]:
+        """Take the write lock; decide and append inside; commit on exit, roll back on error."""
+        try:
+            with self._immediate() as connection:
+                yield SqliteTransaction(self, connection)
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
+
+    def append(
+        self,
+        events: Sequence[Event],
+        *,
+        at: int,
+        actor: Actor,
+        cause: Cause | None = None,
+    ) -> list[Sealed]:
+        """Append one batch atomically and return it sealed."""
+        with self.transaction() as tx:
+            return tx.append(events, at=at, actor=actor, cause=cause)
+
+    def head(self) -> Head:
+        """The log's tip."""
+        row = self.connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
+        return Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
+
+    def read(self, first: int = 1, last: int | None = None) -> Iterator[StoredEvent]:
+        """Stream stored events with ``first <= seq <= last`` in seq order (constant memory)."""
+        stop = last if last is not None else 2**63 - 1
+        cursor = self.connection.execute(
+            "SELECT seq, body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, stop)
+        )
+        for seq, body in cursor:
+            yield StoredEvent(seq=seq, body=body)
+
+    def entries(self, first: int = 1, last: int | None = None) -> Iterator[Entry]:
+        """Stream checked, typed events with ``first <= seq <= last``."""
+        for stored in self.read(first, last):
+            yield open_body(stored.body)
+
+    def find(  # noqa: PLR0913 - one keyword per indexed column
+        self,
+        *,
+        type: str | None = None,  # noqa: A002 - the column's name
+        run_id: str | None = None,
+        session_id: str | None = None,
+        request_id: str | None = None,
+        client_id: str | None = None,
+        idempotency_key: str | None = None,
+        batch: int | None = None,
+    ) -> Iterator[StoredEvent]:
+        """Stream the events whose indexed columns equal every given value."""
+        wanted = {
+            "type": type,
+            "run_id": run_id,
+            "session_id": session_id,
+            "request_id": request_id,
+            "client_id": client_id,
+            "idempotency_key": idempotency_key,
+            "batch": batch,
+        }
+        given = {column: value for column, value in wanted.items() if value is not None}
+        if idempotency_key is not None and client_id is None:
+            raise InputError("an idempotency key is looked up together with its client id")
+        where = " AND ".join(f"{column} = ?" for column in given) or "1"
+        cursor = self.connection.execute(
+            f"SELECT seq, body FROM events WHERE {where} ORDER BY seq", tuple(given.values())
+        )
+        for seq, body in cursor:
+            yield StoredEvent(seq=seq, body=body)
+
+    def verify(self) -> VerifyReport:
+        """Check the chain from stored bytes and name the first bad seq."""
+        head = self.head()
+        checked = 0
+        try:
+            last = _verify_rows(self.connection.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq"))
+        except ChainError as error:
+            return VerifyReport(events=error.seq - 1, head=head, first_bad_seq=error.seq, reason=error.reason)
+        checked = last.seq
+        if last != head:
+            bad = min(last.seq, head.seq) + 1
+            return VerifyReport(
+                events=checked,
+                head=head,
+                first_bad_seq=bad,
+                reason=f"the log ends at seq {last.seq} but its head says seq {head.seq}"
+                if last.seq != head.seq
+                else "the head's hash or batch does not match the last event",
+            )
+        return VerifyReport(events=checked, head=head)
+
+
+def _verify_rows(rows: Iterator[tuple[object, ...]]) -> Head:
+    """Walk rows in seq order; raise ChainError at the first fault; return the last head."""
+    expected = Head(seq=0, content_hash=None, batch=0)
+    for row in rows:
+        seq = expected.seq + 1
+        if row[0] != seq:
+            raise ChainError(seq, f"seq {seq} is missing (next stored is {row[0]})")
+        body = row[11]
+        if not isinstance(body, bytes):
+            raise ChainError(seq, "the stored body is not bytes")
+        try:
+            entry = open_body(body)
+        except (LineError, InputError) as error:
+            raise ChainError(seq, str(error)) from None
+        _check_columns(seq, row, entry)
+        if entry.prev_hash != expected.content_hash:
+            raise ChainError(seq, "prevHash does not match the previous event's contentHash")
+        if entry.batch not in (expected.batch, expected.batch + 1) or (seq == 1 and entry.batch != 1):
+            raise ChainError(seq, f"batch {entry.batch} does not follow batch {expected.batch}")
+        expected = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
+    return expected
+
+
+def _check_columns(seq: int, row: tuple[object, ...], entry: Entry) -> None:
+    body_says = _columns(entry)
+    if body_says != tuple(row[:11]):
+        names = _COLUMNS.split(", ")
+        column = next(n for n, a, b in zip(names, body_says, row, strict=False) if a != b)
+        raise ChainError(seq, f"indexed column {column.strip()} disagrees with the stored bytes")
