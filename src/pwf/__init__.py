@@ -1,0 +1,1 @@
+"""pwf: an event-sourced host state for agent workflows."""

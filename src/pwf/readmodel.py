@@ -9,11 +9,15 @@ with the batch (ADR 0005).  Replay and rebuild call the same ``apply_entry``.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pwf.errors import StoreError
-from pwf.events import Entry, Sealed
 from pwf.projections import PROJECTIONS, Projection
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pwf.events import Entry, Sealed
 
 __all__ = ["ReadModel"]
 

@@ -9,8 +9,7 @@ change gets a new tag plus a pure upcaster in :data:`UPCASTERS` (ADR 0003).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -31,6 +30,9 @@ from pwf.events._base import (
     seal,
 )
 from pwf.events.commands import CommandRecorded, CommandRefused, Outcome
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 __all__ = [
     "EVENT_TYPES",

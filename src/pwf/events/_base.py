@@ -31,7 +31,9 @@ OpaqueId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 Hex256 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
 """A lower-case hex SHA-256 digest."""
 
-ActorType = Literal["session", "host", "controller", "channel", "human", "policy", "control", "system"]
+ActorType = Literal[
+    "session", "host", "controller", "channel", "human", "policy", "control", "system"
+]
 
 
 class Actor(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -41,7 +43,9 @@ class Actor(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     id: OpaqueId
 
 
-class Cause(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel", omit_defaults=True):
+class Cause(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel", omit_defaults=True
+):
     """The client request or worker message a batch answers, when there is one."""
 
     operation: str
@@ -53,7 +57,9 @@ class Cause(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="cam
     message_id: str | None = None
 
 
-class Event(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel", omit_defaults=True):
+class Event(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel", omit_defaults=True
+):
     """A fact.  Subclasses set a stable dotted ``TAG``; fields only grow (ADR 0003)."""
 
     TAG: ClassVar[str]

@@ -8,7 +8,9 @@ import msgspec
 
 from pwf.events._base import Event, Hex256, OpaqueId, SafeInt
 
-Outcome = Literal["accepted", "adopted", "rejected", "conflict", "notFound", "claimLost", "unavailable"]
+Outcome = Literal[
+    "accepted", "adopted", "rejected", "conflict", "notFound", "claimLost", "unavailable"
+]
 
 
 class CommandRecorded(Event, frozen=True, kw_only=True):

@@ -8,9 +8,10 @@ statements and advances the checkpoint inside the append transaction.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from pwf.events import Entry
+if TYPE_CHECKING:
+    from pwf.events import Entry
 
 __all__ = ["PROJECTIONS", "Projection", "Sql"]
 

@@ -8,13 +8,15 @@ events up by their indexed columns and verifies the chain from stored bytes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from pwf.events import Actor, Cause, Entry, Event, Sealed
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from contextlib import AbstractContextManager
+
+    from pwf.events import Actor, Cause, Entry, Event, Sealed
 
 __all__ = [
     "AppendHook",

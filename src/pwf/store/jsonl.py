@@ -10,13 +10,16 @@ constant however long the file is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from pwf.errors import ChainError, ImportRefusedError, InputError
 from pwf.events import open_body
 from pwf.store import Head
-from pwf.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pwf.store.sqlite import SqliteStore
 
 __all__ = ["export_jsonl", "import_jsonl"]
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, Self
 
 from pwf.errors import ChainError, InputError, LineError, PwfError, StoreBusyError, StoreError
 from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body, seal
 from pwf.store import AppendHook, Head, StoredEvent, VerifyReport
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
 
 __all__ = ["FORMAT", "SCHEMA", "SqliteStore", "SqliteTransaction", "translate_error"]
 
@@ -44,12 +46,18 @@ SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS events_batch ON events (batch)",
     "CREATE INDEX IF NOT EXISTS events_type ON events (type, seq)",
     "CREATE INDEX IF NOT EXISTS events_run ON events (run_id, seq) WHERE run_id IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS events_session ON events (session_id, seq)"
-    " WHERE session_id IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS events_request ON events (request_id, seq)"
-    " WHERE request_id IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS events_idempotency ON events (client_id, idempotency_key, seq)"
-    " WHERE client_id IS NOT NULL",
+    (
+        "CREATE INDEX IF NOT EXISTS events_session ON events (session_id, seq)"
+        " WHERE session_id IS NOT NULL"
+    ),
+    (
+        "CREATE INDEX IF NOT EXISTS events_request ON events (request_id, seq)"
+        " WHERE request_id IS NOT NULL"
+    ),
+    (
+        "CREATE INDEX IF NOT EXISTS events_idempotency ON events (client_id, idempotency_key, seq)"
+        " WHERE client_id IS NOT NULL"
+    ),
     """CREATE TABLE IF NOT EXISTS _pwf_meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
@@ -109,7 +117,9 @@ class SqliteTransaction:
         self.store = store
         self.connection = connection
         row = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
-        self._head = Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
+        self._head = (
+            Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
+        )
 
     @property
     def head(self) -> Head:
@@ -195,7 +205,7 @@ def _row(item: Sealed) -> tuple[object, ...]:
 class SqliteStore:
     """A hash-chained event log in one SQLite file (WAL, ``synchronous=FULL`` by default)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each keyword is an operator setting
         self,
         path: str | os.PathLike[str],
         *,
@@ -255,7 +265,7 @@ class SqliteStore:
         """Close the connection."""
         self.connection.close()
 
-    def __enter__(self) -> SqliteStore:
+    def __enter__(self) -> Self:
         """Use as a context manager that closes on exit."""
         return self
 
@@ -349,9 +359,13 @@ class SqliteStore:
         head = self.head()
         checked = 0
         try:
-            last = _verify_rows(self.connection.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq"))
+            last = _verify_rows(
+                self.connection.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq")
+            )
         except ChainError as error:
-            return VerifyReport(events=error.seq - 1, head=head, first_bad_seq=error.seq, reason=error.reason)
+            return VerifyReport(
+                events=error.seq - 1, head=head, first_bad_seq=error.seq, reason=error.reason
+            )
         checked = last.seq
         if last != head:
             bad = min(last.seq, head.seq) + 1
@@ -383,7 +397,9 @@ def _verify_rows(rows: Iterator[tuple[object, ...]]) -> Head:
         _check_columns(seq, row, entry)
         if entry.prev_hash != expected.content_hash:
             raise ChainError(seq, "prevHash does not match the previous event's contentHash")
-        if entry.batch not in (expected.batch, expected.batch + 1) or (seq == 1 and entry.batch != 1):
+        if entry.batch not in (expected.batch, expected.batch + 1) or (
+            seq == 1 and entry.batch != 1
+        ):
             raise ChainError(seq, f"batch {entry.batch} does not follow batch {expected.batch}")
         expected = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
     return expected

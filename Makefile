@@ -1,0 +1,40 @@
+# pwf developer tasks. `make demo` and `make test` work on a fresh machine:
+# each creates .venv with the machine's python3 and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: install check test demo bench artifacts clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+check: install
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/pwf dev export --check
+	$(BIN)/pytest
+
+test: check
+
+demo: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+
+bench: install
+	$(BIN)/python bench/run.py
+
+artifacts: install
+	$(BIN)/pwf dev export
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-state bench/out
