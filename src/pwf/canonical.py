@@ -82,7 +82,7 @@ def _learn_key(key: object) -> bool:
     puts first, so it is left to the exact path.
     """
     ok = (
-        type(key) is str
+        isinstance(key, str)
         and key[:1] not in _DIGITS
         and key != "__proto__"
         and (key.isascii() or max(key) < "\ud800")
@@ -199,7 +199,7 @@ def _object(members: dict[Any, Any], out: list[str]) -> None:
     indexed: list[tuple[int, str]] = []
     named: list[str] = []
     for key in members:
-        if type(key) is not str:
+        if not isinstance(key, str):
             raise CanonicalError(f"object keys must be text, not {type(key).__name__}")
         index = _array_index(key)
         if index is None:
@@ -254,6 +254,8 @@ def _value(value: object, out: list[str]) -> None:  # noqa: C901, PLR0912 - one 
     elif kind is msgspec.Raw:
         out.append(bytes(value).decode())  # type: ignore[call-overload]
     elif isinstance(value, msgspec.Struct):
+        if value.__struct_config__.array_like:
+            raise CanonicalError("an array-like Struct has no canonical object form")
         _object(_struct_members(value), out)
     else:
         raise CanonicalError(f"a value of type {kind.__name__} has no JSON form")
@@ -312,7 +314,7 @@ def _make_plan(cls: type) -> _Plan:
     info = msgspec.inspect.type_info(cls)
     assert isinstance(info, msgspec.inspect.StructType)
     plan: _Plan = None
-    if info.tag_field is None and all(_learn_key(field.encode_name) for field in info.fields):
+    if not info.array_like and info.tag_field is None and all(_learn_key(field.encode_name) for field in info.fields):
         checks = [(index, _field_check(field.type)) for index, field in enumerate(info.fields)]
         plan = tuple((index, *check) for index, check in checks if check is not None)
     _plans[cls] = plan
@@ -346,6 +348,9 @@ def _struct_plain(value: msgspec.Struct) -> bool:  # noqa: C901 - one branch per
     return True
 
 
+_EMPTY_DEFAULTS: Final = (list, dict, set)
+
+
 def _struct_members(value: msgspec.Struct) -> dict[str, object]:
     """The members msgspec would write for a Struct, as a dict for the exact path."""
     config = value.__struct_config__
@@ -354,9 +359,12 @@ def _struct_members(value: msgspec.Struct) -> dict[str, object]:
         members[config.tag_field] = config.tag
     for field in msgspec.structs.fields(value):
         item = getattr(value, field.name)
+        # msgspec omits a default by identity, and a factory default only when
+        # the factory is list, dict or set and the value an empty one of it.
+        factory = field.default_factory
         if config.omit_defaults and (
-            (field.default is not msgspec.NODEFAULT and item == field.default)
-            or (field.default_factory is not msgspec.NODEFAULT and item == field.default_factory())
+            item is field.default
+            or (factory in _EMPTY_DEFAULTS and type(item) is factory and not item)
         ):
             continue
         members[field.encode_name] = item
