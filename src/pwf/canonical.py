@@ -314,7 +314,11 @@ def _make_plan(cls: type) -> _Plan:
     info = msgspec.inspect.type_info(cls)
     assert isinstance(info, msgspec.inspect.StructType)
     plan: _Plan = None
-    if not info.array_like and info.tag_field is None and all(_learn_key(field.encode_name) for field in info.fields):
+    if (
+        not info.array_like
+        and info.tag_field is None
+        and all(_learn_key(field.encode_name) for field in info.fields)
+    ):
         checks = [(index, _field_check(field.type)) for index, field in enumerate(info.fields)]
         plan = tuple((index, *check) for index, check in checks if check is not None)
     _plans[cls] = plan
