@@ -16,6 +16,7 @@ import msgspec
 from pwf import canonical
 from pwf.errors import EventDataError, LineError
 from pwf.events._base import (
+    MAX_EVENT_BYTES,
     SCHEMA,
     Actor,
     ActorType,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENT_TYPES",
+    "MAX_EVENT_BYTES",
     "REGISTRY",
     "SCHEMA",
     "UPCASTERS",
@@ -95,7 +97,7 @@ def _decode_data(tag: str, data: msgspec.Raw) -> Event:
         return msgspec.convert(value, REGISTRY[tag])
     try:
         return decoder.decode(data)
-    except msgspec.ValidationError as error:
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise EventDataError(f"{tag}: {error}") from None
 
 
@@ -108,10 +110,10 @@ def open_body(body: bytes) -> Entry:
         LineError: not canonical JSON, or the content hash does not match.
         EventDataError: the envelope or its data does not fit its type.
     """
-    canonical.parse_line(body)
+    canonical.parse_line(body, limit=MAX_EVENT_BYTES)
     try:
         envelope = _ENVELOPE.decode(body)
-    except msgspec.ValidationError as error:
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise EventDataError(f"envelope: {error}") from None
     if content_hash_of(body) != envelope.content_hash:
         raise LineError("content hash does not match the event's bytes")

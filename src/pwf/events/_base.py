@@ -14,13 +14,20 @@ before.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Annotated, ClassVar, Final, Literal
 
 import msgspec
 
 from pwf import canonical
+from pwf.errors import InputError
 
 SCHEMA: Final = "pwf.event.v1"
+
+MAX_EVENT_BYTES: Final = 8 * 1_048_576
+"""Largest stored event: eight protocol lines, as events carry receipts and inputs."""
+
+_LONE_SURROGATE: Final = re.compile(rb"(?<!\\)(?:\\\\)*\\ud[89a-f]")
 
 SafeInt = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]
 """A non-negative integer that survives the original's conversion to a double."""
@@ -158,6 +165,12 @@ def seal(  # noqa: PLR0913 - the envelope has this many members
     )
     content_hash = hashlib.sha256(canonical.encode(draft)).hexdigest()
     body = canonical.encode(msgspec.structs.replace(draft, content_hash=content_hash))
+    if len(body) > MAX_EVENT_BYTES:
+        raise InputError(f"{event.TAG} event of {len(body)} bytes exceeds {MAX_EVENT_BYTES} bytes")
+    if b"\\ud" in body and _LONE_SURROGATE.search(body):
+        # JavaScript keeps lone surrogates, but msgspec cannot read them back into typed
+        # events, so a log that could not be verified is refused at the door.
+        raise InputError(f"{event.TAG} event holds text with a lone surrogate")
     entry = Entry(
         seq=seq,
         batch=batch,

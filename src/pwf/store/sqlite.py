@@ -245,6 +245,9 @@ class SqliteStore:
 
     def _install(self) -> None:
         with self._immediate():
+            names = {row[0] for row in self.connection.execute("SELECT name FROM sqlite_master")}
+            if names and "_pwf_meta" not in names:
+                raise StoreError(f"{self.path}: holds another program's tables; not a pwf database")
             for statement in SCHEMA:
                 self.connection.execute(statement)
             self.connection.execute(
@@ -368,7 +371,7 @@ class SqliteStore:
             )
         checked = last.seq
         if last != head:
-            bad = min(last.seq, head.seq) + 1
+            bad = last.seq if last.seq == head.seq else min(last.seq, head.seq) + 1
             return VerifyReport(
                 events=checked,
                 head=head,

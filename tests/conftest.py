@@ -1,0 +1,144 @@
+"""Shared fixtures: a fresh SQLite store and realistic command events to fill it with.
+
+Helpers are handed out as fixtures (never imported from this module), so test
+modules stay independent of how pytest puts ``tests/`` on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pwf import canonical
+from pwf.events import Actor, Cause, CommandRecorded, Outcome, Sealed
+from pwf.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+AT = 1_764_403_200_000
+"""A fixed clock reading (ms since the epoch): time is an input."""
+
+OPERATIONS = ("run.start", "interaction.answer", "message.send")
+
+MakeCommand = Callable[..., CommandRecorded]
+MakeCause = Callable[[CommandRecorded], Cause]
+AppendBatches = Callable[..., list[list[Sealed]]]
+Reseal = Callable[[dict[str, Any]], bytes]
+
+
+def make_command(  # noqa: PLR0913 - one keyword per field a test may want to pin
+    n: int,
+    *,
+    client_id: str = "client-a",
+    run_id: str | None = None,
+    request_id: str | None = None,
+    idempotency_key: str | None = None,
+    outcome: Outcome = "accepted",
+) -> CommandRecorded:
+    """A realistic ``command.recorded`` event: a receipt with floats, non-ASCII and nesting."""
+    operation = OPERATIONS[n % len(OPERATIONS)]
+    run = run_id if run_id is not None else f"run-{n % 3}"
+    request = {"operation": operation, "runId": run, "inputs": {"prompt": f"step {n} \u2603"}}
+    receipt = {
+        "runId": run,
+        "status": "running",
+        "revision": n,
+        "inputs": {"prompt": f"h\u00e9llo \U0001f600 #{n}", "temperature": 0.7, "tags": ["a", "b"]},
+        "deadline": None,
+        "score": 1.5e-7,
+    }
+    return CommandRecorded(
+        request_id=request_id or f"req-{n}",
+        client_id=client_id,
+        operation=operation,
+        idempotency_key=idempotency_key or f"idem-{n}",
+        fingerprint=canonical.hex_digest(request),
+        outcome=outcome,
+        run_id=run,
+        revision=n,
+        receipt=canonical.raw(receipt),
+        host_epoch=1,
+    )
+
+
+def make_cause(event: CommandRecorded) -> Cause:
+    """The client request a command event answers."""
+    return Cause(
+        operation=event.operation,
+        request_id=event.request_id,
+        client_id=event.client_id,
+        idempotency_key=event.idempotency_key,
+        fingerprint=event.fingerprint,
+    )
+
+
+ACTOR = Actor(type="session", id="session-main")
+
+
+def append_batches(
+    store: SqliteStore, sizes: Sequence[int], *, start: int = 1, at: int = AT
+) -> list[list[Sealed]]:
+    """Append one batch per size; events are numbered from ``start`` so request ids differ."""
+    batches: list[list[Sealed]] = []
+    n = start
+    for index, size in enumerate(sizes):
+        events = [make_command(n + offset) for offset in range(size)]
+        batches.append(
+            store.append(events, at=at + index, actor=ACTOR, cause=make_cause(events[0]))
+        )
+        n += size
+    return batches
+
+
+def reseal(document: dict[str, Any]) -> bytes:
+    """Canonical bytes of an event document with a freshly computed, matching contentHash."""
+    draft = {key: value for key, value in document.items() if key != "contentHash"}
+    draft["contentHash"] = hashlib.sha256(canonical.encode(draft)).hexdigest()
+    return canonical.encode(draft)
+
+
+@pytest.fixture(scope="session")
+def actor() -> Actor:
+    """The actor every test batch is appended by."""
+    return ACTOR
+
+
+@pytest.fixture(scope="session")
+def command() -> MakeCommand:
+    """Build the n-th realistic ``command.recorded`` event."""
+    return make_command
+
+
+@pytest.fixture(scope="session")
+def cause() -> MakeCause:
+    """Build the cause of a command event."""
+    return make_cause
+
+
+@pytest.fixture(scope="session")
+def fill() -> AppendBatches:
+    """Append batches of realistic command events of the given sizes."""
+    return append_batches
+
+
+@pytest.fixture(scope="session")
+def forge() -> Reseal:
+    """Re-seal an edited event document so its own contentHash matches again."""
+    return reseal
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """Where the fresh test database lives (its directory does not exist yet)."""
+    return tmp_path / "state" / "pwf.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[SqliteStore]:
+    """A fresh, empty store, closed after the test."""
+    with SqliteStore(db_path, create=True) as opened:
+        yield opened
