@@ -360,7 +360,6 @@ class SqliteStore:
     def verify(self) -> VerifyReport:
         """Check the chain from stored bytes and name the first bad seq."""
         head = self.head()
-        checked = 0
         try:
             last = _verify_rows(
                 self.connection.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq")
@@ -369,18 +368,17 @@ class SqliteStore:
             return VerifyReport(
                 events=error.seq - 1, head=head, first_bad_seq=error.seq, reason=error.reason
             )
-        checked = last.seq
         if last != head:
             bad = last.seq if last.seq == head.seq else min(last.seq, head.seq) + 1
             return VerifyReport(
-                events=checked,
+                events=last.seq,
                 head=head,
                 first_bad_seq=bad,
                 reason=f"the log ends at seq {last.seq} but its head says seq {head.seq}"
                 if last.seq != head.seq
                 else "the head's hash or batch does not match the last event",
             )
-        return VerifyReport(events=checked, head=head)
+        return VerifyReport(events=last.seq, head=head)
 
 
 def _verify_rows(rows: Iterator[tuple[object, ...]]) -> Head:
