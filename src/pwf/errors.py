@@ -12,7 +12,9 @@ Every error pwf raises on purpose derives from :class:`PwfError` and carries an
     │   │   ├── InvalidUtf8Error
     │   │   ├── NotJsonError
     │   │   └── NonCanonicalLineError
-    │   └── EventDataError                  event data does not fit its type
+    │   ├── ProtocolError                   a client or worker message was refused
+    │   ├── EventDataError                  event data does not fit its type
+    │   └── CommandError                    a handler refused: the original's text and outcome
     ├── StoreError (3)                      the event store failed
     │   ├── StoreBusyError                  the write lock was not granted in time
     │   ├── ChainError                      the log breaks its own rules
@@ -81,8 +83,25 @@ class NonCanonicalLineError(LineError):
     """A line parses, but is not byte-for-byte canonical."""
 
 
+class ProtocolError(InputError):
+    """A client or worker protocol message was refused; the connection closes."""
+
+
 class EventDataError(InputError):
     """Event data does not fit the registered type of its tag."""
+
+
+class CommandError(InputError):
+    """A command handler raised: the batch is dropped and the client sees ``outcome``.
+
+    The message is the original's error text, kept verbatim.  An executed
+    command that raises records nothing (DOMAIN §7.3), so a retry runs again.
+    """
+
+    def __init__(self, message: str, outcome: str = "rejected") -> None:
+        """Keep the outcome the response carries (``rejected`` unless stated)."""
+        super().__init__(message)
+        self.outcome = outcome
 
 
 class StoreError(PwfError):

@@ -1,0 +1,331 @@
+"""The worker protocol between the host and its run workers; imports canonical, errors, msgspec.
+
+A worker is launched with a ``pi-workflows.worker-launch.v1`` envelope, then
+sends ``pi-workflows.worker-message.v1`` lines and reads
+``pi-workflows.worker-response.v1`` lines (DOMAIN §14).  Unlike the client
+protocol, extra message members are allowed: they are kept out of
+:class:`WorkerMessage` but count in its fingerprint, the SHA-256 of the whole
+canonical message.  Text limits count UTF-16 code units (JavaScript string
+length), and a line (message plus newline) may not exceed 1 MiB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Final, TypeGuard
+
+import msgspec
+
+from pwf import canonical
+from pwf.errors import CanonicalError, LineError, ProtocolError
+from pwf.protocol.client import MAX_PROTOCOL_MESSAGE_BYTES, MAX_SAFE_INTEGER
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "KINDS",
+    "MAX_WORKER_TEXT_UNITS",
+    "WORKER_LAUNCH_SCHEMA",
+    "WORKER_MESSAGE_SCHEMA",
+    "WORKER_OUTCOMES",
+    "WORKER_PROTOCOL_VERSION",
+    "WORKER_RESPONSE_SCHEMA",
+    "LaunchEnvelope",
+    "WorkerMessage",
+    "WorkerResponse",
+    "encode_launch",
+    "encode_worker_response",
+    "parse_worker_message",
+    "parse_worker_response",
+]
+
+WORKER_MESSAGE_SCHEMA: Final = "pi-workflows.worker-message.v1"
+WORKER_RESPONSE_SCHEMA: Final = "pi-workflows.worker-response.v1"
+WORKER_LAUNCH_SCHEMA: Final = "pi-workflows.worker-launch.v1"
+WORKER_PROTOCOL_VERSION: Final = 1
+
+MAX_WORKER_TEXT_UNITS: Final = 256
+"""Ids and operation names are non-empty text of at most this many UTF-16 code units."""
+
+KINDS: Final = frozenset(
+    {
+        "worker.ready",
+        "node.started",
+        "node.update",
+        "node.finished",
+        "node.failed",
+        "run.parked",
+        "run.finished",
+        "interaction.requested",
+        "interaction.accepted",
+        "interaction.rejected",
+        "notification.requested",
+        "presentation.requested",
+        "effect.reserve",
+        "effect.settle",
+        "worker.progress",
+        "worker.exiting",
+    }
+)
+
+WORKER_OUTCOMES: Final = frozenset({"accepted", "adopted", "rejected", "claimLost"})
+
+TOO_LARGE: Final = "Worker protocol message exceeds 1 MiB"
+
+
+class WorkerMessage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One worker message; ``fingerprint`` covers every member received, extras too."""
+
+    schema: str = WORKER_MESSAGE_SCHEMA
+    launch_schema: str = WORKER_LAUNCH_SCHEMA
+    message_id: str
+    kind: str
+    operation: str
+    run_id: str
+    generation: int
+    worker_epoch: str
+    expected_revision: int
+    attempt_id: str | None = None
+    payload: object
+    fingerprint: str
+
+
+class WorkerResponse(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The host's answer to one worker message; ``result`` is MISSING when absent."""
+
+    schema: str = WORKER_RESPONSE_SCHEMA
+    message_id: str
+    outcome: str
+    revision: int | None = None
+    result: object = canonical.MISSING
+    error: str | None = None
+
+
+class LaunchEnvelope(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What a worker is started with: which run, generation and epoch it serves."""
+
+    schema: str = WORKER_LAUNCH_SCHEMA
+    run_id: str
+    generation: int
+    worker_epoch: str
+    project_path: str
+    workflow_source: str
+    definition_digest: str
+    input_hash: str
+    protocol_version: int = WORKER_PROTOCOL_VERSION
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _utf16_length(text: str) -> int:
+    """JavaScript's ``length``: characters outside the BMP count twice."""
+    return len(text) + sum(char > "\uffff" for char in text)
+
+
+def _object(line: bytes) -> dict[str, object]:
+    """Parse a line (without newline) that must be one canonical JSON object."""
+    if len(line) + 1 > MAX_PROTOCOL_MESSAGE_BYTES:
+        raise ProtocolError(TOO_LARGE)
+    try:
+        value = canonical.parse_line(line)
+    except LineError as error:
+        raise ProtocolError(
+            f"Worker protocol message must be a canonical JSON object: {error}"
+        ) from error
+    if not isinstance(value, dict):
+        raise ProtocolError("Worker protocol message must be a canonical JSON object")
+    return value
+
+
+def _is_text(value: object) -> TypeGuard[str]:
+    """Tell whether a value is non-empty text of at most 256 UTF-16 code units."""
+    return isinstance(value, str) and 0 < _utf16_length(value) <= MAX_WORKER_TEXT_UNITS
+
+
+def _text(members: Mapping[str, object], name: str) -> str:
+    value = members.get(name)
+    if not _is_text(value):
+        raise ProtocolError(f"Worker {name} must be nonempty bounded text")
+    return value
+
+
+def _is_safe(value: object, minimum: int) -> TypeGuard[int]:
+    """Tell whether a value is a safe integer of at least ``minimum`` (bools are not)."""
+    return type(value) is int and minimum <= value <= MAX_SAFE_INTEGER
+
+
+def _generation(members: Mapping[str, object]) -> int:
+    value = members.get("generation")
+    if not _is_safe(value, 1):
+        raise ProtocolError("Worker generation must be positive")
+    return value
+
+
+def _expected_revision(members: Mapping[str, object]) -> int:
+    value = members.get("expectedRevision")
+    if not _is_safe(value, 0):
+        raise ProtocolError("Worker expectedRevision must be non-negative")
+    return value
+
+
+def _kind(members: Mapping[str, object]) -> str:
+    value = members.get("kind")
+    if not isinstance(value, str) or value not in KINDS:
+        raise ProtocolError("Invalid worker message kind")
+    return value
+
+
+def _payload(members: Mapping[str, object]) -> object:
+    if "payload" not in members:
+        raise ProtocolError("Worker payload is required")
+    return members["payload"]
+
+
+def _encode(members: dict[str, object]) -> bytes:
+    """Canonical bytes of checked members whose line fits in 1 MiB."""
+    try:
+        data = canonical.encode(members)
+    except CanonicalError as error:
+        raise ProtocolError(
+            f"Worker protocol message has no canonical JSON form: {error}"
+        ) from error
+    if len(data) + 1 > MAX_PROTOCOL_MESSAGE_BYTES:
+        raise ProtocolError(TOO_LARGE)
+    return data
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def _read_message(members: Mapping[str, object], fingerprint: str) -> WorkerMessage:
+    if (
+        members.get("schema") != WORKER_MESSAGE_SCHEMA
+        or members.get("launchSchema") != WORKER_LAUNCH_SCHEMA
+    ):
+        raise ProtocolError("Invalid worker message schema")
+    return WorkerMessage(
+        message_id=_text(members, "messageId"),
+        run_id=_text(members, "runId"),
+        worker_epoch=_text(members, "workerEpoch"),
+        kind=_kind(members),
+        generation=_generation(members),
+        expected_revision=_expected_revision(members),
+        operation=_text(members, "operation"),
+        attempt_id=_text(members, "attemptId") if "attemptId" in members else None,
+        payload=_payload(members),
+        fingerprint=fingerprint,
+    )
+
+
+def parse_worker_message(line: bytes) -> WorkerMessage:
+    """Parse one worker message line (without its newline).
+
+    The fingerprint is the SHA-256 of the line itself, which is the
+    canonical encoding of the whole message since the line must be canonical.
+
+    Raises:
+        ProtocolError: the line is too long, not canonical, or not a valid message.
+    """
+    return _read_message(_object(line), hashlib.sha256(line).hexdigest())
+
+
+# --------------------------------------------------------------------------- responses
+
+
+def _response_members(response: WorkerResponse) -> dict[str, object]:
+    members: dict[str, object] = {
+        "schema": response.schema,
+        "messageId": response.message_id,
+        "outcome": response.outcome,
+        "revision": canonical.MISSING if response.revision is None else response.revision,
+        "result": response.result,
+        "error": canonical.MISSING if response.error is None else response.error,
+    }
+    return {key: item for key, item in members.items() if item is not canonical.MISSING}
+
+
+def _read_response(members: Mapping[str, object]) -> WorkerResponse:
+    if members.get("schema") != WORKER_RESPONSE_SCHEMA:
+        raise ProtocolError("Invalid worker response schema")
+    message_id = _text(members, "messageId")
+    outcome = members.get("outcome")
+    if not isinstance(outcome, str) or outcome not in WORKER_OUTCOMES:
+        raise ProtocolError("Invalid worker response outcome")
+    return WorkerResponse(
+        message_id=message_id,
+        outcome=outcome,
+        revision=_optional_revision(members),
+        result=members.get("result", canonical.MISSING),
+        error=_optional_error(members),
+    )
+
+
+def _optional_revision(members: Mapping[str, object]) -> int | None:
+    if "revision" not in members:
+        return None
+    value = members["revision"]
+    if not _is_safe(value, 0):
+        raise ProtocolError("Worker response revision must be non-negative")
+    return value
+
+
+def _optional_error(members: Mapping[str, object]) -> str | None:
+    if "error" not in members:
+        return None
+    value = members["error"]
+    if not isinstance(value, str):
+        raise ProtocolError("Worker response error must be text")
+    return value
+
+
+def encode_worker_response(response: WorkerResponse) -> bytes:
+    """Canonical bytes of a worker response, without a newline.
+
+    Raises:
+        ProtocolError: the response is invalid or its line would exceed 1 MiB.
+    """
+    members = _response_members(response)
+    _read_response(members)
+    return _encode(members)
+
+
+def parse_worker_response(line: bytes) -> WorkerResponse:
+    """Parse one worker response line (without its newline); extra members are ignored.
+
+    Raises:
+        ProtocolError: the line is too long, not canonical, or not a valid response.
+    """
+    return _read_response(_object(line))
+
+
+# --------------------------------------------------------------------------- launch
+
+
+def encode_launch(envelope: LaunchEnvelope) -> bytes:
+    """Canonical bytes of a launch envelope, without a newline.
+
+    Raises:
+        ProtocolError: a field is invalid or the line would exceed 1 MiB.
+    """
+    wire = {
+        field.encode_name: getattr(envelope, field.name)
+        for field in msgspec.structs.fields(envelope)
+    }
+    _check_launch(wire)
+    return _encode(wire)
+
+
+def _check_launch(members: Mapping[str, object]) -> None:
+    if members["schema"] != WORKER_LAUNCH_SCHEMA:
+        raise ProtocolError("Invalid worker launch schema")
+    version = members["protocolVersion"]
+    if type(version) is not int or version != WORKER_PROTOCOL_VERSION:
+        raise ProtocolError("Worker launch protocolVersion must be 1")
+    _text(members, "runId")
+    _text(members, "workerEpoch")
+    _generation(members)
+    for name in ("projectPath", "workflowSource", "definitionDigest", "inputHash"):
+        if not isinstance(members[name], str):
+            raise ProtocolError(f"Worker launch {name} must be text")
