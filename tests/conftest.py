@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 AT = 1_764_403_200_000
 """A fixed clock reading (ms since the epoch): time is an input."""
 
-OPERATIONS = ("run.start", "interaction.answer", "message.send")
+OPERATIONS = ("run.start", "interaction.submit", "run.status")
 
 MakeCommand = Callable[..., CommandRecorded]
 MakeCause = Callable[[CommandRecorded], Cause]

@@ -15,11 +15,11 @@ from pwf.errors import StoreError
 from pwf.projections import PROJECTIONS, Projection
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from pwf.events import Entry, Sealed
 
-__all__ = ["ReadModel"]
+__all__ = ["ReadModel", "dump", "projection_tables", "rebuild_into"]
 
 
 class ReadModel:
@@ -63,3 +63,42 @@ class ReadModel:
         assert isinstance(connection, sqlite3.Connection)
         for item in batch:
             self.apply_entry(connection, item.entry)
+
+
+def projection_tables(connection: sqlite3.Connection) -> list[str]:
+    """The projection tables of a database (bookkeeping and log tables excluded), sorted."""
+    rows = connection.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+        " AND name NOT LIKE '\\_pwf\\_%' ESCAPE '\\'"
+        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name != 'events' ORDER BY name"
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def dump(connection: sqlite3.Connection) -> dict[str, list[tuple[object, ...]]]:
+    """Every projection row, table by table, in a stable order (all columns)."""
+    tables: dict[str, list[tuple[object, ...]]] = {}
+    for table in projection_tables(connection):
+        columns = [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
+        order = ", ".join(columns)
+        tables[table] = connection.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+    return tables
+
+
+def rebuild_into(
+    connection: sqlite3.Connection,
+    entries: Iterable[Entry],
+    projections: Sequence[Projection] = PROJECTIONS,
+) -> int:
+    """Fold ``entries`` into fresh projection tables on ``connection``; return the events folded."""
+    model = ReadModel(projections)
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS _pwf_checkpoint (projection TEXT PRIMARY KEY,"
+        " version INTEGER NOT NULL, last_seq INTEGER NOT NULL) STRICT"
+    )
+    model.install(connection)
+    count = 0
+    for entry in entries:
+        model.apply_entry(connection, entry)
+        count += 1
+    return count

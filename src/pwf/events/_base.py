@@ -70,6 +70,10 @@ class Event(
     """A fact.  Subclasses set a stable dotted ``TAG``; fields only grow (ADR 0003)."""
 
     TAG: ClassVar[str]
+    JSON_BLOBS: ClassVar[tuple[str, ...]] = ()
+    """Fields holding JSON values that the blob store keeps by hash (DOMAIN §3.3)."""
+    TEXT_BLOBS: ClassVar[tuple[str, ...]] = ()
+    """Fields holding text that the blob store keeps by hash."""
 
     def index_run_id(self) -> str | None:
         """The run this event is about, for the log's run index."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
@@ -17,6 +17,8 @@ class CommandRecorded(Event, frozen=True, kw_only=True):
     """A command's outcome was stored; ``host_commands`` is folded from these alone."""
 
     TAG = "command.recorded"
+    JSON_BLOBS: ClassVar[tuple[str, ...]] = ("receipt",)
+    TEXT_BLOBS: ClassVar[tuple[str, ...]] = ("error",)
 
     request_id: OpaqueId
     client_id: OpaqueId

@@ -8,7 +8,19 @@ statements and advances the checkpoint inside the append transaction.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from pwf.projections import (
+    blobs,
+    host_commands,
+    interactions,
+    messages,
+    node_attempts,
+    run_view_content,
+    runs,
+    workers,
+)
+from pwf.projections._sql import Sql
 
 if TYPE_CHECKING:
     from pwf.events import Entry
@@ -16,23 +28,33 @@ if TYPE_CHECKING:
 __all__ = ["PROJECTIONS", "Projection", "Sql"]
 
 
-class Sql(NamedTuple):
-    """One statement a projector emits; values are always bound with ``?``."""
-
-    text: str
-    params: tuple[object, ...] = ()
-
-
 class Projection(Protocol):
     """What a projection module provides."""
 
-    NAME: str
-    VERSION: int
-    DDL: tuple[str, ...]
+    @property
+    def NAME(self) -> str:  # noqa: N802 - a module constant seen through the protocol
+        """The read model's name, used by its checkpoint row."""
+
+    @property
+    def VERSION(self) -> int:  # noqa: N802 - same as NAME
+        """Bumped when the tables change; a mismatch means rebuild."""
+
+    @property
+    def DDL(self) -> tuple[str, ...]:  # noqa: N802 - same as NAME
+        """Statements that create the read model's tables and indexes."""
 
     def apply(self, entry: Entry) -> list[Sql]:
         """The statements that fold ``entry`` into this read model."""
 
 
-PROJECTIONS: tuple[Projection, ...] = ()
+PROJECTIONS: tuple[Projection, ...] = (
+    blobs,
+    host_commands,
+    runs,
+    node_attempts,
+    interactions,
+    messages,
+    workers,
+    run_view_content,
+)
 """Every registered read model, in the order they are applied."""

@@ -85,6 +85,19 @@ class Transaction(Protocol):
     ) -> list[Sealed]:
         """Seal and write one batch; several calls make several batches."""
 
+    def stage(
+        self,
+        events: Sequence[Event],
+        *,
+        at: int,
+        actor: Actor,
+        cause: Cause | None = None,
+    ) -> list[Sealed]:
+        """Add events to the transaction's one open batch, projecting them at once."""
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """Undo what the block wrote if it raises."""
+
 
 class EventStore(Protocol):
     """The contract every log implementation keeps."""

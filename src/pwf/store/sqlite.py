@@ -120,6 +120,8 @@ class SqliteTransaction:
         self._head = (
             Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
         )
+        self._staged_batch: int | None = None
+        self._savepoints = 0
 
     @property
     def head(self) -> Head:
@@ -135,10 +137,53 @@ class SqliteTransaction:
         cause: Cause | None = None,
     ) -> list[Sealed]:
         """Seal and write one batch, run the append hooks, move the head."""
+        return self._seal_and_write(events, self._head.batch + 1, at, actor, cause)
+
+    def stage(
+        self,
+        events: Sequence[Event],
+        *,
+        at: int,
+        actor: Actor,
+        cause: Cause | None = None,
+    ) -> list[Sealed]:
+        """Add events to this transaction's one open batch and project them at once.
+
+        A command handler stages what it decides step by step and reads the
+        projections in between; all staged events share one batch number and
+        commit (or vanish) together with the transaction.
+        """
+        if self._staged_batch is None:
+            self._staged_batch = self._head.batch + 1
+        return self._seal_and_write(events, self._staged_batch, at, actor, cause)
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Undo everything written inside the block if it raises, keep the rest."""
+        name = f"pwf_{self._savepoints}"
+        self._savepoints += 1
+        head, staged = self._head, self._staged_batch
+        self.connection.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            self.connection.execute(f"ROLLBACK TO {name}")
+            self.connection.execute(f"RELEASE {name}")
+            self._head, self._staged_batch = head, staged
+            raise
+        self.connection.execute(f"RELEASE {name}")
+
+    def _seal_and_write(
+        self,
+        events: Sequence[Event],
+        batch: int,
+        at: int,
+        actor: Actor,
+        cause: Cause | None,
+    ) -> list[Sealed]:
         if not events:
             return []
         head = self._head
-        batch = head.batch + 1
         prev = head.content_hash
         sealed: list[Sealed] = []
         for offset, event in enumerate(events, start=1):

@@ -1,0 +1,94 @@
+"""Deciders: what a command or worker message changes, as events; imports events and errors.
+
+A decider gets a :class:`Context`: it reads the current projections through
+the context's :class:`Reader` (SQL text lives here, the connection at the
+edge), stages events (which are projected at once, so later reads see them)
+and returns a :class:`Result`.  It never reads a clock: ``now`` is given.  A
+refusal that the original raises is a :class:`pwf.errors.CommandError`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+from pwf.errors import CommandError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from pwf.events import Event
+
+__all__ = ["CommandError", "Context", "Reader", "Result", "Row"]
+
+
+class Row(Protocol):
+    """One projection row, read by column name."""
+
+    def __getitem__(self, key: str, /) -> Any:  # noqa: ANN401 - SQLite values are untyped
+        """The value of one column."""
+
+    def keys(self) -> list[str]:
+        """The column names."""
+
+
+class Reader(Protocol):
+    """Read access to the projections inside the command's transaction."""
+
+    def one(self, sql: str, params: tuple[object, ...] = ()) -> Row | None:
+        """The first row of a query, or None."""
+
+    def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
+        """Every row of a query."""
+
+
+class Result(msgspec.Struct, frozen=True, kw_only=True):
+    """What a handler answers: outcome, revision, receipt and error, as the response carries."""
+
+    outcome: str = "accepted"
+    receipt: object = msgspec.UNSET
+    revision: int | None = None
+    error: str | None = None
+    run_id: str | None = None
+    awaiting: str | None = None
+    """A submission whose worker verdict the response waits for (``interaction.submit``)."""
+
+
+class Context:
+    """What a decider may use: the reader, the batch being built, and ``now``."""
+
+    def __init__(
+        self,
+        reader: Reader,
+        stage: Callable[[Sequence[Event]], object],
+        now: int,
+    ) -> None:
+        """Bind the transaction's reader and stager to one clock value."""
+        self.reader = reader
+        self._stage = stage
+        self.now = now
+        self.staged: list[Event] = []
+
+    def one(self, sql: str, *params: object) -> Row | None:
+        """The first row of a query, or None."""
+        return self.reader.one(sql, params)
+
+    def all(self, sql: str, *params: object) -> list[Row]:
+        """Every row of a query."""
+        return self.reader.all(sql, params)
+
+    def value(self, sql: str, *params: object) -> Any:  # noqa: ANN401 - SQLite values are untyped
+        """The first column of the first row, or None."""
+        row = self.reader.one(sql, params)
+        return None if row is None else row[row.keys()[0]]
+
+    def emit(self, *events: Event) -> None:
+        """Stage events into the batch; the projections reflect them immediately."""
+        self._stage(events)
+        self.staged.extend(events)
+
+
+def refuse(message: str, outcome: str = "rejected") -> CommandError:
+    """The error a decider raises to refuse with the original's text."""
+    return CommandError(message, outcome)

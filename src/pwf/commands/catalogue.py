@@ -1,0 +1,78 @@
+"""Which handler answers each client operation, and on which route (DOMAIN §7.3, §8)."""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from pwf.commands import Context, Result, interactions, refuse, runs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pwf.protocol.client import ClientRequest
+
+__all__ = ["CLIENT_OPERATIONS", "Operation", "Route"]
+
+
+class Route(enum.Enum):
+    """How an operation's outcome is kept (DOMAIN §7.3)."""
+
+    EXECUTED = "executed"
+    MAINTENANCE = "maintenance"
+    DIRECT = "direct"
+
+
+class Operation(NamedTuple):
+    """A route and the handler that decides."""
+
+    route: Route
+    handler: Callable[[Context, ClientRequest], Result]
+
+
+def _later(_ctx: Context, request: ClientRequest) -> Result:
+    """Operations whose behaviour is not built yet refuse without recording anything."""
+    raise refuse(f"Workflow operation {request.operation} is not available in this pwf version")
+
+
+_EXECUTED: Final = {
+    "host.status": runs.host_status,
+    "host.stop": runs.host_stop,
+    "run.start": runs.run_start,
+    "run.status": runs.run_status,
+    "run.list": runs.run_list,
+    "run.pause": runs.run_pause,
+    "run.resume": runs.run_resume,
+    "run.cancel": runs.run_cancel,
+    "checkpoint.answer": interactions.checkpoint_answer,
+    "decision.answer": interactions.decision_answer,
+    "interaction.update": interactions.interaction_update,
+}
+_LATER_EXECUTED: Final = (
+    "run.restart",
+    "sessionView.clearTerminal",
+    "followUp.queue",
+    "followUp.remove",
+    "controller.list",
+    "controller.get",
+    "controller.apply",
+    "controller.reconcile",
+    "controller.delete",
+)
+_LATER_MAINTENANCE: Final = (
+    "run.changeSettings",
+    "session.record",
+    "channel.reload",
+    "channel.recover",
+    "state.backup",
+    "state.prune",
+)
+_LATER_DIRECT: Final = ("workflowMessage.reportBranch", "workflowTurn.report")
+
+CLIENT_OPERATIONS: Final[dict[str, Operation]] = {
+    **{name: Operation(Route.EXECUTED, handler) for name, handler in _EXECUTED.items()},
+    **{name: Operation(Route.EXECUTED, _later) for name in _LATER_EXECUTED},
+    **{name: Operation(Route.MAINTENANCE, _later) for name in _LATER_MAINTENANCE},
+    "interaction.submit": Operation(Route.DIRECT, interactions.interaction_submit),
+    **{name: Operation(Route.DIRECT, _later) for name in _LATER_DIRECT},
+}

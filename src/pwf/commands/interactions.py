@@ -1,0 +1,400 @@
+"""Interactive requests and submissions: create, submit, settle, update, answer (§5.4, §5.5, §9).
+
+Imports commands, events and errors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from pwf import canonical
+from pwf.commands import Context, Result, refuse
+from pwf.commands._payload import members, text
+from pwf.commands.ids import continuation_run_id
+from pwf.commands.messages import cancel_source, ensure_interaction_message
+from pwf.commands.runs import get_run, live_owner, queue_of, require_run_id, reserve, revision_of
+from pwf.commands.views import stored_json
+from pwf.events import (
+    InteractionRequested,
+    InteractionSettled,
+    RunUpdatePublished,
+    SubmissionFinished,
+    SubmissionRecorded,
+)
+
+if TYPE_CHECKING:
+    from pwf.commands import Row
+    from pwf.protocol.client import ClientRequest
+
+__all__ = [
+    "checkpoint_answer",
+    "create_request",
+    "decision_answer",
+    "finish_validation",
+    "interaction_submit",
+    "interaction_update",
+    "record_submission",
+]
+
+
+def get_request(ctx: Context, request_id: str) -> Row | None:
+    """The interactive request row, or None."""
+    return ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", request_id)
+
+
+def create_request(  # noqa: PLR0913 - a request's identity has this many parts
+    ctx: Context,
+    *,
+    request_id: str,
+    run_id: str,
+    attempt_id: str,
+    session_id: str,
+    kind: str,
+    contract: object,
+) -> Row:
+    """Create, re-ensure or reopen a request (§5.4 table, §9.1)."""
+    contract_raw = canonical.raw(contract)
+    existing = get_request(ctx, request_id)
+    if existing is not None:
+        same = (
+            existing["run_id"] == run_id
+            and existing["attempt_id"] == attempt_id
+            and bytes(existing["contract_hash"]) == canonical.digest(contract)
+        )
+        if not same:
+            raise refuse(f"Interactive request conflicts: {request_id}")
+        if existing["status"] == "pending":
+            ensure_interaction_message(ctx, existing, "initial")
+            return existing
+        if existing["status"] != "settled" or existing["consumed_at"] is not None:
+            return existing
+        ctx.emit(
+            InteractionRequested(
+                request_id=request_id,
+                run_id=run_id,
+                attempt_id=attempt_id,
+                target_session_id=existing["target_session_id"],
+                kind=existing["kind"],
+                contract=contract_raw,
+                revision=existing["revision"] + 1,
+                reopened=True,
+            )
+        )
+        reopened = get_request(ctx, request_id)
+        assert reopened is not None
+        ensure_interaction_message(ctx, reopened, "resumed")
+        return reopened
+    ctx.emit(
+        InteractionRequested(
+            request_id=request_id,
+            run_id=run_id,
+            attempt_id=attempt_id,
+            target_session_id=session_id,
+            kind=kind,  # type: ignore[arg-type]
+            contract=contract_raw,
+            revision=1,
+        )
+    )
+    created = get_request(ctx, request_id)
+    assert created is not None
+    ensure_interaction_message(ctx, created, "initial")
+    return created
+
+
+def settle(ctx: Context, request: Row, submission_id: str) -> None:
+    """Settle a pending request and cancel its step and decision messages (§9.4)."""
+    ctx.emit(
+        InteractionSettled(
+            request_id=request["request_id"],
+            run_id=request["run_id"],
+            submission_id=submission_id,
+            revision=request["revision"] + 1,
+        )
+    )
+    cancel_source(ctx, request["request_id"], ("step", "decision"))
+
+
+def record_submission(  # noqa: PLR0913 - a submission has this many facts
+    ctx: Context,
+    *,
+    request: Row,
+    submission_id: str,
+    key: str,
+    expected_revision: int | None,
+    value: object,
+    outcome: str,
+) -> Result | None:
+    """Record a submission (§5.5); an adopted one returns its stored answer."""
+    same_key = ctx.one(
+        "SELECT s.submission_id, s.payload_hash, s.outcome, b.content AS receipt"
+        " FROM interactive_submissions s LEFT JOIN blobs b ON b.blob_hash = s.receipt_hash"
+        " WHERE s.request_id = ? AND s.idempotency_key = ?",
+        request["request_id"],
+        key,
+    )
+    if same_key is not None:
+        if bytes(same_key["payload_hash"]) != canonical.digest(value):
+            raise refuse("Interactive submission idempotency key conflicts")
+        receipt = (
+            msgspec.json.decode(bytes(same_key["receipt"]))
+            if same_key["receipt"] is not None
+            else {"requestId": request["request_id"], "submissionId": same_key["submission_id"]}
+        )
+        return Result(outcome="adopted", receipt=receipt, run_id=request["run_id"])
+    if outcome == "validating" and ctx.one(
+        "SELECT 1 FROM interactive_submissions WHERE request_id = ? AND outcome = 'validating'",
+        request["request_id"],
+    ):
+        raise refuse("Interactive submission validation is already active")
+    if request["status"] != "pending" or (
+        expected_revision is not None and expected_revision != request["revision"]
+    ):
+        raise refuse("Interactive request revision conflict")
+    if ctx.one("SELECT 1 FROM interactive_submissions WHERE submission_id = ?", submission_id):
+        raise refuse(f"Interactive submission already exists: {submission_id}")
+    receipt = (
+        canonical.raw({"requestId": request["request_id"], "submissionId": submission_id})
+        if outcome == "accepted"
+        else canonical.MISSING
+    )
+    ctx.emit(
+        SubmissionRecorded(
+            submission_id=submission_id,
+            request_id=request["request_id"],
+            run_id=request["run_id"],
+            idempotency_key=key,
+            request_revision=request["revision"],
+            payload=canonical.raw(value),
+            outcome=outcome,  # type: ignore[arg-type]
+            receipt=receipt,
+        )
+    )
+    if outcome == "accepted":
+        settle(ctx, request, submission_id)
+    return None
+
+
+def finish_validation(
+    ctx: Context, submission_id: str, outcome: str, receipt: dict[str, object]
+) -> dict[str, object]:
+    """Finish a validating submission; idempotent when it already has ``outcome`` (§5.5)."""
+    row = ctx.one(
+        "SELECT s.*, b.content AS receipt FROM interactive_submissions s"
+        " LEFT JOIN blobs b ON b.blob_hash = s.receipt_hash WHERE s.submission_id = ?",
+        submission_id,
+    )
+    if row is None:
+        raise refuse(f"Interactive submission not found: {submission_id}")
+    if row["outcome"] == outcome and row["receipt"] is not None:
+        stored: dict[str, object] = msgspec.json.decode(bytes(row["receipt"]))
+        return stored
+    if row["outcome"] != "validating":
+        raise refuse("Interactive submission is not awaiting validation")
+    request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", row["request_id"])
+    assert request is not None
+    ctx.emit(
+        SubmissionFinished(
+            submission_id=submission_id,
+            request_id=row["request_id"],
+            run_id=request["run_id"],
+            outcome=outcome,  # type: ignore[arg-type]
+            receipt=canonical.raw(receipt),
+        )
+    )
+    if outcome == "accepted":
+        if request["status"] != "pending":
+            raise refuse("Interactive request revision conflict")
+        settle(ctx, request, submission_id)
+    return receipt
+
+
+# ------------------------------------------------------------------ client operations
+
+
+def _answerable(ctx: Context, request: ClientRequest, payload: dict[str, object]) -> Row | Result:
+    """The request a submit/update names, or the outcome that refuses it."""
+    run_id = require_run_id(request)
+    request_id = text(payload, "requestId")
+    row = get_request(ctx, request_id)
+    if row is None or row["run_id"] != run_id:
+        return Result(outcome="notFound", error=f"Interactive request not found: {request_id}")
+    run = get_run(ctx, run_id)
+    if run is not None and run["paused"]:
+        return Result(outcome="conflict", error="Workflow run is paused")
+    attempt = ctx.one("SELECT * FROM node_attempts WHERE attempt_id = ?", row["attempt_id"])
+    step = payload.get("step")
+    if (
+        payload.get("attempt") != row["attempt_id"]
+        or attempt is None
+        or (step is not None and step != attempt["node_id"])
+    ):
+        return Result(outcome="conflict", error="Interactive request attempt is stale")
+    return row
+
+
+def interaction_submit(ctx: Context, request: ClientRequest) -> Result:
+    """``interaction.submit``: record a validating submission; the response awaits the verdict."""
+    payload = members(request.payload)
+    found = _answerable(ctx, request, payload)
+    if isinstance(found, Result):
+        return found
+    submission_id = text(payload, "submissionId")
+    adopted = record_submission(
+        ctx,
+        request=found,
+        submission_id=submission_id,
+        key=request.idempotency_key,
+        expected_revision=request.expected_revision,
+        value=payload.get("value"),
+        outcome="validating",
+    )
+    if adopted is not None:
+        return adopted
+    return Result(
+        receipt={"requestId": found["request_id"], "submissionId": submission_id},
+        revision=found["revision"],
+        run_id=found["run_id"],
+        awaiting=submission_id,
+    )
+
+
+def interaction_update(ctx: Context, request: ClientRequest) -> Result:
+    """``interaction.update``: publish a progress update on the run's trace."""
+    payload = members(request.payload)
+    found = _answerable(ctx, request, payload)
+    if isinstance(found, Result):
+        return found
+    if found["status"] != "pending":
+        return Result(outcome="conflict", error="Interactive request attempt is stale")
+    if request.expected_revision != found["revision"]:
+        return Result(outcome="conflict", error="Interactive request revision is stale")
+    if live_owner(ctx, found["run_id"]):
+        return Result(outcome="claimLost", error="Interactive run is not available for update")
+    value = members(payload.get("value"), "value")
+    sequence = 1 + int(
+        ctx.value(
+            "SELECT coalesce(max(sequence), 0) FROM run_updates WHERE run_id = ?", found["run_id"]
+        )
+    )
+    update = value.get("update")
+    ctx.emit(
+        RunUpdatePublished(
+            run_id=found["run_id"],
+            sequence=sequence,
+            request_id=found["request_id"],
+            attempt_id=found["attempt_id"],
+            update=canonical.raw(update),
+        )
+    )
+    receipt = {
+        "attemptId": found["attempt_id"],
+        "requestId": found["request_id"],
+        "sequence": sequence,
+        "update": update,
+    }
+    return Result(receipt=receipt, revision=sequence, run_id=found["run_id"])
+
+
+def _continuation_template(ctx: Context, parent: Row, value: object) -> dict[str, object]:
+    """A continuation runs the parent's workflow with the answer as its input."""
+    snapshot = stored_json(ctx, parent["definition_snapshot_hash"])
+    return {
+        "project_path": parent["project_path"],
+        "workflow_name": parent["workflow_name"],
+        "workflow_ref": parent["workflow_ref"],
+        "workflow_source": parent["workflow_source"],
+        "definition_digest": parent["definition_digest"],
+        "definition_snapshot": canonical.raw(snapshot),
+        "input": canonical.raw(value),
+        "launch_options": canonical.raw(stored_json(ctx, parent["launch_options_hash"]) or {}),
+        "origin_session_id": parent["origin_session_id"],
+        "execution_mode": parent["execution_mode"],
+    }
+
+
+def checkpoint_answer(ctx: Context, request: ClientRequest) -> Result:
+    """``checkpoint.answer``: continue a run parked at an ordinary checkpoint (§12.3)."""
+    parent_id = require_run_id(request)
+    payload = members(request.payload)
+    parent = get_run(ctx, parent_id)
+    if parent is None:
+        return Result(outcome="notFound", error=f"Checkpoint run not found: {parent_id}")
+    child_id = text(payload, "continuationRunId")
+    checkpoint = ctx.one("SELECT * FROM run_checkpoints WHERE run_id = ?", parent_id)
+    queue = queue_of(ctx, parent_id)
+    waiting = (
+        checkpoint is not None
+        and checkpoint["continuation_run_id"] is None
+        and parent["status"] == "waiting"
+        and queue is not None
+        and queue["status"] == "parked"
+    )
+    if not waiting:
+        if checkpoint is not None and checkpoint["continuation_run_id"] is not None:
+            receipt = {
+                "alreadyAnswered": True,
+                "detail": "Checkpoint already answered",
+                "parentRunId": parent_id,
+                "runId": checkpoint["continuation_run_id"],
+            }
+            return Result(outcome="adopted", receipt=receipt, run_id=parent_id)
+        if ctx.one(
+            "SELECT 1 FROM interactive_requests WHERE run_id = ? AND kind = 'decision'"
+            " AND status = 'pending'",
+            parent_id,
+        ):
+            return Result(
+                outcome="rejected", error="Protected human decisions require a human channel"
+            )
+        return Result(outcome="rejected", error="Workflow run is not waiting at a checkpoint")
+    template = _continuation_template(ctx, parent, payload.get("input"))
+    reserve(ctx, run_id=child_id, template=template, parent_id=parent_id, lineage="continuation",
+            restart_number=parent["restart_number"])  # fmt: skip
+    child = get_run(ctx, child_id)
+    assert child is not None
+    return Result(
+        receipt={"parentRunId": parent_id, "runId": child_id, "status": child["status"]},
+        revision=revision_of(ctx, child_id),
+        run_id=parent_id,
+    )
+
+
+def decision_answer(ctx: Context, request: ClientRequest) -> Result:
+    """``decision.answer``: settle a decision and prepare its continuation run."""
+    payload = members(request.payload)
+    request_id = text(payload, "requestId")
+    row = get_request(ctx, request_id)
+    if row is None or row["kind"] != "decision":
+        return Result(outcome="notFound", error=f"Decision request not found: {request_id}")
+    parent = get_run(ctx, row["run_id"])
+    assert parent is not None
+    if parent["paused"]:
+        return Result(outcome="conflict", error="Workflow run is paused")
+    response = payload.get("response")
+    child_id = continuation_run_id(request_id)
+    if row["status"] == "settled" or get_run(ctx, child_id) is not None:
+        return Result(outcome="conflict", error="Another human decision answer already won")
+    submission_id = text(payload, "submissionId")
+    adopted = record_submission(
+        ctx,
+        request=row,
+        submission_id=submission_id,
+        key=request.idempotency_key,
+        expected_revision=request.expected_revision,
+        value=response,
+        outcome="accepted",
+    )
+    if adopted is not None:
+        return adopted
+    template = _continuation_template(ctx, parent, {"decision": response, "requestId": request_id})
+    reserve(ctx, run_id=child_id, template=template, parent_id=row["run_id"],
+            lineage="continuation", restart_number=parent["restart_number"])  # fmt: skip
+    receipt = {
+        "decision": response,
+        "parentRunId": row["run_id"],
+        "requestId": request_id,
+        "runId": child_id,
+    }
+    return Result(receipt=receipt, revision=revision_of(ctx, child_id), run_id=row["run_id"])

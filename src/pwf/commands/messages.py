@@ -1,0 +1,150 @@
+"""Creating and cancelling workflow messages (DOMAIN §5.6, §9.2, §9.4, §12.1).
+
+Ids follow §4; order numbers are ``1 + max`` over every message of the
+target session.  Creating an existing id returns it unchanged when its
+identity matches and refuses otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from pwf import canonical
+from pwf.commands import Context, refuse
+from pwf.commands.ids import message_id, message_key
+from pwf.events import MessageCancelled, MessageCreated
+
+if TYPE_CHECKING:
+    from pwf.commands import Row
+
+__all__ = ["CONTENT_SCHEMA", "cancel_source", "content", "ensure", "ensure_interaction_message"]
+
+CONTENT_SCHEMA: Final = "pi-workflows.workflow-message-content.v1"
+TRIGGERS_TURN: Final = {
+    "step": True,
+    "terminal": True,
+    "followUp": True,
+    "decision": False,
+    "notification": False,
+}
+
+
+def content(kind: str, text: str, details: dict[str, object]) -> dict[str, object]:
+    """The message content envelope; ``triggerTurn`` follows the kind (0.16.1)."""
+    return {
+        "content": text,
+        "customType": f"pi-workflows.{kind}",
+        "details": details,
+        "display": True,
+        "schema": CONTENT_SCHEMA,
+        "triggerTurn": TRIGGERS_TURN[kind],
+    }
+
+
+def ensure(  # noqa: PLR0913 - a message's identity has this many parts
+    ctx: Context,
+    *,
+    kind: str,
+    source_id: str,
+    key: str,
+    run_id: str,
+    session_id: str,
+    text: str,
+    details: dict[str, object],
+) -> str:
+    """Create the message for (kind, source, key) unless it exists; return its id."""
+    mid = message_id(kind, source_id, key)
+    body = canonical.encode(content(kind, text, {**details, "workflowMessageId": mid}))
+    existing = ctx.one(
+        "SELECT run_id, target_session_id, kind, source_id, content_hash"
+        " FROM workflow_messages WHERE workflow_message_id = ?",
+        mid,
+    )
+    if existing is not None:
+        same = (
+            existing["run_id"] == run_id
+            and existing["target_session_id"] == session_id
+            and existing["kind"] == kind
+            and existing["source_id"] == source_id
+            and bytes(existing["content_hash"]) == hashlib.sha256(body).digest()
+        )
+        if not same:
+            raise refuse(f"Workflow message idempotency conflict: {mid}")
+        return mid
+    if kind == "step" and ctx.one(
+        "SELECT 1 FROM workflow_messages WHERE source_id = ? AND kind = 'step'"
+        " AND status = 'pending'",
+        source_id,
+    ):
+        raise refuse(f"Workflow step source already has a pending message: {source_id}")
+    order = ctx.value(
+        "SELECT coalesce(max(order_number), 0) + 1 FROM workflow_messages"
+        " WHERE target_session_id = ?",
+        session_id,
+    )
+    ctx.emit(
+        MessageCreated(
+            workflow_message_id=mid,
+            run_id=run_id,
+            target_session_id=session_id,
+            kind=kind,  # type: ignore[arg-type]
+            source_id=source_id,
+            content=msgspec.Raw(body),
+            order_number=order,
+        )
+    )
+    return mid
+
+
+def cancel_source(ctx: Context, source_id: str, kinds: tuple[str, ...] | None = None) -> None:
+    """Cancel the pending messages of a source, of the given kinds (all when None)."""
+    rows = ctx.all(
+        "SELECT workflow_message_id, kind, run_id, target_session_id FROM workflow_messages"
+        " WHERE source_id = ? AND status = 'pending' ORDER BY order_number",
+        source_id,
+    )
+    for row in rows:
+        if kinds is None or row["kind"] in kinds:
+            ctx.emit(
+                MessageCancelled(
+                    workflow_message_id=row["workflow_message_id"],
+                    run_id=row["run_id"],
+                    target_session_id=row["target_session_id"],
+                )
+            )
+
+
+def ensure_interaction_message(ctx: Context, request: Row, reason: str) -> str:
+    """The step (or decision) message of a request at its current revision (§9.2)."""
+    kind = "decision" if request["kind"] == "decision" else "step"
+    contract = msgspec.json.decode(_blob(ctx, request["contract_hash"]))
+    details: dict[str, object] = {
+        "contract": contract,
+        "requestId": request["request_id"],
+        "revision": request["revision"],
+        "runId": request["run_id"],
+    }
+    if kind == "step":
+        details["reason"] = reason
+    prompt = contract.get("prompt") if isinstance(contract, dict) else None
+    text = prompt if isinstance(prompt, str) and prompt.strip() else f"Workflow {kind} request"
+    return ensure(
+        ctx,
+        kind=kind,
+        source_id=request["request_id"],
+        key=message_key(request["revision"], reason),
+        run_id=request["run_id"],
+        session_id=request["target_session_id"],
+        text=text,
+        details=details,
+    )
+
+
+def _blob(ctx: Context, blob_hash: bytes) -> bytes:
+    content_bytes = ctx.value("SELECT content FROM blobs WHERE blob_hash = ?", blob_hash)
+    if content_bytes is None:
+        raise refuse("Workflow blob is missing")
+    return bytes(content_bytes)

@@ -1,0 +1,529 @@
+"""Run operations: start, status, list, pause, resume, cancel, continuations (§5.2, §8, §12.3).
+
+Imports commands, events, protocol and errors.  Returned refusals are
+recorded with the command; raised ones (``refuse``) are not (§7.3).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf import canonical
+from pwf.commands import Context, Result, refuse
+from pwf.commands._payload import absolute_path, members, optional_text, positive_int, text
+from pwf.commands.ids import message_id, terminal_fingerprint, terminal_source_id
+from pwf.commands.messages import cancel_source, ensure, ensure_interaction_message
+from pwf.commands.views import host_counts, run_view, stored_json
+from pwf.events import (
+    AttemptChanged,
+    InteractionCancelled,
+    InteractionRevised,
+    RunFinished,
+    RunPaused,
+    RunQueueDoneForContinuation,
+    RunReserved,
+    RunResumed,
+    RunWaiting,
+    SubmissionFinished,
+    WorkerEnded,
+)
+
+if TYPE_CHECKING:
+    from pwf.commands import Row
+    from pwf.protocol.client import ClientRequest
+
+__all__ = [
+    "host_status",
+    "host_stop",
+    "live_owner",
+    "require_run_id",
+    "reserve",
+    "run_cancel",
+    "run_list",
+    "run_pause",
+    "run_resume",
+    "run_start",
+    "run_status",
+]
+
+TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
+WAITING_DETAIL: Final = "waiting for origin-session input"
+ACTIVE_ATTEMPT: Final = ("pending", "running", "waiting", "interrupted")
+
+
+def require_run_id(request: ClientRequest) -> str:
+    """The request-level runId, else "{operation} requires runId"."""
+    if request.run_id is None:
+        raise refuse(f"{request.operation} requires runId")
+    return request.run_id
+
+
+def get_run(ctx: Context, run_id: str) -> Row | None:
+    """The run row, or None."""
+    return ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
+
+
+def queue_of(ctx: Context, run_id: str) -> Row | None:
+    """The run's queue row, or None."""
+    return ctx.one("SELECT * FROM run_queue WHERE run_id = ?", run_id)
+
+
+def live_owner(ctx: Context, run_id: str) -> bool:
+    """True while a worker holds an unexpired lease on the run."""
+    queue = queue_of(ctx, run_id)
+    return bool(
+        queue is not None
+        and queue["owner_worker_epoch"] is not None
+        and queue["lease_expires_at"] > ctx.now
+    )
+
+
+def revision_of(ctx: Context, run_id: str) -> int:
+    """The run's current revision."""
+    return int(ctx.value("SELECT revision FROM runs WHERE run_id = ?", run_id))
+
+
+# ------------------------------------------------------------------ reservation
+
+
+def _lineage(
+    ctx: Context, parent_id: str, origin: str | None, kind: str, restart_number: int
+) -> tuple[str, list[RunQueueDoneForContinuation]]:
+    """Check a child's lineage (§5.2); return its root and the parent's queue change."""
+    parent = get_run(ctx, parent_id)
+    if parent is None:
+        raise refuse(f"Workflow parent run not found: {parent_id}")
+    if parent["origin_session_id"] != origin:
+        raise refuse("Workflow parent belongs to another Pi session")
+    if kind == "restart":
+        queue = queue_of(ctx, parent_id)
+        if (
+            parent["status"] not in TERMINAL
+            or queue is None
+            or queue["status"]
+            not in (
+                "done",
+                "failed",
+                "cancelled",
+            )
+        ):
+            raise refuse("Restart parent is not terminal")
+        if restart_number != parent["restart_number"] + 1:
+            raise refuse("Restart lineage must increase the restart number by one")
+        return parent["root_run_id"], []
+    if restart_number != parent["restart_number"]:
+        raise refuse("Continuation lineage conflicts with restart metadata")
+    queue = queue_of(ctx, parent_id)
+    status = "missing" if queue is None else queue["status"]
+    if status == "done":
+        raise refuse("Continuation parent already has a reserved continuation")
+    if status != "parked":
+        raise refuse(f"Continuation parent queue is {status}")
+    if queue is not None and queue["owner_worker_epoch"] is not None:
+        raise refuse("Continuation parent still has an active owner")
+    return parent["root_run_id"], []
+
+
+def reserve(  # noqa: PLR0913 - a reservation has this many facts
+    ctx: Context,
+    *,
+    run_id: str,
+    template: dict[str, object],
+    parent_id: str | None = None,
+    lineage: str | None = None,
+    restart_number: int = 0,
+    fingerprint: str | None = None,
+) -> None:
+    """Reserve a run (and its lineage) from a template of RunReserved fields."""
+    origin = template.get("origin_session_id")
+    root = run_id
+    if parent_id is not None:
+        root, _ = _lineage(ctx, parent_id, origin, lineage or "continuation", restart_number)  # type: ignore[arg-type]
+    elif fingerprint is not None or restart_number != 0:
+        raise refuse("A root workflow run cannot declare lineage or restart metadata")
+    if origin is not None and ctx.one(
+        "SELECT 1 FROM run_queue WHERE origin_session_id = ?"
+        " AND status IN ('queued', 'starting', 'running')",
+        origin,
+    ):
+        raise refuse(f"Workflow session {origin} already has an active run")
+    ctx.emit(
+        RunReserved(
+            run_id=run_id,
+            root_run_id=root,
+            parent_run_id=parent_id,
+            lineage_kind=None if parent_id is None else (lineage or "continuation"),  # type: ignore[arg-type]
+            restart_number=restart_number,
+            parent_terminal_fingerprint=fingerprint,
+            **template,  # type: ignore[arg-type]
+        )
+    )
+    if parent_id is not None and (lineage or "continuation") == "continuation":
+        ctx.emit(RunQueueDoneForContinuation(run_id=parent_id, continuation_run_id=run_id))
+
+
+def _template(payload: dict[str, object]) -> dict[str, object]:
+    mode = "headless" if payload.get("executionMode") == "headless" else "interactive"
+    launch = payload.get("launchOptions", {})
+    return {
+        "project_path": absolute_path(payload, "projectPath"),
+        "workflow_name": text(payload, "workflowName"),
+        "workflow_ref": text(payload, "workflowSourceRef"),
+        "workflow_source": text(payload, "workflowSource"),
+        "definition_digest": text(payload, "definitionDigest"),
+        "definition_snapshot": canonical.raw(payload.get("definitionSnapshot")),
+        "input": canonical.raw(payload.get("input")),
+        "launch_options": canonical.raw({} if launch is None else launch),
+        "origin_session_id": optional_text(payload, "originSessionId"),
+        "execution_mode": mode,
+    }
+
+
+def run_start(ctx: Context, request: ClientRequest) -> Result:
+    """``run.start``: reserve a new run, or adopt an identical existing one."""
+    run_id = require_run_id(request)
+    payload = members(request.payload)
+    template = _template(payload)
+    existing = get_run(ctx, run_id)
+    if existing is not None:
+        same = (
+            existing["workflow_ref"] == template["workflow_ref"]
+            and existing["definition_digest"] == template["definition_digest"]
+            and bytes(existing["input_hash"]) == canonical.digest(payload.get("input"))
+            and existing["origin_session_id"] == template["origin_session_id"]
+        )
+        if not same:
+            raise refuse(f"Workflow run {run_id} already exists with another definition")
+        return Result(
+            outcome="adopted",
+            receipt={"runId": run_id, "status": existing["status"]},
+            revision=existing["revision"],
+            run_id=run_id,
+        )
+    parent = payload.get("parentRunId")
+    reserve(
+        ctx,
+        run_id=run_id,
+        template=template,
+        parent_id=parent if isinstance(parent, str) else None,
+    )
+    queue = queue_of(ctx, run_id)
+    assert queue is not None
+    return Result(
+        receipt={"generation": queue["generation"], "runId": run_id},
+        revision=revision_of(ctx, run_id),
+        run_id=run_id,
+    )
+
+
+def run_status(ctx: Context, request: ClientRequest) -> Result:
+    """``run.status``: the run view, or notFound."""
+    run_id = require_run_id(request)
+    run = get_run(ctx, run_id)
+    if run is None:
+        return Result(outcome="notFound", error=f"Workflow run not found: {run_id}", run_id=run_id)
+    return Result(receipt=run_view(ctx, run), revision=run["revision"], run_id=run_id)
+
+
+def run_list(ctx: Context, request: ClientRequest) -> Result:
+    """``run.list``: the newest runs, at most ``limit`` (100 unless a safe positive integer)."""
+    payload = request.payload if isinstance(request.payload, dict) else {}
+    limit = positive_int(payload.get("limit")) or 100
+    rows = ctx.all(
+        "SELECT r.run_id, r.status, r.paused, r.workflow_name, r.origin_session_id,"
+        " r.updated_at, q.status AS queue_status FROM runs r"
+        " LEFT JOIN run_queue q ON q.run_id = r.run_id"
+        " ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
+        limit,
+    )
+    runs = [
+        {
+            "originSessionId": row["origin_session_id"],
+            "paused": bool(row["paused"]),
+            "queueStatus": row["queue_status"],
+            "runId": row["run_id"],
+            "status": row["status"],
+            "updatedAt": row["updated_at"],
+            "workflowName": row["workflow_name"],
+        }
+        for row in rows
+    ]
+    return Result(receipt={"runs": runs})
+
+
+def host_status(ctx: Context, _request: ClientRequest) -> Result:
+    """``host.status``: counts read from the projections."""
+    return Result(receipt=host_counts(ctx))
+
+
+def host_stop(_ctx: Context, _request: ClientRequest) -> Result:
+    """``host.stop``: recorded; only a served host acts on it (ADR 0010)."""
+    return Result(receipt={"stopping": True})
+
+
+# ------------------------------------------------------------------ pause / resume
+
+
+def pending_requests(ctx: Context, run_id: str) -> list[Row]:
+    """Pending interactive requests of a run, oldest first."""
+    return ctx.all(
+        "SELECT * FROM interactive_requests WHERE run_id = ? AND status = 'pending'"
+        " ORDER BY created_at, request_id",
+        run_id,
+    )
+
+
+def _paused_receipt(run_id: str) -> dict[str, object]:
+    return {
+        "alreadyPaused": False,
+        "detail": "paused",
+        "paused": True,
+        "runId": run_id,
+        "status": "parked",
+    }
+
+
+def run_pause(ctx: Context, request: ClientRequest) -> Result:
+    """``run.pause`` (§5.2, §8): stop an active worker, or pause a parked run."""
+    run_id = require_run_id(request)
+    run = get_run(ctx, run_id)
+    queue = queue_of(ctx, run_id)
+    if run is None or queue is None:
+        return Result(outcome="rejected", error="Run is not pausable", run_id=run_id)
+    if live_owner(ctx, run_id) and queue["status"] in ("starting", "running"):
+        _stop_worker(ctx, run, queue, "paused")
+        ctx.emit(RunPaused(run_id=run_id, paused_at=ctx.now))
+        return Result(
+            receipt=_paused_receipt(run_id), revision=revision_of(ctx, run_id), run_id=run_id
+        )
+    pausable = (
+        queue["status"] == "parked"
+        and not live_owner(ctx, run_id)
+        and pending_requests(ctx, run_id)
+        and run["status"] in ("running", "waiting")
+    )
+    if not pausable:
+        return Result(outcome="rejected", error="Run is not pausable", run_id=run_id)
+    if not run["paused"]:
+        ctx.emit(RunPaused(run_id=run_id, paused_at=ctx.now))
+    return Result(receipt=_paused_receipt(run_id), revision=revision_of(ctx, run_id), run_id=run_id)
+
+
+def _stop_worker(ctx: Context, run: Row, queue: Row, detail: str) -> None:
+    """End the active worker and park the run (its attempt is interrupted)."""
+    ctx.emit(
+        WorkerEnded(
+            run_id=run["run_id"], worker_epoch=queue["owner_worker_epoch"], status="cancelled"
+        )
+    )
+    for attempt in ctx.all(
+        "SELECT attempt_id FROM node_attempts WHERE run_id = ?"
+        " AND status IN ('pending', 'running')",
+        run["run_id"],
+    ):
+        ctx.emit(
+            AttemptChanged(
+                run_id=run["run_id"], attempt_id=attempt["attempt_id"], status="interrupted"
+            )
+        )
+    ctx.emit(RunWaiting(run_id=run["run_id"], detail=detail))
+
+
+def resume_interaction(ctx: Context, run_id: str) -> None:
+    """``resumePendingInteraction`` (§9.5): the oldest pending request gets a new message."""
+    requests = pending_requests(ctx, run_id)
+    if not requests:
+        raise refuse("Pending workflow interaction is missing")
+    request = requests[0]
+    if request["kind"] == "decision":
+        return
+    cancel_source(ctx, request["request_id"], ("step",))
+    ctx.emit(
+        InteractionRevised(
+            request_id=request["request_id"],
+            run_id=run_id,
+            revision=request["revision"] + 1,
+            reason="resumed",
+        )
+    )
+    fresh = ctx.one(
+        "SELECT * FROM interactive_requests WHERE request_id = ?", request["request_id"]
+    )
+    assert fresh is not None
+    ensure_interaction_message(ctx, fresh, "resumed")
+
+
+def run_resume(ctx: Context, request: ClientRequest) -> Result:
+    """``run.resume`` (§8): resume a paused parked interaction, or report what the run is doing."""
+    run_id = require_run_id(request)
+    run = get_run(ctx, run_id)
+    queue = queue_of(ctx, run_id)
+    if run is None or queue is None:
+        return Result(outcome="rejected", error="Run is not resumable", run_id=run_id)
+    parked = queue["status"] == "parked" and not live_owner(ctx, run_id)
+    if parked and run["status"] == "waiting" and run["paused"] and pending_requests(ctx, run_id):
+        ctx.emit(RunResumed(run_id=run_id, detail=WAITING_DETAIL))
+        resume_interaction(ctx, run_id)
+        receipt = {
+            "alreadyRunning": False,
+            "detail": WAITING_DETAIL,
+            "paused": False,
+            "resumable": True,
+            "runId": run_id,
+            "status": "parked",
+            "waitingForInteraction": True,
+        }
+        return Result(receipt=receipt, revision=revision_of(ctx, run_id), run_id=run_id)
+    if live_owner(ctx, run_id):
+        receipt = {
+            "active": True,
+            "alreadyRunning": True,
+            "detail": run["status_detail"],
+            "resumable": False,
+            "runId": run_id,
+        }
+        return Result(outcome="adopted", receipt=receipt, run_id=run_id)
+    if parked and not run["paused"] and run["status"] not in TERMINAL:
+        receipt = {
+            "alreadyRunning": False,
+            "detail": run["status_detail"],
+            "generation": queue["generation"],
+            "resumable": True,
+            "runId": run_id,
+        }
+        return Result(receipt=receipt, revision=run["revision"], run_id=run_id)
+    return Result(outcome="rejected", error="Run is not resumable", run_id=run_id)
+
+
+# ------------------------------------------------------------------ cancel and terminal results
+
+
+def run_cancel(ctx: Context, request: ClientRequest) -> Result:
+    """``run.cancel``: cancel a run nobody holds."""
+    run_id = require_run_id(request)
+    run = get_run(ctx, run_id)
+    if run is None or run["status"] in TERMINAL or live_owner(ctx, run_id):
+        return Result(
+            outcome="rejected", error="Run has a live owner or is already terminal", run_id=run_id
+        )
+    finish_run(ctx, run_id, status="cancelled", detail="cancelled")
+    return Result(
+        receipt={"runId": run_id, "status": "cancelled"},
+        revision=revision_of(ctx, run_id),
+        run_id=run_id,
+    )
+
+
+def _close_interactions(ctx: Context, run_id: str, reason: str) -> None:
+    for row in pending_requests(ctx, run_id):
+        for submission in ctx.all(
+            "SELECT submission_id FROM interactive_submissions WHERE request_id = ?"
+            " AND outcome = 'validating'",
+            row["request_id"],
+        ):
+            ctx.emit(
+                SubmissionFinished(
+                    submission_id=submission["submission_id"],
+                    request_id=row["request_id"],
+                    run_id=run_id,
+                    outcome="rejected",
+                    receipt=canonical.raw({"error": reason, "status": "rejected"}),
+                )
+            )
+        cancel_source(ctx, row["request_id"])
+        ctx.emit(
+            InteractionCancelled(
+                request_id=row["request_id"],
+                run_id=run_id,
+                revision=row["revision"] + 1,
+                reason=reason,
+            )
+        )
+
+
+def finish_run(  # noqa: PLR0913 - the terminal facts
+    ctx: Context,
+    run_id: str,
+    *,
+    status: str,
+    detail: str,
+    final_output: object = canonical.MISSING,
+    error: object = canonical.MISSING,
+    error_code: str | None = None,
+    reason: str | None = None,
+) -> None:
+    """End a run: close its interactions and attempts, leave the queue, post the terminal result."""
+    _close_interactions(ctx, run_id, f"Workflow run {status}")
+    for attempt in ctx.all(
+        "SELECT attempt_id FROM node_attempts WHERE run_id = ? AND status IN (?, ?, ?, ?)",
+        run_id,
+        *ACTIVE_ATTEMPT,
+    ):
+        ctx.emit(
+            AttemptChanged(run_id=run_id, attempt_id=attempt["attempt_id"], status="cancelled")
+        )
+    queue_status = {"completed": "done", "cancelled": "cancelled"}.get(status, "failed")
+    ctx.emit(
+        RunFinished(
+            run_id=run_id,
+            status=status,  # type: ignore[arg-type]
+            queue_status=queue_status,  # type: ignore[arg-type]
+            detail=detail,
+            final_output=canonical.MISSING
+            if final_output is canonical.MISSING
+            else canonical.raw(final_output),
+            error=canonical.MISSING if error is canonical.MISSING else canonical.raw(error),
+            error_code=error_code,
+            reason=reason,
+        )
+    )
+    ensure_terminal_message(ctx, run_id, reason)
+
+
+def _earlier_outcomes(ctx: Context, run: Row) -> list[dict[str, object]]:
+    chain = []
+    parent_id = run["parent_run_id"]
+    while parent_id is not None:
+        parent = get_run(ctx, parent_id)
+        if parent is None:
+            break
+        if parent["status"] in TERMINAL:
+            chain.append({"runId": parent_id, "status": parent["status"]})
+        parent_id = parent["parent_run_id"]
+    return list(reversed(chain))
+
+
+def ensure_terminal_message(ctx: Context, run_id: str, reason: str | None) -> str | None:
+    """The terminal result message of an interactive run with an origin session (§12.1)."""
+    run = get_run(ctx, run_id)
+    if run is None or run["execution_mode"] != "interactive" or run["origin_session_id"] is None:
+        return None
+    facts = {
+        "error": stored_json(ctx, run["error_hash"]),
+        "finalOutput": stored_json(ctx, run["final_output_hash"]),
+        "input": stored_json(ctx, run["input_hash"]),
+        "reason": reason,
+        "status": run["status"],
+        "workflowRef": run["workflow_ref"],
+    }
+    fingerprint = terminal_fingerprint(facts)
+    source = terminal_source_id(run_id)
+    terminal = {
+        **facts,
+        "earlierOutcomes": _earlier_outcomes(ctx, run),
+        "restartNumber": run["restart_number"],
+        "runId": run_id,
+        "schema": "pi-workflows.terminal-result.v1",
+        "workflowName": run["workflow_name"],
+    }
+    ensure(
+        ctx,
+        kind="terminal",
+        source_id=source,
+        key=fingerprint,
+        run_id=run_id,
+        session_id=run["origin_session_id"],
+        text=f"Workflow {run['workflow_name']} {run['status']}",
+        details={"terminal": terminal, "terminalFingerprint": fingerprint},
+    )
+    return message_id("terminal", source, fingerprint)

@@ -1,0 +1,123 @@
+"""Read-side answers built from the projections: run views and host counts."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from pwf.projections.run_view_content import view_content
+
+if TYPE_CHECKING:
+    from pwf.commands import Context, Row
+
+__all__ = ["host_counts", "run_view", "stored_json"]
+
+ARTIFACT_KEYS: Final = frozenset({"$artifact", "$escaped"})
+
+
+def stored_json(ctx: Context, blob_hash: bytes | None) -> object:
+    """A JSON blob's value, or None when there is none."""
+    if blob_hash is None:
+        return None
+    content = ctx.value("SELECT content FROM blobs WHERE blob_hash = ?", blob_hash)
+    return None if content is None else msgspec.json.decode(bytes(content))
+
+
+def _view_value(ctx: Context, blob_hash: bytes | None) -> object:
+    """A run value for a view: large ones become ``$artifact`` references (§5.10)."""
+    if blob_hash is None:
+        return None
+    raw = ctx.value("SELECT content FROM blobs WHERE blob_hash = ?", blob_hash)
+    if raw is None:
+        return None
+    found = view_content(bytes(raw))
+    if found is None:
+        value = msgspec.json.decode(bytes(raw))
+        if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ARTIFACT_KEYS:
+            return {"$escaped": value}
+        return value
+    content, media_type = found
+    digest = hashlib.sha256(content).hexdigest()
+    suffix = "json" if media_type == "application/json" else "txt"
+    return {
+        "$artifact": {
+            "bytes": len(content),
+            "mediaType": media_type,
+            "opaque": True,
+            "path": f"artifacts/sha256/{digest}.{suffix}",
+            "sha256": digest,
+        }
+    }
+
+
+def run_view(ctx: Context, run: Row) -> dict[str, object]:
+    """What ``run.status`` answers about one run."""
+    queue = ctx.one("SELECT status, generation FROM run_queue WHERE run_id = ?", run["run_id"])
+    requests = ctx.all(
+        "SELECT request_id, attempt_id, kind, revision, status FROM interactive_requests"
+        " WHERE run_id = ? ORDER BY created_at, request_id",
+        run["run_id"],
+    )
+    return {
+        "createdAt": run["created_at"],
+        "error": _view_value(ctx, run["error_hash"]),
+        "errorCode": run["error_code"],
+        "executionMode": run["execution_mode"],
+        "finalOutput": _view_value(ctx, run["final_output_hash"]),
+        "finishedAt": run["finished_at"],
+        "input": _view_value(ctx, run["input_hash"]),
+        "interactions": [
+            {
+                "attemptId": row["attempt_id"],
+                "kind": row["kind"],
+                "requestId": row["request_id"],
+                "revision": row["revision"],
+                "status": row["status"],
+            }
+            for row in requests
+        ],
+        "lineageKind": run["lineage_kind"],
+        "originSessionId": run["origin_session_id"],
+        "parentRunId": run["parent_run_id"],
+        "paused": bool(run["paused"]),
+        "queue": None
+        if queue is None
+        else {"generation": queue["generation"], "status": queue["status"]},
+        "restartNumber": run["restart_number"],
+        "revision": run["revision"],
+        "rootRunId": run["root_run_id"],
+        "runId": run["run_id"],
+        "status": run["status"],
+        "statusDetail": run["status_detail"],
+        "updatedAt": run["updated_at"],
+        "workflowName": run["workflow_name"],
+        "workflowRef": run["workflow_ref"],
+    }
+
+
+def host_counts(ctx: Context) -> dict[str, object]:
+    """``host.status``: counts read from the projections."""
+
+    def count(sql: str, *params: object) -> int:
+        return int(ctx.value(sql, *params) or 0)
+
+    return {
+        "expiredClaims": count(
+            "SELECT count(*) FROM run_queue WHERE owner_worker_epoch IS NOT NULL"
+            " AND lease_expires_at <= ?",
+            ctx.now,
+        ),
+        "parkedRuns": count("SELECT count(*) FROM run_queue WHERE status = 'parked'"),
+        "pendingInteractions": count(
+            "SELECT count(*) FROM interactive_requests WHERE status = 'pending'"
+        ),
+        "queuedRuns": count("SELECT count(*) FROM run_queue WHERE status = 'queued'"),
+        "runningRuns": count("SELECT count(*) FROM runs WHERE status = 'running'"),
+        "state": "direct",
+        "waitingRuns": count("SELECT count(*) FROM runs WHERE status = 'waiting'"),
+        "workers": count(
+            "SELECT count(*) FROM run_workers WHERE status IN ('starting', 'running')"
+        ),
+    }

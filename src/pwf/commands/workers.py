@@ -1,0 +1,506 @@
+"""Worker protocol: launch, the handling order, and each operation a worker sends (§9, §14).
+
+Imports commands, events, protocol and errors.  Workers are external
+processes; a worker obtains its launch envelope by claiming a run here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, Literal
+
+import msgspec
+
+from pwf import canonical
+from pwf.commands import Context, Result, refuse
+from pwf.commands._payload import members, positive_int, text
+from pwf.commands.ids import interaction_request_id, notification_id
+from pwf.commands.interactions import create_request, finish_validation
+from pwf.commands.messages import ensure
+from pwf.commands.runs import TERMINAL, finish_run, get_run, queue_of, revision_of
+from pwf.commands.views import run_view
+from pwf.events import (
+    AttemptChanged,
+    AttemptStarted,
+    InteractionConsumed,
+    RunClaimed,
+    RunStarted,
+    RunWaiting,
+    WorkerEnded,
+)
+from pwf.protocol.worker import LaunchEnvelope, WorkerResponse
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pwf.commands import Row
+    from pwf.protocol.worker import WorkerMessage
+
+__all__ = ["WORKER_OPERATIONS", "check_worker", "launch_run", "run_revision"]
+
+WAITING_FOR_SESSION: Final = "waiting for origin Pi session"
+_NO_REVISION_CHECK: Final = frozenset({"worker.ready", "worker.exiting"})
+
+
+def run_revision(ctx: Context, run_id: str) -> int | None:
+    """The run's revision, or None when the run is unknown."""
+    value = ctx.value("SELECT revision FROM runs WHERE run_id = ?", run_id)
+    return None if value is None else int(value)
+
+
+def launch_run(ctx: Context, run_id: str, worker_epoch: str, lease_ms: int) -> LaunchEnvelope:
+    """Claim a queued run, or a parked one with work for a worker, for a new worker epoch."""
+    run = get_run(ctx, run_id)
+    queue = queue_of(ctx, run_id)
+    if run is None or queue is None:
+        raise refuse(f"Workflow run not found: {run_id}")
+    if queue["owner_worker_epoch"] is not None and queue["lease_expires_at"] > ctx.now:
+        raise refuse(f"Workflow run {run_id} already has a live worker")
+    if not _claimable(ctx, run, queue):
+        raise refuse(
+            f"Workflow run {run_id} has nothing for a worker to do (queue {queue['status']})"
+        )
+    stale = ctx.one(
+        "SELECT worker_epoch FROM run_workers WHERE run_id = ?"
+        " AND status IN ('starting', 'running')",
+        run_id,
+    )
+    if stale is not None:
+        ctx.emit(WorkerEnded(run_id=run_id, worker_epoch=stale["worker_epoch"], status="timedOut"))
+    input_hash = "sha256:" + bytes(run["input_hash"]).hex()
+    envelope = LaunchEnvelope(
+        run_id=run_id,
+        generation=queue["generation"] + 1,
+        worker_epoch=worker_epoch,
+        project_path=run["project_path"],
+        workflow_source=run["workflow_source"],
+        definition_digest=run["definition_digest"],
+        input_hash=input_hash,
+    )
+    ctx.emit(
+        RunClaimed(
+            run_id=run_id,
+            generation=envelope.generation,
+            worker_epoch=worker_epoch,
+            lease_expires_at=ctx.now + lease_ms,
+            launch=canonical.raw(envelope),
+        )
+    )
+    return envelope
+
+
+def _claimable(ctx: Context, run: Row, queue: Row) -> bool:
+    """Queued runs; parked runs that are not paused and have no unanswered request."""
+    if queue["status"] in ("queued", "starting", "running"):
+        return queue["status"] == "queued" or queue["owner_worker_epoch"] is not None
+    if queue["status"] != "parked" or run["paused"] or run["status"] in TERMINAL:
+        return False
+    if ctx.one("SELECT 1 FROM run_checkpoints WHERE run_id = ?", run["run_id"]):
+        return False
+    waiting_on_answer = ctx.one(
+        "SELECT 1 FROM interactive_requests r WHERE r.run_id = ? AND r.status = 'pending'"
+        " AND NOT EXISTS (SELECT 1 FROM interactive_submissions s"
+        " WHERE s.request_id = r.request_id AND s.outcome = 'validating')",
+        run["run_id"],
+    )
+    return waiting_on_answer is None
+
+
+def check_worker(ctx: Context, message: WorkerMessage) -> WorkerResponse | None:
+    """Steps 1 and 2 of §14: the active worker, then a stored response for the message id."""
+    worker = ctx.one(
+        "SELECT run_id, generation FROM run_workers WHERE worker_epoch = ?"
+        " AND status IN ('starting', 'running')",
+        message.worker_epoch,
+    )
+    if worker is None or (worker["run_id"], worker["generation"]) != (
+        message.run_id,
+        message.generation,
+    ):
+        return WorkerResponse(
+            message_id=message.message_id, outcome="claimLost", error="Worker epoch is stale"
+        )
+    stored = ctx.one(
+        "SELECT m.request_fingerprint, m.outcome, m.accepted_revision, r.content AS result,"
+        " e.content AS error FROM worker_messages m"
+        " LEFT JOIN blobs r ON r.blob_hash = m.result_hash"
+        " LEFT JOIN blobs e ON e.blob_hash = m.error_hash"
+        " WHERE m.worker_epoch = ? AND m.message_id = ?",
+        message.worker_epoch,
+        message.message_id,
+    )
+    if stored is None:
+        return None
+    if bytes(stored["request_fingerprint"]).hex() != message.fingerprint:
+        return WorkerResponse(
+            message_id=message.message_id,
+            outcome="rejected",
+            error="Worker message ID was reused with another payload",
+        )
+    return WorkerResponse(
+        message_id=message.message_id,
+        outcome=stored["outcome"],
+        revision=stored["accepted_revision"],
+        result=canonical.MISSING
+        if stored["result"] is None
+        else msgspec.json.decode(bytes(stored["result"])),
+        error=None if stored["error"] is None else bytes(stored["error"]).decode(),
+    )
+
+
+def _guarded(
+    handler: Callable[[Context, WorkerMessage], Result],
+) -> Callable[[Context, WorkerMessage], Result]:
+    """Revision check, then claim check, then the handler (§14 step 3)."""
+
+    def run(ctx: Context, message: WorkerMessage) -> Result:
+        current = run_revision(ctx, message.run_id)
+        if message.operation not in _NO_REVISION_CHECK and current != message.expected_revision:
+            return Result(
+                outcome="rejected",
+                error=f"Workflow run revision conflict: expected {message.expected_revision},"
+                f" got {current}",
+                revision=current,
+            )
+        queue = queue_of(ctx, message.run_id)
+        claim_ok = (
+            queue is not None
+            and queue["owner_worker_epoch"] == message.worker_epoch
+            and queue["lease_expires_at"] > ctx.now
+        )
+        if not claim_ok and message.operation != "worker.exiting":
+            return Result(outcome="claimLost", error="Run claim expired")
+        return handler(ctx, message)
+
+    return run
+
+
+def _attempt(ctx: Context, message: WorkerMessage) -> Row:
+    if message.attempt_id is None:
+        raise refuse(f"{message.operation} requires attemptId")
+    row = ctx.one(
+        "SELECT * FROM node_attempts WHERE attempt_id = ? AND run_id = ?",
+        message.attempt_id,
+        message.run_id,
+    )
+    if row is None:
+        raise refuse(f"Workflow node attempt not found: {message.attempt_id}")
+    return row
+
+
+def _view(ctx: Context, run_id: str) -> dict[str, object]:
+    run = get_run(ctx, run_id)
+    assert run is not None
+    return run_view(ctx, run)
+
+
+# ------------------------------------------------------------------ operations
+
+
+def worker_ready(ctx: Context, message: WorkerMessage) -> Result:
+    """``worker.ready``: the run and its queue are running."""
+    ctx.emit(RunStarted(run_id=message.run_id, worker_epoch=message.worker_epoch, detail="running"))
+    return Result(receipt={"generation": message.generation, "runId": message.run_id})
+
+
+def worker_exiting(ctx: Context, message: WorkerMessage) -> Result:
+    """``worker.exiting``: end the worker; an unfinished validation is rejected (§9.3)."""
+    payload = message.payload if isinstance(message.payload, dict) else {}
+    outcome = payload.get("outcome") if isinstance(payload.get("outcome"), str) else "exited"
+    code = payload.get("exitCode")
+    ctx.emit(
+        WorkerEnded(
+            run_id=message.run_id,
+            worker_epoch=message.worker_epoch,
+            status="exited",
+            exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        )
+    )
+    run = get_run(ctx, message.run_id)
+    if run is None or run["status"] in TERMINAL or run["status"] == "waiting":
+        return Result(receipt={"exited": True})
+    validating = ctx.all(
+        "SELECT s.submission_id FROM interactive_submissions s JOIN interactive_requests r"
+        " ON r.request_id = s.request_id WHERE r.run_id = ? AND s.outcome = 'validating'",
+        message.run_id,
+    )
+    error = f"Workflow worker {outcome} before it completed interaction validation"
+    for row in validating:
+        finish_validation(
+            ctx, row["submission_id"], "rejected", {"error": error, "status": "rejected"}
+        )
+    _park(ctx, message.run_id, error if validating else f"Workflow worker {outcome}")
+    return Result(receipt={"exited": True})
+
+
+def _park(ctx: Context, run_id: str, detail: str) -> None:
+    for attempt in ctx.all(
+        "SELECT attempt_id FROM node_attempts WHERE run_id = ?"
+        " AND status IN ('running', 'interrupted', 'pending')",
+        run_id,
+    ):
+        ctx.emit(AttemptChanged(run_id=run_id, attempt_id=attempt["attempt_id"], status="waiting"))
+    ctx.emit(RunWaiting(run_id=run_id, detail=detail))
+
+
+def read_run(ctx: Context, message: WorkerMessage) -> Result:
+    """``store.readRun``: the run view."""
+    return Result(receipt=_view(ctx, message.run_id))
+
+
+def node_started(ctx: Context, message: WorkerMessage) -> Result:
+    """``node.started``: a new attempt of a node; its deadline is ``now + timeoutMs``."""
+    payload = members(message.payload)
+    if message.attempt_id is None:
+        raise refuse("node.started requires attemptId")
+    node_id = text(payload, "nodeId")
+    if ctx.one("SELECT 1 FROM node_attempts WHERE attempt_id = ?", message.attempt_id):
+        raise refuse(f"Workflow node attempt already exists: {message.attempt_id}")
+    if ctx.one(
+        "SELECT 1 FROM node_attempts WHERE run_id = ?"
+        " AND status IN ('pending', 'running', 'waiting')",
+        message.run_id,
+    ):
+        raise refuse("Workflow run already has an active node attempt")
+    timeout = positive_int(payload.get("timeoutMs"))
+    number = 1 + int(
+        ctx.value(
+            "SELECT coalesce(max(attempt_number), 0) FROM node_attempts"
+            " WHERE run_id = ? AND node_id = ?",
+            message.run_id,
+            node_id,
+        )
+    )
+    ctx.emit(
+        AttemptStarted(
+            run_id=message.run_id,
+            attempt_id=message.attempt_id,
+            node_id=node_id,
+            attempt_number=number,
+            deadline_at=None if timeout is None else ctx.now + timeout,
+        )
+    )
+    return Result(receipt={"attemptId": message.attempt_id, "attemptNumber": number})
+
+
+def node_finished(ctx: Context, message: WorkerMessage) -> Result:
+    """``node.finished``: the attempt completed; a settled request of it is consumed."""
+    attempt = _attempt(ctx, message)
+    payload = message.payload if isinstance(message.payload, dict) else {}
+    ctx.emit(
+        AttemptChanged(
+            run_id=message.run_id,
+            attempt_id=attempt["attempt_id"],
+            status="completed",
+            output=canonical.raw(payload.get("output")),
+        )
+    )
+    request = ctx.one(
+        "SELECT request_id FROM interactive_requests WHERE attempt_id = ? AND status = 'settled'"
+        " AND consumed_at IS NULL",
+        attempt["attempt_id"],
+    )
+    if request is not None:
+        ctx.emit(InteractionConsumed(request_id=request["request_id"], run_id=message.run_id))
+    return Result(receipt={"attemptId": attempt["attempt_id"], "status": "completed"})
+
+
+def node_failed(ctx: Context, message: WorkerMessage) -> Result:
+    """``node.failed``: the attempt failed (or timed out)."""
+    attempt = _attempt(ctx, message)
+    payload = message.payload if isinstance(message.payload, dict) else {}
+    status: Literal["timed_out", "failed"] = (
+        "timed_out" if payload.get("timedOut") is True else "failed"
+    )
+    ctx.emit(AttemptChanged(run_id=message.run_id, attempt_id=attempt["attempt_id"], status=status))
+    return Result(receipt={"attemptId": attempt["attempt_id"], "status": status})
+
+
+def _park_for_interaction(ctx: Context, message: WorkerMessage, attempt: Row) -> None:
+    ctx.emit(
+        AttemptChanged(run_id=message.run_id, attempt_id=attempt["attempt_id"], status="waiting")
+    )
+    ctx.emit(RunWaiting(run_id=message.run_id, detail=WAITING_FOR_SESSION))
+    ctx.emit(WorkerEnded(run_id=message.run_id, worker_epoch=message.worker_epoch, status="exited"))
+
+
+def interaction_request(ctx: Context, message: WorkerMessage) -> Result:
+    """``interaction.request`` (§9.1): create or re-ensure the request, then park the run."""
+    payload = members(message.payload)
+    attempt = _attempt(ctx, message)
+    run = get_run(ctx, message.run_id)
+    assert run is not None
+    if run["origin_session_id"] is None:
+        raise refuse("Workflow run has no origin Pi session for an interaction")
+    kind = "assistant" if payload.get("kind") == "assistant" else "agent"
+    row = create_request(
+        ctx,
+        request_id=interaction_request_id(message.run_id, attempt["attempt_id"]),
+        run_id=message.run_id,
+        attempt_id=attempt["attempt_id"],
+        session_id=run["origin_session_id"],
+        kind=kind,
+        contract=payload.get("contract"),
+    )
+    _park_for_interaction(ctx, message, attempt)
+    return Result(receipt={"requestId": row["request_id"], "revision": _request_revision(ctx, row)})
+
+
+def _request_revision(ctx: Context, row: Row) -> int:
+    return int(
+        ctx.value(
+            "SELECT revision FROM interactive_requests WHERE request_id = ?", row["request_id"]
+        )
+    )
+
+
+def create_decision(ctx: Context, message: WorkerMessage) -> Result:
+    """``store.createHumanDecisionRequest``: a decision request (id = decisionId), then park."""
+    payload = members(message.payload)
+    attempt = _attempt(ctx, message)
+    run = get_run(ctx, message.run_id)
+    assert run is not None
+    if run["origin_session_id"] is None:
+        raise refuse("Workflow run has no origin Pi session for a decision")
+    row = create_request(
+        ctx,
+        request_id=text(payload, "decisionId"),
+        run_id=message.run_id,
+        attempt_id=attempt["attempt_id"],
+        session_id=run["origin_session_id"],
+        kind="decision",
+        contract=payload.get("contract"),
+    )
+    _park_for_interaction(ctx, message, attempt)
+    return Result(receipt={"requestId": row["request_id"], "revision": _request_revision(ctx, row)})
+
+
+def _validating(ctx: Context, message: WorkerMessage) -> Row:
+    payload = message.payload if isinstance(message.payload, dict) else {}
+    wanted = payload.get("submissionId")
+    rows = ctx.all(
+        "SELECT s.submission_id, s.outcome, r.request_id, r.attempt_id"
+        " FROM interactive_submissions s JOIN interactive_requests r"
+        " ON r.request_id = s.request_id WHERE r.run_id = ?"
+        " ORDER BY s.submitted_at, s.submission_id",
+        message.run_id,
+    )
+    for row in rows:
+        if row["submission_id"] == wanted or (wanted is None and row["outcome"] == "validating"):
+            return row
+    raise refuse("Interactive submission is not awaiting validation")
+
+
+def interaction_accept(ctx: Context, message: WorkerMessage) -> Result:
+    """``interaction.accept``: the submission is accepted and settles its request."""
+    row = _validating(ctx, message)
+    receipt = finish_validation(ctx, row["submission_id"], "accepted", {"status": "accepted"})
+    return Result(receipt={"receipt": receipt, "submissionId": row["submission_id"]})
+
+
+def interaction_reject(ctx: Context, message: WorkerMessage) -> Result:
+    """``interaction.reject``: the submission is rejected; the run parks waiting again (§9.3)."""
+    payload = members(message.payload)
+    error = text(payload, "error")
+    row = _validating(ctx, message)
+    receipt = finish_validation(
+        ctx, row["submission_id"], "rejected", {"error": error, "status": "rejected"}
+    )
+    attempt = ctx.one("SELECT status FROM node_attempts WHERE attempt_id = ?", row["attempt_id"])
+    if attempt is not None and attempt["status"] in ("running", "interrupted"):
+        ctx.emit(
+            AttemptChanged(run_id=message.run_id, attempt_id=row["attempt_id"], status="waiting")
+        )
+    ctx.emit(RunWaiting(run_id=message.run_id, detail=error))
+    ctx.emit(WorkerEnded(run_id=message.run_id, worker_epoch=message.worker_epoch, status="exited"))
+    return Result(receipt={"receipt": receipt, "submissionId": row["submission_id"]})
+
+
+def notification_request(ctx: Context, message: WorkerMessage) -> Result:
+    """``notification.request``: queue a notification message for the run's session."""
+    payload = members(message.payload)
+    attempt = _attempt(ctx, message)
+    index = positive_int(payload.get("notificationIndex"))
+    if index is None:
+        raise refuse("notificationIndex must be a positive integer")
+    kind = payload.get("kind")
+    if kind not in ("progress", "final"):
+        raise refuse("Workflow notification kind must be progress or final")
+    provenance = payload.get("provenance")
+    if not isinstance(provenance, dict) or provenance.get("runId") != message.run_id:
+        raise refuse("Workflow notification provenance does not match its run")
+    run = get_run(ctx, message.run_id)
+    assert run is not None
+    if run["origin_session_id"] is None:
+        raise refuse("Workflow run has no origin Pi session for a notification")
+    source = notification_id(message.run_id, attempt["attempt_id"], index)
+    body = text(payload, "text")
+    mid = ensure(
+        ctx,
+        kind="notification",
+        source_id=source,
+        key="initial",
+        run_id=message.run_id,
+        session_id=run["origin_session_id"],
+        text=body,
+        details={"kind": kind, "notificationId": source, "provenance": provenance},
+    )
+    return Result(receipt={"notificationId": source, "workflowMessageId": mid})
+
+
+def run_park(ctx: Context, message: WorkerMessage) -> Result:
+    """``run.park``: the run waits at an ordinary checkpoint for ``checkpoint.answer``."""
+    payload = members(message.payload)
+    node_id = text(payload, "checkpoint")
+    ctx.emit(
+        RunWaiting(
+            run_id=message.run_id,
+            detail=f"waiting at checkpoint {node_id}",
+            checkpoint_node_id=node_id,
+        )
+    )
+    ctx.emit(WorkerEnded(run_id=message.run_id, worker_epoch=message.worker_epoch, status="exited"))
+    return Result(receipt={"checkpoint": node_id, "runId": message.run_id})
+
+
+def run_finished(ctx: Context, message: WorkerMessage) -> Result:
+    """``run.finished``: the run ends; interactive runs post their terminal result (§12.1)."""
+    payload = members(message.payload)
+    status = payload.get("status")
+    if status not in TERMINAL:
+        raise refuse("Workflow run finish status is invalid")
+    reason = payload.get("reason")
+    finish_run(
+        ctx,
+        message.run_id,
+        status=status,
+        detail=str(status),
+        final_output=payload.get("finalOutput"),
+        error=payload.get("error"),
+        error_code=code if isinstance(code := payload.get("errorCode"), str) else None,
+        reason=reason if isinstance(reason, str) else None,
+    )
+    ctx.emit(WorkerEnded(run_id=message.run_id, worker_epoch=message.worker_epoch, status="exited"))
+    return Result(
+        receipt={"runId": message.run_id, "status": status},
+        revision=revision_of(ctx, message.run_id),
+    )
+
+
+WORKER_OPERATIONS: Final[dict[str, Callable[[Context, WorkerMessage], Result]]] = {
+    name: _guarded(handler)
+    for name, handler in {
+        "worker.ready": worker_ready,
+        "worker.exiting": worker_exiting,
+        "store.readRun": read_run,
+        "node.started": node_started,
+        "node.finished": node_finished,
+        "node.failed": node_failed,
+        "interaction.request": interaction_request,
+        "store.createHumanDecisionRequest": create_decision,
+        "interaction.accept": interaction_accept,
+        "interaction.reject": interaction_reject,
+        "notification.request": notification_request,
+        "run.park": run_park,
+        "run.finished": run_finished,
+    }.items()
+}

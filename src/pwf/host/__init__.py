@@ -1,0 +1,323 @@
+"""The command path: adopt-or-execute, decide, append, project, respond (DOMAIN §7, §14).
+
+Imports commands, protocol, events, the store and the read model.  Every
+client request and worker message runs inside one write transaction: the
+idempotency lookup is repeated under the write lock, the decider stages its
+events (projected as they are staged), and the batch ends with the record of
+the outcome, so two processes racing with one key get one ``accepted`` and
+one ``adopted``.  Direct mode (``pwf request`` / ``pwf worker``) holds no
+host claim (ADR 0010).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from pwf import canonical
+from pwf.commands import Context, Result
+from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
+from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
+from pwf.errors import CommandError
+from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
+from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
+from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pwf.commands import Row
+    from pwf.store.sqlite import SqliteStore, SqliteTransaction
+
+__all__ = ["DIRECT_ACTOR", "Host"]
+
+DIRECT_ACTOR: Final = Actor(type="host", id="pwf-direct")
+LEASE_MS: Final = 30_000
+_POLL_SECONDS: Final = 0.05
+
+
+class _Reader:
+    """Rows of the transaction's connection, by column name."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def one(self, sql: str, params: tuple[object, ...] = ()) -> Row | None:
+        cursor = self.connection.execute(sql, params)
+        cursor.row_factory = sqlite3.Row
+        row: Row | None = cursor.fetchone()
+        return row
+
+    def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
+        cursor = self.connection.execute(sql, params)
+        cursor.row_factory = sqlite3.Row
+        return list(cursor.fetchall())
+
+
+def _context(tx: SqliteTransaction, now: int, actor: Actor, cause: Cause | None) -> Context:
+    def stage(events: Any) -> object:  # noqa: ANN401 - the store's own signature
+        return tx.stage(events, at=now, actor=actor, cause=cause)
+
+    return Context(_Reader(tx.connection), stage, now)
+
+
+def _json(value: object) -> object:
+    return msgspec.json.decode(bytes(value)) if value is not None else canonical.MISSING  # type: ignore[call-overload]
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else bytes(value).decode()  # type: ignore[call-overload]
+
+
+class Host:
+    """Runs client requests and worker messages against one store."""
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        *,
+        actor: Actor = DIRECT_ACTOR,
+        host_epoch: int | None = None,
+        new_epoch: Callable[[], str] | None = None,
+    ) -> None:
+        """Bind the store; ``new_epoch`` makes worker epochs (a UUID by default)."""
+        self.store = store
+        self.actor = actor
+        self.host_epoch = host_epoch
+        self.new_epoch = new_epoch or (lambda: str(uuid.uuid4()))
+
+    # ------------------------------------------------------------------ clients
+
+    def request(self, request: ClientRequest, now: int, *, wait_ms: int = 0) -> ClientResponse:
+        """Answer one client request as the original would (DOMAIN §7, §8)."""
+        operation = CLIENT_OPERATIONS.get(request.operation)
+        if operation is None:
+            return self._refused(request, f"Unsupported workflow operation: {request.operation}")
+        if operation.route in (Route.EXECUTED, Route.MAINTENANCE):
+            return self._adopt_or_execute(request, operation.route, operation.handler, now)
+        response, submission = self._direct(request, operation.handler, now)
+        if submission is not None:
+            return self._await_verdict(request, submission, response, wait_ms)
+        return response
+
+    def _refused(
+        self, request: ClientRequest, error: str, outcome: str = "rejected"
+    ) -> ClientResponse:
+        return ClientResponse(
+            request_id=request.request_id, outcome=outcome, error=collapse_error(error)
+        )
+
+    def _cause(self, request: ClientRequest) -> Cause:
+        return Cause(
+            operation=request.operation,
+            request_id=request.request_id,
+            client_id=request.client_id,
+            idempotency_key=request.idempotency_key,
+            fingerprint=request.fingerprint,
+        )
+
+    def _adopt_or_execute(
+        self,
+        request: ClientRequest,
+        route: Route,
+        handler: Callable[[Context, ClientRequest], Result],
+        now: int,
+    ) -> ClientResponse:
+        with self.store.transaction() as tx:
+            ctx = _context(tx, now, self.actor, self._cause(request))
+            stored = self._replay(ctx, request)
+            if stored is not None:
+                return stored
+            try:
+                with tx.savepoint():
+                    result = handler(ctx, request)
+            except CommandError as error:
+                if route is Route.EXECUTED:
+                    return self._refused(request, str(error), error.outcome)
+                result = Result(outcome="rejected", error=str(error))
+            ctx.emit(
+                CommandRecorded(
+                    request_id=request.request_id,
+                    client_id=request.client_id,
+                    operation=request.operation,
+                    idempotency_key=request.idempotency_key,
+                    fingerprint=request.fingerprint,
+                    outcome=result.outcome,  # type: ignore[arg-type]
+                    run_id=result.run_id or request.run_id,
+                    revision=result.revision,
+                    receipt=canonical.MISSING
+                    if result.receipt is canonical.MISSING
+                    else canonical.raw(result.receipt),
+                    error=result.error,
+                    host_epoch=self.host_epoch,
+                )
+            )
+        return ClientResponse(
+            request_id=request.request_id,
+            outcome=result.outcome,
+            revision=result.revision,
+            receipt=result.receipt,
+            error=result.error,
+        )
+
+    def _replay(self, ctx: Context, request: ClientRequest) -> ClientResponse | None:
+        """DOMAIN §7.2 steps 1 and 2, read under the write lock."""
+        select = (
+            "SELECT h.request_fingerprint, h.outcome, h.accepted_revision,"
+            " r.content AS receipt, e.content AS error FROM host_commands h"
+            " LEFT JOIN blobs r ON r.blob_hash = h.receipt_hash"
+            " LEFT JOIN blobs e ON e.blob_hash = h.error_hash"
+        )
+        fingerprint = bytes.fromhex(request.fingerprint)
+        row = ctx.one(f"{select} WHERE h.request_id = ?", request.request_id)
+        if row is not None and bytes(row["request_fingerprint"]) != fingerprint:
+            return self._refused(request, "Request ID was reused with another payload", "conflict")
+        if row is None:
+            row = ctx.one(
+                f"{select} WHERE h.client_id = ? AND h.idempotency_key = ?",
+                request.client_id,
+                request.idempotency_key,
+            )
+            if row is not None and bytes(row["request_fingerprint"]) != fingerprint:
+                return self._refused(
+                    request, "Idempotency key was reused with another payload", "conflict"
+                )
+        if row is None:
+            return None
+        outcome = "adopted" if row["outcome"] in ("accepted", "adopted") else row["outcome"]
+        return ClientResponse(
+            request_id=request.request_id,
+            outcome=outcome,
+            revision=row["accepted_revision"],
+            receipt=_json(row["receipt"]),
+            error=_text(row["error"]),
+        )
+
+    def _direct(
+        self,
+        request: ClientRequest,
+        handler: Callable[[Context, ClientRequest], Result],
+        now: int,
+    ) -> tuple[ClientResponse, str | None]:
+        """Operations with their own idempotency: nothing is recorded in host_commands."""
+        with self.store.transaction() as tx:
+            ctx = _context(tx, now, self.actor, self._cause(request))
+            try:
+                with tx.savepoint():
+                    result = handler(ctx, request)
+            except CommandError as error:
+                return self._refused(request, str(error), error.outcome), None
+        response = ClientResponse(
+            request_id=request.request_id,
+            outcome=result.outcome,
+            revision=result.revision,
+            receipt=result.receipt,
+            error=None if result.error is None else collapse_error(result.error),
+        )
+        return response, result.awaiting
+
+    def _await_verdict(
+        self, request: ClientRequest, submission_id: str, started: ClientResponse, wait_ms: int
+    ) -> ClientResponse:
+        """Wait (bounded) for the worker's verdict on a validating submission (ADR 0011)."""
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            row = self.store.connection.execute(
+                "SELECT s.outcome, b.content FROM interactive_submissions s"
+                " LEFT JOIN blobs b ON b.blob_hash = s.receipt_hash WHERE s.submission_id = ?",
+                (submission_id,),
+            ).fetchone()
+            if row is not None and row[0] == "accepted":
+                return msgspec.structs.replace(started, receipt=_json(row[1]))
+            if row is not None and row[0] == "rejected":
+                receipt = _json(row[1])
+                error = receipt.get("error") if isinstance(receipt, dict) else None
+                return ClientResponse(
+                    request_id=request.request_id,
+                    outcome="rejected",
+                    revision=started.revision,
+                    receipt=receipt,
+                    error=error
+                    if isinstance(error, str) and error
+                    else "Workflow step output failed validation",
+                )
+            if time.monotonic() >= deadline:
+                return self._refused(
+                    request,
+                    f"Workflow submission {submission_id} is still validating;"
+                    " retry with the same idempotency key for its verdict",
+                    "unavailable",
+                )
+            time.sleep(_POLL_SECONDS)
+
+    # ------------------------------------------------------------------ workers
+
+    def launch(self, run_id: str, now: int) -> LaunchEnvelope:
+        """Claim a queued or resumable parked run for a new worker and return its envelope."""
+        with self.store.transaction() as tx:
+            cause = Cause(operation="worker.launch")
+            ctx = _context(tx, now, Actor(type="host", id=self.actor.id), cause)
+            return launch_run(ctx, run_id, self.new_epoch(), LEASE_MS)
+
+    def worker(self, message: WorkerMessage, now: int) -> WorkerResponse:
+        """Answer one worker message (DOMAIN §14 handling order)."""
+        with self.store.transaction() as tx:
+            cause = Cause(
+                operation=message.operation,
+                worker_epoch=message.worker_epoch,
+                message_id=message.message_id,
+                fingerprint=message.fingerprint,
+            )
+            ctx = _context(tx, now, Actor(type="system", id=message.worker_epoch), cause)
+            early = check_worker(ctx, message)
+            if early is not None:
+                return early
+            try:
+                with tx.savepoint():
+                    result = self._worker_result(ctx, message)
+            except CommandError as error:
+                result = Result(outcome="rejected", error=str(error))
+            revision = (
+                result.revision
+                if result.revision is not None
+                else run_revision(ctx, message.run_id)
+            )
+            lease = now + LEASE_MS if result.outcome in ("accepted", "adopted") else None
+            ctx.emit(
+                WorkerMessageRecorded(
+                    run_id=message.run_id,
+                    worker_epoch=message.worker_epoch,
+                    message_id=message.message_id,
+                    operation=message.operation,
+                    fingerprint=message.fingerprint,
+                    outcome=result.outcome,  # type: ignore[arg-type]
+                    revision=revision,
+                    result=canonical.MISSING
+                    if result.receipt is canonical.MISSING
+                    else canonical.raw(result.receipt),
+                    error=result.error,
+                    lease_expires_at=lease if _still_owner(ctx, message) else None,
+                )
+            )
+        return WorkerResponse(
+            message_id=message.message_id,
+            outcome=result.outcome,
+            revision=revision,
+            result=result.receipt,
+            error=result.error,
+        )
+
+    def _worker_result(self, ctx: Context, message: WorkerMessage) -> Result:
+        handler = WORKER_OPERATIONS.get(message.operation)
+        if handler is None:
+            raise CommandError("Unknown worker operation")
+        return handler(ctx, message)
+
+
+def _still_owner(ctx: Context, message: WorkerMessage) -> bool:
+    owner = ctx.value("SELECT owner_worker_epoch FROM run_queue WHERE run_id = ?", message.run_id)
+    return bool(owner == message.worker_epoch)

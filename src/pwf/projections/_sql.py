@@ -1,0 +1,34 @@
+"""Statements projectors emit and the small pure helpers they share."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import NamedTuple
+
+import msgspec
+
+__all__ = ["Sql", "json_hash", "quoted_list", "text_hash"]
+
+
+class Sql(NamedTuple):
+    """One statement a projector emits; values are always bound with ``?``."""
+
+    text: str
+    params: tuple[object, ...] = ()
+
+
+def quoted_list(values: tuple[str, ...]) -> str:
+    """``'a', 'b'`` for a CHECK list built from constants."""
+    return ", ".join(f"'{value}'" for value in values)
+
+
+def json_hash(value: msgspec.Raw | msgspec.UnsetType) -> bytes | None:
+    """SHA-256 of a JSON value's canonical bytes, as the blob store keys it."""
+    if isinstance(value, msgspec.Raw):
+        return hashlib.sha256(bytes(value)).digest()
+    return None
+
+
+def text_hash(value: str | None) -> bytes | None:
+    """SHA-256 of a text's UTF-8 bytes, as the blob store keys it."""
+    return None if value is None else hashlib.sha256(value.encode()).digest()

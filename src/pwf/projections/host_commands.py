@@ -1,0 +1,77 @@
+"""``host_commands``: recorded command outcomes, folded from ``command.recorded`` only (§5.11)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.events import CommandRecorded
+from pwf.projections._sql import Sql, json_hash, quoted_list, text_hash
+
+if TYPE_CHECKING:
+    from pwf.events import Entry
+
+NAME: Final = "host_commands"
+VERSION: Final = 1
+
+OPERATIONS: Final = (
+    "run.start", "run.pause", "run.resume", "run.cancel", "run.status", "run.list",
+    "checkpoint.answer", "decision.answer", "interaction.submit", "interaction.update",
+    "workflowMessage.reportBranch", "workflowTurn.report", "sessionView.clearTerminal",
+    "run.restart", "run.changeSettings", "followUp.queue", "followUp.remove", "session.record",
+    "channel.reload", "channel.recover",
+    "controller.list", "controller.get", "controller.apply", "controller.reconcile",
+    "controller.delete",
+    "host.status", "host.stop", "state.backup", "state.prune",
+)  # fmt: skip
+OUTCOMES: Final = (
+    "accepted", "adopted", "rejected", "conflict", "notFound", "claimLost", "unavailable",
+)  # fmt: skip
+
+DDL: Final = (
+    f"""CREATE TABLE IF NOT EXISTS host_commands (
+  request_id TEXT PRIMARY KEY,
+  client_id TEXT NOT NULL,
+  operation TEXT NOT NULL CHECK (operation IN ({quoted_list(OPERATIONS)})),
+  idempotency_key TEXT NOT NULL,
+  request_fingerprint BLOB NOT NULL CHECK (length(request_fingerprint) = 32),
+  run_id TEXT,
+  accepted_revision INTEGER CHECK (accepted_revision IS NULL OR accepted_revision >= 0),
+  outcome TEXT NOT NULL CHECK (outcome IN ({quoted_list(OUTCOMES)})),
+  receipt_hash BLOB CHECK (receipt_hash IS NULL OR length(receipt_hash) = 32),
+  error_hash BLOB CHECK (error_hash IS NULL OR length(error_hash) = 32),
+  host_epoch INTEGER CHECK (host_epoch IS NULL OR host_epoch > 0),
+  created_at INTEGER NOT NULL,
+  completed_at INTEGER NOT NULL,
+  UNIQUE (client_id, idempotency_key)
+) STRICT""",
+    "CREATE INDEX IF NOT EXISTS host_commands_run_idx ON host_commands(run_id)",
+)
+
+
+def apply(entry: Entry) -> list[Sql]:
+    """Insert one row per recorded outcome."""
+    event = entry.event
+    if not isinstance(event, CommandRecorded):
+        return []
+    return [
+        Sql(
+            "INSERT INTO host_commands (request_id, client_id, operation, idempotency_key,"
+            " request_fingerprint, run_id, accepted_revision, outcome, receipt_hash, error_hash,"
+            " host_epoch, created_at, completed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                event.request_id,
+                event.client_id,
+                event.operation,
+                event.idempotency_key,
+                bytes.fromhex(event.fingerprint),
+                event.run_id,
+                event.revision,
+                event.outcome,
+                json_hash(event.receipt),
+                text_hash(event.error),
+                event.host_epoch,
+                entry.at,
+                entry.at,
+            ),
+        )
+    ]

@@ -1,0 +1,156 @@
+"""``interactive_requests`` and ``interactive_submissions`` (DOMAIN §5.4, §5.5).
+
+Revisions and outcomes come from the events; the projector only copies them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.events import (
+    InteractionCancelled,
+    InteractionConsumed,
+    InteractionRequested,
+    InteractionRevised,
+    InteractionSettled,
+    SubmissionFinished,
+    SubmissionRecorded,
+)
+from pwf.projections._sql import Sql, json_hash
+
+if TYPE_CHECKING:
+    from pwf.events import Entry
+
+NAME: Final = "interactions"
+VERSION: Final = 1
+
+DDL: Final = (
+    """CREATE TABLE IF NOT EXISTS interactive_requests (
+  request_id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  attempt_id TEXT NOT NULL UNIQUE,
+  target_session_id TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('agent', 'assistant', 'decision')),
+  contract_hash BLOB NOT NULL,
+  revision INTEGER NOT NULL DEFAULT 1 CHECK (revision > 0),
+  status TEXT NOT NULL CHECK (status IN ('pending', 'settled', 'cancelled')),
+  unproductive_turn_ends INTEGER NOT NULL DEFAULT 0 CHECK (unproductive_turn_ends >= 0),
+  accepted_submission_id TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  settled_at INTEGER,
+  consumed_at INTEGER,
+  CHECK ((status = 'settled') = (accepted_submission_id IS NOT NULL AND settled_at IS NOT NULL)),
+  CHECK (consumed_at IS NULL OR status = 'settled')
+) STRICT""",
+    """CREATE INDEX IF NOT EXISTS interactive_requests_session_idx
+  ON interactive_requests(target_session_id, status, created_at)""",
+    """CREATE INDEX IF NOT EXISTS interactive_requests_run_idx
+  ON interactive_requests(run_id, status, created_at)""",
+    """CREATE TABLE IF NOT EXISTS interactive_submissions (
+  submission_id TEXT PRIMARY KEY,
+  request_id TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  request_revision INTEGER NOT NULL CHECK (request_revision > 0),
+  payload_hash BLOB NOT NULL,
+  outcome TEXT NOT NULL CHECK (outcome IN ('validating', 'accepted', 'rejected', 'adopted')),
+  receipt_hash BLOB,
+  submitted_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (request_id, idempotency_key)
+) STRICT""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS interactive_submissions_validating_idx
+  ON interactive_submissions(request_id) WHERE outcome = 'validating'""",
+)
+
+
+def _request(event: InteractionRequested, at: int) -> Sql:
+    return Sql(
+        "INSERT INTO interactive_requests (request_id, run_id, attempt_id, target_session_id,"
+        " kind, contract_hash, revision, status, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)"
+        " ON CONFLICT (request_id) DO UPDATE SET revision = excluded.revision,"
+        " status = 'pending', accepted_submission_id = NULL, settled_at = NULL,"
+        " consumed_at = NULL, updated_at = excluded.updated_at",
+        (
+            event.request_id,
+            event.run_id,
+            event.attempt_id,
+            event.target_session_id,
+            event.kind,
+            json_hash(event.contract),
+            event.revision,
+            at,
+            at,
+        ),
+    )
+
+
+def apply(entry: Entry) -> list[Sql]:  # noqa: PLR0911 - one return per event type
+    """Fold request and submission events."""
+    at = entry.at
+    match entry.event:
+        case InteractionRequested() as event:
+            return [_request(event, at)]
+        case InteractionSettled(request_id=rid, submission_id=sid, revision=revision):
+            return [
+                Sql(
+                    "UPDATE interactive_requests SET status = 'settled', revision = ?,"
+                    " accepted_submission_id = ?, settled_at = ?, updated_at = ?"
+                    " WHERE request_id = ?",
+                    (revision, sid, at, at, rid),
+                )
+            ]
+        case InteractionRevised(request_id=rid, revision=revision, unproductive_turn_ends=count):
+            return [
+                Sql(
+                    "UPDATE interactive_requests SET revision = ?,"
+                    " unproductive_turn_ends = coalesce(?, unproductive_turn_ends),"
+                    " updated_at = ? WHERE request_id = ?",
+                    (revision, count, at, rid),
+                )
+            ]
+        case InteractionCancelled(request_id=rid, revision=revision):
+            return [
+                Sql(
+                    "UPDATE interactive_requests SET status = 'cancelled', revision = ?,"
+                    " updated_at = ? WHERE request_id = ?",
+                    (revision, at, rid),
+                )
+            ]
+        case InteractionConsumed(request_id=rid):
+            return [
+                Sql(
+                    "UPDATE interactive_requests SET consumed_at = ?, updated_at = ?"
+                    " WHERE request_id = ?",
+                    (at, at, rid),
+                )
+            ]
+        case SubmissionRecorded() as event:
+            return [
+                Sql(
+                    "INSERT INTO interactive_submissions (submission_id, request_id,"
+                    " idempotency_key, request_revision, payload_hash, outcome, receipt_hash,"
+                    " submitted_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        event.submission_id,
+                        event.request_id,
+                        event.idempotency_key,
+                        event.request_revision,
+                        json_hash(event.payload),
+                        event.outcome,
+                        json_hash(event.receipt),
+                        at,
+                        at,
+                    ),
+                )
+            ]
+        case SubmissionFinished(submission_id=sid, outcome=outcome, receipt=receipt):
+            return [
+                Sql(
+                    "UPDATE interactive_submissions SET outcome = ?, receipt_hash = ?,"
+                    " updated_at = ? WHERE submission_id = ?",
+                    (outcome, json_hash(receipt), at, sid),
+                )
+            ]
+    return []

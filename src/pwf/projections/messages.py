@@ -1,0 +1,79 @@
+"""``workflow_messages``: what each session is shown, in order (DOMAIN §5.6).
+
+Order numbers and ids are decided by the handler and carried in
+``message.created``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.events import MessageCancelled, MessageCreated
+from pwf.projections._sql import Sql, json_hash
+
+if TYPE_CHECKING:
+    from pwf.events import Entry
+
+NAME: Final = "workflow_messages"
+VERSION: Final = 1
+
+DDL: Final = (
+    """CREATE TABLE IF NOT EXISTS workflow_messages (
+  workflow_message_id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  target_session_id TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN (
+    'step', 'decision', 'notification', 'terminal', 'followUp'
+  )),
+  source_id TEXT NOT NULL,
+  content_hash BLOB NOT NULL,
+  order_number INTEGER NOT NULL CHECK (order_number > 0),
+  status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'cancelled')),
+  pi_session_entry_id TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (target_session_id, order_number),
+  CHECK ((status = 'sent') = (pi_session_entry_id IS NOT NULL))
+) STRICT""",
+    """CREATE INDEX IF NOT EXISTS workflow_messages_session_idx
+  ON workflow_messages(target_session_id, status, order_number)""",
+    """CREATE INDEX IF NOT EXISTS workflow_messages_run_idx
+  ON workflow_messages(run_id, order_number)""",
+    """CREATE INDEX IF NOT EXISTS workflow_messages_source_idx
+  ON workflow_messages(kind, source_id, order_number)""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS workflow_messages_pending_step_source_idx
+  ON workflow_messages(source_id) WHERE kind = 'step' AND status = 'pending'""",
+)
+
+
+def apply(entry: Entry) -> list[Sql]:
+    """Insert created messages and cancel pending ones."""
+    match entry.event:
+        case MessageCreated() as event:
+            return [
+                Sql(
+                    "INSERT INTO workflow_messages (workflow_message_id, run_id,"
+                    " target_session_id, kind, source_id, content_hash, order_number, status,"
+                    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+                    (
+                        event.workflow_message_id,
+                        event.run_id,
+                        event.target_session_id,
+                        event.kind,
+                        event.source_id,
+                        json_hash(event.content),
+                        event.order_number,
+                        entry.at,
+                        entry.at,
+                    ),
+                )
+            ]
+        case MessageCancelled(workflow_message_id=mid):
+            return [
+                Sql(
+                    "UPDATE workflow_messages SET status = 'cancelled', updated_at = ?"
+                    " WHERE workflow_message_id = ? AND status = 'pending'",
+                    (entry.at, mid),
+                )
+            ]
+    return []

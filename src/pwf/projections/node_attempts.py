@@ -1,0 +1,70 @@
+"""``node_attempts``: one row per attempt of a node (DOMAIN §5.3).
+
+``deadline_at`` is carried by ``attempt.started``; only deadline events of
+the timeout accounting move it later.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.events import AttemptChanged, AttemptStarted
+from pwf.projections._sql import Sql, json_hash
+
+if TYPE_CHECKING:
+    from pwf.events import Entry
+
+NAME: Final = "node_attempts"
+VERSION: Final = 1
+
+DDL: Final = (
+    """CREATE TABLE IF NOT EXISTS node_attempts (
+  attempt_id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  node_id TEXT NOT NULL,
+  attempt_number INTEGER NOT NULL CHECK (attempt_number > 0),
+  status TEXT NOT NULL CHECK (status IN (
+    'pending', 'running', 'waiting', 'interrupted', 'completed', 'failed', 'timed_out', 'cancelled'
+  )),
+  output_hash BLOB,
+  started_at INTEGER,
+  deadline_at INTEGER,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (run_id, node_id, attempt_number)
+) STRICT""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS node_attempts_active_idx ON node_attempts(run_id)
+  WHERE status IN ('pending', 'running', 'waiting')""",
+)
+
+
+def apply(entry: Entry) -> list[Sql]:
+    """Insert started attempts and follow their status."""
+    match entry.event:
+        case AttemptStarted() as event:
+            return [
+                Sql(
+                    "INSERT INTO node_attempts (attempt_id, run_id, node_id, attempt_number,"
+                    " status, started_at, deadline_at, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+                    (
+                        event.attempt_id,
+                        event.run_id,
+                        event.node_id,
+                        event.attempt_number,
+                        entry.at,
+                        event.deadline_at,
+                        entry.at,
+                        entry.at,
+                    ),
+                )
+            ]
+        case AttemptChanged() as event:
+            return [
+                Sql(
+                    "UPDATE node_attempts SET status = ?,"
+                    " output_hash = coalesce(?, output_hash), updated_at = ? WHERE attempt_id = ?",
+                    (event.status, json_hash(event.output), entry.at, event.attempt_id),
+                )
+            ]
+    return []

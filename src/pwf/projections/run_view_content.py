@@ -1,0 +1,70 @@
+"""``run_view_content``: large run values served to viewers by hash (DOMAIN §5.10).
+
+A value whose serialised size exceeds :data:`VIEW_VALUE_LIMIT` is kept here
+and replaced in views by an ``$artifact`` reference.  A JSON string is kept
+as its raw UTF-8 text (``text/plain``), anything else as canonical JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from pwf.events import RunFinished, RunReserved
+from pwf.projections._sql import Sql
+
+if TYPE_CHECKING:
+    from pwf.events import Entry
+
+NAME: Final = "run_view_content"
+VERSION: Final = 1
+VIEW_VALUE_LIMIT: Final = 16_384
+
+DDL: Final = (
+    """CREATE TABLE IF NOT EXISTS run_view_content (
+  run_id TEXT NOT NULL,
+  content_hash BLOB NOT NULL,
+  media_type TEXT NOT NULL CHECK (media_type IN ('application/json', 'text/plain')),
+  byte_length INTEGER NOT NULL CHECK (byte_length >= 0),
+  content BLOB NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (run_id, content_hash, media_type),
+  CHECK (byte_length = length(content))
+) STRICT""",
+)
+
+
+def view_content(value: bytes) -> tuple[bytes, str] | None:
+    """The bytes and media type a large view value is stored as, or None when it is small."""
+    if value.startswith(b'"'):
+        text = msgspec.json.decode(value, type=str).encode("utf-8", "surrogatepass")
+        return (text, "text/plain") if len(text) > VIEW_VALUE_LIMIT else None
+    return (value, "application/json") if len(value) > VIEW_VALUE_LIMIT else None
+
+
+def _store(run_id: str, value: msgspec.Raw | msgspec.UnsetType, at: int) -> list[Sql]:
+    if not isinstance(value, msgspec.Raw):
+        return []
+    found = view_content(bytes(value))
+    if found is None:
+        return []
+    content, media_type = found
+    return [
+        Sql(
+            "INSERT INTO run_view_content (run_id, content_hash, media_type, byte_length,"
+            " content, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (run_id, hashlib.sha256(content).digest(), media_type, len(content), content, at),
+        )
+    ]
+
+
+def apply(entry: Entry) -> list[Sql]:
+    """Keep large inputs, outputs and errors of runs."""
+    match entry.event:
+        case RunReserved(run_id=run_id, input=value):
+            return _store(run_id, value, entry.at)
+        case RunFinished(run_id=run_id, final_output=output, error=error):
+            return _store(run_id, output, entry.at) + _store(run_id, error, entry.at)
+    return []

@@ -1,0 +1,108 @@
+"""``run_workers`` and ``worker_messages`` (DOMAIN §5.12, §14)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.events import RunClaimed, RunStarted, WorkerEnded, WorkerMessageRecorded
+from pwf.projections._sql import Sql, json_hash, text_hash
+
+if TYPE_CHECKING:
+    from pwf.events import Entry
+
+NAME: Final = "workers"
+VERSION: Final = 1
+
+DDL: Final = (
+    """CREATE TABLE IF NOT EXISTS run_workers (
+  worker_epoch TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  generation INTEGER NOT NULL CHECK (generation > 0),
+  host_epoch INTEGER CHECK (host_epoch IS NULL OR host_epoch > 0),
+  launch_envelope_hash BLOB NOT NULL,
+  pid INTEGER,
+  process_start_identity TEXT,
+  status TEXT NOT NULL CHECK (status IN (
+    'starting', 'running', 'exited', 'cancelled', 'timedOut', 'crashed', 'claimLost', 'orphaned'
+  )),
+  started_at INTEGER NOT NULL,
+  ready_at INTEGER,
+  finished_at INTEGER,
+  exit_code INTEGER,
+  signal TEXT,
+  diagnostic_hash BLOB,
+  UNIQUE (run_id, generation)
+) STRICT""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS run_workers_active_idx ON run_workers(run_id)
+  WHERE status IN ('starting', 'running')""",
+    """CREATE TABLE IF NOT EXISTS worker_messages (
+  worker_epoch TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  operation TEXT NOT NULL,
+  request_fingerprint BLOB NOT NULL CHECK (length(request_fingerprint) = 32),
+  outcome TEXT NOT NULL CHECK (outcome IN ('accepted', 'adopted', 'rejected', 'claimLost')),
+  accepted_revision INTEGER CHECK (accepted_revision IS NULL OR accepted_revision >= 0),
+  result_hash BLOB,
+  error_hash BLOB,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (worker_epoch, message_id)
+) STRICT""",
+)
+
+
+def apply(entry: Entry) -> list[Sql]:
+    """Follow workers from launch to end and store their answered messages."""
+    at = entry.at
+    match entry.event:
+        case RunClaimed() as event:
+            return [
+                Sql(
+                    "INSERT INTO run_workers (worker_epoch, run_id, generation,"
+                    " launch_envelope_hash, status, started_at) VALUES (?, ?, ?, ?, 'starting', ?)",
+                    (
+                        event.worker_epoch,
+                        event.run_id,
+                        event.generation,
+                        json_hash(event.launch),
+                        at,
+                    ),
+                )
+            ]
+        case RunStarted(worker_epoch=epoch):
+            return [
+                Sql(
+                    "UPDATE run_workers SET status = 'running', ready_at = ?"
+                    " WHERE worker_epoch = ?",
+                    (at, epoch),
+                )
+            ]
+        case WorkerEnded(worker_epoch=epoch, status=status, exit_code=code):
+            return [
+                Sql(
+                    "UPDATE run_workers SET status = ?, finished_at = ?, exit_code = ?"
+                    " WHERE worker_epoch = ? AND status IN ('starting', 'running')",
+                    (status, at, code, epoch),
+                )
+            ]
+        case WorkerMessageRecorded() as event:
+            return [
+                Sql(
+                    "INSERT INTO worker_messages (worker_epoch, message_id, run_id, operation,"
+                    " request_fingerprint, outcome, accepted_revision, result_hash, error_hash,"
+                    " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        event.worker_epoch,
+                        event.message_id,
+                        event.run_id,
+                        event.operation,
+                        bytes.fromhex(event.fingerprint),
+                        event.outcome,
+                        event.revision,
+                        json_hash(event.result),
+                        text_hash(event.error),
+                        at,
+                    ),
+                )
+            ]
+    return []
