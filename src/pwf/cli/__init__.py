@@ -66,9 +66,12 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from pwf.cli import dev, init, log  # noqa: PLC0415 - commands register after the group exists
+    from pwf.cli import dev, init, log, query, request, worker  # noqa: PLC0415 - commands register after the group exists
 
     cli.add_command(init.init)
+    cli.add_command(request.request)
+    cli.add_command(worker.worker)
+    cli.add_command(query.query)
     cli.add_command(log.log)
     cli.add_command(dev.dev)
 

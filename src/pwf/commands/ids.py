@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 from pwf import canonical
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = [
     "continuation_run_id",
@@ -45,7 +49,7 @@ def terminal_source_id(run_id: str) -> str:
     return f"terminal:{run_id}"
 
 
-def terminal_fingerprint(facts: dict[str, object]) -> str:
+def terminal_fingerprint(facts: Mapping[str, object]) -> str:
     """SHA-256 of the six terminal facts; a missing one counts as null."""
     names = ("error", "finalOutput", "input", "reason", "status", "workflowRef")
     return canonical.hex_digest({name: facts.get(name) for name in names})

@@ -88,8 +88,8 @@ def revision_of(ctx: Context, run_id: str) -> int:
 
 def _lineage(
     ctx: Context, parent_id: str, origin: str | None, kind: str, restart_number: int
-) -> tuple[str, list[RunQueueDoneForContinuation]]:
-    """Check a child's lineage (§5.2); return its root and the parent's queue change."""
+) -> str:
+    """Check a child's lineage (§5.2) and return its root run id."""
     parent = get_run(ctx, parent_id)
     if parent is None:
         raise refuse(f"Workflow parent run not found: {parent_id}")
@@ -110,7 +110,7 @@ def _lineage(
             raise refuse("Restart parent is not terminal")
         if restart_number != parent["restart_number"] + 1:
             raise refuse("Restart lineage must increase the restart number by one")
-        return parent["root_run_id"], []
+        return str(parent["root_run_id"])
     if restart_number != parent["restart_number"]:
         raise refuse("Continuation lineage conflicts with restart metadata")
     queue = queue_of(ctx, parent_id)
@@ -121,7 +121,7 @@ def _lineage(
         raise refuse(f"Continuation parent queue is {status}")
     if queue is not None and queue["owner_worker_epoch"] is not None:
         raise refuse("Continuation parent still has an active owner")
-    return parent["root_run_id"], []
+    return str(parent["root_run_id"])
 
 
 def reserve(  # noqa: PLR0913 - a reservation has this many facts
@@ -138,7 +138,7 @@ def reserve(  # noqa: PLR0913 - a reservation has this many facts
     origin = template.get("origin_session_id")
     root = run_id
     if parent_id is not None:
-        root, _ = _lineage(ctx, parent_id, origin, lineage or "continuation", restart_number)  # type: ignore[arg-type]
+        root = _lineage(ctx, parent_id, origin, lineage or "continuation", restart_number)  # type: ignore[arg-type]
     elif fingerprint is not None or restart_number != 0:
         raise refuse("A root workflow run cannot declare lineage or restart metadata")
     if origin is not None and ctx.one(

@@ -1,0 +1,179 @@
+"""``pwf request``: run client-protocol requests read from stdin, in direct mode.
+
+Also holds what ``pwf worker`` shares with it: the ``--at`` option, the clock,
+the line loop with its ``#at`` directives, and the refusal while a live
+``pwf serve`` owns the database (ADR 0010).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, BinaryIO, Final
+
+import click
+
+from pwf.cli._options import db_option, open_store
+from pwf.errors import InputError, StoreError
+from pwf.host import Host
+from pwf.protocol.client import (
+    MAX_PROTOCOL_MESSAGE_BYTES,
+    MAX_SAFE_INTEGER,
+    encode_response,
+    parse_request,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from pwf.store.sqlite import SqliteStore
+
+__all__ = ["answer_lines", "at_option", "now_ms", "request"]
+
+_READ_LIMIT: Final = MAX_PROTOCOL_MESSAGE_BYTES + 1
+"""A longer line cannot be a message: read this much and let the parser refuse it."""
+
+at_option = click.option(
+    "--at",
+    "at",
+    metavar="MS",
+    type=click.IntRange(min=0, max=MAX_SAFE_INTEGER),
+    default=None,
+    help="Run at this time (ms since the epoch) instead of the wall clock.",
+)
+
+
+def now_ms(at: int | None) -> int:
+    """The clock of one command: ``at`` when given, else the wall clock in ms."""
+    return at if at is not None else time.time_ns() // 1_000_000
+
+
+def _refuse_if_served(store: SqliteStore, now: int) -> None:
+    """Refuse direct mode while a live ``pwf serve`` holds the host claim (DOMAIN §5.1).
+
+    A claim is live while its ``host_id`` is set and ``expires_at > now``.  A
+    database that never had a server has no ``host_state`` table.
+
+    Raises:
+        StoreError: a live host owns the database.
+    """
+    connection = store.connection
+    table = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'host_state'"
+    ).fetchone()
+    if table is None:
+        return
+    row = connection.execute(
+        "SELECT epoch FROM host_state WHERE host_id IS NOT NULL AND expires_at > ?"
+        " ORDER BY epoch DESC LIMIT 1",
+        (now,),
+    ).fetchone()
+    if row is not None:
+        raise StoreError(
+            f"a live pwf host (epoch {row[0]}) owns this database; send requests to it instead"
+        )
+
+
+def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """Number the lines of ``stream`` without their newline, skipping empty ones.
+
+    A line too long to be a message is cut after :data:`_READ_LIMIT` bytes
+    and the rest of it is discarded, so memory stays bounded; the parser
+    refuses the cut line for its length.
+    """
+    number = 0
+    while chunk := stream.readline(_READ_LIMIT):
+        number += 1
+        if chunk.endswith(b"\n"):
+            chunk = chunk[:-1]
+        elif len(chunk) == _READ_LIMIT:
+            while (rest := stream.readline(_READ_LIMIT)) and not rest.endswith(b"\n"):
+                pass
+        if chunk:
+            yield number, chunk
+
+
+def _directive(line: bytes) -> int | None:
+    """The time a ``#at MS`` line sets; None for any other comment line.
+
+    Raises:
+        InputError: the line starts with ``#at`` but its value is not a time.
+    """
+    words = line.split()
+    if words[0] != b"#at":
+        return None
+    if len(words) != 2 or not words[1].isdigit() or int(words[1]) > MAX_SAFE_INTEGER:
+        raise InputError("#at takes one whole number of milliseconds since the epoch")
+    return int(words[1])
+
+
+def answer_lines(store: SqliteStore, answer: Callable[[bytes, int], bytes], at: int | None) -> int:
+    """Answer every stdin line in order, one canonical line on stdout each.
+
+    ``#at MS`` lines set the clock for the lines after them; other ``#``
+    lines are comments.  A refused line is one ``line N: why`` on stderr and
+    appends nothing; the loop goes on.  Returns the exit code: 2 if any line
+    was refused, else 0.
+
+    Raises:
+        StoreError: a live host owns the database, or the store failed.
+    """
+    out = sys.stdout.buffer
+    refused = False
+    for number, line in _lines(sys.stdin.buffer):
+        try:
+            if line.startswith(b"#"):
+                directive = _directive(line)
+                at = at if directive is None else directive
+                continue
+            now = now_ms(at)
+            _refuse_if_served(store, now)
+            reply = answer(line, now)
+        except InputError as error:
+            click.echo(f"line {number}: {' '.join(str(error).split())}", err=True)
+            refused = True
+            continue
+        out.write(reply + b"\n")
+        out.flush()
+    return 2 if refused else 0
+
+
+@click.command()
+@db_option
+@at_option
+@click.option(
+    "--wait-ms",
+    "wait_ms",
+    metavar="N",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Milliseconds an interaction.submit waits for its worker's verdict.",
+)
+def request(db: str | None, at: int | None, wait_ms: int) -> None:
+    """Run client-protocol requests read from stdin.
+
+    Each non-empty stdin line is one canonical pi-workflows.client.v1
+    request.  Requests run in order, each in its own write transaction, and
+    every answer (rejected and conflict included) is one canonical response
+    line on stdout.  A malformed line is reported on stderr as "line N: why",
+    appends nothing and makes the exit code 2; the lines after it still run.
+
+    Scripts set the clock with directive lines: a line "#at MS" runs the
+    lines after it at MS milliseconds since the epoch.  Other lines starting
+    with "#" are comments.  Without --at or "#at" the wall clock is used.
+
+    This is direct mode: it holds no host claim and is refused while a live
+    pwf serve owns the database.  An interaction.submit answers once the
+    worker's verdict is recorded, or "unavailable" after --wait-ms; a retry
+    with the same idempotency key is then adopted.
+    """
+    with open_store(db) as store:
+        host = Host(store)
+
+        def answer(line: bytes, now: int) -> bytes:
+            response = host.request(parse_request(line), now, wait_ms=wait_ms)
+            return encode_response(response)
+
+        code = answer_lines(store, answer, at)
+    sys.exit(code)

@@ -1,0 +1,71 @@
+"""``pwf worker`` and ``pwf worker launch``: the worker protocol, in direct mode."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from pwf.cli._options import db_option, open_store
+from pwf.cli.request import _refuse_if_served, answer_lines, at_option, now_ms
+from pwf.host import Host
+from pwf.protocol.worker import encode_launch, encode_worker_response, parse_worker_message
+
+
+@click.group(invoke_without_command=True)
+@db_option
+@at_option
+@click.pass_context
+def worker(ctx: click.Context, db: str | None, at: int | None) -> None:
+    """Run worker-protocol messages read from stdin.
+
+    Without a subcommand, each non-empty stdin line is one canonical
+    pi-workflows.worker-message.v1 message from a workflow worker.  Messages
+    run in order, each in its own write transaction, and every answer
+    (rejected and claimLost included) is one canonical response line on
+    stdout.  A malformed line is reported on stderr as "line N: why", appends
+    nothing and makes the exit code 2; the lines after it still run.
+
+    Scripts set the clock with directive lines: a line "#at MS" runs the
+    lines after it at MS milliseconds since the epoch.  Other lines starting
+    with "#" are comments.  Without --at or "#at" the wall clock is used.
+
+    This is direct mode: it holds no host claim and is refused while a live
+    pwf serve owns the database.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    with open_store(db) as store:
+        host = Host(store)
+
+        def answer(line: bytes, now: int) -> bytes:
+            return encode_worker_response(host.worker(parse_worker_message(line), now))
+
+        code = answer_lines(store, answer, at)
+    sys.exit(code)
+
+
+@worker.command()
+@click.argument("run_id", metavar="RUN_ID")
+@db_option
+@at_option
+@click.pass_context
+def launch(ctx: click.Context, run_id: str, db: str | None, at: int | None) -> None:
+    """Claim a run and print its launch envelope.
+
+    The run must be queued, or parked with work for a worker, and have no
+    live worker.
+
+    The envelope is one canonical pi-workflows.worker-launch.v1 line: the
+    run, its new generation and the worker epoch that the worker's messages
+    must carry.  A run that cannot be claimed exits 2 with one line saying
+    why.  --db and --at may also be given before "launch".
+    """
+    given = ctx.parent.params if ctx.parent is not None else {}
+    db = db if db is not None else given.get("db")
+    at = at if at is not None else given.get("at")
+    now = now_ms(at)
+    with open_store(db) as store:
+        _refuse_if_served(store, now)
+        envelope = Host(store).launch(run_id, now)
+    sys.stdout.buffer.write(encode_launch(envelope) + b"\n")
