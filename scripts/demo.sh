@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# A realistic run of pwf's main job on the embedded default: a workflow host's
-# command log is appended batch by batch, verified, exported, imported on
-# "another machine" byte for byte, and then tampered with to show the audit.
+# A realistic run of pwf's main job on the embedded default: coordinators and
+# workers drive runs through the command path (client and worker protocol),
+# every outcome lands in the hash-chained log and its projections, and the log
+# is verified, exported, imported on "another machine" byte for byte, and then
+# tampered with to show the audit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=demo-state
@@ -13,8 +15,31 @@ step() { printf '\n== %s\n' "$*"; }
 step "create the state database"
 pwf init --db "$db"
 
-step "a workflow host records 2000 commands (seeded, realistic mix)"
-python bench/workload.py --db "$db" --batches 2000 --seed 7
+step "a coordinator starts a run (one canonical request line in, one response line out)"
+pwf request --db "$db" --at 1785600000000 <<'EOF'
+{"clientId":"coordinator-demo","idempotencyKey":"start-demo","operation":"run.start","payload":{"definitionDigest":"sha256:9f2c","definitionSnapshot":{"nodes":["draft"]},"input":{"version":"2.0.0"},"originSessionId":"session-demo","projectPath":"/srv/project","workflowName":"release-notes","workflowSource":"builtin","workflowSourceRef":"builtin:release-notes"},"requestId":"demo-1","runId":"run-demo","schema":"pi-workflows.client.v1","type":"request"}
+EOF
+
+step "a worker claims the run and reports ready"
+envelope=$(pwf worker launch run-demo --db "$db" --at 1785600001000)
+echo "$envelope"
+epoch=$(printf '%s' "$envelope" | python -c 'import json,sys; print(json.load(sys.stdin)["workerEpoch"])')
+pwf worker --db "$db" --at 1785600002000 <<EOF
+{"expectedRevision":0,"generation":1,"kind":"worker.ready","launchSchema":"pi-workflows.worker-launch.v1","messageId":"m-1","operation":"worker.ready","payload":{},"runId":"run-demo","schema":"pi-workflows.worker-message.v1","workerEpoch":"$epoch"}
+EOF
+
+step "the same request retried after a lost response is adopted, not run twice"
+pwf request --db "$db" --at 1785600003000 <<'EOF'
+{"clientId":"coordinator-demo","idempotencyKey":"start-demo","operation":"run.start","payload":{"definitionDigest":"sha256:9f2c","definitionSnapshot":{"nodes":["draft"]},"input":{"version":"2.0.0"},"originSessionId":"session-demo","projectPath":"/srv/project","workflowName":"release-notes","workflowSource":"builtin","workflowSourceRef":"builtin:release-notes"},"requestId":"demo-2","runId":"run-demo","schema":"pi-workflows.client.v1","type":"request"}
+EOF
+
+step "100 more runs: start, claim, park on an agent step, submit, validate (some rejected), finish"
+python scripts/demo_traffic.py --db "$db" --runs 100 --seed 7
+
+step "what the projections say"
+pwf query runs --db "$db" --limit 4
+pwf query interactions --db "$db" --limit 4
+pwf query messages --db "$db" --limit 4
 
 step "the last events of the log"
 pwf log tail --db "$db" -n 5
