@@ -341,16 +341,23 @@ def interaction_request(ctx: Context, message: WorkerMessage) -> Result:
         kind=kind,
         contract=payload.get("contract"),
     )
-    _park_for_interaction(ctx, message, attempt)
-    return Result(receipt={"requestId": row["request_id"], "revision": _request_revision(ctx, row)})
+    return _parked_on(ctx, message, attempt, row)
 
 
-def _request_revision(ctx: Context, row: Row) -> int:
-    return int(
-        ctx.value(
-            "SELECT revision FROM interactive_requests WHERE request_id = ?", row["request_id"]
-        )
+def _parked_on(ctx: Context, message: WorkerMessage, attempt: Row, row: Row) -> Result:
+    """Park the run when its request is pending; a consumed or cancelled one changes nothing."""
+    current = ctx.one(
+        "SELECT status, revision FROM interactive_requests WHERE request_id = ?", row["request_id"]
     )
+    assert current is not None
+    if current["status"] == "pending":
+        _park_for_interaction(ctx, message, attempt)
+    receipt = {
+        "requestId": row["request_id"],
+        "revision": current["revision"],
+        "status": current["status"],
+    }
+    return Result(receipt=receipt)
 
 
 def create_decision(ctx: Context, message: WorkerMessage) -> Result:
@@ -370,8 +377,7 @@ def create_decision(ctx: Context, message: WorkerMessage) -> Result:
         kind="decision",
         contract=payload.get("contract"),
     )
-    _park_for_interaction(ctx, message, attempt)
-    return Result(receipt={"requestId": row["request_id"], "revision": _request_revision(ctx, row)})
+    return _parked_on(ctx, message, attempt, row)
 
 
 def _validating(ctx: Context, message: WorkerMessage) -> Row:

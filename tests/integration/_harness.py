@@ -1,0 +1,333 @@
+"""Fixture F of the conformance scenarios, built through the public command path.
+
+A :class:`Fixture` owns one SQLite store with the read model attached and a
+:class:`pwf.host.Host` over it.  It drives client requests and worker
+messages the way a client and a run worker would, and reads projection rows
+back by table and column.  Worker epochs are ``w-1``, ``w-2``, ... in launch
+order; worker message ids are ``m-1``, ``m-2``, ... unless a test names one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from pwf import canonical
+from pwf.cli._options import open_store
+from pwf.host import Host
+from pwf.protocol.client import ClientRequest, ClientResponse
+from pwf.protocol.worker import LaunchEnvelope, WorkerResponse, parse_worker_message
+from pwf.readmodel import dump, rebuild_into
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pwf.store.sqlite import SqliteStore
+
+__all__ = [
+    "ATTEMPT",
+    "CLIENT",
+    "M1",
+    "REQUEST",
+    "RUN",
+    "SESSION",
+    "START",
+    "Fixture",
+    "race_run_start",
+]
+
+RUN: Final = "run-1"
+SESSION: Final = "s-1"
+CLIENT: Final = "cli-A"
+ATTEMPT: Final = "attempt-1"
+NODE: Final = "ask"
+REQUEST: Final = "interaction-run-1-attempt-1"
+CONTRACT: Final = {"prompt": "Say hi"}
+M1: Final = "workflow-message-ef38de41cf51c92267369039a7055ee78bd9045683835c11b94831c4844bdffa"
+"""The step message of the request at revision 1 (key ``1:initial``)."""
+
+START: Final = {
+    "projectPath": "/p",
+    "workflowName": "echo",
+    "workflowSourceRef": "builtin:echo",
+    "workflowSource": "builtin",
+    "definitionDigest": "d1",
+    "definitionSnapshot": {},
+    "input": {},
+    "originSessionId": SESSION,
+}
+"""The ``run.start`` payload of ``run-1``: ``builtin:echo``, input ``{}``, origin ``s-1``."""
+
+
+class Fixture:
+    """One store and host, plus helpers to drive and inspect them."""
+
+    def __init__(self, db: Path, *, run_id: str = RUN) -> None:
+        """Open a fresh store at ``db``; nothing is started yet."""
+        self.store: SqliteStore = open_store(str(db), create=True)
+        numbers = itertools.count(1)
+        self.host = Host(self.store, new_epoch=lambda: f"w-{next(numbers)}")
+        self.run_id = run_id
+        self.now = 1000
+        self.epoch: str | None = None
+        self.generation = 0
+        self._message_ids = itertools.count(1)
+        self._request_ids = itertools.count(1)
+
+    # ------------------------------------------------------------------ building F
+
+    @classmethod
+    def f(cls, db: Path) -> Fixture:
+        """Fixture F: ``run-1`` waiting on ``interaction-run-1-attempt-1`` at revision 1 with M1."""
+        fixture = cls.running(db)
+        fixture.request_interaction(at=1000)
+        return fixture
+
+    @classmethod
+    def running(cls, db: Path) -> Fixture:
+        """``run-1`` held by worker ``w-1``, ``attempt-1`` running since 1 000 (60 s budget)."""
+        fixture = cls(db)
+        fixture.start(at=1000)
+        fixture.launch(at=1000)
+        fixture.ready()
+        fixture.ok("node.started", {"nodeId": NODE, "timeoutMs": 60000}, attempt=ATTEMPT)
+        return fixture
+
+    def start(self, *, at: int | None = None) -> ClientResponse:
+        """``run.start`` of the fixture's run (accepted)."""
+        response = self.request(
+            "run.start", START, run_id=self.run_id, key="start-1", rid="start-1", at=at
+        )
+        assert response.outcome == "accepted", response
+        return response
+
+    def ready(self, *, at: int | None = None) -> WorkerResponse:
+        """``worker.ready`` from the current worker (accepted)."""
+        return self.ok("worker.ready", {}, rev=0, at=at)
+
+    def request_interaction(
+        self, *, at: int | None = None, contract: object = CONTRACT
+    ) -> WorkerResponse:
+        """``interaction.request`` for ``attempt-1`` from the current worker."""
+        return self.worker("interaction.request", {"contract": contract}, attempt=ATTEMPT, at=at)
+
+    def submit(  # noqa: PLR0913 - one keyword per submission member a scenario pins
+        self,
+        value: object,
+        *,
+        key: str = "tool-1",
+        submission: str = "sub-1",
+        rev: int | None = 1,
+        attempt: str = ATTEMPT,
+        rid: str | None = None,
+        at: int | None = None,
+        wait_ms: int = 0,
+    ) -> ClientResponse:
+        """``interaction.submit`` of ``value`` to the fixture's request."""
+        payload = {
+            "requestId": REQUEST,
+            "attempt": attempt,
+            "step": NODE,
+            "submissionId": submission,
+            "value": value,
+        }
+        return self.request(
+            "interaction.submit",
+            payload,
+            run_id=self.run_id,
+            key=key,
+            rid=rid,
+            rev=rev,
+            at=at,
+            wait_ms=wait_ms,
+        )
+
+    def validate(self, *, at: int | None = None) -> WorkerResponse:
+        """Launch a worker for the validating submission and report it ready."""
+        self.launch(at=at)
+        return self.ready(at=at)
+
+    # ------------------------------------------------------------------ driving
+
+    def request(  # noqa: PLR0913 - one keyword per request member a scenario pins
+        self,
+        op: str,
+        payload: object = None,
+        run_id: str | None = None,
+        *,
+        key: str | None = None,
+        rid: str | None = None,
+        rev: int | None = None,
+        client: str = CLIENT,
+        at: int | None = None,
+        wait_ms: int = 0,
+    ) -> ClientResponse:
+        """Send one client request; ids and keys default to fresh ``r-N`` / ``k-N``."""
+        number = next(self._request_ids)
+        request = ClientRequest(
+            request_id=rid if rid is not None else f"r-{number}",
+            client_id=client,
+            operation=op,
+            idempotency_key=key if key is not None else f"k-{number}",
+            payload={} if payload is None else payload,
+            run_id=run_id,
+            expected_revision=rev,
+        )
+        return self.host.request(request, self._at(at), wait_ms=wait_ms)
+
+    def launch(self, *, at: int | None = None, run_id: str | None = None) -> LaunchEnvelope:
+        """Claim the run for a new worker epoch, which becomes the current worker."""
+        envelope = self.host.launch(run_id or self.run_id, self._at(at))
+        self.epoch = envelope.worker_epoch
+        self.generation = envelope.generation
+        return envelope
+
+    def message(  # noqa: PLR0913 - one keyword per message member a scenario pins
+        self,
+        op: str,
+        payload: object = None,
+        *,
+        attempt: str | None = None,
+        epoch: str | None = None,
+        gen: int | None = None,
+        rev: int | None = None,
+        message_id: str | None = None,
+        run_id: str | None = None,
+        extra: dict[str, object] | None = None,
+    ) -> bytes:
+        """The canonical line of a worker message; unset members follow the current worker."""
+        members: dict[str, object] = {
+            "schema": "pi-workflows.worker-message.v1",
+            "launchSchema": "pi-workflows.worker-launch.v1",
+            "messageId": message_id or f"m-{next(self._message_ids)}",
+            "kind": "worker.progress",
+            "operation": op,
+            "runId": run_id or self.run_id,
+            "generation": gen if gen is not None else self.generation,
+            "workerEpoch": epoch or self.epoch,
+            "expectedRevision": rev if rev is not None else self.revision(run_id),
+            "payload": {} if payload is None else payload,
+        }
+        if attempt is not None:
+            members["attemptId"] = attempt
+        members.update(extra or {})
+        return canonical.encode(members)
+
+    def worker(  # noqa: PLR0913 - one keyword per message member a scenario pins
+        self,
+        op: str,
+        payload: object = None,
+        *,
+        attempt: str | None = None,
+        epoch: str | None = None,
+        gen: int | None = None,
+        rev: int | None = None,
+        message_id: str | None = None,
+        at: int | None = None,
+    ) -> WorkerResponse:
+        """Send one worker message; the expected revision defaults to the run's current one."""
+        line = self.message(
+            op,
+            payload,
+            attempt=attempt,
+            epoch=epoch,
+            gen=gen,
+            rev=rev,
+            message_id=message_id,
+        )
+        return self.send(line, at=at)
+
+    def send(self, line: bytes, *, at: int | None = None) -> WorkerResponse:
+        """Send an already encoded worker message line."""
+        return self.host.worker(parse_worker_message(line), self._at(at))
+
+    def ok(self, op: str, payload: object = None, **members: Any) -> WorkerResponse:
+        """Send a worker message that must be accepted."""
+        response = self.worker(op, payload, **members)
+        assert response.outcome == "accepted", response
+        return response
+
+    def _at(self, at: int | None) -> int:
+        if at is not None:
+            self.now = at
+        return self.now
+
+    # ------------------------------------------------------------------ reading
+
+    def row(self, table: str, **where: object) -> dict[str, Any] | None:
+        """The single row of ``table`` matching ``where`` (column = value), as a dict, or None."""
+        rows = self.rows(table, **where)
+        assert len(rows) <= 1, rows
+        return rows[0] if rows else None
+
+    def rows(self, table: str, **where: object) -> list[dict[str, Any]]:
+        """Every row of ``table`` matching ``where``, as dicts."""
+        condition = " AND ".join(f"{column} = ?" for column in where) or "1"
+        cursor = self.store.connection.execute(
+            f"SELECT * FROM {table} WHERE {condition}",  # noqa: S608 - test-chosen names
+            tuple(where.values()),
+        )
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
+
+    def count(self, table: str, **where: object) -> int:
+        """How many rows of ``table`` match ``where``."""
+        return len(self.rows(table, **where))
+
+    def revision(self, run_id: str | None = None) -> int:
+        """The run's current revision (0 before it exists)."""
+        found = self.row("runs", run_id=run_id or self.run_id)
+        return 0 if found is None else int(found["revision"])
+
+    def blob(self, blob_hash: bytes | None) -> Any:
+        """The decoded JSON blob with this hash, or None."""
+        if blob_hash is None:
+            return None
+        found = self.row("blobs", blob_hash=blob_hash)
+        assert found is not None
+        return msgspec.json.decode(bytes(found["content"]))
+
+    def events(self, event_type: str | None = None) -> int:
+        """How many events the log holds (of one type when given)."""
+        return sum(
+            1 for entry in self.store.entries() if event_type is None or entry.type == event_type
+        )
+
+    def event_types(self) -> list[str]:
+        """The type of every event in the log, in order."""
+        return [entry.type for entry in self.store.entries()]
+
+    def assert_rebuild_equals_live(self) -> None:
+        """Folding the whole log into fresh tables reproduces every live projection row."""
+        fresh = sqlite3.connect(":memory:")
+        try:
+            rebuild_into(fresh, self.store.entries())
+            assert dump(self.store.connection) == dump(fresh)
+        finally:
+            fresh.close()
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+
+def race_run_start(db: str, request_id: str, barrier: Any, results: Any) -> None:
+    """In a child process: open the store, wait at the barrier, send ``run.start``; report."""
+    store = open_store(db, create=False)
+    try:
+        host = Host(store)
+        request = ClientRequest(
+            request_id=request_id,
+            client_id=CLIENT,
+            operation="run.start",
+            idempotency_key="start-race",
+            payload=START,
+            run_id=RUN,
+        )
+        barrier.wait(timeout=60)
+        results.put(host.request(request, 1000).outcome)
+    finally:
+        store.close()
