@@ -63,6 +63,7 @@ _BOM: Final = b"\xef\xbb\xbf"
 _ENCODER: Final = msgspec.json.Encoder(order="sorted")
 _DECODER: Final = msgspec.json.Decoder()
 _KEY_CACHE_LIMIT: Final = 8192
+_TOO_DEEP: Final = "JSON nested deeper than this parser allows"
 _key_ok: dict[str, bool] = {}
 
 
@@ -385,14 +386,20 @@ def encode(value: object) -> bytes:
         CanonicalError: the value has no JSON form (non-finite number,
             non-text key, absent array element, foreign type).
     """
-    fast = _struct_plain(value) if isinstance(value, msgspec.Struct) else _plain(value)
+    try:
+        fast = _struct_plain(value) if isinstance(value, msgspec.Struct) else _plain(value)
+    except RecursionError:
+        raise CanonicalError(_TOO_DEEP) from None
     if fast:
         try:
             return _ENCODER.encode(value)
         except UnicodeEncodeError:
             pass  # a surrogate somewhere: the slow path writes it as JavaScript does
     out: list[str] = []
-    _value(value, out)
+    try:
+        _value(value, out)
+    except RecursionError:
+        raise CanonicalError(_TOO_DEEP) from None
     return "".join(out).encode()
 
 
@@ -441,6 +448,29 @@ def _loads(line: bytes, text: str) -> object:
         raise NotJsonError(f"not JSON: {error}") from None
 
 
+_STRINGS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def nesting_depth(line: bytes, limit: int) -> int:
+    """How deeply a JSON text nests arrays and objects, counted up to ``limit + 1``.
+
+    Cheap when the text has few brackets (depth never exceeds their count);
+    otherwise strings are blanked and only the brackets are walked.
+    """
+    if line.count(b"[") + line.count(b"{") <= limit:
+        return min(line.count(b"[") + line.count(b"{"), limit)
+    brackets = _STRINGS.sub(b'""', line).translate(None, _NOT_BRACKETS)
+    depth = deepest = 0
+    for byte in brackets:
+        depth += 1 if byte in b"[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                break
+    return deepest
+
+
 def parse_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> object:
     r"""Parse one line that must already be canonical; return its value.
 
@@ -462,11 +492,14 @@ def parse_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> object:
         text = line.decode()
     except UnicodeDecodeError as error:
         raise InvalidUtf8Error(f"invalid UTF-8 at byte {error.start}", offset=error.start) from None
-    value = _loads(line, text)
     try:
+        value = _loads(line, text)
         again = encode(value)
     except CanonicalError as error:
         raise NonCanonicalLineError(f"not canonical JSON: {error}") from None
+    except RecursionError:
+        # Nesting deeper than the interpreter's stack: refused, never a crash.
+        raise NotJsonError(_TOO_DEEP) from None
     if again != line:
         offset = next(
             (i for i, (a, b) in enumerate(zip(again, line, strict=False)) if a != b),

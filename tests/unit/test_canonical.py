@@ -641,3 +641,20 @@ def test_struct_omit_defaults_matches_msgspec(struct: Defaults) -> None:
     assert expected == slow(struct)
     members = json.loads(expected) | {"extra": 0.5}
     assert encode(members) == encode(msgspec.structs.replace(struct, extra=0.5))
+
+
+class TestNesting:
+    def test_depth_counts_brackets_outside_strings(self):
+        """Brackets inside strings (escaped quotes included) do not count."""
+        assert 3 == canonical.nesting_depth(b"[[[]]]", 128)
+        assert 1 == canonical.nesting_depth(b'["' + b"[" * 300 + b'"]', 128)
+        assert 1 == canonical.nesting_depth(b'["\\"' + b"[" * 300 + b'"]', 128)
+
+    def test_depth_stops_past_the_limit(self):
+        """The walk stops one past the limit."""
+        assert 129 == canonical.nesting_depth(b"[" * 5000 + b"]" * 5000, 128)
+
+    def test_too_deep_is_an_error_not_a_crash(self):
+        """Nesting past the interpreter's stack is refused as not JSON, never a RecursionError."""
+        with pytest.raises(NotJsonError, match="nested deeper"):
+            canonical.parse_line(b"[" * 100_000 + b"]" * 100_000)

@@ -86,6 +86,8 @@ def create_request(  # noqa: PLR0913 - a request's identity has this many parts
         assert reopened is not None
         ensure_interaction_message(ctx, reopened, "resumed")
         return reopened
+    if ctx.one("SELECT 1 FROM interactive_requests WHERE attempt_id = ?", attempt_id):
+        raise refuse(f"Interactive request conflicts: {request_id}")
     ctx.emit(
         InteractionRequested(
             request_id=request_id,

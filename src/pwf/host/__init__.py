@@ -135,7 +135,8 @@ class Host:
             try:
                 with tx.savepoint():
                     result = handler(ctx, request)
-            except CommandError as error:
+            except (CommandError, sqlite3.IntegrityError) as error:
+                error = _refusal(error)
                 if route is Route.EXECUTED:
                     return self._refused(request, str(error), error.outcome)
                 result = Result(outcome="rejected", error=str(error))
@@ -209,7 +210,8 @@ class Host:
             try:
                 with tx.savepoint():
                     result = handler(ctx, request)
-            except CommandError as error:
+            except (CommandError, sqlite3.IntegrityError) as error:
+                error = _refusal(error)
                 return self._refused(request, str(error), error.outcome), None
         response = ClientResponse(
             request_id=request.request_id,
@@ -279,7 +281,8 @@ class Host:
             try:
                 with tx.savepoint():
                     result = self._worker_result(ctx, message)
-            except CommandError as error:
+            except (CommandError, sqlite3.IntegrityError) as error:
+                error = _refusal(error)
                 result = Result(outcome="rejected", error=str(error))
             revision = (
                 result.revision
@@ -316,6 +319,17 @@ class Host:
         if handler is None:
             raise CommandError("Unknown worker operation")
         return handler(ctx, message)
+
+
+def _refusal(error: CommandError | sqlite3.IntegrityError) -> CommandError:
+    """A projection constraint that stopped a batch is a refusal, not a crash.
+
+    Deciders check every rule first; a constraint firing here means one was
+    missed, and the savepoint has already dropped the handler's events.
+    """
+    if isinstance(error, CommandError):
+        return error
+    return CommandError(f"Workflow state constraint failed: {error}")
 
 
 def _still_owner(ctx: Context, message: WorkerMessage) -> bool:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLIENT_SCHEMA",
     "EVENT_NAMES",
+    "MAX_MESSAGE_DEPTH",
     "MAX_OPAQUE_ID_BYTES",
     "MAX_PROTOCOL_MESSAGE_BYTES",
     "MAX_SAFE_INTEGER",
@@ -59,6 +60,9 @@ CLIENT_SCHEMA: Final = "pi-workflows.client.v1"
 
 MAX_PROTOCOL_MESSAGE_BYTES: Final = canonical.MAX_LINE_BYTES
 """1 MiB: the largest encoded message; a framed line (message + newline) must fit too."""
+
+MAX_MESSAGE_DEPTH: Final = 128
+"""Deepest array/object nesting a message may have; events add a few levels and must verify."""
 
 MAX_OPAQUE_ID_BYTES: Final = 256
 """Opaque ids are non-empty text of at most this many UTF-8 bytes."""
@@ -205,6 +209,8 @@ def _object(line: bytes) -> dict[str, object]:
     """Parse a message that must be one canonical JSON object of at most 1 MiB."""
     if len(line) > MAX_PROTOCOL_MESSAGE_BYTES:
         raise ProtocolError(TOO_LARGE)
+    if canonical.nesting_depth(line, MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
+        raise ProtocolError("Client protocol message nests deeper than {MAX_MESSAGE_DEPTH} levels")
     try:
         value = canonical.parse_line(line)
     except LineError as error:

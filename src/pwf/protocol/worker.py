@@ -18,7 +18,7 @@ import msgspec
 
 from pwf import canonical
 from pwf.errors import CanonicalError, LineError, ProtocolError
-from pwf.protocol.client import MAX_PROTOCOL_MESSAGE_BYTES, MAX_SAFE_INTEGER
+from pwf.protocol.client import MAX_MESSAGE_DEPTH, MAX_PROTOCOL_MESSAGE_BYTES, MAX_SAFE_INTEGER
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -128,6 +128,8 @@ def _object(line: bytes) -> dict[str, object]:
     """Parse a line (without newline) that must be one canonical JSON object."""
     if len(line) + 1 > MAX_PROTOCOL_MESSAGE_BYTES:
         raise ProtocolError(TOO_LARGE)
+    if canonical.nesting_depth(line, MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
+        raise ProtocolError("Worker protocol message nests deeper than {MAX_MESSAGE_DEPTH} levels")
     try:
         value = canonical.parse_line(line)
     except LineError as error:
