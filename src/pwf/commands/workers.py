@@ -59,6 +59,18 @@ def launch_run(ctx: Context, run_id: str, worker_epoch: str, lease_ms: int) -> L
         raise refuse(
             f"Workflow run {run_id} has nothing for a worker to do (queue {queue['status']})"
         )
+    origin = run["origin_session_id"]
+    if (
+        queue["status"] == "parked"
+        and origin is not None
+        and ctx.one(
+            "SELECT 1 FROM run_queue WHERE origin_session_id = ? AND run_id != ?"
+            " AND status IN ('queued', 'starting', 'running')",
+            origin,
+            run_id,
+        )
+    ):
+        raise refuse(f"Workflow session {origin} already has an active run")
     stale = ctx.one(
         "SELECT worker_epoch FROM run_workers WHERE run_id = ?"
         " AND status IN ('starting', 'running')",

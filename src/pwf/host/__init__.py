@@ -263,7 +263,11 @@ class Host:
         with self.store.transaction() as tx:
             cause = Cause(operation="worker.launch")
             ctx = _context(tx, now, Actor(type="host", id=self.actor.id), cause)
-            return launch_run(ctx, run_id, self.new_epoch(), LEASE_MS)
+            try:
+                with tx.savepoint():
+                    return launch_run(ctx, run_id, self.new_epoch(), LEASE_MS)
+            except sqlite3.IntegrityError as error:
+                raise _refusal(error) from None
 
     def worker(self, message: WorkerMessage, now: int) -> WorkerResponse:
         """Answer one worker message (DOMAIN §14 handling order)."""
