@@ -220,7 +220,8 @@ def _answerable(ctx: Context, request: ClientRequest, payload: dict[str, object]
     run_id = require_run_id(request)
     request_id = text(payload, "requestId")
     row = get_request(ctx, request_id)
-    if row is None or row["run_id"] != run_id:
+    if row is None or row["run_id"] != run_id or row["kind"] == "decision":
+        # Decisions are answered through decision.answer only (protected human answers).
         return Result(outcome="notFound", error=f"Interactive request not found: {request_id}")
     run = get_run(ctx, run_id)
     if run is not None and run["paused"]:
