@@ -2,7 +2,8 @@
 
 Measures nothing itself: it runs :mod:`bench.bench_canonical` (canonical
 encode + SHA-256 per second on one core) and :mod:`bench.bench_append`
-(append batches/s against a raw-SQLite floor) and prints their lines under a
+(append batches/s against a raw-SQLite floor) and :mod:`bench.bench_command`
+(recorded client requests/s through the command path against a floor) and prints their lines under a
 header naming the interpreter, SQLite, msgspec and the CPU count.  Each
 benchmark repeats its measurement and reports medians with min-max, since
 machines are shared and noisy; these are never pass/fail tests.
@@ -26,7 +27,7 @@ if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import msgspec
-from bench import bench_append, bench_canonical
+from bench import bench_append, bench_canonical, bench_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     print()
     for line in bench_append.run(append_rounds, appends):
+        print(line, flush=True)
+    print()
+    for line in bench_command.run(append_rounds, appends // 2):
         print(line, flush=True)
     print()
     print(f"total {time.perf_counter() - started:.1f} s")
