@@ -57,6 +57,7 @@ CREATE TABLE runs (
     'queued', 'running', 'waiting', 'completed', 'failed', 'timed_out', 'cancelled'
   )),
   paused INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+  paused_at INTEGER,
   status_detail TEXT,
   revision INTEGER NOT NULL CHECK (revision >= 1),
   input_hash BLOB NOT NULL,

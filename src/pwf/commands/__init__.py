@@ -63,11 +63,17 @@ class Context:
         reader: Reader,
         stage: Callable[[Sequence[Event]], object],
         now: int,
+        mint: Callable[[str], str] | None = None,
     ) -> None:
-        """Bind the transaction's reader and stager to one clock value."""
+        """Bind the transaction's reader and stager to one clock value.
+
+        ``mint(prefix)`` makes a fresh id (a coordinator epoch): ids are
+        decided at the edge and carried in events.
+        """
         self.reader = reader
         self._stage = stage
         self.now = now
+        self.mint = mint or _no_mint
         self.staged: list[Event] = []
 
     def one(self, sql: str, *params: object) -> Row | None:
@@ -87,6 +93,10 @@ class Context:
         """Stage events into the batch; the projections reflect them immediately."""
         self._stage(events)
         self.staged.extend(events)
+
+
+def _no_mint(prefix: str) -> str:
+    raise CommandError(f"no id source for {prefix}")
 
 
 def refuse(message: str, outcome: str = "rejected") -> CommandError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from pwf.commands import Context, Result, interactions, refuse, runs
+from pwf.commands import Context, Result, interactions, refuse, runs, sessions, sessionview
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -21,6 +21,7 @@ class Route(enum.Enum):
     EXECUTED = "executed"
     MAINTENANCE = "maintenance"
     DIRECT = "direct"
+    VIEW = "view"
 
 
 class Operation(NamedTuple):
@@ -47,12 +48,12 @@ _EXECUTED: Final = {
     "checkpoint.answer": interactions.checkpoint_answer,
     "decision.answer": interactions.decision_answer,
     "interaction.update": interactions.interaction_update,
+    "run.restart": sessionview.run_restart,
+    "sessionView.clearTerminal": sessionview.clear_terminal,
+    "followUp.queue": sessionview.follow_up_queue,
+    "followUp.remove": sessionview.follow_up_remove,
 }
 _LATER_EXECUTED: Final = (
-    "run.restart",
-    "sessionView.clearTerminal",
-    "followUp.queue",
-    "followUp.remove",
     "controller.list",
     "controller.get",
     "controller.apply",
@@ -67,12 +68,29 @@ _LATER_MAINTENANCE: Final = (
     "state.backup",
     "state.prune",
 )
-_LATER_DIRECT: Final = ("workflowMessage.reportBranch", "workflowTurn.report")
+_DIRECT: Final = {
+    "interaction.submit": interactions.interaction_submit,
+    "workflowMessage.reportBranch": sessions.report_branch,
+    "workflowTurn.report": sessions.report_turn,
+}
+_VIEWS: Final = {
+    "view.session": sessionview.view_session,
+    "view.session.watch": sessionview.view_session,
+}
+_LATER_VIEWS: Final = (
+    "view.runs",
+    "view.run",
+    "view.content",
+    "state.status",
+    "state.verify",
+    "channel.status",
+)
 
 CLIENT_OPERATIONS: Final[dict[str, Operation]] = {
     **{name: Operation(Route.EXECUTED, handler) for name, handler in _EXECUTED.items()},
     **{name: Operation(Route.EXECUTED, _later) for name in _LATER_EXECUTED},
     **{name: Operation(Route.MAINTENANCE, _later) for name in _LATER_MAINTENANCE},
-    "interaction.submit": Operation(Route.DIRECT, interactions.interaction_submit),
-    **{name: Operation(Route.DIRECT, _later) for name in _LATER_DIRECT},
+    **{name: Operation(Route.DIRECT, handler) for name, handler in _DIRECT.items()},
+    **{name: Operation(Route.VIEW, handler) for name, handler in _VIEWS.items()},
+    **{name: Operation(Route.VIEW, _later) for name in _LATER_VIEWS},
 }

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Final
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import absolute_path, members, optional_text, positive_int, text
+from pwf.commands.deadlines import resume_shift
 from pwf.commands.ids import message_id, terminal_fingerprint, terminal_source_id
 from pwf.commands.messages import cancel_source, ensure, ensure_interaction_message
 from pwf.commands.views import host_counts, run_view, stored_json
 from pwf.events import (
     AttemptChanged,
+    FollowUpClosed,
     InteractionCancelled,
     InteractionRevised,
     RunFinished,
@@ -362,7 +364,9 @@ def run_resume(ctx: Context, request: ClientRequest) -> Result:
         return Result(outcome="rejected", error="Run is not resumable", run_id=run_id)
     parked = queue["status"] == "parked" and not live_owner(ctx, run_id)
     if parked and run["status"] == "waiting" and run["paused"] and pending_requests(ctx, run_id):
+        paused_at = run["paused_at"] if run["paused_at"] is not None else run["updated_at"]
         ctx.emit(RunResumed(run_id=run_id, detail=WAITING_DETAIL))
+        resume_shift(ctx, run_id, paused_at)
         resume_interaction(ctx, run_id)
         receipt = {
             "alreadyRunning": False,
@@ -462,6 +466,8 @@ def finish_run(  # noqa: PLR0913 - the terminal facts
         ctx.emit(
             AttemptChanged(run_id=run_id, attempt_id=attempt["attempt_id"], status="cancelled")
         )
+    if status != "completed":
+        _cancel_follow_ups(ctx, run_id)
     queue_status = {"completed": "done", "cancelled": "cancelled"}.get(status, "failed")
     ctx.emit(
         RunFinished(
@@ -478,6 +484,24 @@ def finish_run(  # noqa: PLR0913 - the terminal facts
         )
     )
     ensure_terminal_message(ctx, run_id, reason)
+
+
+def _cancel_follow_ups(ctx: Context, run_id: str) -> None:
+    """A failed, timed-out or cancelled source run cancels its queued follow-ups (§5.8)."""
+    for row in ctx.all(
+        "SELECT follow_up_id FROM workflow_follow_ups WHERE run_id = ? AND status = 'queued'"
+        " ORDER BY order_number",
+        run_id,
+    ):
+        ctx.emit(
+            FollowUpClosed(
+                follow_up_id=row["follow_up_id"],
+                run_id=run_id,
+                status="cancelled",
+                reason="Workflow run ended before delivery",
+            )
+        )
+        cancel_source(ctx, row["follow_up_id"])
 
 
 def _earlier_outcomes(ctx: Context, run: Row) -> list[dict[str, object]]:

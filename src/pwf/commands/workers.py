@@ -103,7 +103,9 @@ def launch_run(ctx: Context, run_id: str, worker_epoch: str, lease_ms: int) -> L
 def _claimable(ctx: Context, run: Row, queue: Row) -> bool:
     """Queued runs; parked runs that are not paused and have no unanswered request."""
     if queue["status"] in ("queued", "starting", "running"):
-        return queue["status"] == "queued" or queue["owner_worker_epoch"] is not None
+        # A starting entry without an owner is a timed-out interaction waiting for
+        # its worker (§10.7); an owned one has a worker whose lease ran out.
+        return queue["status"] != "running" or queue["owner_worker_epoch"] is not None
     if queue["status"] != "parked" or run["paused"] or run["status"] in TERMINAL:
         return False
     if ctx.one("SELECT 1 FROM run_checkpoints WHERE run_id = ?", run["run_id"]):

@@ -21,6 +21,8 @@ import msgspec
 from pwf import canonical
 from pwf.commands import Context, Result
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
+from pwf.commands.expiry import begin_timeouts
+from pwf.commands.sessions import detach, recover_turns
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
 from pwf.errors import CommandError
 from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
@@ -58,11 +60,17 @@ class _Reader:
         return list(cursor.fetchall())
 
 
-def _context(tx: SqliteTransaction, now: int, actor: Actor, cause: Cause | None) -> Context:
+def _context(
+    tx: SqliteTransaction,
+    now: int,
+    actor: Actor,
+    cause: Cause | None,
+    mint: Callable[[str], str] | None = None,
+) -> Context:
     def stage(events: Any) -> object:  # noqa: ANN401 - the store's own signature
         return tx.stage(events, at=now, actor=actor, cause=cause)
 
-    return Context(_Reader(tx.connection), stage, now)
+    return Context(_Reader(tx.connection), stage, now, mint)
 
 
 def _json(value: object) -> object:
@@ -89,6 +97,9 @@ class Host:
         self.actor = actor
         self.host_epoch = host_epoch
         self.new_epoch = new_epoch or (lambda: str(uuid.uuid4()))
+
+    def _mint(self, prefix: str) -> str:
+        return f"{prefix}{self.new_epoch()}"
 
     # ------------------------------------------------------------------ clients
 
@@ -128,7 +139,7 @@ class Host:
         now: int,
     ) -> ClientResponse:
         with self.store.transaction() as tx:
-            ctx = _context(tx, now, self.actor, self._cause(request))
+            ctx = _context(tx, now, self.actor, self._cause(request), self._mint)
             stored = self._replay(ctx, request)
             if stored is not None:
                 return stored
@@ -206,7 +217,7 @@ class Host:
     ) -> tuple[ClientResponse, str | None]:
         """Operations with their own idempotency: nothing is recorded in host_commands."""
         with self.store.transaction() as tx:
-            ctx = _context(tx, now, self.actor, self._cause(request))
+            ctx = _context(tx, now, self.actor, self._cause(request), self._mint)
             try:
                 with tx.savepoint():
                     result = handler(ctx, request)
@@ -255,6 +266,26 @@ class Host:
                     "unavailable",
                 )
             time.sleep(_POLL_SECONDS)
+
+    # ------------------------------------------------------------------ sessions and time
+
+    def detach(self, session_id: str, now: int, epoch: str | None = None) -> bool:
+        """The coordinator's connection ended (§10.5); False when there was none to detach."""
+        with self.store.transaction() as tx:
+            ctx = _context(tx, now, self.actor, Cause(operation="session.detach"))
+            return detach(ctx, session_id, epoch)
+
+    def expire(self, now: int) -> list[tuple[str, str]]:
+        """Begin the timeout of every expired interaction (§10.7); return (run, session) pairs."""
+        with self.store.transaction() as tx:
+            ctx = _context(tx, now, self.actor, Cause(operation="host.expire"))
+            return begin_timeouts(ctx)
+
+    def recover(self, now: int, heartbeat: int | None) -> int:
+        """Host recovery (§10.6) after a host whose last heartbeat was ``heartbeat``."""
+        with self.store.transaction() as tx:
+            ctx = _context(tx, now, self.actor, Cause(operation="host.recover"))
+            return recover_turns(ctx, heartbeat)
 
     # ------------------------------------------------------------------ workers
 

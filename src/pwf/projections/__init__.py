@@ -18,6 +18,7 @@ from pwf.projections import (
     node_attempts,
     run_view_content,
     runs,
+    sessions,
     workers,
 )
 from pwf.projections._sql import Sql
@@ -54,6 +55,7 @@ PROJECTIONS: tuple[Projection, ...] = (
     node_attempts,
     interactions,
     messages,
+    sessions,
     workers,
     run_view_content,
 )

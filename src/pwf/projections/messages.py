@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from pwf.events import MessageCancelled, MessageCreated
+from pwf.events import MessageCancelled, MessageCreated, MessageSent
 from pwf.projections._sql import Sql, json_hash
 
 if TYPE_CHECKING:
@@ -66,6 +66,14 @@ def apply(entry: Entry) -> list[Sql]:
                         entry.at,
                         entry.at,
                     ),
+                )
+            ]
+        case MessageSent(workflow_message_id=mid, pi_session_entry_id=entry_id):
+            return [
+                Sql(
+                    "UPDATE workflow_messages SET status = 'sent', pi_session_entry_id = ?,"
+                    " updated_at = ? WHERE workflow_message_id = ?",
+                    (entry_id, entry.at, mid),
                 )
             ]
         case MessageCancelled(workflow_message_id=mid):

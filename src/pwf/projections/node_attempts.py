@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from pwf.events import AttemptChanged, AttemptStarted
+from pwf.events import AttemptChanged, AttemptStarted, DeadlineShifted
 from pwf.projections._sql import Sql, json_hash
 
 if TYPE_CHECKING:
@@ -57,6 +57,14 @@ def apply(entry: Entry) -> list[Sql]:
                         entry.at,
                         entry.at,
                     ),
+                )
+            ]
+        case DeadlineShifted() as event:
+            return [
+                Sql(
+                    "UPDATE node_attempts SET deadline_at = ?, started_at = ?, updated_at = ?"
+                    " WHERE attempt_id = ?",
+                    (event.to_deadline, event.to_started_at, entry.at, event.attempt_id),
                 )
             ]
         case AttemptChanged() as event:

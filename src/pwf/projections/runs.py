@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Final
 from pwf.events import (
     AttemptChanged,
     AttemptStarted,
+    DeadlineShifted,
+    InteractionTimeoutStarted,
     RunClaimed,
     RunFinished,
     RunPaused,
@@ -57,6 +59,7 @@ DDL: Final = (
     'queued', 'running', 'waiting', 'completed', 'failed', 'timed_out', 'cancelled'
   )),
   paused INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+  paused_at INTEGER,
   status_detail TEXT,
   revision INTEGER NOT NULL CHECK (revision >= 1),
   input_hash BLOB NOT NULL,
@@ -270,10 +273,14 @@ def apply(entry: Entry) -> list[Sql]:  # noqa: C901, PLR0911, PLR0912 - one bran
                     )
                 )
             return statements
-        case RunPaused(run_id=run_id):
-            return [_run(run_id, at, "paused = 1, status_detail = 'paused'")]
+        case RunPaused(run_id=run_id, paused_at=paused_at):
+            return [
+                _run(
+                    run_id, at, "paused = 1, paused_at = ?, status_detail = 'paused'", (paused_at,)
+                )
+            ]
         case RunResumed(run_id=run_id, detail=detail):
-            return [_run(run_id, at, "paused = 0, status_detail = ?", (detail,))]
+            return [_run(run_id, at, "paused = 0, paused_at = NULL, status_detail = ?", (detail,))]
         case RunFinished() as event:
             return _finished(event, at)
         case RunQueueDoneForContinuation(run_id=run_id, continuation_run_id=child):
@@ -319,6 +326,20 @@ def apply(entry: Entry) -> list[Sql]:  # noqa: C901, PLR0911, PLR0912 - one bran
                     (lease, run_id, epoch),
                 )
             ]
-        case AttemptStarted(run_id=run_id) | AttemptChanged(run_id=run_id):
+        case InteractionTimeoutStarted(run_id=run_id, detail=detail):
+            return [
+                _run(
+                    run_id,
+                    at,
+                    "status = 'running', status_detail = ?, finished_at = NULL",
+                    (detail,),
+                ),
+                _queue(run_id, at, "status = 'starting', error_code = NULL, error_message = NULL"),
+            ]
+        case (
+            AttemptStarted(run_id=run_id)
+            | AttemptChanged(run_id=run_id)
+            | DeadlineShifted(run_id=run_id)
+        ):
             return [_run(run_id, at)]
     return []

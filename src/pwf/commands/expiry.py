@@ -1,0 +1,99 @@
+"""Interaction deadlines that passed: selection and the start of the timeout (DOMAIN §10.7).
+
+Imports commands, events and errors.  The server polls this every 2 s;
+``pwf expire`` runs it once at a given time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf import canonical
+from pwf.commands.messages import cancel_source
+from pwf.commands.runs import live_owner
+from pwf.events import InteractionCancelled, InteractionTimeoutStarted, SubmissionFinished
+
+if TYPE_CHECKING:
+    from pwf.commands import Context, Row
+
+__all__ = ["begin_timeouts", "candidates"]
+
+DETAIL: Final = "finishing expired interaction deadline"
+EXPIRED: Final = "Workflow node model-turn deadline expired"
+
+
+def candidates(ctx: Context) -> list[Row]:
+    """Pending requests past their deadline with a started step turn, earliest deadline first."""
+    return ctx.all(
+        "SELECT r.request_id, r.run_id, r.attempt_id, r.target_session_id, r.revision,"
+        " a.deadline_at, a.status AS attempt_status FROM interactive_requests r"
+        " JOIN runs ON runs.run_id = r.run_id"
+        " JOIN run_queue q ON q.run_id = r.run_id"
+        " JOIN node_attempts a ON a.attempt_id = r.attempt_id"
+        " WHERE r.status = 'pending' AND runs.paused = 0 AND a.deadline_at IS NOT NULL"
+        " AND a.deadline_at <= ? AND q.status NOT IN ('done', 'failed', 'cancelled')"
+        " AND EXISTS (SELECT 1 FROM workflow_messages m JOIN workflow_turns t"
+        " ON t.workflow_message_id = m.workflow_message_id"
+        " WHERE m.source_id = r.request_id AND m.kind = 'step' AND t.state = 'started')"
+        " ORDER BY a.deadline_at, r.run_id, r.target_session_id, r.request_id",
+        ctx.now,
+    )
+
+
+def begin_timeouts(ctx: Context) -> list[tuple[str, str]]:
+    """Begin the timeout of every selectable (run, session); return what was started.
+
+    Skipped, as pwf decides for §15.2: runs with a live worker, attempts that
+    are ``interrupted``, and sessions without a live coordinator.
+    """
+    started: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for row in candidates(ctx):
+        key = (row["run_id"], row["target_session_id"])
+        if key in seen:
+            continue
+        seen.add(key)
+        if live_owner(ctx, row["run_id"]) or row["attempt_status"] == "interrupted":
+            continue
+        if not ctx.one(
+            "SELECT 1 FROM session_coordinators WHERE target_session_id = ?",
+            row["target_session_id"],
+        ):
+            continue
+        _begin(ctx, row)
+        started.append(key)
+    return started
+
+
+def _begin(ctx: Context, row: Row) -> None:
+    for submission in ctx.all(
+        "SELECT submission_id FROM interactive_submissions WHERE request_id = ?"
+        " AND outcome = 'validating' ORDER BY submitted_at, submission_id",
+        row["request_id"],
+    ):
+        ctx.emit(
+            SubmissionFinished(
+                submission_id=submission["submission_id"],
+                request_id=row["request_id"],
+                run_id=row["run_id"],
+                outcome="rejected",
+                receipt=canonical.raw({"error": EXPIRED, "status": "rejected"}),
+            )
+        )
+    cancel_source(ctx, row["request_id"], ("step", "decision"))
+    ctx.emit(
+        InteractionCancelled(
+            request_id=row["request_id"],
+            run_id=row["run_id"],
+            revision=row["revision"] + 1,
+            reason=EXPIRED,
+        )
+    )
+    ctx.emit(
+        InteractionTimeoutStarted(
+            run_id=row["run_id"],
+            request_id=row["request_id"],
+            attempt_id=row["attempt_id"],
+            detail=DETAIL,
+        )
+    )

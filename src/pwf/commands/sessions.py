@@ -1,0 +1,515 @@
+"""Sessions in motion: coordinators, branch reports, model turns and deadline accounting.
+
+DOMAIN §5.6, §5.7, §5.13, §9.6, §10, §11.  Imports commands, events and
+errors.  Every deadline move is one ``attempt.deadline_shifted`` event
+computed here from ``ctx.now``; projectors only copy its numbers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.commands import Context, Result, refuse
+from pwf.commands._payload import members, text
+from pwf.commands.deadlines import begin_turn_shift, shift
+from pwf.commands.messages import cancel_source, ensure_interaction_message
+from pwf.commands.runs import finish_run, get_run, live_owner, queue_of
+from pwf.events import (
+    AttemptChanged,
+    BranchReported,
+    CoordinatorAttached,
+    CoordinatorDetached,
+    InteractionCancelled,
+    InteractionRevised,
+    MessageSent,
+    RunPaused,
+    TurnEnded,
+    TurnStarted,
+)
+
+if TYPE_CHECKING:
+    from pwf.commands import Row
+    from pwf.protocol.client import ClientRequest
+
+__all__ = [
+    "attach",
+    "begin_turn_shift",
+    "detach",
+    "open_message",
+    "recover_turns",
+    "report_branch",
+    "report_turn",
+    "session_check",
+    "shift",
+]
+
+UNPRODUCTIVE_LIMIT: Final = 3
+UNPRODUCTIVE_ERROR: Final = "Workflow step ended three times without a valid submission"
+STOP_REASONS: Final = ("completed", "aborted", "error", "lost")
+
+
+# ------------------------------------------------------------------ coordinators
+
+
+def coordinator(ctx: Context, session_id: str) -> Row | None:
+    """The session's live coordinator row, or None."""
+    return ctx.one("SELECT * FROM session_coordinators WHERE target_session_id = ?", session_id)
+
+
+def session_check(ctx: Context, payload: dict[str, object], *, turns: bool = False) -> str:
+    """§5.13: the payload's epoch must be the session's live one, its branch reported."""
+    session_id = text(payload, "targetSessionId")
+    epoch = text(payload, "coordinatorEpoch")
+    row = coordinator(ctx, session_id)
+    if row is None or row["coordinator_epoch"] != epoch:
+        raise refuse("Workflow session coordinator was replaced")
+    if not row["branch_reported"]:
+        if turns:
+            raise refuse("Workflow branch must be reported before model turns")
+        raise refuse("Workflow session branch must be reported before session control")
+    return session_id
+
+
+def attach(ctx: Context, session_id: str, connection_id: str) -> str:
+    """Install a new coordinator epoch for the session, fencing the previous one."""
+    previous = coordinator(ctx, session_id)
+    if previous is not None and previous["connection_id"] != connection_id:
+        # A later version marks the session's turns inactive when another
+        # connection takes over (DOMAIN §15.16); the fenced one can no longer report.
+        session_inactive(ctx, session_id)
+    epoch = ctx.mint("session-epoch-")
+    ctx.emit(
+        CoordinatorAttached(
+            target_session_id=session_id, coordinator_epoch=epoch, connection_id=connection_id
+        )
+    )
+    return epoch
+
+
+def detach(ctx: Context, session_id: str, epoch: str | None = None) -> bool:
+    """The coordinator's connection closed: §10.5 inactive, then no coordinator."""
+    row = coordinator(ctx, session_id)
+    if row is None or (epoch is not None and row["coordinator_epoch"] != epoch):
+        return False
+    session_inactive(ctx, session_id)
+    ctx.emit(
+        CoordinatorDetached(
+            target_session_id=session_id, coordinator_epoch=row["coordinator_epoch"]
+        )
+    )
+    return True
+
+
+def _open_turn_attempts(ctx: Context, session_id: str) -> list[Row]:
+    """Attempts of pending requests of the session that have a started step turn."""
+    return ctx.all(
+        "SELECT DISTINCT a.* FROM node_attempts a"
+        " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
+        " JOIN workflow_messages m ON m.source_id = r.request_id AND m.kind = 'step'"
+        " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
+        " WHERE r.target_session_id = ? AND r.status = 'pending' AND t.state = 'started'"
+        " ORDER BY a.attempt_id",
+        session_id,
+    )
+
+
+def session_inactive(ctx: Context, session_id: str) -> None:
+    """§10.5: attempts with an open step turn become ``interrupted`` (no shift yet)."""
+    for attempt in _open_turn_attempts(ctx, session_id):
+        if attempt["status"] != "interrupted":
+            ctx.emit(
+                AttemptChanged(
+                    run_id=attempt["run_id"], attempt_id=attempt["attempt_id"], status="interrupted"
+                )
+            )
+
+
+def session_resumed(ctx: Context, session_id: str) -> None:
+    """§10.5: on the new coordinator's first report, credit the time the session was away."""
+    for attempt in _open_turn_attempts(ctx, session_id):
+        if attempt["status"] == "interrupted":
+            shift(ctx, attempt, max(0, ctx.now - attempt["updated_at"]), "session.resumed")
+            ctx.emit(
+                AttemptChanged(
+                    run_id=attempt["run_id"], attempt_id=attempt["attempt_id"], status="waiting"
+                )
+            )
+
+
+def recover_turns(ctx: Context, heartbeat: int | None) -> int:
+    """§10.6 host recovery: credit the host's downtime to attempts with open step turns."""
+    rows = ctx.all(
+        "SELECT a.*, max(t.started_at) AS latest_start FROM node_attempts a"
+        " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
+        " JOIN workflow_messages m ON m.source_id = r.request_id AND m.kind = 'step'"
+        " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
+        " WHERE r.status = 'pending' AND t.state = 'started'"
+        " AND a.status IN ('pending', 'running', 'waiting', 'interrupted')"
+        " GROUP BY a.attempt_id ORDER BY a.attempt_id",
+    )
+    for attempt in rows:
+        if attempt["status"] == "interrupted" or heartbeat is None:
+            inactive_at = attempt["updated_at"]
+        else:
+            inactive_at = max(heartbeat, attempt["latest_start"])
+        shift(ctx, attempt, max(0, ctx.now - inactive_at), "host.recovery")
+        ctx.emit(
+            AttemptChanged(
+                run_id=attempt["run_id"], attempt_id=attempt["attempt_id"], status="interrupted"
+            )
+        )
+    return len(rows)
+
+
+# ------------------------------------------------------------------ messages and turns
+
+
+def open_message(ctx: Context, session_id: str) -> Row | None:
+    """§5.6: the newest sent message a new model turn binds to."""
+    rows = ctx.all(
+        "SELECT m.*, r.status AS request_status, runs.paused AS run_paused"
+        " FROM workflow_messages m JOIN runs ON runs.run_id = m.run_id"
+        " LEFT JOIN interactive_requests r ON r.request_id = m.source_id"
+        " WHERE m.target_session_id = ? AND m.status = 'sent'"
+        " AND m.kind IN ('step', 'terminal', 'followUp') ORDER BY m.order_number DESC",
+        session_id,
+    )
+    for row in rows:
+        if row["kind"] == "step":
+            if row["request_status"] == "pending" and not row["run_paused"]:
+                return row
+            continue
+        latest = _latest_turn(ctx, row["workflow_message_id"])
+        if latest is None or latest["state"] == "started":
+            return row
+    return None
+
+
+def _latest_turn(ctx: Context, message_id: str) -> Row | None:
+    return ctx.one(
+        "SELECT * FROM workflow_turns WHERE workflow_message_id = ?"
+        " ORDER BY started_at DESC, workflow_turn_id DESC LIMIT 1",
+        message_id,
+    )
+
+
+def turn_record(row: Row) -> dict[str, object]:
+    """A turn as receipts show it."""
+    return {
+        "endedAt": row["ended_at"],
+        "responseSessionEntryId": row["response_session_entry_id"],
+        "runId": row["run_id"],
+        "startedAt": row["started_at"],
+        "state": row["state"],
+        "stopReason": row["stop_reason"],
+        "targetSessionId": row["target_session_id"],
+        "workflowMessageId": row["workflow_message_id"],
+        "workflowTurnId": row["workflow_turn_id"],
+    }
+
+
+def _message(ctx: Context, message_id: str) -> Row | None:
+    return ctx.one("SELECT * FROM workflow_messages WHERE workflow_message_id = ?", message_id)
+
+
+def _request_of(ctx: Context, message: Row) -> Row | None:
+    return ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", message["source_id"])
+
+
+def _turn(ctx: Context, turn_id: str) -> Row | None:
+    return ctx.one("SELECT * FROM workflow_turns WHERE workflow_turn_id = ?", turn_id)
+
+
+def _turn_payload(payload: dict[str, object]) -> tuple[str, str, str, str]:
+    names = ("workflowMessageId", "workflowTurnId", "runId", "targetSessionId", "coordinatorEpoch")
+    for name in names:
+        value = payload.get(name)
+        if not isinstance(value, str) or not value:
+            raise refuse(f"Workflow turn {name} must be non-empty text")
+    state = payload.get("state")
+    if state not in ("started", "ended"):
+        raise refuse("Workflow turn state must be started or ended")
+    return (
+        str(payload["workflowMessageId"]),
+        str(payload["workflowTurnId"]),
+        str(payload["runId"]),
+        str(state),
+    )
+
+
+def report_turn(ctx: Context, request: ClientRequest) -> Result:
+    """``workflowTurn.report`` (§11.2)."""
+    payload = members(request.payload)
+    message_id, turn_id, run_id, state = _turn_payload(payload)
+    if state == "ended":
+        stop = payload.get("stopReason")
+        if stop not in STOP_REASONS:
+            raise refuse("Workflow turn stopReason is invalid")
+        response_entry = payload.get("responseSessionEntryId")
+        if response_entry is not None and not isinstance(response_entry, str):
+            raise refuse("Workflow turn responseSessionEntryId must be text or null")
+    session_id = session_check(ctx, payload, turns=True)
+    if state == "started":
+        row = _start_turn(ctx, session_id, message_id, turn_id, run_id)
+    else:
+        row = _end_turn(ctx, session_id, message_id, turn_id, run_id, str(stop), response_entry)
+    return Result(receipt=turn_record(row), run_id=run_id)
+
+
+def _start_turn(ctx: Context, session_id: str, message_id: str, turn_id: str, run_id: str) -> Row:
+    existing = _turn(ctx, turn_id)
+    run = get_run(ctx, run_id)
+    if existing is None and run is not None and run["paused"]:
+        raise refuse("A paused workflow cannot start a model turn")
+    opened = open_message(ctx, session_id)
+    if opened is None or opened["workflow_message_id"] != message_id:
+        raise refuse("Workflow turn start does not match the open workflow message")
+    if existing is not None:
+        same = (existing["workflow_message_id"], existing["run_id"], existing["target_session_id"])
+        if same != (message_id, run_id, session_id):
+            raise refuse(f"Workflow turn identity conflict: {turn_id}")
+        return existing
+    message = _message(ctx, message_id)
+    if message is None:
+        raise refuse(f"Workflow message not found: {message_id}")
+    if (message["run_id"], message["target_session_id"]) != (run_id, session_id):
+        raise refuse("Workflow turn does not match its message")
+    if message["status"] != "sent":
+        raise refuse("Workflow turn requires a sent message")
+    if message["kind"] == "step":
+        request = _request_of(ctx, message)
+        if request is None:
+            raise refuse("Pending workflow interaction timeout is missing")
+        begin_turn_shift(ctx, request)
+        cancel_source(ctx, message["source_id"], ("step",))
+    ctx.emit(
+        TurnStarted(
+            workflow_turn_id=turn_id,
+            workflow_message_id=message_id,
+            run_id=run_id,
+            target_session_id=session_id,
+        )
+    )
+    started = _turn(ctx, turn_id)
+    assert started is not None
+    return started
+
+
+def _end_turn(  # noqa: PLR0913, PLR0917 - the report's members
+    ctx: Context,
+    session_id: str,
+    message_id: str,
+    turn_id: str,
+    run_id: str,
+    stop: str,
+    response_entry: object,
+) -> Row:
+    existing = _turn(ctx, turn_id)
+    if existing is None:
+        raise refuse(f"Workflow turn not found: {turn_id}")
+    same = (existing["workflow_message_id"], existing["run_id"], existing["target_session_id"])
+    if same != (message_id, run_id, session_id):
+        raise refuse(f"Workflow turn identity conflict: {turn_id}")
+    if existing["state"] == "ended":
+        if (existing["stop_reason"], existing["response_session_entry_id"]) != (
+            stop,
+            response_entry,
+        ):
+            raise refuse("Workflow turn end report conflicts with its saved result")
+        return existing
+    end_turn(ctx, existing, stop, response_entry if isinstance(response_entry, str) else None)
+    ended = _turn(ctx, turn_id)
+    assert ended is not None
+    return ended
+
+
+def end_turn(ctx: Context, turn: Row, stop: str, response_entry: str | None) -> None:
+    """Save a turn's end, then apply the turn-end consequences (§9.6)."""
+    ctx.emit(
+        TurnEnded(
+            workflow_turn_id=turn["workflow_turn_id"],
+            workflow_message_id=turn["workflow_message_id"],
+            run_id=turn["run_id"],
+            target_session_id=turn["target_session_id"],
+            stop_reason=stop,  # type: ignore[arg-type]
+            response_session_entry_id=response_entry,
+        )
+    )
+    _turn_end_consequences(ctx, turn, stop)
+
+
+def _pause_parked(ctx: Context, run_id: str) -> None:
+    run = get_run(ctx, run_id)
+    queue = queue_of(ctx, run_id)
+    if run is not None and run["paused"]:
+        return
+    pausable = (
+        run is not None
+        and queue is not None
+        and queue["status"] == "parked"
+        and not live_owner(ctx, run_id)
+        and run["status"] in ("running", "waiting")
+        and ctx.one(
+            "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending'", run_id
+        )
+    )
+    if not pausable:
+        raise refuse("Interrupted workflow turn could not pause its exact parked run")
+    ctx.emit(RunPaused(run_id=run_id, paused_at=ctx.now))
+
+
+def _turn_end_consequences(ctx: Context, turn: Row, stop: str) -> None:
+    """§9.6 steps 2-7 for a step message's request."""
+    message = _message(ctx, turn["workflow_message_id"])
+    if message is None or message["kind"] != "step":
+        return
+    request = _request_of(ctx, message)
+    if request is None or request["status"] != "pending":
+        return
+    if stop == "aborted":
+        _pause_parked(ctx, request["run_id"])
+        cancel_source(ctx, request["request_id"], ("step",))
+        return
+    run = get_run(ctx, request["run_id"])
+    validating = ctx.one(
+        "SELECT 1 FROM interactive_submissions WHERE request_id = ? AND outcome = 'validating'",
+        request["request_id"],
+    )
+    if run is None or run["paused"] or validating:
+        return
+    count = request["unproductive_turn_ends"] + 1
+    revision = request["revision"] + 1
+    ctx.emit(
+        InteractionRevised(
+            request_id=request["request_id"],
+            run_id=request["run_id"],
+            revision=revision,
+            reason="reminder",
+            unproductive_turn_ends=count,
+        )
+    )
+    if count < UNPRODUCTIVE_LIMIT:
+        fresh = _request_of(ctx, message)
+        assert fresh is not None
+        ensure_interaction_message(ctx, fresh, "reminder")
+        return
+    cancel_source(ctx, request["request_id"], ("step",))
+    ctx.emit(
+        InteractionCancelled(
+            request_id=request["request_id"],
+            run_id=request["run_id"],
+            revision=revision + 1,
+            reason=UNPRODUCTIVE_ERROR,
+        )
+    )
+    if run["status"] not in ("running", "waiting"):
+        raise refuse("Workflow run could not fail after three unproductive turns")
+    finish_run(
+        ctx,
+        request["run_id"],
+        status="failed",
+        detail=UNPRODUCTIVE_ERROR,
+        error=UNPRODUCTIVE_ERROR,
+        error_code="unproductiveTurns",
+    )
+
+
+# ------------------------------------------------------------------ branch reports
+
+
+def _entries(payload: dict[str, object]) -> dict[str, str]:
+    entries = payload.get("entries")
+    if not isinstance(entries, list):
+        raise refuse("Workflow branch entries must be an array")
+    found: dict[str, str] = {}
+    for item in entries:
+        if not isinstance(item, dict):
+            raise refuse("Workflow branch entries must be objects")
+        message_id = text(item, "workflowMessageId")
+        entry_id = text(item, "piSessionEntryId")
+        if message_id in found:
+            raise refuse("Workflow branch report has duplicate messages")
+        found[message_id] = entry_id
+    return found
+
+
+def _flag(payload: dict[str, object], name: str) -> bool:
+    value = payload.get(name)
+    if not isinstance(value, bool):
+        raise refuse(f"{name} must be a boolean")
+    return value
+
+
+def report_branch(ctx: Context, request: ClientRequest) -> Result:
+    """``workflowMessage.reportBranch`` (§11.1)."""
+    payload = members(request.payload)
+    entries = _entries(payload)
+    is_idle = _flag(payload, "isIdle")
+    has_pending = _flag(payload, "hasPendingMessages")
+    session_id = text(payload, "targetSessionId")
+    epoch = text(payload, "coordinatorEpoch")
+    row = coordinator(ctx, session_id)
+    if row is None or row["coordinator_epoch"] != epoch:
+        raise refuse("Workflow session coordinator was replaced")
+    if not row["branch_reported"]:
+        session_resumed(ctx, session_id)
+    _evidence(ctx, session_id, entries)
+    if is_idle and not has_pending:
+        _idle(ctx, session_id, entries)
+    ctx.emit(
+        BranchReported(
+            target_session_id=session_id,
+            coordinator_epoch=epoch,
+            is_idle=is_idle,
+            has_pending_messages=has_pending,
+        )
+    )
+    return Result(receipt={"coordinatorEpoch": epoch, "recorded": True})
+
+
+def _evidence(ctx: Context, session_id: str, entries: dict[str, str]) -> None:
+    for message_id, entry_id in entries.items():
+        message = _message(ctx, message_id)
+        if message is None or message["target_session_id"] != session_id:
+            raise refuse(f"Workflow branch report contains an unknown message: {message_id}")
+        if message["status"] == "sent":
+            if message["pi_session_entry_id"] != entry_id:
+                raise refuse("Workflow message has conflicting Pi session entry evidence")
+            continue
+        ctx.emit(
+            MessageSent(
+                workflow_message_id=message_id,
+                run_id=message["run_id"],
+                target_session_id=session_id,
+                pi_session_entry_id=entry_id,
+            )
+        )
+
+
+def _idle(ctx: Context, session_id: str, entries: dict[str, str]) -> None:
+    """An idle branch proves open turns lost; unseen sent requests are presented again."""
+    for turn in ctx.all(
+        "SELECT * FROM workflow_turns WHERE target_session_id = ? AND state = 'started'"
+        " ORDER BY started_at, workflow_turn_id",
+        session_id,
+    ):
+        end_turn(ctx, turn, "lost", None)
+    for request in ctx.all(
+        "SELECT * FROM interactive_requests WHERE target_session_id = ? AND status = 'pending'"
+        " ORDER BY created_at, request_id",
+        session_id,
+    ):
+        messages = ctx.all(
+            "SELECT workflow_message_id, status FROM workflow_messages WHERE source_id = ?",
+            request["request_id"],
+        )
+        sent = any(message["status"] == "sent" for message in messages)
+        seen = any(message["workflow_message_id"] in entries for message in messages)
+        if sent and not seen:
+            cancel_source(ctx, request["request_id"])
+            fresh = ctx.one(
+                "SELECT * FROM interactive_requests WHERE request_id = ?", request["request_id"]
+            )
+            assert fresh is not None
+            reason = "initial" if fresh["kind"] == "decision" else "resumed"
+            ensure_interaction_message(ctx, fresh, reason)

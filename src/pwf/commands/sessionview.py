@@ -1,0 +1,504 @@
+"""What a session shows and the session-scoped controls (DOMAIN §5.6, §5.8, §5.9, §12.2).
+
+The session view (reservation or retained terminal, next eligible message),
+``view.session[.watch]``, ``sessionView.clearTerminal``, follow-ups and
+``run.restart``.  Imports commands, events and errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from pwf.commands import Context, Result, refuse
+from pwf.commands._payload import members, optional_text, text
+from pwf.commands.ids import restart_run_id, session_request_id, terminal_source_id
+from pwf.commands.messages import cancel_source, ensure
+from pwf.commands.runs import TERMINAL, get_run, reserve, revision_of
+from pwf.commands.sessions import attach, coordinator, open_message, session_check
+from pwf.commands.views import stored_json
+from pwf.events import FollowUpClosed, FollowUpQueued, TerminalCleared
+
+if TYPE_CHECKING:
+    from pwf.commands import Row
+    from pwf.protocol.client import ClientRequest
+
+__all__ = [
+    "clear_terminal",
+    "follow_up_queue",
+    "follow_up_remove",
+    "reservation",
+    "retained_terminal",
+    "run_restart",
+    "session_view",
+    "view_session",
+]
+
+RETAIN_MS: Final = 60_000
+MAX_PROMPT_BYTES: Final = 65_536
+RESTART_LIMIT: Final = 3
+
+
+# ------------------------------------------------------------------ the run a session shows
+
+
+def reservation(ctx: Context, session_id: str) -> Row | None:
+    """The newest run of the session whose queue entry is still live (a parked run counts)."""
+    return ctx.one(
+        "SELECT r.* FROM runs r JOIN run_queue q ON q.run_id = r.run_id"
+        " WHERE r.origin_session_id = ? AND q.status NOT IN ('done', 'failed', 'cancelled')"
+        " ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
+        session_id,
+    )
+
+
+def _latest_turn(ctx: Context, message_id: str) -> Row | None:
+    return ctx.one(
+        "SELECT * FROM workflow_turns WHERE workflow_message_id = ?"
+        " ORDER BY started_at DESC, workflow_turn_id DESC LIMIT 1",
+        message_id,
+    )
+
+
+def retained_terminal(ctx: Context, session_id: str) -> Row | None:
+    """§5.9: the terminal message whose run the session still shows, if any."""
+    cleared = ctx.one(
+        "SELECT * FROM session_terminal_views WHERE target_session_id = ?", session_id
+    )
+    for message in ctx.all(
+        "SELECT m.*, r.status AS run_status FROM workflow_messages m"
+        " JOIN runs r ON r.run_id = m.run_id WHERE m.target_session_id = ?"
+        " AND m.kind = 'terminal' ORDER BY m.order_number DESC",
+        session_id,
+    ):
+        if message["run_status"] not in TERMINAL:
+            continue
+        if (
+            cleared is not None
+            and cleared["cleared_run_id"] == message["run_id"]
+            and cleared["cleared_at"] >= message["created_at"]
+        ):
+            continue
+        if message["status"] == "pending":
+            return message
+        if message["status"] == "cancelled":
+            continue
+        turn = _latest_turn(ctx, message["workflow_message_id"])
+        if turn is None or turn["state"] == "started" or turn["ended_at"] + RETAIN_MS > ctx.now:
+            return message
+    return None
+
+
+def current_run_id(ctx: Context, session_id: str) -> str | None:
+    """The run the session view is about: the reservation, else the retained terminal's run."""
+    reserved = reservation(ctx, session_id)
+    if reserved is not None:
+        return str(reserved["run_id"])
+    retained = retained_terminal(ctx, session_id)
+    return None if retained is None else str(retained["run_id"])
+
+
+# ------------------------------------------------------------------ next message
+
+
+def _eligible(ctx: Context, message: Row) -> bool:
+    kind = message["kind"]
+    if kind == "notification":
+        return True
+    if kind in ("step", "decision"):
+        row = ctx.one(
+            "SELECT r.status, runs.paused FROM interactive_requests r"
+            " JOIN runs ON runs.run_id = r.run_id WHERE r.request_id = ?",
+            message["source_id"],
+        )
+        if row is None or row["status"] != "pending":
+            return False
+        return kind == "decision" or not row["paused"]
+    if kind == "terminal":
+        return bool(
+            ctx.value("SELECT status FROM runs WHERE run_id = ?", message["run_id"]) in TERMINAL
+        )
+    return _follow_up_eligible(ctx, message)
+
+
+def _leaf(ctx: Context, run_id: str) -> Row | None:
+    run = get_run(ctx, run_id)
+    while run is not None:
+        child = ctx.one(
+            "SELECT * FROM runs WHERE parent_run_id = ? ORDER BY created_at DESC, run_id DESC",
+            run["run_id"],
+        )
+        if child is None:
+            return run
+        run = child
+    return None
+
+
+def _ended(ctx: Context, message_id: str | None) -> bool:
+    if message_id is None:
+        return False
+    turn = _latest_turn(ctx, message_id)
+    return turn is not None and turn["state"] == "ended"
+
+
+def _follow_up_eligible(ctx: Context, message: Row) -> bool:
+    """§5.6 followUp rules: after the chain's leaf completed and its result was read."""
+    follow_up = ctx.one(
+        "SELECT * FROM workflow_follow_ups WHERE follow_up_id = ?", message["source_id"]
+    )
+    if follow_up is None or follow_up["status"] != "queued":
+        return False
+    leaf = _leaf(ctx, follow_up["run_id"])
+    if leaf is None or leaf["status"] != "completed":
+        return False
+    terminal = ctx.value(
+        "SELECT workflow_message_id FROM workflow_messages WHERE source_id = ? AND status = 'sent'"
+        " ORDER BY order_number DESC LIMIT 1",
+        terminal_source_id(leaf["run_id"]),
+    )
+    if not _ended(ctx, terminal):
+        return False
+    for earlier in ctx.all(
+        "SELECT f.status, m.workflow_message_id FROM workflow_follow_ups f"
+        " LEFT JOIN workflow_messages m ON m.source_id = f.follow_up_id"
+        " WHERE f.run_id = ? AND f.order_number < ?",
+        follow_up["run_id"],
+        follow_up["order_number"],
+    ):
+        if earlier["status"] == "queued" and not _ended(ctx, earlier["workflow_message_id"]):
+            return False
+    busy = ctx.one(
+        "SELECT 1 FROM run_bindings b JOIN runs r ON r.run_id = b.run_id"
+        " WHERE b.origin_session_id = ? AND r.status IN ('queued', 'running', 'waiting')",
+        message["target_session_id"],
+    )
+    return busy is None
+
+
+def next_message(ctx: Context, session_id: str) -> Row | None:
+    """The first pending message of the session, in order, that is eligible now."""
+    for message in ctx.all(
+        "SELECT * FROM workflow_messages WHERE target_session_id = ? AND status = 'pending'"
+        " ORDER BY order_number",
+        session_id,
+    ):
+        if _eligible(ctx, message):
+            return message
+    return None
+
+
+def _message_view(ctx: Context, message: Row) -> dict[str, object]:
+    return {
+        "content": stored_json(ctx, message["content_hash"]),
+        "kind": message["kind"],
+        "orderNumber": message["order_number"],
+        "runId": message["run_id"],
+        "workflowMessageId": message["workflow_message_id"],
+    }
+
+
+def _run_view(ctx: Context, run: Row) -> dict[str, object]:
+    """The session's run; a started turn on a step or terminal message shows it running (§11.2)."""
+    turning = ctx.one(
+        "SELECT 1 FROM workflow_turns t JOIN workflow_messages m"
+        " ON m.workflow_message_id = t.workflow_message_id"
+        " WHERE t.run_id = ? AND t.state = 'started' AND m.kind IN ('step', 'terminal')",
+        run["run_id"],
+    )
+    status = "running" if turning and run["status"] == "waiting" else run["status"]
+    return {"paused": bool(run["paused"]), "runId": run["run_id"], "status": status}
+
+
+def session_view(ctx: Context, session_id: str, epoch: str | None) -> dict[str, object]:
+    """The session snapshot a coordinator or viewer is sent."""
+    row = coordinator(ctx, session_id)
+    upcoming = next_message(ctx, session_id)
+    offered = row is None or (row["coordinator_epoch"] == epoch and bool(row["branch_reported"]))
+    run_id = current_run_id(ctx, session_id)
+    run = None if run_id is None else get_run(ctx, run_id)
+    opened = open_message(ctx, session_id)
+    return {
+        "coordinatorEpoch": None if row is None else row["coordinator_epoch"],
+        "nextMessage": _message_view(ctx, upcoming) if upcoming is not None and offered else None,
+        "openMessageId": None if opened is None else opened["workflow_message_id"],
+        "run": None if run is None else _run_view(ctx, run),
+        "targetSessionId": session_id,
+    }
+
+
+def view_session(ctx: Context, request: ClientRequest) -> Result:
+    """``view.session`` / ``view.session.watch``: the snapshot; ``coordinator: true`` attaches."""
+    payload = members(request.payload)
+    session_id = text(payload, "targetSessionId")
+    epoch = optional_text(payload, "coordinatorEpoch")
+    if request.operation == "view.session.watch" and payload.get("coordinator") is True:
+        connection = optional_text(payload, "connectionId") or request.client_id
+        epoch = attach(ctx, session_id, connection)
+    return Result(receipt=session_view(ctx, session_id, epoch))
+
+
+# ------------------------------------------------------------------ terminal views
+
+
+def clear_terminal(ctx: Context, request: ClientRequest) -> Result:
+    """``sessionView.clearTerminal`` (§8)."""
+    payload = members(request.payload)
+    session_id = session_check(ctx, payload)
+    retained = retained_terminal(ctx, session_id) if reservation(ctx, session_id) is None else None
+    if retained is None:
+        return Result(outcome="adopted", receipt={"cleared": False})
+    if request.run_id is not None and request.run_id != retained["run_id"]:
+        return Result(
+            outcome="rejected",
+            error=f"Retained terminal workflow does not match run {request.run_id}",
+        )
+    ctx.emit(TerminalCleared(target_session_id=session_id, run_id=retained["run_id"]))
+    return Result(receipt={"cleared": True, "runId": retained["run_id"]}, run_id=retained["run_id"])
+
+
+# ------------------------------------------------------------------ follow-ups
+
+
+def _follow_up_id(run_id: str, request_id: str) -> str:
+    aggregate = f"{run_id}:{request_id}"
+    return "follow_up-" + hashlib.sha256(f"follow_up\0{aggregate}".encode()).hexdigest()[:40]
+
+
+def _follow_up_receipt(row: Row) -> dict[str, object]:
+    return {
+        "followUpId": row["follow_up_id"],
+        "order": row["order_number"],
+        "runId": row["run_id"],
+        "state": row["status"],
+    }
+
+
+def _origin_run(ctx: Context, request: ClientRequest, session_id: str) -> Row | Result:
+    run_id = request.run_id
+    if run_id is None:
+        raise refuse(f"{request.operation} requires runId")
+    run = get_run(ctx, run_id)
+    if run is None:
+        return Result(outcome="notFound", error=f"Workflow run not found: {run_id}", run_id=run_id)
+    if run["origin_session_id"] != session_id:
+        return Result(
+            outcome="rejected", error="Workflow run belongs to another Pi session", run_id=run_id
+        )
+    return run
+
+
+def follow_up_queue(ctx: Context, request: ClientRequest) -> Result:
+    """``followUp.queue`` (§5.8)."""
+    payload = members(request.payload)
+    session_id = session_check(ctx, payload)
+    run = _origin_run(ctx, request, session_id)
+    if isinstance(run, Result):
+        return run
+    prompt = payload.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise refuse("Workflow follow-up prompt must be a non-empty string")
+    if len(prompt.encode("utf-8", "surrogatepass")) > MAX_PROMPT_BYTES:
+        raise refuse(f"Workflow follow-up prompt cannot exceed {MAX_PROMPT_BYTES} bytes")
+    request_id = session_request_id(request.client_id, request.idempotency_key)
+    existing = ctx.one(
+        "SELECT * FROM workflow_follow_ups WHERE run_id = ? AND request_id = ?",
+        run["run_id"],
+        request_id,
+    )
+    if existing is not None:
+        return Result(outcome="adopted", receipt=_follow_up_receipt(existing), run_id=run["run_id"])
+    if run["status"] not in ("running", "waiting"):
+        raise refuse(
+            f"Workflow run {run['run_id']} does not accept changes with status {run['status']}"
+        )
+    follow_up_id = _follow_up_id(run["run_id"], request_id)
+    order = 1 + int(
+        ctx.value(
+            "SELECT coalesce(max(order_number), 0) FROM workflow_follow_ups WHERE run_id = ?",
+            run["run_id"],
+        )
+    )
+    ctx.emit(
+        FollowUpQueued(
+            follow_up_id=follow_up_id,
+            run_id=run["run_id"],
+            request_id=request_id,
+            order_number=order,
+            target_session_id=session_id,
+            actor_type="session",
+            actor_id=session_id,
+            source_type="client",
+            prompt=prompt,
+        )
+    )
+    ensure(
+        ctx,
+        kind="followUp",
+        source_id=follow_up_id,
+        key="initial",
+        run_id=run["run_id"],
+        session_id=session_id,
+        text=prompt,
+        details={"followUpId": follow_up_id, "order": order, "runId": run["run_id"]},
+    )
+    row = ctx.one("SELECT * FROM workflow_follow_ups WHERE follow_up_id = ?", follow_up_id)
+    assert row is not None
+    return Result(receipt=_follow_up_receipt(row), run_id=run["run_id"])
+
+
+def follow_up_remove(ctx: Context, request: ClientRequest) -> Result:
+    """``followUp.remove`` (§5.8); its refusals are raised, so they are not recorded."""
+    payload = members(request.payload)
+    session_id = session_check(ctx, payload)
+    run = _origin_run(ctx, request, session_id)
+    if isinstance(run, Result):
+        return run
+    follow_up_id = text(payload, "followUpId")
+    row = ctx.one("SELECT * FROM workflow_follow_ups WHERE follow_up_id = ?", follow_up_id)
+    if row is None or row["run_id"] != run["run_id"]:
+        raise refuse(f"Workflow follow-up is not part of run {run['run_id']}")
+    if row["status"] == "cancelled":
+        raise refuse("A cancelled workflow follow-up cannot be removed")
+    if row["status"] == "queued":
+        if ctx.one(
+            "SELECT 1 FROM workflow_messages WHERE source_id = ? AND status = 'sent'", follow_up_id
+        ):
+            raise refuse("A sent workflow follow-up cannot be removed")
+        ctx.emit(
+            FollowUpClosed(
+                follow_up_id=follow_up_id,
+                run_id=run["run_id"],
+                status="removed",
+                reason="Removed before delivery",
+            )
+        )
+        cancel_source(ctx, follow_up_id)
+    return Result(
+        receipt={"followUpId": follow_up_id, "runId": run["run_id"], "state": "removed"},
+        run_id=run["run_id"],
+    )
+
+
+# ------------------------------------------------------------------ restart
+
+
+def _terminal_details(ctx: Context, message: Row) -> dict[str, object]:
+    content = stored_json(ctx, message["content_hash"])
+    details = content.get("details") if isinstance(content, dict) else None
+    return details if isinstance(details, dict) else {}
+
+
+def _restart_refusal(  # noqa: PLR0911 - one return per check, in the original order
+    ctx: Context, session_id: str, source: Row, payload: dict[str, object]
+) -> str | Row:
+    """Checks 2-8 of §12.2 in order; the terminal message when they pass."""
+    if source["origin_session_id"] != session_id or source["execution_mode"] != "interactive":
+        return "Workflow run belongs to another Pi session"
+    if source["status"] == "cancelled":
+        return "An explicitly cancelled workflow cannot be restarted"
+    if source["restart_number"] >= RESTART_LIMIT:
+        return f"Workflow restart limit reached ({RESTART_LIMIT} restarts)"
+    message_id = text(payload, "workflowMessageId")
+    latest = ctx.one(
+        "SELECT * FROM workflow_messages WHERE source_id = ? AND kind = 'terminal'"
+        " ORDER BY order_number DESC LIMIT 1",
+        terminal_source_id(source["run_id"]),
+    )
+    if (
+        latest is None
+        or latest["workflow_message_id"] != message_id
+        or latest["target_session_id"] != session_id
+        or latest["status"] != "sent"
+    ):
+        return "Workflow terminal result is stale or was replaced"
+    if current_run_id(ctx, session_id) != source["run_id"]:
+        return "Workflow terminal result is no longer current"
+    turn = _latest_turn(ctx, message_id)
+    if turn is None:
+        return "Workflow restart requires a terminal model turn"
+    turn_id = payload.get("workflowTurnId")
+    if turn_id is not None and turn_id != turn["workflow_turn_id"]:
+        return "Workflow terminal turn is stale"
+    terminal = _terminal_details(ctx, latest).get("terminal")
+    if isinstance(terminal, dict) and terminal.get("status") == "cancelled":
+        return "An explicitly cancelled workflow cannot be restarted"
+    return latest
+
+
+def run_restart(ctx: Context, request: ClientRequest) -> Result:
+    """``run.restart`` (§12.2): the eleven checks in their order, then the restart run."""
+    payload = members(request.payload)
+    session_id = session_check(ctx, payload)
+    source_id = request.run_id
+    if source_id is None:
+        raise refuse("run.restart requires runId")
+    source = get_run(ctx, source_id)
+    if source is None:
+        return Result(
+            outcome="notFound", error=f"Workflow run not found: {source_id}", run_id=source_id
+        )
+    checked = _restart_refusal(ctx, session_id, source, payload)
+    if isinstance(checked, str):
+        return Result(outcome="rejected", error=checked, run_id=source_id)
+    fingerprint = _terminal_details(ctx, checked).get("terminalFingerprint")
+    assert isinstance(fingerprint, str)
+    if ctx.one(
+        "SELECT 1 FROM runs WHERE root_run_id = ? AND parent_terminal_fingerprint = ?",
+        source["root_run_id"],
+        bytes.fromhex(fingerprint),
+    ):
+        return Result(
+            outcome="rejected",
+            error="The same terminal outcome already occurred in this restart chain",
+            run_id=source_id,
+        )
+    child = ctx.one(
+        "SELECT run_id FROM runs WHERE parent_run_id = ? AND lineage_kind = 'restart'", source_id
+    )
+    if child is not None:
+        return Result(
+            outcome="adopted",
+            receipt={"parentRunId": source_id, "runId": child["run_id"]},
+            run_id=source_id,
+        )
+    run_id = restart_run_id(checked["workflow_message_id"])
+    reserve(
+        ctx,
+        run_id=run_id,
+        template=_restart_template(ctx, source),
+        parent_id=source_id,
+        lineage="restart",
+        restart_number=source["restart_number"] + 1,
+        fingerprint=fingerprint,
+    )
+    receipt = {
+        "parentRunId": source_id,
+        "restartNumber": source["restart_number"] + 1,
+        "runId": run_id,
+    }
+    return Result(receipt=receipt, revision=revision_of(ctx, run_id), run_id=source_id)
+
+
+def _restart_template(ctx: Context, source: Row) -> dict[str, object]:
+    """The source run's workflow, definition, input and options, byte for byte."""
+
+    def raw(blob_hash: bytes | None, default: bytes) -> msgspec.Raw:
+        content = None
+        if blob_hash is not None:
+            content = ctx.value("SELECT content FROM blobs WHERE blob_hash = ?", blob_hash)
+        return msgspec.Raw(default if content is None else bytes(content))
+
+    return {
+        "project_path": source["project_path"],
+        "workflow_name": source["workflow_name"],
+        "workflow_ref": source["workflow_ref"],
+        "workflow_source": source["workflow_source"],
+        "definition_digest": source["definition_digest"],
+        "definition_snapshot": raw(source["definition_snapshot_hash"], b"null"),
+        "input": raw(source["input_hash"], b"null"),
+        "launch_options": raw(source["launch_options_hash"], b"{}"),
+        "origin_session_id": source["origin_session_id"],
+        "execution_mode": "interactive",
+    }

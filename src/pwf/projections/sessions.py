@@ -1,0 +1,202 @@
+"""Session read models: coordinators, model turns, follow-ups, terminal views (§5.7-§5.9, §5.13).
+
+``session_coordinators`` is pwf's persisted form of the original's
+process-local coordinator map, so fencing replays deterministically.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.events import (
+    BranchReported,
+    CoordinatorAttached,
+    CoordinatorDetached,
+    FollowUpClosed,
+    FollowUpQueued,
+    TerminalCleared,
+    TurnEnded,
+    TurnStarted,
+)
+from pwf.projections._sql import Sql, text_hash
+
+if TYPE_CHECKING:
+    from pwf.events import Entry
+
+NAME: Final = "sessions"
+VERSION: Final = 1
+
+DDL: Final = (
+    """CREATE TABLE IF NOT EXISTS session_coordinators (
+  target_session_id TEXT PRIMARY KEY,
+  coordinator_epoch TEXT NOT NULL UNIQUE,
+  connection_id TEXT NOT NULL,
+  branch_reported INTEGER NOT NULL DEFAULT 0 CHECK (branch_reported IN (0, 1)),
+  attached_at INTEGER NOT NULL,
+  reported_at INTEGER
+) STRICT""",
+    """CREATE TABLE IF NOT EXISTS workflow_turns (
+  workflow_turn_id TEXT PRIMARY KEY,
+  workflow_message_id TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  target_session_id TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('started', 'ended')),
+  stop_reason TEXT CHECK (stop_reason IS NULL OR stop_reason IN (
+    'completed', 'aborted', 'error', 'lost'
+  )),
+  response_session_entry_id TEXT,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER,
+  CHECK (
+    (state = 'started' AND stop_reason IS NULL AND ended_at IS NULL)
+    OR
+    (state = 'ended' AND stop_reason IS NOT NULL AND ended_at IS NOT NULL)
+  )
+) STRICT""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS workflow_turns_open_message_idx
+  ON workflow_turns(workflow_message_id) WHERE state = 'started'""",
+    """CREATE INDEX IF NOT EXISTS workflow_turns_session_idx
+  ON workflow_turns(target_session_id, state, started_at)""",
+    """CREATE INDEX IF NOT EXISTS workflow_turns_message_idx
+  ON workflow_turns(workflow_message_id, started_at)""",
+    """CREATE TABLE IF NOT EXISTS workflow_follow_ups (
+  follow_up_id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  order_number INTEGER NOT NULL CHECK (order_number > 0),
+  target_session_id TEXT NOT NULL,
+  actor_type TEXT NOT NULL,
+  actor_id TEXT,
+  source_type TEXT NOT NULL,
+  prompt_hash BLOB NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('queued', 'removed', 'cancelled')),
+  reason_hash BLOB,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (run_id, request_id),
+  UNIQUE (run_id, order_number),
+  CHECK ((status IN ('removed', 'cancelled')) = (reason_hash IS NOT NULL))
+) STRICT""",
+    """CREATE INDEX IF NOT EXISTS workflow_follow_ups_order_idx
+  ON workflow_follow_ups(target_session_id, run_id, order_number)""",
+    """CREATE TABLE IF NOT EXISTS session_terminal_views (
+  target_session_id TEXT PRIMARY KEY,
+  cleared_run_id TEXT,
+  cleared_at INTEGER NOT NULL
+) STRICT""",
+)
+
+
+def _coordinators(entry: Entry) -> list[Sql]:
+    match entry.event:
+        case CoordinatorAttached(target_session_id=sid, coordinator_epoch=epoch, connection_id=cid):
+            return [
+                Sql(
+                    "INSERT INTO session_coordinators (target_session_id, coordinator_epoch,"
+                    " connection_id, attached_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (target_session_id) DO UPDATE SET"
+                    " coordinator_epoch = excluded.coordinator_epoch,"
+                    " connection_id = excluded.connection_id, branch_reported = 0,"
+                    " attached_at = excluded.attached_at, reported_at = NULL",
+                    (sid, epoch, cid, entry.at),
+                )
+            ]
+        case CoordinatorDetached(target_session_id=sid, coordinator_epoch=epoch):
+            return [
+                Sql(
+                    "DELETE FROM session_coordinators WHERE target_session_id = ?"
+                    " AND coordinator_epoch = ?",
+                    (sid, epoch),
+                )
+            ]
+        case BranchReported(target_session_id=sid, coordinator_epoch=epoch):
+            return [
+                Sql(
+                    "UPDATE session_coordinators SET branch_reported = 1, reported_at = ?"
+                    " WHERE target_session_id = ? AND coordinator_epoch = ?",
+                    (entry.at, sid, epoch),
+                )
+            ]
+    return []
+
+
+def _turns(entry: Entry) -> list[Sql]:
+    match entry.event:
+        case TurnStarted() as event:
+            return [
+                Sql(
+                    "INSERT INTO workflow_turns (workflow_turn_id, workflow_message_id, run_id,"
+                    " target_session_id, state, started_at) VALUES (?, ?, ?, ?, 'started', ?)",
+                    (
+                        event.workflow_turn_id,
+                        event.workflow_message_id,
+                        event.run_id,
+                        event.target_session_id,
+                        entry.at,
+                    ),
+                )
+            ]
+        case TurnEnded() as event:
+            return [
+                Sql(
+                    "UPDATE workflow_turns SET state = 'ended', stop_reason = ?,"
+                    " response_session_entry_id = ?, ended_at = ? WHERE workflow_turn_id = ?",
+                    (
+                        event.stop_reason,
+                        event.response_session_entry_id,
+                        entry.at,
+                        event.workflow_turn_id,
+                    ),
+                )
+            ]
+    return []
+
+
+def _follow_ups(entry: Entry) -> list[Sql]:
+    match entry.event:
+        case FollowUpQueued() as event:
+            return [
+                Sql(
+                    "INSERT INTO workflow_follow_ups (follow_up_id, run_id, request_id,"
+                    " order_number, target_session_id, actor_type, actor_id, source_type,"
+                    " prompt_hash, status, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                    (
+                        event.follow_up_id,
+                        event.run_id,
+                        event.request_id,
+                        event.order_number,
+                        event.target_session_id,
+                        event.actor_type,
+                        event.actor_id,
+                        event.source_type,
+                        text_hash(event.prompt),
+                        entry.at,
+                        entry.at,
+                    ),
+                )
+            ]
+        case FollowUpClosed(follow_up_id=fid, status=status, reason=reason):
+            return [
+                Sql(
+                    "UPDATE workflow_follow_ups SET status = ?, reason_hash = ?, updated_at = ?"
+                    " WHERE follow_up_id = ?",
+                    (status, text_hash(reason), entry.at, fid),
+                )
+            ]
+        case TerminalCleared(target_session_id=sid, run_id=run_id):
+            return [
+                Sql(
+                    "INSERT INTO session_terminal_views (target_session_id, cleared_run_id,"
+                    " cleared_at) VALUES (?, ?, ?) ON CONFLICT (target_session_id) DO UPDATE"
+                    " SET cleared_run_id = excluded.cleared_run_id,"
+                    " cleared_at = excluded.cleared_at",
+                    (sid, run_id, entry.at),
+                )
+            ]
+    return []
+
+
+def apply(entry: Entry) -> list[Sql]:
+    """Fold coordinator, turn, follow-up and terminal-view events."""
+    return _coordinators(entry) + _turns(entry) + _follow_ups(entry)
