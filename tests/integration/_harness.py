@@ -331,3 +331,188 @@ def race_run_start(db: str, request_id: str, barrier: Any, results: Any) -> None
         results.put(host.request(request, 1000).outcome)
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------------- sessions and extra runs
+
+
+def watch(
+    fx: Fixture, *, session: str = SESSION, connection: str = "C1", at: int | None = None
+) -> str:
+    """``view.session.watch`` as the session's coordinator on ``connection``; its epoch."""
+    response = fx.request(
+        "view.session.watch",
+        {"targetSessionId": session, "coordinator": True, "connectionId": connection},
+        at=at,
+    )
+    assert response.outcome == "accepted", response
+    assert isinstance(response.receipt, dict)
+    return str(response.receipt["coordinatorEpoch"])
+
+
+def branch(  # noqa: PLR0913 - one keyword per report member a scenario pins
+    fx: Fixture,
+    epoch: str,
+    entries: dict[str, str] | None = None,
+    *,
+    idle: bool = False,
+    pending: bool = False,
+    session: str = SESSION,
+    at: int | None = None,
+) -> ClientResponse:
+    """``workflowMessage.reportBranch`` listing ``entries`` (message id -> Pi entry id)."""
+    listed = [
+        {"workflowMessageId": message, "piSessionEntryId": entry}
+        for message, entry in (entries or {}).items()
+    ]
+    payload = {
+        "targetSessionId": session,
+        "coordinatorEpoch": epoch,
+        "entries": listed,
+        "isIdle": idle,
+        "hasPendingMessages": pending,
+    }
+    return fx.request("workflowMessage.reportBranch", payload, at=at)
+
+
+def coordinate(
+    fx: Fixture,
+    entries: dict[str, str] | None = None,
+    *,
+    session: str = SESSION,
+    connection: str = "C1",
+    at: int | None = None,
+) -> str:
+    """Attach a coordinator and report its (non-idle) branch; its epoch."""
+    epoch = watch(fx, session=session, connection=connection, at=at)
+    reported = branch(fx, epoch, entries, session=session, at=at)
+    assert reported.outcome == "accepted", reported
+    return epoch
+
+
+def turn(  # noqa: PLR0913 - one keyword per report member a scenario pins
+    fx: Fixture,
+    epoch: str,
+    message: str,
+    turn_id: str,
+    *,
+    stop: str | None = None,
+    response: object = None,
+    run_id: str = RUN,
+    session: str = SESSION,
+    at: int | None = None,
+) -> ClientResponse:
+    """``workflowTurn.report``: ``started`` without ``stop``, else ``ended`` with that reason."""
+    payload: dict[str, object] = {
+        "targetSessionId": session,
+        "coordinatorEpoch": epoch,
+        "workflowMessageId": message,
+        "workflowTurnId": turn_id,
+        "runId": run_id,
+        "state": "started" if stop is None else "ended",
+    }
+    if stop is not None:
+        payload["stopReason"] = stop
+        payload["responseSessionEntryId"] = response
+    return fx.request("workflowTurn.report", payload, at=at)
+
+
+def run_worker(  # noqa: PLR0913 - one keyword per message member a scenario pins
+    fx: Fixture,
+    run_id: str,
+    op: str,
+    payload: object = None,
+    *,
+    attempt: str | None = None,
+    rev: int | None = None,
+    at: int | None = None,
+) -> WorkerResponse:
+    """An accepted worker message of ``run_id`` from the current worker."""
+    line = fx.message(op, payload, attempt=attempt, rev=rev, run_id=run_id)
+    response = fx.send(line, at=at)
+    assert response.outcome == "accepted", response
+    return response
+
+
+def start_run(
+    fx: Fixture, run_id: str, *, session: str = SESSION, at: int | None = None
+) -> ClientResponse:
+    """``run.start`` of another ``builtin:echo`` run with origin ``session``."""
+    response = fx.request("run.start", {**START, "originSessionId": session}, run_id=run_id, at=at)
+    assert response.outcome == "accepted", response
+    return response
+
+
+def interactive_run(
+    fx: Fixture,
+    run_id: str,
+    *,
+    session: str = SESSION,
+    timeout_ms: int | None = 60000,
+    at: int | None = None,
+) -> str:
+    """Start, launch and park ``run_id`` on an agent request; its pending step message id."""
+    start_run(fx, run_id, session=session, at=at)
+    fx.launch(run_id=run_id, at=at)
+    run_worker(fx, run_id, "worker.ready", {}, rev=0)
+    attempt = f"attempt-{run_id}"
+    started: dict[str, object] = {"nodeId": NODE}
+    if timeout_ms is not None:
+        started["timeoutMs"] = timeout_ms
+    run_worker(fx, run_id, "node.started", started, attempt=attempt)
+    run_worker(fx, run_id, "interaction.request", {"contract": CONTRACT}, attempt=attempt)
+    return step_message(fx, run_id)
+
+
+def step_message(fx: Fixture, run_id: str = RUN) -> str:
+    """The id of the run's only pending step message."""
+    rows = fx.rows("workflow_messages", run_id=run_id, kind="step", status="pending")
+    assert len(rows) == 1, rows
+    return str(rows[0]["workflow_message_id"])
+
+
+def terminal_message(fx: Fixture, run_id: str = RUN) -> str:
+    """The id of the run's newest terminal message."""
+    rows = fx.rows("workflow_messages", run_id=run_id, kind="terminal")
+    assert rows, run_id
+    newest = max(rows, key=lambda row: row["order_number"])
+    return str(newest["workflow_message_id"])
+
+
+def finish_fixture_run(
+    fx: Fixture, status: str = "failed", *, at: int | None = None, **facts: object
+) -> None:
+    """Settle fixture F's request and finish ``run-1`` with ``status`` (error ``boom`` by default).
+
+    The submission is accepted, the node finished, then ``run.finished`` ends the
+    run, which posts its terminal message (§12.1).
+    """
+    fx.submit({"reply": "x"}, at=at)
+    fx.validate(at=at)
+    fx.ok("interaction.accept", {})
+    fx.ok("node.finished", {"output": {"reply": "x"}}, attempt=ATTEMPT)
+    finished = {"status": status, **(facts or {"error": "boom"})}
+    fx.ok("run.finished", finished)
+
+
+def text_blob(fx: Fixture, blob_hash: bytes | None) -> str | None:
+    """The UTF-8 text blob with this hash, or None."""
+    if blob_hash is None:
+        return None
+    found = fx.row("blobs", blob_hash=blob_hash)
+    assert found is not None
+    return bytes(found["content"]).decode()
+
+
+def fixture_with_budget(db: Path, timeout_ms: int | None) -> Fixture:
+    """Fixture F with another node budget (``None``: no timeout, so no deadline)."""
+    fixture = Fixture(db)
+    fixture.start(at=1000)
+    fixture.launch(at=1000)
+    fixture.ready()
+    started: dict[str, object] = {"nodeId": NODE}
+    if timeout_ms is not None:
+        started["timeoutMs"] = timeout_ms
+    fixture.ok("node.started", started, attempt=ATTEMPT)
+    fixture.request_interaction(at=1000)
+    return fixture

@@ -269,13 +269,7 @@ def _start_turn(ctx: Context, session_id: str, message_id: str, turn_id: str, ru
         if same != (message_id, run_id, session_id):
             raise refuse(f"Workflow turn identity conflict: {turn_id}")
         return existing
-    message = _message(ctx, message_id)
-    if message is None:
-        raise refuse(f"Workflow message not found: {message_id}")
-    if (message["run_id"], message["target_session_id"]) != (run_id, session_id):
-        raise refuse("Workflow turn does not match its message")
-    if message["status"] != "sent":
-        raise refuse("Workflow turn requires a sent message")
+    message = _turnable(ctx, message_id, run_id, session_id)
     if message["kind"] == "step":
         request = _request_of(ctx, message)
         if request is None:
@@ -293,6 +287,24 @@ def _start_turn(ctx: Context, session_id: str, message_id: str, turn_id: str, ru
     started = _turn(ctx, turn_id)
     assert started is not None
     return started
+
+
+def _turnable(ctx: Context, message_id: str, run_id: str, session_id: str) -> Row:
+    """The message a new turn starts on: it exists, matches, is sent and has no open turn."""
+    message = _message(ctx, message_id)
+    if message is None:
+        raise refuse(f"Workflow message not found: {message_id}")
+    if (message["run_id"], message["target_session_id"]) != (run_id, session_id):
+        raise refuse("Workflow turn does not match its message")
+    if message["status"] != "sent":
+        raise refuse("Workflow turn requires a sent message")
+    if ctx.one(
+        "SELECT 1 FROM workflow_turns WHERE workflow_message_id = ? AND state = 'started'",
+        message_id,
+    ):
+        # At most one started turn per message (§5.7); the original's index refuses it.
+        raise refuse(f"Workflow message already has a started turn: {message_id}")
+    return message
 
 
 def _end_turn(  # noqa: PLR0913, PLR0917 - the report's members
