@@ -36,6 +36,11 @@ EOF
 step "100 more runs: start, claim, park on an agent step, submit, validate (some rejected), finish"
 python scripts/demo_traffic.py --db "$db" --runs 100 --seed 7
 
+step "one session end to end: park, deliver, reminder, pause/resume, validate, finish, restart"
+python scripts/demo_session.py --db "$db"
+pwf query turns --db "$db" --session session-demo
+pwf query messages --db "$db" --session session-demo
+
 step "what the projections say"
 pwf query runs --db "$db" --limit 4
 pwf query interactions --db "$db" --limit 4

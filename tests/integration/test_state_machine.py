@@ -8,6 +8,14 @@ folding the whole log into an empty database gives exactly the live rows,
 that no request id and no (clientId, idempotencyKey) was executed twice, and
 that the hash chain verifies.  Time is an input: ``now`` only moves forward,
 by a drawn amount per step, so leases expire too.
+
+Sessions take part as well (DOMAIN §5.6-§5.9, §9.6, §10-§12): coordinators
+attach, are replaced and detach; branch reports send messages and prove turns
+lost; model turns start and end on the open message or others; expiry passes
+run every 2 s of clock, and the host restarts after downtime.  After every step
+there is at most one started turn per message, order numbers count up per
+session as messages are created, deadlines only move later, and every deadline
+shift adds exactly its idle time.
 """
 
 from __future__ import annotations
@@ -39,7 +47,16 @@ from pwf import canonical
 from pwf.cli._options import open_store
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
 from pwf.errors import CommandError
-from pwf.events import CommandRecorded, Entry, WorkerMessageRecorded
+from pwf.events import (
+    AttemptChanged,
+    AttemptStarted,
+    CommandRecorded,
+    DeadlineShifted,
+    Entry,
+    MessageCreated,
+    WorkerMessageRecorded,
+)
+from pwf.events import InteractionTimeoutStarted as TimeoutStarted
 from pwf.host import Host
 from pwf.protocol.client import OUTCOMES, ClientRequest, ClientResponse
 from pwf.protocol.worker import WORKER_OUTCOMES, WorkerResponse, parse_worker_message
@@ -55,6 +72,10 @@ SHARED_KEYS: Final = ("k-1", "k-2", "k-3")
 NODES: Final = ("n-1", "n-2")
 VALUES: Final[tuple[object, ...]] = ({}, {"answer": 1}, "yes", ["a", "\u00e9"], None)
 
+ATTEMPT_ENDS: Final = frozenset({"completed", "failed", "timed_out", "cancelled"})
+POLL_MS: Final = 2_000
+"""How often the server looks for expired interaction deadlines."""
+
 TICKS = st.sampled_from([0, 1, 1, 1, 50, 1_000])
 """How far the clock moves in one step (``leases_expire`` jumps past the 30 s lease)."""
 
@@ -65,6 +86,23 @@ KEYS = st.sampled_from((None, None, None, None, *SHARED_KEYS))
 """A shared key (so keys get reused across requests) or None for a fresh one."""
 
 WHO = st.tuples(st.sampled_from(CLIENTS), KEYS)
+
+CONNECTIONS: Final = ("conn-1", "conn-2")
+STOPS = st.sampled_from(["completed", "completed", "aborted", "error", "lost"])
+BUDGETS = st.sampled_from([1_000, 60_000])
+"""A node's model-turn budget (ms): one that a clock jump passes, one that it may not."""
+JUMPS = st.sampled_from([0, 2_000, 61_000, 200_000])
+"""How far the clock jumps before an expiry pass (past the 1 s and 60 s node budgets)."""
+
+SESSION_DIRECT: Final = frozenset(
+    {"workflowMessage.reportBranch", "workflowTurn.report", "view.session", "view.session.watch"}
+)
+REPLACED: Final = "Workflow session coordinator was replaced"
+UNREPORTED_CONTROL: Final = "Workflow session branch must be reported before session control"
+UNREPORTED_TURNS: Final = "Workflow branch must be reported before model turns"
+PAUSED_TURN: Final = "A paused workflow cannot start a model turn"
+NOT_OPEN: Final = "Workflow turn start does not match the open workflow message"
+BUSY: Final = "Workflow message already has a started turn: "
 
 REQUEST_ID_REUSED: Final = "Request ID was reused with another payload"
 KEY_REUSED: Final = "Idempotency key was reused with another payload"
@@ -157,10 +195,17 @@ class CommandPathMachine(RuleBasedStateMachine):
         self.host = Host(self.store, new_epoch=lambda: f"w-{next(epochs)}")
         self.now = AT
         self.ids = itertools.count(1)
+        self.polled_at = AT
         self.workers: dict[str, Worker] = {}
         self.by_request: dict[str, Stored] = {}
         self.by_key: dict[tuple[str, str], Stored] = {}
         self.log: list[Entry] = []
+        self.epochs: dict[str, list[str]] = {session: [] for session in SESSIONS}
+        self.deadlines: dict[str, int] = {}
+        self.ended: dict[str, str] = {}
+        self.folded = 0
+        self.folded_deadlines: dict[str, int | None] = {}
+        self.orders: dict[str, list[int]] = {}
 
     def teardown(self) -> None:
         self.store.close()
@@ -168,8 +213,31 @@ class CommandPathMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ helpers
 
-    def _tick(self, dt: int) -> None:
+    def _tick(self, dt: int, *, poll: bool = True) -> None:
+        """Move the clock; like the server, run an expiry pass every 2 s of it."""
         self.now += dt
+        if poll and self.now - self.polled_at >= POLL_MS:
+            self._expire()
+
+    def _expire(self) -> None:
+        """``Host.expire`` now: each started timeout cancels its request; none appends nothing."""
+        self.polled_at = self.now
+        before = self._head()
+        started = self.host.expire(self.now)
+        note_outcome(
+            f"host.expire: {min(len(started), 2)}{'+' if len(started) > 1 else ''} started"
+        )
+        appended = self._new_entries(before)
+        assert len(set(started)) == len(started)
+        if not started:
+            assert [] == appended
+            return
+        timeouts = [entry.event for entry in appended if isinstance(entry.event, TimeoutStarted)]
+        assert [run for run, _ in started] == [event.run_id for event in timeouts]
+        for event in timeouts:
+            assert [("cancelled",)] == self._rows(
+                "SELECT status FROM interactive_requests WHERE request_id = ?", event.request_id
+            )
 
     def _fresh(self, prefix: str) -> str:
         return f"{prefix}-{next(self.ids)}"
@@ -229,7 +297,8 @@ class CommandPathMachine(RuleBasedStateMachine):
     def send(self, request: ClientRequest) -> ClientResponse:
         """Send one client request and check its response and what it appended."""
         route = CLIENT_OPERATIONS[request.operation].route
-        expected = self._expected(request) if route is not Route.DIRECT else None
+        executed = route in (Route.EXECUTED, Route.MAINTENANCE)
+        expected = self._expected(request) if executed else None
         before = self._head()
         response = self.host.request(request, self.now)
         appended = self._new_entries(before)
@@ -238,8 +307,12 @@ class CommandPathMachine(RuleBasedStateMachine):
         assert request.request_id == response.request_id
         note_outcome(f"{request.operation}: {response.outcome}")
         assert MISSED_RULE not in (response.error or "")
-        if route is Route.DIRECT:
+        if not executed:
             assert [] == recorded
+            if request.operation in SESSION_DIRECT and response.outcome != "accepted":
+                # Session reports and views refuse by raising: the batch is dropped.
+                assert response.error
+                assert [] == appended
             return response
         if expected is not None and expected[1] is None:
             assert ("conflict", expected[0]) == (response.outcome, response.error)
@@ -581,14 +654,47 @@ class CommandPathMachine(RuleBasedStateMachine):
         message = self._message(run, "worker.ready", {})
         return Sent(message, self.post(message))
 
-    @initialize(target=requests, session=st.sampled_from(SESSIONS))
-    def first_run(self, session):
-        """Every example starts with one interactive run, so workers have work early."""
+    @initialize(
+        target=requests,
+        session=st.sampled_from(SESSIONS),
+        stage=st.sampled_from(["queued", "asking", "attached", "turning", "finished"]),
+        timeout=BUDGETS,
+    )
+    def first_run(self, session, stage, timeout):
+        """Every example starts with one interactive run, so workers have work early.
+
+        Past ``queued``, a worker takes it to its first interaction (on a node with
+        ``timeout`` as budget), or for ``finished`` to its end; then ``attached``
+        adds a coordinator whose branch holds the step message, and ``turning``
+        and ``finished`` a model turn started on the open message.
+        """
         request = self._request(
             "run.start", ("cli-A", None), _start_payload(session, {}, headless=False)
         )
         request = msgspec.structs.replace(request, run_id="run-1")
         self.send(request)
+        if stage == "queued" or self._launch("run-1") is None:
+            return request
+        if stage == "finished":
+            payload = {"status": "completed", "finalOutput": {"done": True}}
+            assert self.post(self._message("run-1", "run.finished", payload)).outcome == "accepted"
+        else:
+            payload = {"nodeId": "n-1", "timeoutMs": timeout}
+            message = self._message("run-1", "node.started", payload)
+            message["attemptId"] = self.workers["run-1"].attempt = self._fresh("a")
+            assert self.post(message).outcome == "accepted"
+            payload = {"contract": {"prompt": "Hi?"}}
+            message = self._message("run-1", "interaction.request", payload)
+            assert self.post(message).outcome == "accepted"
+        if stage == "asking":
+            return request
+        self._tick(1)
+        epoch = self._attach(session, CONNECTIONS[0], ("cli-B", None))
+        (message_id, *_) = self._session_messages(session, "pending")[-1]
+        self._report(session, epoch, {message_id: "pi-entry-0"}, idle=False, pending=False)
+        if stage != "attached":
+            self._tick(1)
+            self._start(session, epoch, message_id, "t-0", opened=self._open(session))
         return request
 
     @rule(
@@ -608,7 +714,8 @@ class CommandPathMachine(RuleBasedStateMachine):
         sent = [ready]
         if self.workers[run].attempt is None:
             attempt = self._fresh("a")
-            message = self._message(run, "node.started", {"nodeId": node, "timeoutMs": 60_000})
+            payload = {"nodeId": node, "timeoutMs": data.draw(BUDGETS, label="budget")}
+            message = self._message(run, "node.started", payload)
             message["attemptId"] = attempt
             response = self.post(message)
             sent.append(Sent(message, response))
@@ -803,6 +910,619 @@ class CommandPathMachine(RuleBasedStateMachine):
         if response.error != STALE_EPOCH:
             assert ("rejected", MESSAGE_REUSED) == (response.outcome, response.error)
 
+    # ------------------------------------------------------------------ sessions
+
+    def _coordinator(self, session: str) -> tuple[str, str, int] | None:
+        """The session's live (epoch, connection, branch reported), as the store has it."""
+        rows = self._rows(
+            "SELECT coordinator_epoch, connection_id, branch_reported FROM session_coordinators"
+            " WHERE target_session_id = ?",
+            session,
+        )
+        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+    def _session(self, data: st.DataObject) -> str:
+        """A session, those with a live coordinator three times as likely."""
+        attached = [session for session in SESSIONS if self._coordinator(session) is not None]
+        session: str = data.draw(st.sampled_from([*SESSIONS, *attached * 3]), label="session")
+        return session
+
+    def _epoch(self, data: st.DataObject, session: str) -> str:
+        """The session's live coordinator epoch mostly, else a replaced or unknown one."""
+        live = self._coordinator(session)
+        if live is not None and data.draw(st.sampled_from([True] * 5 + [False]), label="live"):
+            return live[0]
+        stale = [epoch for epoch in self.epochs[session] if live is None or epoch != live[0]]
+        epoch: str = data.draw(st.sampled_from([*stale, "session-epoch-x"]), label="stale epoch")
+        return epoch
+
+    def _fenced(self, session: str, epoch: str) -> str | None:
+        """The refusal session control must give for this epoch, if any (DOMAIN §5.13)."""
+        live = self._coordinator(session)
+        if live is None or live[0] != epoch:
+            return REPLACED
+        return None if live[2] else UNREPORTED_CONTROL
+
+    def _interrupted(self, session: str, *, expected: bool = True) -> None:
+        """Attempts of the session's pending requests with a started step turn are interrupted.
+
+        With ``expected=False``: none of them is (the session's coordinator is back).
+        """
+        statuses = self._rows(
+            "SELECT DISTINCT a.status FROM node_attempts a"
+            " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
+            " JOIN workflow_messages m ON m.source_id = r.request_id AND m.kind = 'step'"
+            " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
+            " WHERE r.target_session_id = ? AND r.status = 'pending' AND t.state = 'started'",
+            session,
+        )
+        found = {row[0] for row in statuses}
+        assert found <= {"interrupted"} if expected else "interrupted" not in found
+
+    def _session_messages(self, session: str, *statuses: str) -> list[tuple[Any, ...]]:
+        marks = ", ".join("?" * len(statuses))
+        return self._rows(
+            "SELECT workflow_message_id, run_id, kind, status, pi_session_entry_id"  # noqa: S608 - placeholders only
+            f" FROM workflow_messages WHERE target_session_id = ? AND status IN ({marks})"
+            " ORDER BY order_number",
+            session,
+            *statuses,
+        )
+
+    def _note(self, request: ClientRequest, response: ClientResponse) -> None:
+        """Record which refusal a session operation met, for the run's statistics."""
+        if response.error:
+            note_outcome(f"{request.operation}: {response.outcome}: {response.error[:60]}")
+
+    def _attach(self, session: str, connection: str, who: tuple[str, str | None]) -> str:
+        """Attach a coordinator through ``view.session.watch`` and check the fencing."""
+        previous = self._coordinator(session)
+        payload = {"targetSessionId": session, "coordinator": True, "connectionId": connection}
+        response = self.send(self._request("view.session.watch", who, payload))
+        assert response.outcome == "accepted"
+        assert isinstance(response.receipt, dict)
+        epoch = response.receipt["coordinatorEpoch"]
+        assert isinstance(epoch, str)
+        assert (epoch, connection, 0) == self._coordinator(session)
+        assert epoch not in self.epochs[session]
+        self.epochs[session].append(epoch)
+        replaced = previous is not None and previous[1] != connection
+        note_outcome(f"coordinator attach: {'replaced' if replaced else 'fresh or same'}")
+        if replaced:
+            self._interrupted(session)
+        return epoch
+
+    def _report(
+        self,
+        session: str,
+        epoch: str,
+        entries: dict[str, str],
+        *,
+        idle: bool,
+        pending: bool,
+    ) -> ClientRequest:
+        """Send ``workflowMessage.reportBranch`` and check what an accepted report changed."""
+        payload = {
+            "targetSessionId": session,
+            "coordinatorEpoch": epoch,
+            "entries": [
+                {"workflowMessageId": key, "piSessionEntryId": value}
+                for key, value in entries.items()
+            ],
+            "isIdle": idle,
+            "hasPendingMessages": pending,
+        }
+        live = self._coordinator(session)
+        request = self._request("workflowMessage.reportBranch", ("cli-A", None), payload)
+        response = self.send(request)
+        self._note(request, response)
+        if live is None or live[0] != epoch:
+            assert ("rejected", REPLACED) == (response.outcome, response.error)
+            return request
+        if response.outcome != "accepted":
+            return request
+        note_outcome(f"reportBranch accepted: idle={idle and not pending}, {len(entries)} listed")
+        assert (epoch, live[1], 1) == self._coordinator(session)
+        for message_id, entry in entries.items():
+            assert [("sent", entry)] == self._rows(
+                "SELECT status, pi_session_entry_id FROM workflow_messages"
+                " WHERE workflow_message_id = ?",
+                message_id,
+            )
+        if idle and not pending:
+            assert not self._rows(
+                "SELECT 1 FROM workflow_turns WHERE target_session_id = ? AND state = 'started'",
+                session,
+            )
+        if not live[2]:
+            # The first report of an epoch credits the time away and resumes the attempts.
+            self._interrupted(session, expected=False)
+        return request
+
+    def _open(self, session: str) -> str | None:
+        """The session's open message, as ``view.session`` names it."""
+        view = self.send(
+            self._request("view.session", ("cli-B", None), {"targetSessionId": session})
+        )
+        assert isinstance(view.receipt, dict)
+        opened = view.receipt["openMessageId"]
+        assert opened is None or isinstance(opened, str)
+        return opened
+
+    def _start(
+        self,
+        session: str,
+        epoch: str,
+        message_id: str,
+        turn_id: str,
+        *,
+        opened: str | None,
+    ) -> ClientRequest:
+        """Report a turn started on a message and check the refusal or the turn it opened."""
+        rows = self._session_messages(session, "pending", "sent", "cancelled")
+        run_id, kind = next((row[1], row[2]) for row in rows if row[0] == message_id)
+        existing = bool(
+            self._rows("SELECT 1 FROM workflow_turns WHERE workflow_turn_id = ?", turn_id)
+        )
+        expected = self._fenced(session, epoch)
+        if expected == UNREPORTED_CONTROL:
+            expected = UNREPORTED_TURNS
+        paused = self._rows("SELECT paused FROM runs WHERE run_id = ?", run_id)[0][0]
+        if expected is None and not existing and paused:
+            expected = PAUSED_TURN
+        if expected is None and message_id != opened:
+            expected = NOT_OPEN
+        if expected is None and not existing and self._started_turn(message_id) is not None:
+            expected = f"{BUSY}{message_id}"
+        payload = {
+            "targetSessionId": session,
+            "coordinatorEpoch": epoch,
+            "workflowMessageId": message_id,
+            "workflowTurnId": turn_id,
+            "runId": run_id,
+            "state": "started",
+        }
+        request = self._request("workflowTurn.report", ("cli-A", None), payload)
+        response = self.send(request)
+        self._note(request, response)
+        if expected is not None:
+            assert ("rejected", expected) == (response.outcome, response.error)
+            return request
+        if response.outcome != "accepted":
+            return request
+        assert isinstance(response.receipt, dict)
+        row = self._rows(
+            "SELECT workflow_message_id, run_id, target_session_id, state FROM workflow_turns"
+            " WHERE workflow_turn_id = ?",
+            turn_id,
+        )
+        assert [(message_id, run_id, session, response.receipt["state"])] == row
+        note_outcome(f"turn started: {kind} {'again' if existing else 'new'}")
+        if kind == "step" and not existing:
+            assert response.receipt["state"] == "started"
+            assert not self._rows(
+                "SELECT 1 FROM workflow_messages m JOIN workflow_messages o"
+                " ON o.source_id = m.source_id AND o.kind = 'step'"
+                " WHERE m.workflow_message_id = ? AND o.status = 'pending'",
+                message_id,
+            )
+        return request
+
+    def _end(
+        self,
+        session: str,
+        epoch: str,
+        turn: tuple[Any, ...],
+        stop: str,
+        response_entry: str | None,
+    ) -> ClientRequest:
+        """Report a turn ended and check the saved end and the §9.6 consequences."""
+        turn_id, message_id, run_id, state, kind, source = turn
+        expected = self._fenced(session, epoch)
+        if expected == UNREPORTED_CONTROL:
+            expected = UNREPORTED_TURNS
+        payload = {
+            "targetSessionId": session,
+            "coordinatorEpoch": epoch,
+            "workflowMessageId": message_id,
+            "workflowTurnId": turn_id,
+            "runId": run_id,
+            "state": "ended",
+            "stopReason": stop,
+            "responseSessionEntryId": response_entry,
+        }
+        step_pending = kind == "step" and bool(
+            self._rows(
+                "SELECT 1 FROM interactive_requests WHERE request_id = ? AND status = 'pending'",
+                source,
+            )
+        )
+        request = self._request("workflowTurn.report", ("cli-A", None), payload)
+        response = self.send(request)
+        self._note(request, response)
+        if expected is not None:
+            assert ("rejected", expected) == (response.outcome, response.error)
+            return request
+        if response.outcome != "accepted":
+            return request
+        note_outcome(f"turn ended: {kind} {state} -> {stop}")
+        row = self._rows(
+            "SELECT state, stop_reason, response_session_entry_id FROM workflow_turns"
+            " WHERE workflow_turn_id = ?",
+            turn_id,
+        )
+        assert [("ended", stop, response_entry)] == row
+        if state == "started" and step_pending and stop == "aborted":
+            # §9.6 step 3: the parked run is paused and its pending steps cancelled.
+            assert [(1,)] == self._rows("SELECT paused FROM runs WHERE run_id = ?", run_id)
+            assert not self._rows(
+                "SELECT 1 FROM workflow_messages WHERE source_id = ? AND kind = 'step'"
+                " AND status = 'pending'",
+                source,
+            )
+        return request
+
+    def _started_turn(self, message_id: str) -> str | None:
+        """The message's started turn, if any."""
+        rows = self._rows(
+            "SELECT workflow_turn_id FROM workflow_turns"
+            " WHERE workflow_message_id = ? AND state = 'started'",
+            message_id,
+        )
+        return rows[0][0] if rows else None
+
+    def _turns(self, session: str) -> list[tuple[Any, ...]]:
+        """The session's turns (id, message, run, state, message kind, source), started first."""
+        return self._rows(
+            "SELECT t.workflow_turn_id, t.workflow_message_id, t.run_id, t.state, m.kind,"
+            " m.source_id FROM workflow_turns t JOIN workflow_messages m"
+            " ON m.workflow_message_id = t.workflow_message_id"
+            " WHERE t.target_session_id = ? ORDER BY t.state DESC, t.workflow_turn_id",
+            session,
+        )
+
+    @rule(
+        session=st.sampled_from(SESSIONS),
+        connection=st.sampled_from(CONNECTIONS),
+        who=WHO,
+        dt=TICKS,
+    )
+    def coordinator_attach(self, session, connection, who, dt):
+        """``view.session.watch`` as coordinator: a new epoch, fencing (and idling) the old one."""
+        self._tick(dt)
+        self._attach(session, connection, who)
+
+    @rule(session=st.sampled_from(SESSIONS), who=WHO, data=st.data(), dt=TICKS)
+    def view_session(self, session, who, data, dt):
+        """``view.session`` without attaching: the live epoch and open message, nothing appended."""
+        self._tick(dt)
+        payload: dict[str, object] = {"targetSessionId": session}
+        if data.draw(st.booleans(), label="with epoch"):
+            payload["coordinatorEpoch"] = self._epoch(data, session)
+        response = self.send(self._request("view.session", who, payload))
+        assert response.outcome == "accepted"
+        assert isinstance(response.receipt, dict)
+        live = self._coordinator(session)
+        assert response.receipt["coordinatorEpoch"] == (None if live is None else live[0])
+        opened = response.receipt["openMessageId"]
+        if opened is not None:
+            assert [(session, "sent")] == self._rows(
+                "SELECT target_session_id, status FROM workflow_messages"
+                " WHERE workflow_message_id = ?",
+                opened,
+            )
+
+    @rule(
+        session=st.sampled_from(SESSIONS),
+        which=st.sampled_from(["none", "live", "live", "stale"]),
+        data=st.data(),
+        dt=TICKS,
+    )
+    def detach(self, session, which, data, dt):
+        """``Host.detach``: the live coordinator goes, its turns inactive; else nothing changes."""
+        self._tick(dt)
+        live = self._coordinator(session)
+        epoch = None
+        if which == "live" and live is not None:
+            epoch = live[0]
+        elif which == "stale":
+            epoch = data.draw(
+                st.sampled_from([*self.epochs[session], "session-epoch-x"]), label="epoch"
+            )
+        before = self._head()
+        detached = self.host.detach(session, self.now, epoch)
+        note_outcome(f"host.detach: {detached}")
+        assert detached == (live is not None and epoch in (None, live[0]))
+        if not detached:
+            assert before == self._head()
+            return
+        assert self._coordinator(session) is None
+        assert self._new_entries(before)[-1].type == "session.coordinator_detached"
+        self._interrupted(session)
+
+    @rule(
+        target=requests,
+        data=st.data(),
+        idle=st.booleans(),
+        pending=st.booleans(),
+        dt=TICKS,
+    )
+    def report_branch(self, *, data, idle, pending, dt):
+        """``workflowMessage.reportBranch`` listing some of the session's messages as evidence."""
+        self._tick(dt)
+        session = self._session(data)
+        epoch = self._epoch(data, session)
+        rows = self._session_messages(session, "pending", "sent", "cancelled")
+        listed = (
+            data.draw(st.lists(st.sampled_from(rows), max_size=3), label="listed") if rows else []
+        )
+        entries: dict[str, str] = {}
+        for message_id, _, _, status, entry in listed:
+            conflicting = data.draw(st.sampled_from([False] * 9 + [True]), label="conflict")
+            keep = status == "sent" and not conflicting
+            entries.setdefault(message_id, entry if keep else self._fresh("pi-entry"))
+        stray = data.draw(st.sampled_from([None] * 12 + ["wm-x"]), label="stray message")
+        if stray is not None:
+            entries[stray] = self._fresh("pi-entry")
+        return self._report(session, epoch, entries, idle=idle, pending=pending)
+
+    @rule(
+        target=requests,
+        data=st.data(),
+        which=st.sampled_from(["open", "open", "open", "any"]),
+        reuse=st.sampled_from([False, False, False, True]),
+        dt=TICKS,
+    )
+    def turn_started(self, *, data, which, reuse, dt):
+        """``workflowTurn.report`` started on the open message (read from the view) or another."""
+        self._tick(dt)
+        session = self._session(data)
+        opened = self._open(session)
+        choices = [
+            row[0] for row in self._session_messages(session, "pending", "sent", "cancelled")
+        ]
+        if which == "open" and opened is not None:
+            message_id = opened
+        elif choices:
+            message_id = data.draw(st.sampled_from(choices), label="message")
+        else:
+            return multiple()
+        turns = [
+            row[0]
+            for row in self._rows(
+                "SELECT workflow_turn_id FROM workflow_turns WHERE workflow_message_id = ?"
+                " ORDER BY workflow_turn_id",
+                message_id,
+            )
+        ]
+        if reuse and turns:
+            turn_id = data.draw(st.sampled_from(turns), label="turn")
+        else:
+            turn_id = self._fresh("t")
+        epoch = self._epoch(data, session)
+        return self._start(session, epoch, message_id, turn_id, opened=opened)
+
+    @rule(
+        target=requests,
+        data=st.data(),
+        stop=STOPS,
+        answered=st.booleans(),
+        dt=TICKS,
+    )
+    def turn_ended(self, *, data, stop, answered, dt):
+        """``workflowTurn.report`` ended for a started turn (or an ended one, or a missing one)."""
+        self._tick(dt)
+        session = self._session(data)
+        turns = self._turns(session)
+        started = [row for row in turns if row[3] == "started"]
+        missing = ("turn-x", "wm-x", "run-1", "started", "step", "x")
+        pool = started * 3 + [row for row in turns if row[3] == "ended"] + [missing]
+        turn = data.draw(st.sampled_from(pool), label="turn")
+        epoch = self._epoch(data, session)
+        response_entry = self._fresh("pi-response") if answered else None
+        return self._end(session, epoch, turn, stop, response_entry)
+
+    @rule(
+        target=requests,
+        data=st.data(),
+        session=st.sampled_from(SESSIONS),
+        connection=st.sampled_from(CONNECTIONS),
+        stop=st.sampled_from([None, None, "completed", "aborted", "error"]),
+        idle=st.sampled_from([False, False, False, True]),
+        dt=TICKS,
+    )
+    def coordinator_takes_a_turn(self, *, data, session, connection, stop, idle, dt):  # noqa: PLR0913 - drawn inputs
+        """Attach if needed, report every message as on the branch, start a turn, maybe end it."""
+        self._tick(dt)
+        live = self._coordinator(session)
+        if live is None or data.draw(st.sampled_from([False] * 4 + [True]), label="reattach"):
+            epoch = self._attach(session, connection, ("cli-A", None))
+            self._tick(data.draw(TICKS, label="dt"))
+        else:
+            epoch = live[0]
+        entries = {
+            row[0]: row[4] if row[3] == "sent" else self._fresh("pi-entry")
+            for row in self._session_messages(session, "pending", "sent")
+        }
+        sent = [self._report(session, epoch, entries, idle=idle, pending=False)]
+        self._tick(data.draw(TICKS, label="dt"))
+        opened = self._open(session)
+        if opened is None:
+            return multiple(*sent)
+        busy = self._started_turn(opened)
+        turn_id = (
+            busy
+            if busy is not None and data.draw(st.booleans(), label="again")
+            else self._fresh("t")
+        )
+        sent.append(self._start(session, epoch, opened, turn_id, opened=opened))
+        if stop is None:
+            return multiple(*sent)
+        self._tick(data.draw(TICKS, label="dt"))
+        turn = next((row for row in self._turns(session) if row[0] == turn_id), None)
+        if turn is not None:
+            sent.append(self._end(session, epoch, turn, stop, self._fresh("pi-response")))
+        return multiple(*sent)
+
+    @precondition(lambda self: self._rows("SELECT 1 FROM workflow_turns LIMIT 1"))
+    @rule(
+        target=requests,
+        data=st.data(),
+        operation=st.sampled_from(["run.pause", "run.resume"]),
+        who=WHO,
+        dt=TICKS,
+    )
+    def pause_or_resume_turning(self, data, operation, who, dt):
+        """``run.pause`` / ``run.resume`` of a run that has model turns (open or ended)."""
+        self._tick(dt)
+        runs = [row[0] for row in self._rows("SELECT DISTINCT run_id FROM workflow_turns")]
+        run = data.draw(st.sampled_from(sorted(runs)), label="run with turns")
+        request = self._request(operation, who, {}, run_id=run)
+        response = self.send(request)
+        if response.outcome == "accepted":
+            open_turns = self._rows(
+                "SELECT 1 FROM workflow_turns WHERE run_id = ? AND state = 'started'", run
+            )
+            note_outcome(f"{operation} accepted with {'open' if open_turns else 'ended'} turns")
+        return request
+
+    @rule(jump=JUMPS)
+    def expire(self, jump):
+        """A time jump, then an expiry pass (the clock may not have moved a whole poll)."""
+        self._tick(jump, poll=False)
+        self._expire()
+
+    @rule(downtime=st.sampled_from([1_000, 31_000, 120_000]), lag=st.sampled_from([None, 0, 500]))
+    def host_restarts(self, downtime, lag):
+        """``Host.recover`` after downtime, with the old host's heartbeat in the past (or none)."""
+        heartbeat = None if lag is None else self.now - lag
+        self._tick(downtime, poll=False)
+        before = self._head()
+        recovered = self.host.recover(self.now, heartbeat)
+        note_outcome(f"host.recover: {min(recovered, 2)}{'+' if recovered > 1 else ''} attempts")
+        appended = self._new_entries(before)
+        changed = [entry.event for entry in appended if isinstance(entry.event, AttemptChanged)]
+        assert recovered == len(changed)
+        assert all(event.status == "interrupted" for event in changed)
+        for entry in appended:
+            if isinstance(entry.event, DeadlineShifted):
+                assert entry.event.cause == "host.recovery"
+        # Every attempt with an open step turn now waits for its session to come back.
+        assert not self._rows(
+            "SELECT 1 FROM node_attempts a"
+            " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
+            " JOIN workflow_messages m ON m.source_id = r.request_id AND m.kind = 'step'"
+            " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
+            " WHERE r.status = 'pending' AND t.state = 'started'"
+            " AND a.status IN ('pending', 'running', 'waiting')"
+        )
+        self._expire()
+
+    @rule(
+        target=requests,
+        data=st.data(),
+        prompt=st.sampled_from(["Next?", "  ", "And then?"]),
+        who=WHO,
+        dt=TICKS,
+    )
+    def follow_up_queue(self, *, data, prompt, who, dt):
+        """``followUp.queue`` for a run of the session (or another run)."""
+        self._tick(dt)
+        session = self._session(data)
+        own = [
+            row[0]
+            for row in self._rows(
+                "SELECT run_id FROM runs WHERE origin_session_id = ? ORDER BY run_id", session
+            )
+        ]
+        run = data.draw(st.sampled_from([*own, *own, *self._known_runs()]), label="run")
+        epoch = self._epoch(data, session)
+        payload = {"targetSessionId": session, "coordinatorEpoch": epoch, "prompt": prompt}
+        fenced = self._fenced(session, epoch)
+        request = self._request("followUp.queue", who, payload, run_id=run)
+        response = self.send(request)
+        self._note(request, response)
+        if fenced is not None and self._expected(request) is None:
+            assert response.error in (fenced, REQUEST_ID_REUSED, KEY_REUSED)
+        return request
+
+    @rule(
+        target=requests,
+        data=st.data(),
+        who=WHO,
+        dt=TICKS,
+    )
+    def follow_up_remove(self, data, who, dt):
+        """``followUp.remove`` of one of the session's follow-ups (or a missing one)."""
+        self._tick(dt)
+        session = self._session(data)
+        rows = self._rows(
+            "SELECT follow_up_id, run_id FROM workflow_follow_ups ORDER BY follow_up_id"
+        )
+        follow_up, run = data.draw(
+            st.sampled_from([*rows, ("follow_up-x", "run-1")]), label="follow-up"
+        )
+        epoch = self._epoch(data, session)
+        payload = {"targetSessionId": session, "coordinatorEpoch": epoch, "followUpId": follow_up}
+        request = self._request("followUp.remove", who, payload, run_id=run)
+        self._note(request, self.send(request))
+        return request
+
+    @rule(target=requests, data=st.data(), who=WHO, dt=TICKS)
+    def clear_terminal(self, data, who, dt):
+        """``sessionView.clearTerminal``, with or without the run it expects to clear."""
+        self._tick(dt)
+        session = self._session(data)
+        runs = [row[1] for row in self._session_messages(session, "pending", "sent", "cancelled")]
+        run = data.draw(st.sampled_from([None, None, *runs]), label="run")
+        epoch = self._epoch(data, session)
+        payload = {"targetSessionId": session, "coordinatorEpoch": epoch}
+        request = self._request("sessionView.clearTerminal", who, payload, run_id=run)
+        self._note(request, self.send(request))
+        return request
+
+    @rule(target=requests, data=st.data(), who=WHO, dt=TICKS)
+    def run_restart(self, data, who, dt):
+        """``run.restart`` for a terminal message of the session (sent or not, current or not)."""
+        self._tick(dt)
+        session = self._session(data)
+        terminals = [
+            row
+            for row in self._session_messages(session, "pending", "sent", "cancelled")
+            if row[2] == "terminal"
+        ]
+        message_id, run, *_ = data.draw(
+            st.sampled_from([*terminals, *terminals, ("wm-x", "run-1", "terminal", "", None)]),
+            label="terminal message",
+        )
+        turns = [
+            row[0]
+            for row in self._rows(
+                "SELECT workflow_turn_id FROM workflow_turns WHERE workflow_message_id = ?"
+                " ORDER BY started_at DESC, workflow_turn_id DESC",
+                message_id,
+            )
+        ]
+        turn = data.draw(st.sampled_from([None, *turns[:1], *turns[:1], "t-x"]), label="turn")
+        payload = {
+            "targetSessionId": session,
+            "coordinatorEpoch": self._epoch(data, session),
+            "workflowMessageId": message_id,
+        }
+        if turn is not None:
+            payload["workflowTurnId"] = turn
+        request = self._request("run.restart", who, payload, run_id=run)
+        response = self.send(request)
+        self._note(request, response)
+        if response.outcome == "accepted":
+            assert isinstance(response.receipt, dict)
+            child = response.receipt["runId"]
+            assert [(run, "restart", session)] == self._rows(
+                "SELECT parent_run_id, lineage_kind, origin_session_id FROM runs WHERE run_id = ?",
+                child,
+            )
+        return request
+
     # ------------------------------------------------------------------ invariants
 
     @invariant()
@@ -835,6 +1555,64 @@ class CommandPathMachine(RuleBasedStateMachine):
         assert set(self.by_key) == set(by_key)
 
     @invariant()
+    def one_started_turn_per_message(self):
+        """A message has at most one started model turn (DOMAIN §5.7)."""
+        assert [] == self._rows(
+            "SELECT workflow_message_id, count(*) FROM workflow_turns WHERE state = 'started'"
+            " GROUP BY 1 HAVING count(*) > 1"
+        )
+
+    @invariant()
+    def attempts_only_move_forward(self):
+        """A deadline, once set, never moves earlier; an ended attempt stays ended."""
+        for attempt, deadline, status in self._rows(
+            "SELECT attempt_id, deadline_at, status FROM node_attempts"
+        ):
+            seen = self.deadlines.get(attempt)
+            if seen is not None:
+                assert deadline is not None
+                assert deadline >= seen
+            if deadline is not None:
+                self.deadlines[attempt] = deadline
+            if attempt in self.ended:
+                # Only "stays ended": a later node.finished / node.failed of the same
+                # worker still moves an ended attempt to another end status.
+                assert status in ATTEMPT_ENDS, (attempt, self.ended[attempt], status)
+            elif status in ATTEMPT_ENDS:
+                self.ended[attempt] = status
+
+    @invariant()
+    def orders_and_shifts_follow_the_log(self):
+        """Order numbers count 1, 2, ... per session as created; a shift adds its idle time."""
+        log = self._log()
+        for entry in log[self.folded :]:
+            event = entry.event
+            if isinstance(event, MessageCreated):
+                orders = self.orders.setdefault(event.target_session_id, [])
+                assert event.order_number == len(orders) + 1
+                orders.append(event.order_number)
+            elif isinstance(event, AttemptStarted):
+                self.folded_deadlines[event.attempt_id] = event.deadline_at
+            elif isinstance(event, DeadlineShifted):
+                note_outcome(f"deadline shifted: {event.cause}")
+                assert event.idle_ms > 0
+                assert event.to_deadline == event.from_deadline + event.idle_ms
+                assert event.from_deadline == self.folded_deadlines[event.attempt_id]
+                if event.from_started_at is None:
+                    assert event.to_started_at is None
+                else:
+                    assert event.to_started_at == event.from_started_at + event.idle_ms
+                self.folded_deadlines[event.attempt_id] = event.to_deadline
+        self.folded = len(log)
+        live: dict[str, list[int]] = {}
+        for session, order in self._rows(
+            "SELECT target_session_id, order_number FROM workflow_messages"
+            " ORDER BY target_session_id, order_number"
+        ):
+            live.setdefault(session, []).append(order)
+        assert live == self.orders
+
+    @invariant()
     def chain_verifies(self):
         """The hash chain holds from the first event to the head."""
         report = self.store.verify()
@@ -843,7 +1621,7 @@ class CommandPathMachine(RuleBasedStateMachine):
 
 
 CommandPathMachine.TestCase.settings = settings(
-    max_examples=80,
+    max_examples=60,
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

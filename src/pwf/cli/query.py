@@ -1,4 +1,4 @@
-"""``pwf query runs|interactions|messages``: read the projections, never the log."""
+"""``pwf query runs|interactions|messages|turns``: read the projections, never the log."""
 
 from __future__ import annotations
 
@@ -77,6 +77,22 @@ _SOURCES: Final = {
             "status",
             "workflow_message_id",
             "source_id",
+        ),
+    ),
+    "turns": _Source(
+        select="SELECT * FROM workflow_turns",
+        order="target_session_id, started_at, workflow_turn_id",
+        run="run_id",
+        session="target_session_id",
+        status="state",
+        shown=(
+            "workflow_turn_id",
+            "target_session_id",
+            "state",
+            "stop_reason",
+            "started_at",
+            "ended_at",
+            "workflow_message_id",
         ),
     ),
 }
@@ -165,7 +181,7 @@ def _filtered(command: F) -> F:
 
 @click.group()
 def query() -> None:
-    """Read the projections: runs, interactions and workflow messages.
+    """Read the projections: runs, interactions, workflow messages and model turns.
 
     Rows come in a fixed order, so two databases built from the same log
     print the same listing.  --json prints one canonical JSON array of
@@ -222,3 +238,20 @@ def messages(  # noqa: PLR0913, PLR0917 - one option per filter
     --session matches the target session; --status is pending, sent or cancelled.
     """
     _show("messages", db, _Filters(run_id, session, status, limit), as_json)
+
+
+@query.command()
+@_filtered
+def turns(  # noqa: PLR0913, PLR0917 - one option per filter
+    db: str | None,
+    run_id: str | None,
+    session: str | None,
+    status: str | None,
+    limit: int | None,
+    as_json: bool,
+) -> None:
+    """List model turns by target session and start time.
+
+    --session matches the target session; --status is started or ended.
+    """
+    _show("turns", db, _Filters(run_id, session, status, limit), as_json)

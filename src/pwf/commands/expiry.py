@@ -44,7 +44,8 @@ def begin_timeouts(ctx: Context) -> list[tuple[str, str]]:
     """Begin the timeout of every selectable (run, session); return what was started.
 
     Skipped, as pwf decides for §15.2: runs with a live worker, attempts that
-    are ``interrupted``, and sessions without a live coordinator.
+    are ``interrupted``, sessions without a live coordinator, and runs whose
+    session already has another queued, starting or running run.
     """
     started: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
@@ -59,6 +60,15 @@ def begin_timeouts(ctx: Context) -> list[tuple[str, str]]:
             "SELECT 1 FROM session_coordinators WHERE target_session_id = ?",
             row["target_session_id"],
         ):
+            continue
+        if ctx.one(
+            "SELECT 1 FROM run_queue q JOIN runs r ON r.run_id = q.run_id"
+            " WHERE r.origin_session_id = ? AND q.run_id != ?"
+            " AND q.status IN ('queued', 'starting', 'running')",
+            row["target_session_id"],
+            row["run_id"],
+        ):
+            # Another run holds the session's one active slot; this one waits its turn.
             continue
         _begin(ctx, row)
         started.append(key)

@@ -201,6 +201,14 @@ def _attempt(ctx: Context, message: WorkerMessage) -> Row:
     return row
 
 
+def _unfinished(ctx: Context, message: WorkerMessage) -> Row:
+    """The message's attempt, which must not have ended yet."""
+    row = _attempt(ctx, message)
+    if row["status"] in ("completed", "failed", "timed_out", "cancelled"):
+        raise refuse(f"Workflow node attempt already finished: {row['attempt_id']}")
+    return row
+
+
 def _view(ctx: Context, run_id: str) -> dict[str, object]:
     run = get_run(ctx, run_id)
     assert run is not None
@@ -298,7 +306,7 @@ def node_started(ctx: Context, message: WorkerMessage) -> Result:
 
 def node_finished(ctx: Context, message: WorkerMessage) -> Result:
     """``node.finished``: the attempt completed; a settled request of it is consumed."""
-    attempt = _attempt(ctx, message)
+    attempt = _unfinished(ctx, message)
     payload = message.payload if isinstance(message.payload, dict) else {}
     ctx.emit(
         AttemptChanged(
@@ -320,7 +328,7 @@ def node_finished(ctx: Context, message: WorkerMessage) -> Result:
 
 def node_failed(ctx: Context, message: WorkerMessage) -> Result:
     """``node.failed``: the attempt failed (or timed out)."""
-    attempt = _attempt(ctx, message)
+    attempt = _unfinished(ctx, message)
     payload = message.payload if isinstance(message.payload, dict) else {}
     status: Literal["timed_out", "failed"] = (
         "timed_out" if payload.get("timedOut") is True else "failed"
@@ -340,7 +348,7 @@ def _park_for_interaction(ctx: Context, message: WorkerMessage, attempt: Row) ->
 def interaction_request(ctx: Context, message: WorkerMessage) -> Result:
     """``interaction.request`` (§9.1): create or re-ensure the request, then park the run."""
     payload = members(message.payload)
-    attempt = _attempt(ctx, message)
+    attempt = _unfinished(ctx, message)
     run = get_run(ctx, message.run_id)
     assert run is not None
     if run["origin_session_id"] is None:
@@ -377,7 +385,7 @@ def _parked_on(ctx: Context, message: WorkerMessage, attempt: Row, row: Row) -> 
 def create_decision(ctx: Context, message: WorkerMessage) -> Result:
     """``store.createHumanDecisionRequest``: a decision request (id = decisionId), then park."""
     payload = members(message.payload)
-    attempt = _attempt(ctx, message)
+    attempt = _unfinished(ctx, message)
     run = get_run(ctx, message.run_id)
     assert run is not None
     if run["origin_session_id"] is None:

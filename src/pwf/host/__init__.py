@@ -279,7 +279,11 @@ class Host:
         """Begin the timeout of every expired interaction (§10.7); return (run, session) pairs."""
         with self.store.transaction() as tx:
             ctx = _context(tx, now, self.actor, Cause(operation="host.expire"))
-            return begin_timeouts(ctx)
+            try:
+                with tx.savepoint():
+                    return begin_timeouts(ctx)
+            except sqlite3.IntegrityError as error:
+                raise _refusal(error) from None
 
     def recover(self, now: int, heartbeat: int | None) -> int:
         """Host recovery (§10.6) after a host whose last heartbeat was ``heartbeat``."""

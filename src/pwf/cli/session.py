@@ -1,0 +1,67 @@
+"""``pwf session detach|expire``: what a host does when a connection ends or a deadline passes."""
+
+from __future__ import annotations
+
+import click
+
+from pwf import canonical
+from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli.request import _refuse_if_served, at_option, now_ms
+from pwf.host import Host
+
+__all__ = ["session"]
+
+
+@click.group()
+def session() -> None:
+    """Session coordinators and interaction deadlines, in direct mode.
+
+    A served host does both on its own: it detaches a coordinator when its
+    connection closes and polls for expired interactions every 2 s.  These
+    verbs let scripts and operators do the same against the log directly.
+    """
+
+
+@session.command()
+@click.argument("session_id", metavar="SESSION_ID")
+@click.option("--epoch", metavar="EPOCH", default=None, help="Detach only this coordinator epoch.")
+@db_option
+@at_option
+def detach(session_id: str, epoch: str | None, db: str | None, at: int | None) -> None:
+    """End the coordinator of SESSION_ID, as a closed connection does.
+
+    Attempts with an open step turn in that session become interrupted; their
+    idle time is credited when the next coordinator first reports its branch.
+    """
+    with open_store(db) as store:
+        now = now_ms(at)
+        _refuse_if_served(store, now)
+        detached = Host(store).detach(session_id, now, epoch)
+    click.echo(
+        f"detached {session_id}" if detached else f"no coordinator to detach for {session_id}"
+    )
+
+
+@session.command()
+@db_option
+@at_option
+@json_option
+def expire(db: str | None, at: int | None, as_json: bool) -> None:
+    """Begin the timeout of every interaction whose model-turn deadline passed.
+
+    Candidates need a started step turn, an unpaused run and a deadline at or
+    before now; runs with a live worker, interrupted attempts and sessions
+    without a coordinator are skipped (ADR 0015).
+    """
+    with open_store(db) as store:
+        now = now_ms(at)
+        _refuse_if_served(store, now)
+        started = Host(store).expire(now)
+    if as_json:
+        rows = [{"runId": run_id, "targetSessionId": sid} for run_id, sid in started]
+        click.echo(canonical.encode(rows).decode())
+        return
+    for run_id, sid in started:
+        click.echo(f"timeout started: {run_id} in {sid}")
+    if not started:
+        click.echo("no expired interactions")
