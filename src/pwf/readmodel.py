@@ -3,7 +3,8 @@
 :class:`ReadModel` is an append hook: for every sealed event it executes each
 projection's statements and then moves ``_pwf_checkpoint`` to that seq, all
 through the store's own connection, so rows and checkpoint commit together
-with the batch (ADR 0005).  Replay and rebuild call the same ``apply_entry``.
+with the batch (ADR 0005).  Replay and rebuild run the same projections through
+:meth:`ReadModel.fold`, which moves the checkpoints once per call (ADR 0013).
 """
 
 from __future__ import annotations
@@ -58,6 +59,28 @@ class ReadModel:
                 (entry.seq, projection.NAME),
             )
 
+    def fold(self, connection: sqlite3.Connection, entries: Iterable[Entry]) -> int:
+        """Fold ``entries`` in seq order and advance the checkpoints once, to the last one.
+
+        The rows are what :meth:`apply_entry` writes event by event; moving the
+        checkpoints once per call instead of once per event and projection is
+        what makes a rebuild fast.  Returns the number of events folded.
+        """
+        execute = connection.cursor().execute  # one cursor: no new object per statement
+        applies = [projection.apply for projection in self.projections]
+        count, last = 0, None
+        for entry in entries:
+            for apply in applies:
+                for text, params in apply(entry):
+                    execute(text, params)
+            count, last = count + 1, entry.seq
+        if last is not None:
+            connection.executemany(
+                "UPDATE _pwf_checkpoint SET last_seq = ? WHERE projection = ?",
+                [(last, projection.NAME) for projection in self.projections],
+            )
+        return count
+
     def __call__(self, connection: object, batch: Sequence[Sealed]) -> None:
         """Append hook: project a freshly written batch."""
         assert isinstance(connection, sqlite3.Connection)
@@ -97,8 +120,4 @@ def rebuild_into(
         " version INTEGER NOT NULL, last_seq INTEGER NOT NULL) STRICT"
     )
     model.install(connection)
-    count = 0
-    for entry in entries:
-        model.apply_entry(connection, entry)
-        count += 1
-    return count
+    return model.fold(connection, entries)

@@ -66,14 +66,22 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from pwf.cli import dev, init, log, query, request, worker  # noqa: PLC0415 - commands register after the group exists
+    from pwf.cli import dev, diff, explain, init, log, query, replay, request, session, worker  # noqa: PLC0415 - commands register after the group exists
 
     cli.add_command(init.init)
     cli.add_command(request.request)
     cli.add_command(worker.worker)
     cli.add_command(query.query)
+    cli.add_command(session.session)
     cli.add_command(log.log)
     cli.add_command(dev.dev)
+    cli.add_command(diff.diff)
+    cli.add_command(diff.digest)
+    log.log.add_command(diff.log_diff)
+    cli.add_command(replay.replay_command)
+    cli.add_command(replay.rebuild_command)
+    cli.add_command(replay.verify_command)
+    cli.add_command(explain.explain)
 
 
 _register()

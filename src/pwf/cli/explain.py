@@ -1,0 +1,141 @@
+"""``pwf explain interaction|run``: what touched it, where it is, and what it waits for."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from pwf import canonical
+from pwf.cli._options import db_option, json_option, open_store
+from pwf.explain import explain_interaction, explain_run
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pwf.explain import Explanation, Finding
+
+__all__ = ["explain"]
+
+_at_seq_option = click.option(
+    "--at",
+    "at_seq",
+    metavar="SEQ",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Explain as of this seq: the log up to it is folded into a scratch read model.",
+)
+_now_option = click.option(
+    "--now",
+    "now",
+    metavar="MS",
+    type=click.IntRange(min=0),
+    default=None,
+    help="The time deadline rules compare with (default: the time of the last event read).",
+)
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _state_lines(name: str, value: object, indent: str = "  ") -> Iterator[str]:
+    """A state member as lines: objects on one line, lists one element per line."""
+    if isinstance(value, list):
+        yield f"{indent}{name}:" + ("" if value else " none")
+        for element in value:
+            yield from _state_lines("-", element, indent + "  ")
+        return
+    if isinstance(value, dict):
+        members = " ".join(
+            f"{key}={_cell(member)}"
+            for key, member in value.items()
+            if not isinstance(member, dict)
+        )
+        yield f"{indent}{name} {members}".rstrip()
+        for key, member in value.items():
+            if isinstance(member, dict):
+                yield from _state_lines(key, member, indent + "  ")
+        return
+    yield f"{indent}{name}: {_cell(value)}"
+
+
+def _findings(findings: tuple[Finding, ...], indent: str = "  ") -> Iterator[str]:
+    for finding in findings:
+        since = "" if finding.since_seq is None else f" (since seq {finding.since_seq})"
+        yield f"{indent}{finding.rule}: {finding.summary}{since}"
+        yield from _findings(finding.diagnosis, indent + "  ")
+
+
+def _human(explanation: Explanation) -> str:
+    header = f"{explanation.subject} {explanation.id} at seq {explanation.at_seq}"
+    lines = [f"{header} (now {explanation.now})", "state:"]
+    for name, value in explanation.state.items():
+        lines.extend(_state_lines(name, value))
+    lines.append("timeline:")
+    rows = [
+        (str(item.seq), str(item.batch), str(item.at), item.type) for item in explanation.timeline
+    ]
+    widths = [max((len(row[column]) for row in rows), default=0) for column in range(4)]
+    for row, item in zip(rows, explanation.timeline, strict=True):
+        cells = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        cause = "" if item.cause is None else f"  <- {item.cause.text()}"
+        lines.append(f"  {cells}  {item.summary}{cause}")
+    lines.append("diagnosis:")
+    lines.extend(_findings(explanation.diagnosis))
+    return "\n".join(lines)
+
+
+def _show(explanation: Explanation, as_json: bool) -> None:
+    if as_json:
+        click.echo(canonical.encode(explanation).decode())
+    else:
+        click.echo(_human(explanation))
+
+
+@click.group()
+def explain() -> None:
+    """Explain an interaction or a run: its timeline, its state and a diagnosis.
+
+    The timeline lists every event that touched it with seq, batch, time,
+    what changed and its cause (the client request or worker message).  The
+    diagnosis names the rules that hold, each with the seq since which it
+    holds (ADR 0016).  The database is only read.
+    """
+
+
+@explain.command()
+@click.argument("request_id", metavar="ID")
+@db_option
+@_at_seq_option
+@_now_option
+@json_option
+def interaction(
+    request_id: str, db: str | None, at_seq: int | None, now: int | None, as_json: bool
+) -> None:
+    """Explain an interactive request: what it is waiting for and since which seq.
+
+    Shows the request, its messages, turns, attempt deadline, submissions and
+    the session's coordinator, every event that touched it, and the diagnosis.
+    An unknown ID exits 2.
+    """
+    with open_store(db, read_only=True) as store:
+        explanation = explain_interaction(store, request_id, at_seq, now)
+    _show(explanation, as_json)
+
+
+@explain.command()
+@click.argument("run_id", metavar="ID")
+@db_option
+@_at_seq_option
+@_now_option
+@json_option
+def run(run_id: str, db: str | None, at_seq: int | None, now: int | None, as_json: bool) -> None:
+    """Explain a run: its queue, worker, attempts and what it is waiting for.
+
+    A run parked on an interaction includes that interaction's own diagnosis.
+    An unknown ID exits 2.
+    """
+    with open_store(db, read_only=True) as store:
+        explanation = explain_run(store, run_id, at_seq, now)
+    _show(explanation, as_json)

@@ -1,0 +1,269 @@
+"""``pwf replay``, ``pwf rebuild`` and ``pwf verify`` on a database built through the command line.
+
+The live database gets three ``run.start`` requests through ``pwf request``,
+at clock 1 000, 2 000 and 3 000; each is one batch of two events (seqs 1-2,
+3-4, 5-6).  Damage is done by hand with plain SQL, outside pwf.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pytest
+from click.testing import CliRunner, Result
+
+import pwf.cli.replay
+from pwf import canonical
+from pwf.cli import cli
+from pwf.readmodel import projection_tables
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+Run = Callable[..., Result]
+RUNS = 3
+
+
+def _start(number: int) -> bytes:
+    """A ``#at`` line and a canonical ``run.start`` request line for ``run-N`` at N 000 ms."""
+    payload = {
+        "projectPath": "/p",
+        "workflowName": "echo",
+        "workflowSourceRef": "builtin:echo",
+        "workflowSource": "builtin",
+        "definitionDigest": "d1",
+        "definitionSnapshot": {},
+        "input": {"n": number},
+        "originSessionId": f"s-{number}",
+    }
+    request = {
+        "schema": "pi-workflows.client.v1",
+        "type": "request",
+        "requestId": f"r-{number}",
+        "clientId": "cli-A",
+        "idempotencyKey": f"k-{number}",
+        "operation": "run.start",
+        "runId": f"run-{number}",
+        "payload": payload,
+    }
+    return f"#at {number}000\n".encode() + canonical.encode(request) + b"\n"
+
+
+def _sql(path: Path, *statements: str) -> None:
+    """Change a database by hand."""
+    connection = sqlite3.connect(path)
+    try:
+        for statement in statements:
+            connection.execute(statement)
+        connection.commit()
+    finally:
+        connection.close()
+
+
+def _tables(path: Path) -> int:
+    connection = sqlite3.connect(path)
+    try:
+        return len(projection_tables(connection))
+    finally:
+        connection.close()
+
+
+def _one_line(text: str) -> str:
+    """The single line an error must be."""
+    lines = text.splitlines()
+    assert [lines[0]] == lines, text
+    return lines[0]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No $PWF_DB from outside, and a scratch working directory."""
+    monkeypatch.delenv("PWF_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def run() -> Run:
+    """Invoke ``pwf`` in-process; errors must become exit codes, never escape."""
+    runner = CliRunner()
+
+    def invoke(*args: str, stdin: bytes | None = None) -> Result:
+        return runner.invoke(cli, list(args), input=stdin, catch_exceptions=False, prog_name="pwf")
+
+    return invoke
+
+
+@pytest.fixture
+def live(run: Run, tmp_path: Path) -> Path:
+    """Three started runs, one batch of two events each, built through the command line."""
+    path = tmp_path / "live.db"
+    assert 0 == run("init", "--db", str(path)).exit_code
+    lines = b"".join(_start(number) for number in range(1, RUNS + 1))
+    done = run("request", "--db", str(path), stdin=lines)
+    assert (0, RUNS) == (done.exit_code, done.stdout.count('"outcome":"accepted"'))
+    return path
+
+
+class TestReplay:
+    """``pwf replay --until SEQ | --until-time MS --out FILE``."""
+
+    def test_until_a_batch_end(self, run: Run, live: Path, tmp_path: Path) -> None:
+        """The whole batches up to the seq, and a one-line report of where it stopped."""
+        out = tmp_path / "out.db"
+        result = run("replay", "--db", str(live), "--until", "4", "--out", str(out))
+        expected = (
+            f"replayed 4 events into {out} ({_tables(live)} tables): reached seq 4, batch 2\n"
+        )
+        assert (0, expected, "") == (result.exit_code, result.stdout, result.stderr)
+
+    def test_until_inside_a_batch_says_where_it_stopped(
+        self, run: Run, live: Path, tmp_path: Path
+    ) -> None:
+        """Seq 3 opens batch 2, so the replay stops at seq 2 and says why."""
+        out = tmp_path / "out.db"
+        result = run("replay", "--db", str(live), "--until", "3", "--out", str(out))
+        expected = (
+            f"replayed 2 events into {out} ({_tables(live)} tables): reached seq 2, batch 1;"
+            " seq 3 is inside batch 2, which is folded whole or not at all\n"
+        )
+        assert (0, expected) == (result.exit_code, result.stdout)
+
+    def test_until_past_the_end(self, run: Run, live: Path, tmp_path: Path) -> None:
+        """A seq past the head folds the whole log and says where the log ends."""
+        out = tmp_path / "out.db"
+        result = run("replay", "--db", str(live), "--until", "99", "--out", str(out))
+        assert 0 == result.exit_code
+        assert result.stdout.endswith("reached seq 6, batch 3; the log ends at seq 6\n")
+
+    def test_until_time_as_json(self, run: Run, live: Path, tmp_path: Path) -> None:
+        """``--until-time 2500`` keeps the batches stamped 1 000 and 2 000."""
+        out = tmp_path / "out.db"
+        result = run(
+            "replay", "--db", str(live), "--until-time", "2500", "--out", str(out), "--json"
+        )
+        report = json.loads(result.stdout)
+        expected = {"events": 4, "seq": 4, "batch": 2, "requestedSeq": 4, "logSeq": 6}
+        assert (0, expected) == (result.exit_code, {key: report[key] for key in expected})
+        assert (str(out), _tables(live)) == (report["out"], report["tables"])
+
+    def test_the_output_is_a_database_pwf_reads(self, run: Run, live: Path, tmp_path: Path) -> None:
+        """``pwf log verify`` and ``pwf query`` accept the replayed file."""
+        out = tmp_path / "out.db"
+        assert 0 == run("replay", "--db", str(live), "--until", "4", "--out", str(out)).exit_code
+        verified = run("log", "verify", "--db", str(out))
+        assert (0, "ok: 4 events, chain intact, head seq 4\n") == (
+            verified.exit_code,
+            verified.stdout,
+        )
+        listed = run("query", "runs", "--db", str(out), "--json")
+        runs = [row["run_id"] for row in json.loads(listed.stdout)]
+        assert (0, ["run-1", "run-2"]) == (listed.exit_code, sorted(runs))
+
+    def test_an_existing_output_is_refused(self, run: Run, live: Path, tmp_path: Path) -> None:
+        """Exit 2 and one line; the file is left as it was."""
+        out = tmp_path / "out.db"
+        out.write_bytes(b"keep")
+        result = run("replay", "--db", str(live), "--out", str(out))
+        assert 2 == result.exit_code
+        assert f"Error: {out} already exists; replay writes a new file" == _one_line(result.stderr)
+        assert b"keep" == out.read_bytes()
+
+    def test_both_limits_are_a_usage_error(self, run: Run, live: Path, tmp_path: Path) -> None:
+        """``--until`` and ``--until-time`` exclude each other (exit 2, nothing written)."""
+        out = tmp_path / "out.db"
+        result = run(
+            "replay", "--db", str(live), "--until", "2", "--until-time", "9", "--out", str(out)
+        )
+        assert (2, False) == (result.exit_code, out.exists())
+        assert "--until and --until-time exclude each other" in result.stderr
+
+    def test_a_terminal_gets_a_progress_bar(
+        self, run: Run, live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """On a terminal the bar goes to stderr; stdout keeps the one-line report."""
+        monkeypatch.setattr(pwf.cli.replay, "_progress", pwf.cli.replay._Bar)
+        out = tmp_path / "out.db"
+        result = run("replay", "--db", str(live), "--out", str(out))
+        assert 0 == result.exit_code
+        assert "replaying" in result.stderr
+        assert result.stdout.startswith("replayed 6 events")
+
+    def test_out_is_required(self, run: Run, live: Path) -> None:
+        """Without ``--out`` there is nowhere to write (exit 2)."""
+        assert 2 == run("replay", "--db", str(live)).exit_code
+
+
+class TestRebuild:
+    """``pwf rebuild``."""
+
+    def test_reports_events_and_tables(self, run: Run, live: Path) -> None:
+        """One line: how many events were folded into how many tables."""
+        result = run("rebuild", "--db", str(live))
+        expected = f"rebuilt 6 events into {_tables(live)} tables\n"
+        assert (0, expected, "") == (result.exit_code, result.stdout, result.stderr)
+
+    def test_fixes_a_corrupted_row(self, run: Run, live: Path) -> None:
+        """After a hand edit ``verify`` fails; after ``rebuild`` it passes."""
+        _sql(live, "UPDATE runs SET status = 'running' WHERE run_id = 'run-2'")
+        assert 1 == run("verify", "--db", str(live)).exit_code
+        assert 0 == run("rebuild", "--db", str(live)).exit_code
+        assert 0 == run("verify", "--db", str(live)).exit_code
+
+    def test_as_json(self, run: Run, live: Path) -> None:
+        """``--json`` gives the same two numbers."""
+        result = run("rebuild", "--db", str(live), "--json")
+        expected = canonical.encode({"events": 6, "tables": _tables(live)}).decode() + "\n"
+        assert (0, expected) == (result.exit_code, result.stdout)
+
+
+class TestVerify:
+    """``pwf verify``: exit 0 sound, 1 a bad chain or a differing table, 2 bad input."""
+
+    def test_ok(self, run: Run, live: Path) -> None:
+        """Chain and projections both hold."""
+        result = run("verify", "--db", str(live))
+        expected = (
+            f"ok: chain intact, projections equal the log (6 events, {_tables(live)} tables)\n"
+        )
+        assert (0, expected) == (result.exit_code, result.stdout)
+
+    def test_a_corrupted_cell_names_table_key_and_values(self, run: Run, live: Path) -> None:
+        """Exit 1: the table, the row's key, the column and both values."""
+        _sql(live, "UPDATE runs SET status = 'running' WHERE run_id = 'run-2'")
+        result = run("verify", "--db", str(live))
+        expected = (
+            "bad: table runs: rows differ from the log's rebuild\n"
+            '  changed: runs[run_id="run-2"].status: live "running", rebuilt "queued"\n'
+        )
+        assert (1, expected) == (result.exit_code, result.stdout)
+
+    def test_a_deleted_row_as_json(self, run: Run, live: Path) -> None:
+        """``--json`` names the row only the rebuild has."""
+        _sql(live, "DELETE FROM run_queue WHERE run_id = 'run-3'")
+        result = run("verify", "--db", str(live), "--json")
+        report = json.loads(result.stdout)
+        assert (1, False, "run_queue") == (result.exit_code, report["ok"], report["table"])
+        assert [{"columns": {}, "key": {"run_id": "run-3"}, "kind": "onlyInRebuild"}] == report[
+            "rows"
+        ]
+
+    def test_a_tampered_body_names_its_seq(self, run: Run, live: Path) -> None:
+        """Exit 1 at the first bad seq of the chain."""
+        _sql(
+            live,
+            "UPDATE events SET body = CAST(replace(body, 'run-2', 'run-7') AS BLOB) WHERE seq = 3",
+        )
+        result = run("verify", "--db", str(live))
+        assert 1 == result.exit_code
+        assert _one_line(result.stdout).startswith("bad: seq 3: ")
+        report = json.loads(run("verify", "--db", str(live), "--json").stdout)
+        assert (False, 3, None) == (report["ok"], report["firstBadSeq"], report["table"])
+
+    def test_a_missing_database_is_bad_input(self, run: Run, tmp_path: Path) -> None:
+        """Exit 2 and one line."""
+        result = run("verify", "--db", str(tmp_path / "nope.db"))
+        assert 2 == result.exit_code
+        assert _one_line(result.stderr).startswith("Error: no state database at ")
