@@ -546,3 +546,49 @@ class TestTranslateError:
         """A directory in place of the database file cannot be opened."""
         with pytest.raises(StoreError, match="cannot open the database"):
             SqliteStore(tmp_path)
+
+
+class TestChainOnly:
+    """``verify(deep=False)`` walks the chain from the bytes alone and finds the same faults."""
+
+    def test_clean_log_gives_the_deep_report(self, log: SqliteStore) -> None:
+        """On an untouched log both walks report the same."""
+        assert log.verify() == log.verify(deep=False)
+
+    def test_every_changed_byte_is_found_at_its_seq(self, log: SqliteStore) -> None:
+        """For each offset of event 4, a changed byte there is reported at seq 4."""
+        body = _body(log, 4)
+        missed = []
+        for offset in range(len(body)):
+            new = ord("0") if body[offset] != ord("0") else ord("1")
+            _set_body(log, 4, _replace_byte(body, offset, new))
+            if log.verify(deep=False).first_bad_seq != 4:
+                missed.append(offset)
+        _set_body(log, 4, body)
+        assert [] == missed
+
+    @pytest.mark.parametrize("seq", [1, 2, 4, 6])
+    def test_deleted_event_is_found_at_its_seq(self, log: SqliteStore, seq: int) -> None:
+        """A gap is reported at the missing seq."""
+        log.connection.execute("DELETE FROM events WHERE seq = ?", (seq,))
+        assert (seq, seq - 1) == _bad(log.verify(deep=False))
+
+    @pytest.mark.parametrize(("first", "second"), [(1, 2), (3, 5), (2, 7)])
+    def test_swapped_bodies_are_found_at_the_first(
+        self, log: SqliteStore, first: int, second: int
+    ) -> None:
+        """Exchanging two bodies is reported at the earlier one."""
+        one, two = _body(log, first), _body(log, second)
+        _set_body(log, first, two)
+        _set_body(log, second, one)
+        assert first == _bad(log.verify(deep=False))[0]
+
+    def test_deleted_tail_is_found_through_the_head(self, log: SqliteStore) -> None:
+        """Cutting the last batch off reports the first seq that went missing."""
+        log.connection.execute("DELETE FROM events WHERE seq >= 5")
+        assert (5, 4) == _bad(log.verify(deep=False))
+
+    def test_indexed_columns_are_not_its_business(self, log: SqliteStore) -> None:
+        """A changed index column is left to the deep walk: the chain itself is intact."""
+        _set_column(log, 3, "run_id", "run-forged")
+        assert (True, 3) == (log.verify(deep=False).ok, log.verify().first_bad_seq)

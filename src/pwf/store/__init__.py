@@ -124,5 +124,5 @@ class EventStore(Protocol):
     def entries(self, first: int = 1, last: int | None = None) -> Iterator[Entry]:
         """Stream checked, typed events with ``first <= seq <= last``."""
 
-    def verify(self) -> VerifyReport:
-        """Check the whole chain from stored bytes."""
+    def verify(self, *, deep: bool = True) -> VerifyReport:
+        """Check the whole chain from stored bytes (``deep``: parse and check columns too)."""
