@@ -38,13 +38,29 @@ python scripts/demo_traffic.py --db "$db" --runs 100 --seed 7
 
 step "one session end to end: park, deliver, reminder, pause/resume, validate, finish, restart"
 python scripts/demo_session.py --db "$db"
-pwf query turns --db "$db" --session session-demo
-pwf query messages --db "$db" --session session-demo
+pwf query turns --db "$db" --session session-release
+pwf query messages --db "$db" --session session-release
 
 step "what the projections say"
 pwf query runs --db "$db" --limit 4
 pwf query interactions --db "$db" --limit 4
 pwf query messages --db "$db" --limit 4
+
+step "operators: where was the session's interaction waiting? replay the log to that seq and explain it"
+seq=$(pwf log show --db "$db" --type submission.recorded --run run-session --json | python -c 'import json,sys; print(json.loads(sys.stdin.readline())["seq"])')
+echo "the submission was recorded at seq $seq"
+pwf replay --db "$db" --until "$seq" --out "$dir/at-waiting.db"
+pwf explain interaction interaction-run-session-attempt-release-1 --db "$dir/at-waiting.db" | tail -n 4
+echo "and now, at the head of the log:"
+pwf explain interaction interaction-run-session-attempt-release-1 --db "$db" | tail -n 2
+
+step "auditors: rebuild a copy from its log, diff it against the live database, compare digests"
+cp "$db" "$dir/rebuilt.db"
+pwf rebuild --db "$dir/rebuilt.db"
+pwf diff "$db" "$dir/rebuilt.db"
+pwf digest "$db" | tail -n 1
+pwf digest "$dir/rebuilt.db" | tail -n 1
+pwf verify --db "$db"
 
 step "the last events of the log"
 pwf log tail --db "$db" -n 5

@@ -20,7 +20,7 @@ from typing import Any
 from pwf import canonical
 
 RUN = "run-session"
-SESSION = "session-demo"
+SESSION = "session-release"
 CLIENT = "coordinator-demo"
 T0 = 1_785_700_000_000
 
@@ -46,10 +46,10 @@ class Session:
         n = next(self.numbers)
         message = {
             "clientId": CLIENT,
-            "idempotencyKey": members.pop("key", f"key-{n}"),
+            "idempotencyKey": members.pop("key", f"session-key-{n}"),
             "operation": op,
             "payload": payload,
-            "requestId": f"req-{n}",
+            "requestId": f"session-req-{n}",
             "schema": "pi-workflows.client.v1",
             "type": "request",
             **members,
@@ -83,8 +83,10 @@ class Session:
     def launch(self, at: int) -> None:
         done = subprocess.run(
             ["pwf", "worker", "launch", RUN, "--db", self.db, "--at", str(T0 + at)],
-            capture_output=True, check=True,
+            capture_output=True, check=False,
         )
+        if done.returncode != 0:
+            sys.exit(f"pwf worker launch failed: {done.stderr.decode().strip()}")
         envelope = json.loads(done.stdout)
         self.worker_epoch, self.generation = envelope["workerEpoch"], envelope["generation"]
         print(f"  +{at / 1000:>5.1f}s worker launch                      generation {self.generation}")
@@ -120,8 +122,8 @@ def main() -> None:
     s.request(0, "run.start", start, runId=RUN)
     s.launch(1_000)
     s.worker(1_500, "worker.ready", {})
-    s.worker(2_000, "node.started", {"nodeId": "draft", "timeoutMs": 600_000}, "attempt-1")
-    s.worker(3_000, "interaction.request", {"contract": {"prompt": "Draft the release notes for 2.1.0"}}, "attempt-1")
+    s.worker(2_000, "node.started", {"nodeId": "draft", "timeoutMs": 600_000}, "attempt-release-1")
+    s.worker(3_000, "interaction.request", {"contract": {"prompt": "Draft the release notes for 2.1.0"}}, "attempt-release-1")
     print("the coordinator attaches; the step message is delivered; a turn ends without a submission")
     s.epoch = s.request(4_000, "view.session.watch", {"coordinator": True, "targetSessionId": SESSION})["receipt"]["coordinatorEpoch"]
     s.request(4_500, "workflowMessage.reportBranch", s.session(entries=[], hasPendingMessages=False, isIdle=False))
@@ -137,7 +139,7 @@ def main() -> None:
     s.turn(83_000, resumed, "turn-2", "started")
     print("a submission is validated by a worker and settles the step")
     status = s.request(90_500, "run.status", None, runId=RUN)["receipt"]["interactions"][0]["revision"]
-    submit = {"attempt": "attempt-1", "requestId": f"interaction-{RUN}-attempt-1", "step": "draft", "submissionId": "sub-1", "value": {"notes": "- Fixes the parser"}}
+    submit = {"attempt": "attempt-release-1", "requestId": f"interaction-{RUN}-attempt-release-1", "step": "draft", "submissionId": "sub-1", "value": {"notes": "- Fixes the parser"}}
     s.request(91_000, "interaction.submit", submit, runId=RUN, expectedRevision=status, key="submit-1")
     s.launch(92_000)
     s.worker(92_500, "worker.ready", {})
@@ -145,7 +147,7 @@ def main() -> None:
     s.request(93_500, "interaction.submit", submit, runId=RUN, expectedRevision=status, key="submit-1")
     s.turn(95_000, resumed, "turn-2", "ended", responseSessionEntryId="entry-4", stopReason="completed")
     print("the run finishes and its terminal result is shown and read")
-    s.worker(96_000, "node.finished", {"output": {"notes": "- Fixes the parser"}}, "attempt-1")
+    s.worker(96_000, "node.finished", {"output": {"notes": "- Fixes the parser"}}, "attempt-release-1")
     s.worker(97_000, "run.finished", {"finalOutput": {"notes": "- Fixes the parser"}, "status": "completed"})
     terminal = s.next_message(98_000)
     s.deliver(99_000, terminal, "entry-5")
