@@ -5,7 +5,16 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from pwf.commands import Context, Result, interactions, refuse, runs, sessions, sessionview
+from pwf.commands import (
+    Context,
+    Result,
+    interactions,
+    refuse,
+    runs,
+    sessions,
+    sessionview,
+    views,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -76,11 +85,11 @@ _DIRECT: Final = {
 _VIEWS: Final = {
     "view.session": sessionview.view_session,
     "view.session.watch": sessionview.view_session,
+    "view.content": views.view_content_chunk,
 }
 _LATER_VIEWS: Final = (
     "view.runs",
     "view.run",
-    "view.content",
     "state.status",
     "state.verify",
     "channel.status",

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from pwf.commands import Result, refuse
 from pwf.projections.run_view_content import view_content
 
 if TYPE_CHECKING:
     from pwf.commands import Context, Row
+    from pwf.protocol.client import ClientRequest
 
-__all__ = ["host_counts", "run_view", "stored_json"]
+__all__ = ["CHUNK_BYTES", "host_counts", "run_view", "stored_json", "view_content_chunk"]
 
 ARTIFACT_KEYS: Final = frozenset({"$artifact", "$escaped"})
 
@@ -121,3 +124,51 @@ def host_counts(ctx: Context) -> dict[str, object]:
             "SELECT count(*) FROM run_workers WHERE status IN ('starting', 'running')"
         ),
     }
+
+
+CHUNK_BYTES: Final = 196_608
+"""``view.content`` serves stored view values in chunks of this many raw bytes (§5.10)."""
+
+
+def view_content_chunk(ctx: Context, request: ClientRequest) -> Result:
+    """``view.content``: one base64 chunk of a large run value named by its SHA-256."""
+    payload = request.payload if isinstance(request.payload, dict) else None
+    if payload is None:
+        raise refuse("payload must be an object")
+    run_id = request.run_id or payload.get("runId")
+    digest = payload.get("sha256")
+    offset = payload.get("offset", 0)
+    if not isinstance(run_id, str) or not run_id:
+        raise refuse("view.content requires runId")
+    if not isinstance(digest, str) or len(digest) != 64:
+        raise refuse("sha256 must be text")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise refuse("offset must be a non-negative integer")
+    try:
+        key = bytes.fromhex(digest)
+    except ValueError:
+        raise refuse("sha256 must be text") from None
+    row = ctx.one(
+        "SELECT media_type, byte_length, substr(content, ?, ?) AS chunk FROM run_view_content"
+        " WHERE run_id = ? AND content_hash = ? ORDER BY media_type LIMIT 1",
+        offset + 1,
+        CHUNK_BYTES,
+        run_id,
+        key,
+    )
+    if row is None:
+        return Result(outcome="notFound", error=f"Workflow view content not found: {digest}")
+    chunk = bytes(row["chunk"])
+    end = offset + len(chunk)
+    return Result(
+        receipt={
+            "bytes": row["byte_length"],
+            "complete": end >= row["byte_length"],
+            "data": base64.b64encode(chunk).decode("ascii"),
+            "mediaType": row["media_type"],
+            "nextOffset": None if end >= row["byte_length"] else end,
+            "offset": offset,
+            "runId": run_id,
+            "sha256": digest,
+        }
+    )
