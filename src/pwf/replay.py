@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 
@@ -58,6 +58,44 @@ Value = str | int | float | None
 
 _ENVELOPE: Final = msgspec.json.Decoder(Envelope)
 _DATA: Final = {tag: msgspec.json.Decoder(cls) for tag, cls in REGISTRY.items()}
+
+
+def _stored(tag: str, cls: type) -> msgspec.json.Decoder[Any]:
+    """One pass from stored bytes to an :class:`Entry` of tag ``tag``.
+
+    The struct is an ``Entry`` whose members are the envelope's, with its
+    constraints and wire names, ``data`` typed as ``cls`` and ``type`` fixed
+    to ``tag``: the same checks as :class:`Envelope` and then the data's
+    decoder, without a second parse or a copy into a new ``Entry``.
+    """
+    fields: list[tuple[str, object] | tuple[str, object, object]] = []
+    rename = {}
+    for field in msgspec.structs.fields(Envelope):
+        name = "event" if field.name == "data" else field.name
+        kind = cls if name == "event" else Literal[tag] if name == "type" else field.type
+        if field.default is msgspec.NODEFAULT:
+            fields.append((name, kind))
+        else:
+            fields.append((name, kind, field.default))
+        rename[name] = field.encode_name
+    struct = msgspec.defstruct(
+        f"Stored{cls.__name__}",
+        fields,
+        bases=(Entry,),
+        module=__name__,
+        frozen=True,
+        forbid_unknown_fields=True,
+        kw_only=True,
+        rename=rename,
+    )
+    return msgspec.json.Decoder(struct)
+
+
+_STORED: Final = {tag.encode(): _stored(tag, cls) for tag, cls in REGISTRY.items()}
+"""Known tag (as bytes) -> its one-pass decoder."""
+_TYPE_MEMBER: Final = b',"type":"'
+"""Canonical bytes end with this member, as ``type`` sorts last."""
+
 _SCRATCH_PRAGMAS: Final = (
     # A scratch file is deleted on any error, so it needs neither a journal nor fsync.
     "PRAGMA main.journal_mode = OFF",
@@ -79,22 +117,27 @@ class _Chain:
     Each event's content hash is recomputed from its bytes, its seq must
     follow, its prev hash must name the event before and its batch may only
     stay or step by one.  The canonical form of the bytes is left to
-    ``SqliteStore.verify``: it costs more than the whole fold.
+    ``SqliteStore.verify``: it costs more than the whole fold.  Hashes up to
+    ``verified`` are not recomputed: the caller has just checked them.
     """
 
-    __slots__ = ("head",)
+    __slots__ = ("head", "verified")
 
-    def __init__(self, head: Head) -> None:
+    def __init__(self, head: Head, verified: int = 0) -> None:
         """Start after ``head`` (zeros for an empty log)."""
         self.head = head
+        self.verified = verified
 
     def entries(self, rows: Iterable[tuple[int, bytes]]) -> Iterator[Entry]:
         """Yield each row's typed event; raise ChainError at the first broken link."""
         seq, prev_hash, batch = self.head.seq, self.head.content_hash, self.head.batch
+        verified = self.verified
         try:
             for stored_seq, body in rows:
                 seq += 1
                 entry = _entry(seq, stored_seq, body)
+                if seq > verified and content_hash_of(body) != entry.content_hash:
+                    raise ChainError(seq, "content hash does not match the event's bytes")
                 if entry.prev_hash != prev_hash:
                     raise ChainError(
                         seq, "prevHash does not match the previous event's contentHash"
@@ -108,8 +151,21 @@ class _Chain:
 
 
 def _entry(seq: int, stored_seq: int, body: bytes) -> Entry:
+    """The typed event stored at ``seq``; its content hash is the caller's to check."""
     if stored_seq != seq:
         raise ChainError(seq, f"seq {seq} is missing (next stored is {stored_seq})")
+    member = body.rfind(_TYPE_MEMBER)
+    decoder = _STORED.get(body[member + len(_TYPE_MEMBER) : -2]) if member > 0 else None
+    if decoder is not None:
+        with contextlib.suppress(msgspec.ValidationError, msgspec.DecodeError):
+            entry: Entry = decoder.decode(body)
+            if entry.seq != seq:
+                raise ChainError(seq, f"the stored bytes say seq {entry.seq}")
+            return entry
+    return _opened(seq, body)  # other bytes, an old tag or an error: the long way
+
+
+def _opened(seq: int, body: bytes) -> Entry:
     try:
         envelope = _ENVELOPE.decode(body)
         decoder = _DATA.get(envelope.type)
@@ -132,8 +188,6 @@ def _entry(seq: int, stored_seq: int, body: bytes) -> Entry:
         raise ChainError(seq, str(error)) from None
     if entry.seq != seq:
         raise ChainError(seq, f"the stored bytes say seq {entry.seq}")
-    if content_hash_of(body) != entry.content_hash:
-        raise ChainError(seq, "content hash does not match the event's bytes")
     return entry
 
 
@@ -143,7 +197,7 @@ def _entry(seq: int, stored_seq: int, body: bytes) -> Entry:
 class _Scratch:
     """A scratch database with the live one attached as ``live``; folds its log in chunks."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each keyword shapes the fold
         self,
         path: Path,
         connection: sqlite3.Connection,
@@ -151,19 +205,26 @@ class _Scratch:
         copy_events: bool,
         progress: Progress | None,
         chunk: int,
+        verified: int = 0,
     ) -> None:
-        """Fold from ``live.events``; with ``copy_events`` copy those rows into ``main`` too."""
+        """Fold from ``live.events``; with ``copy_events`` copy those rows into ``main`` too.
+
+        The content hashes of the events up to seq ``verified`` are trusted.
+        """
         self.path = path
         self.connection = connection
         self.copy_events = copy_events
         self.progress = progress
         self.chunk = chunk
         self.model = ReadModel()
-        self.chain = _Chain(Head(seq=0, content_hash=None, batch=0))
+        self.chain = _Chain(Head(seq=0, content_hash=None, batch=0), verified)
         self.total = 0
 
     def install(self) -> None:
-        """Create the bookkeeping tables (and the log's, when copying) and every projection."""
+        """Create the bookkeeping tables (and the log's, when copying) and every projection.
+
+        The projections' secondary indexes wait for :meth:`index`, after the bulk of the fold.
+        """
         with _transaction(self.connection):
             if self.copy_events:
                 for statement in SCHEMA:
@@ -173,7 +234,12 @@ class _Scratch:
                 )
             else:
                 self.connection.execute(_CHECKPOINT)
-            self.model.install(self.connection)
+            self.model.install(self.connection, defer_indexes=True)
+
+    def index(self) -> None:
+        """Create the indexes :meth:`install` left out; what is folded after keeps them up."""
+        with _transaction(self.connection):
+            self.model.create_indexes(self.connection)
 
     def live_head(self) -> Head:
         """The live log's head, as the current transaction (if any) sees it."""
@@ -230,6 +296,7 @@ def _scratch(  # noqa: PLR0913 - each keyword shapes the scratch database
     progress: Progress | None,
     chunk: int,
     anywhere: bool = False,
+    verified: int = 0,
 ) -> Iterator[_Scratch]:
     """A new SQLite file next to ``beside``, deleted when the block ends, whatever happens.
 
@@ -258,7 +325,12 @@ def _scratch(  # noqa: PLR0913 - each keyword shapes the scratch database
                 level = store.connection.execute("PRAGMA synchronous").fetchone()[0]
                 connection.execute(f"PRAGMA live.synchronous = {int(level)}")
             yield _Scratch(
-                path, connection, copy_events=copy_events, progress=progress, chunk=chunk
+                path,
+                connection,
+                copy_events=copy_events,
+                progress=progress,
+                chunk=chunk,
+                verified=verified,
             )
         except sqlite3.Error as error:
             raise translate_error(error, store.path) from None
@@ -346,6 +418,7 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
         requested, last = _cut(connection, log_seq, until_seq, until_time)
         scratch.install()
         scratch.fold_until(last)
+        scratch.index()
         connection.execute("DETACH DATABASE live")
         tables = len(_tables(connection, "main"))
         connection.execute("PRAGMA main.journal_mode = WAL")
@@ -418,6 +491,7 @@ def rebuild(
     ) as scratch:
         scratch.install()
         scratch.fold_until(scratch.live_head().seq)
+        scratch.index()
         with _transaction(scratch.connection, "BEGIN IMMEDIATE"):
             head = scratch.live_head()
             scratch.fold_until(head.seq)
@@ -435,11 +509,15 @@ def _swap(connection: sqlite3.Connection) -> int:
         connection.execute(f"DROP TABLE live.{_quote(table)}")
     tables = _tables(connection, "main")
     names = ", ".join("?" * len(tables))
-    schema = connection.execute(
-        f"SELECT sql FROM main.sqlite_master WHERE sql IS NOT NULL AND tbl_name IN ({names})"  # noqa: S608 - placeholders only
-        " ORDER BY rowid",
-        tables,
-    ).fetchall()
+    # Each table, then its indexes, as the projections' DDL creates them: the scratch file
+    # created its indexes after the fold, but the live schema keeps its order.
+    query = (
+        f"SELECT item.sql FROM main.sqlite_master AS item WHERE item.tbl_name IN ({names})"  # noqa: S608 - placeholders only
+        " AND item.sql IS NOT NULL ORDER BY (SELECT owner.rowid FROM main.sqlite_master AS owner"
+        " WHERE owner.type = 'table' AND owner.name = item.tbl_name),"
+        " item.type = 'index', item.rowid"
+    )
+    schema = connection.execute(query, tables).fetchall()
     for (statement,) in schema:
         qualified, found = _CREATE.subn(r"CREATE \1 live.", statement, count=1)
         if not found:
@@ -515,9 +593,11 @@ def check(
             progress=progress,
             chunk=chunk,
             anywhere=True,
+            verified=report.head.seq,
         ) as scratch:
             scratch.install()
             scratch.fold_until(report.head.seq)
+            scratch.index()
             with _transaction(scratch.connection):
                 head = scratch.live_head()
                 scratch.fold_until(head.seq)

@@ -4,6 +4,11 @@ A projection module has ``NAME``, ``VERSION``, ``DDL`` (explicit keys,
 ``STRICT``) and a pure ``apply(entry) -> list[Sql]`` that reads nothing but
 the event it is given.  :mod:`pwf.readmodel` runs the DDL, executes the
 statements and advances the checkpoint inside the append transaction.
+
+Each module here also has ``HANDLERS``, its event classes mapped to the
+functions that fold them; ``apply`` dispatches through it, and a fold routes
+each event straight to the handlers of its class, skipping read models that
+ignore it.  A projection without ``HANDLERS`` is offered every event.
 """
 
 from __future__ import annotations

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
-__all__ = ["Sql", "json_hash", "quoted_list", "text_hash"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import TypeAlias
+
+    from pwf.events import Entry, Event
+
+    Handler: TypeAlias = Callable[[Entry], "list[Sql]"]
+    """Folds an event of one class into one read model."""
+
+__all__ = ["Sql", "dispatch", "json_hash", "quoted_list", "text_hash"]
 
 
 class Sql(NamedTuple):
@@ -15,6 +24,12 @@ class Sql(NamedTuple):
 
     text: str
     params: tuple[object, ...] = ()
+
+
+def dispatch(handlers: Mapping[type[Event], Handler], entry: Entry) -> list[Sql]:
+    """The statements of the handler for ``entry``'s event class, or none."""
+    handler = handlers.get(type(entry.event))
+    return [] if handler is None else handler(entry)
 
 
 def quoted_list(values: tuple[str, ...]) -> str:

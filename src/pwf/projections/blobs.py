@@ -12,10 +12,14 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from pwf.projections._sql import Sql
+from pwf.events import EVENT_TYPES
+from pwf.projections._sql import Sql, dispatch
 
 if TYPE_CHECKING:
-    from pwf.events import Entry
+    from collections.abc import Mapping
+
+    from pwf.events import Entry, Event
+    from pwf.projections._sql import Handler
 
 NAME: Final = "blobs"
 VERSION: Final = 1
@@ -37,20 +41,39 @@ _INSERT: Final = (
 )
 
 
-def _row(content: bytes, media_type: str, at: int) -> Sql:
-    return Sql(_INSERT, (hashlib.sha256(content).digest(), media_type, len(content), content, at))
+def _handler(json_names: tuple[str, ...], text_names: tuple[str, ...]) -> Handler:
+    """Store the named JSON fields, then the named text fields, of an event of one class."""
+
+    def store(entry: Entry) -> list[Sql]:
+        event, at = entry.event, entry.at
+        statements = []
+        for name in json_names:
+            value = getattr(event, name)
+            if isinstance(value, msgspec.Raw):
+                content = bytes(value)
+                digest = hashlib.sha256(content).digest()
+                statements.append(
+                    Sql(_INSERT, (digest, "application/json", len(content), content, at))
+                )
+        for name in text_names:
+            value = getattr(event, name)
+            if isinstance(value, str):
+                content = value.encode()
+                digest = hashlib.sha256(content).digest()
+                statements.append(Sql(_INSERT, (digest, "text/plain", len(content), content, at)))
+        return statements
+
+    return store
+
+
+HANDLERS: Final[Mapping[type[Event], Handler]] = {
+    cls: _handler(tuple(cls.JSON_BLOBS), tuple(cls.TEXT_BLOBS))
+    for cls in EVENT_TYPES
+    if cls.JSON_BLOBS or cls.TEXT_BLOBS
+}
+"""Every event class with blob-valued fields, with its handler."""
 
 
 def apply(entry: Entry) -> list[Sql]:
     """Store every blob-valued field of the event."""
-    event = entry.event
-    statements = []
-    for name in event.JSON_BLOBS:
-        value = getattr(event, name)
-        if isinstance(value, msgspec.Raw):
-            statements.append(_row(bytes(value), "application/json", entry.at))
-    for name in event.TEXT_BLOBS:
-        value = getattr(event, name)
-        if isinstance(value, str):
-            statements.append(_row(value.encode(), "text/plain", entry.at))
-    return statements
+    return dispatch(HANDLERS, entry)

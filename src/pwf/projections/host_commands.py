@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import CommandRecorded
-from pwf.projections._sql import Sql, json_hash, quoted_list, text_hash
+from pwf.projections._sql import Sql, dispatch, json_hash, quoted_list, text_hash
 
 if TYPE_CHECKING:
-    from pwf.events import Entry
+    from collections.abc import Mapping
+
+    from pwf.events import Entry, Event
+    from pwf.projections._sql import Handler
 
 NAME: Final = "host_commands"
 VERSION: Final = 1
@@ -48,16 +51,19 @@ DDL: Final = (
 )
 
 
-def apply(entry: Entry) -> list[Sql]:
-    """Insert one row per recorded outcome."""
+_INSERT: Final = (
+    "INSERT INTO host_commands (request_id, client_id, operation, idempotency_key,"
+    " request_fingerprint, run_id, accepted_revision, outcome, receipt_hash, error_hash,"
+    " host_epoch, created_at, completed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def _recorded(entry: Entry) -> list[Sql]:
     event = entry.event
-    if not isinstance(event, CommandRecorded):
-        return []
+    assert isinstance(event, CommandRecorded)
     return [
         Sql(
-            "INSERT INTO host_commands (request_id, client_id, operation, idempotency_key,"
-            " request_fingerprint, run_id, accepted_revision, outcome, receipt_hash, error_hash,"
-            " host_epoch, created_at, completed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            _INSERT,
             (
                 event.request_id,
                 event.client_id,
@@ -75,3 +81,12 @@ def apply(entry: Entry) -> list[Sql]:
             ),
         )
     ]
+
+
+HANDLERS: Final[Mapping[type[Event], Handler]] = {CommandRecorded: _recorded}
+"""Each event class this read model folds, with its handler."""
+
+
+def apply(entry: Entry) -> list[Sql]:
+    """Insert one row per recorded outcome."""
+    return dispatch(HANDLERS, entry)

@@ -16,10 +16,13 @@ from pwf.events import (
     SubmissionFinished,
     SubmissionRecorded,
 )
-from pwf.projections._sql import Sql, json_hash
+from pwf.projections._sql import Sql, dispatch, json_hash
 
 if TYPE_CHECKING:
-    from pwf.events import Entry
+    from collections.abc import Mapping
+
+    from pwf.events import Entry, Event
+    from pwf.projections._sql import Handler
 
 NAME: Final = "interactions"
 VERSION: Final = 1
@@ -64,93 +67,136 @@ DDL: Final = (
 )
 
 
-def _request(event: InteractionRequested, at: int) -> Sql:
-    return Sql(
-        "INSERT INTO interactive_requests (request_id, run_id, attempt_id, target_session_id,"
-        " kind, contract_hash, revision, status, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)"
-        " ON CONFLICT (request_id) DO UPDATE SET revision = excluded.revision,"
-        " status = 'pending', accepted_submission_id = NULL, settled_at = NULL,"
-        " consumed_at = NULL, updated_at = excluded.updated_at",
-        (
-            event.request_id,
-            event.run_id,
-            event.attempt_id,
-            event.target_session_id,
-            event.kind,
-            json_hash(event.contract),
-            event.revision,
-            at,
-            at,
-        ),
-    )
+_REQUESTED: Final = (
+    "INSERT INTO interactive_requests (request_id, run_id, attempt_id, target_session_id,"
+    " kind, contract_hash, revision, status, created_at, updated_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)"
+    " ON CONFLICT (request_id) DO UPDATE SET revision = excluded.revision,"
+    " status = 'pending', accepted_submission_id = NULL, settled_at = NULL,"
+    " consumed_at = NULL, updated_at = excluded.updated_at"
+)
+_SETTLED: Final = (
+    "UPDATE interactive_requests SET status = 'settled', revision = ?,"
+    " accepted_submission_id = ?, settled_at = ?, updated_at = ?"
+    " WHERE request_id = ?"
+)
+_REVISED: Final = (
+    "UPDATE interactive_requests SET revision = ?,"
+    " unproductive_turn_ends = coalesce(?, unproductive_turn_ends),"
+    " updated_at = ? WHERE request_id = ?"
+)
+_CANCELLED: Final = (
+    "UPDATE interactive_requests SET status = 'cancelled', revision = ?,"
+    " updated_at = ? WHERE request_id = ?"
+)
+_CONSUMED: Final = (
+    "UPDATE interactive_requests SET consumed_at = ?, updated_at = ? WHERE request_id = ?"
+)
+_SUBMITTED: Final = (
+    "INSERT INTO interactive_submissions (submission_id, request_id,"
+    " idempotency_key, request_revision, payload_hash, outcome, receipt_hash,"
+    " submitted_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_FINISHED: Final = (
+    "UPDATE interactive_submissions SET outcome = ?, receipt_hash = ?,"
+    " updated_at = ? WHERE submission_id = ?"
+)
 
 
-def apply(entry: Entry) -> list[Sql]:  # noqa: PLR0911 - one return per event type
+def _requested(entry: Entry) -> list[Sql]:
+    event, at = entry.event, entry.at
+    assert isinstance(event, InteractionRequested)
+    return [
+        Sql(
+            _REQUESTED,
+            (
+                event.request_id,
+                event.run_id,
+                event.attempt_id,
+                event.target_session_id,
+                event.kind,
+                json_hash(event.contract),
+                event.revision,
+                at,
+                at,
+            ),
+        )
+    ]
+
+
+def _settled(entry: Entry) -> list[Sql]:
+    event, at = entry.event, entry.at
+    assert isinstance(event, InteractionSettled)
+    return [Sql(_SETTLED, (event.revision, event.submission_id, at, at, event.request_id))]
+
+
+def _revised(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, InteractionRevised)
+    return [
+        Sql(
+            _REVISED,
+            (event.revision, event.unproductive_turn_ends, entry.at, event.request_id),
+        )
+    ]
+
+
+def _cancelled(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, InteractionCancelled)
+    return [Sql(_CANCELLED, (event.revision, entry.at, event.request_id))]
+
+
+def _consumed(entry: Entry) -> list[Sql]:
+    event, at = entry.event, entry.at
+    assert isinstance(event, InteractionConsumed)
+    return [Sql(_CONSUMED, (at, at, event.request_id))]
+
+
+def _submitted(entry: Entry) -> list[Sql]:
+    event, at = entry.event, entry.at
+    assert isinstance(event, SubmissionRecorded)
+    return [
+        Sql(
+            _SUBMITTED,
+            (
+                event.submission_id,
+                event.request_id,
+                event.idempotency_key,
+                event.request_revision,
+                json_hash(event.payload),
+                event.outcome,
+                json_hash(event.receipt),
+                at,
+                at,
+            ),
+        )
+    ]
+
+
+def _finished(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, SubmissionFinished)
+    return [
+        Sql(
+            _FINISHED,
+            (event.outcome, json_hash(event.receipt), entry.at, event.submission_id),
+        )
+    ]
+
+
+HANDLERS: Final[Mapping[type[Event], Handler]] = {
+    InteractionRequested: _requested,
+    InteractionSettled: _settled,
+    InteractionRevised: _revised,
+    InteractionCancelled: _cancelled,
+    InteractionConsumed: _consumed,
+    SubmissionRecorded: _submitted,
+    SubmissionFinished: _finished,
+}
+"""Each event class this read model folds, with its handler."""
+
+
+def apply(entry: Entry) -> list[Sql]:
     """Fold request and submission events."""
-    at = entry.at
-    match entry.event:
-        case InteractionRequested() as event:
-            return [_request(event, at)]
-        case InteractionSettled(request_id=rid, submission_id=sid, revision=revision):
-            return [
-                Sql(
-                    "UPDATE interactive_requests SET status = 'settled', revision = ?,"
-                    " accepted_submission_id = ?, settled_at = ?, updated_at = ?"
-                    " WHERE request_id = ?",
-                    (revision, sid, at, at, rid),
-                )
-            ]
-        case InteractionRevised(request_id=rid, revision=revision, unproductive_turn_ends=count):
-            return [
-                Sql(
-                    "UPDATE interactive_requests SET revision = ?,"
-                    " unproductive_turn_ends = coalesce(?, unproductive_turn_ends),"
-                    " updated_at = ? WHERE request_id = ?",
-                    (revision, count, at, rid),
-                )
-            ]
-        case InteractionCancelled(request_id=rid, revision=revision):
-            return [
-                Sql(
-                    "UPDATE interactive_requests SET status = 'cancelled', revision = ?,"
-                    " updated_at = ? WHERE request_id = ?",
-                    (revision, at, rid),
-                )
-            ]
-        case InteractionConsumed(request_id=rid):
-            return [
-                Sql(
-                    "UPDATE interactive_requests SET consumed_at = ?, updated_at = ?"
-                    " WHERE request_id = ?",
-                    (at, at, rid),
-                )
-            ]
-        case SubmissionRecorded() as event:
-            return [
-                Sql(
-                    "INSERT INTO interactive_submissions (submission_id, request_id,"
-                    " idempotency_key, request_revision, payload_hash, outcome, receipt_hash,"
-                    " submitted_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        event.submission_id,
-                        event.request_id,
-                        event.idempotency_key,
-                        event.request_revision,
-                        json_hash(event.payload),
-                        event.outcome,
-                        json_hash(event.receipt),
-                        at,
-                        at,
-                    ),
-                )
-            ]
-        case SubmissionFinished(submission_id=sid, outcome=outcome, receipt=receipt):
-            return [
-                Sql(
-                    "UPDATE interactive_submissions SET outcome = ?, receipt_hash = ?,"
-                    " updated_at = ? WHERE submission_id = ?",
-                    (outcome, json_hash(receipt), at, sid),
-                )
-            ]
-    return []
+    return dispatch(HANDLERS, entry)

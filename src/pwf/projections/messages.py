@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import MessageCancelled, MessageCreated, MessageSent
-from pwf.projections._sql import Sql, json_hash
+from pwf.projections._sql import Sql, dispatch, json_hash
 
 if TYPE_CHECKING:
-    from pwf.events import Entry
+    from collections.abc import Mapping
+
+    from pwf.events import Entry, Event
+    from pwf.projections._sql import Handler
 
 NAME: Final = "workflow_messages"
 VERSION: Final = 1
@@ -46,42 +49,62 @@ DDL: Final = (
 )
 
 
+_CREATED: Final = (
+    "INSERT INTO workflow_messages (workflow_message_id, run_id,"
+    " target_session_id, kind, source_id, content_hash, order_number, status,"
+    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)"
+)
+_SENT: Final = (
+    "UPDATE workflow_messages SET status = 'sent', pi_session_entry_id = ?,"
+    " updated_at = ? WHERE workflow_message_id = ?"
+)
+_CANCELLED: Final = (
+    "UPDATE workflow_messages SET status = 'cancelled', updated_at = ?"
+    " WHERE workflow_message_id = ? AND status = 'pending'"
+)
+
+
+def _created(entry: Entry) -> list[Sql]:
+    event, at = entry.event, entry.at
+    assert isinstance(event, MessageCreated)
+    return [
+        Sql(
+            _CREATED,
+            (
+                event.workflow_message_id,
+                event.run_id,
+                event.target_session_id,
+                event.kind,
+                event.source_id,
+                json_hash(event.content),
+                event.order_number,
+                at,
+                at,
+            ),
+        )
+    ]
+
+
+def _sent(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, MessageSent)
+    return [Sql(_SENT, (event.pi_session_entry_id, entry.at, event.workflow_message_id))]
+
+
+def _cancelled(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, MessageCancelled)
+    return [Sql(_CANCELLED, (entry.at, event.workflow_message_id))]
+
+
+HANDLERS: Final[Mapping[type[Event], Handler]] = {
+    MessageCreated: _created,
+    MessageSent: _sent,
+    MessageCancelled: _cancelled,
+}
+"""Each event class this read model folds, with its handler."""
+
+
 def apply(entry: Entry) -> list[Sql]:
     """Insert created messages and cancel pending ones."""
-    match entry.event:
-        case MessageCreated() as event:
-            return [
-                Sql(
-                    "INSERT INTO workflow_messages (workflow_message_id, run_id,"
-                    " target_session_id, kind, source_id, content_hash, order_number, status,"
-                    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
-                    (
-                        event.workflow_message_id,
-                        event.run_id,
-                        event.target_session_id,
-                        event.kind,
-                        event.source_id,
-                        json_hash(event.content),
-                        event.order_number,
-                        entry.at,
-                        entry.at,
-                    ),
-                )
-            ]
-        case MessageSent(workflow_message_id=mid, pi_session_entry_id=entry_id):
-            return [
-                Sql(
-                    "UPDATE workflow_messages SET status = 'sent', pi_session_entry_id = ?,"
-                    " updated_at = ? WHERE workflow_message_id = ?",
-                    (entry_id, entry.at, mid),
-                )
-            ]
-        case MessageCancelled(workflow_message_id=mid):
-            return [
-                Sql(
-                    "UPDATE workflow_messages SET status = 'cancelled', updated_at = ?"
-                    " WHERE workflow_message_id = ? AND status = 'pending'",
-                    (entry.at, mid),
-                )
-            ]
-    return []
+    return dispatch(HANDLERS, entry)

@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import AttemptChanged, AttemptStarted, DeadlineShifted
-from pwf.projections._sql import Sql, json_hash
+from pwf.projections._sql import Sql, dispatch, json_hash
 
 if TYPE_CHECKING:
-    from pwf.events import Entry
+    from collections.abc import Mapping
+
+    from pwf.events import Entry, Event
+    from pwf.projections._sql import Handler
 
 NAME: Final = "node_attempts"
 VERSION: Final = 1
@@ -38,41 +41,60 @@ DDL: Final = (
 )
 
 
+_STARTED: Final = (
+    "INSERT INTO node_attempts (attempt_id, run_id, node_id, attempt_number,"
+    " status, started_at, deadline_at, created_at, updated_at)"
+    " VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?)"
+)
+_SHIFTED: Final = (
+    "UPDATE node_attempts SET deadline_at = ?, started_at = ?, updated_at = ? WHERE attempt_id = ?"
+)
+_CHANGED: Final = (
+    "UPDATE node_attempts SET status = ?,"
+    " output_hash = coalesce(?, output_hash), updated_at = ? WHERE attempt_id = ?"
+)
+
+
+def _started(entry: Entry) -> list[Sql]:
+    event, at = entry.event, entry.at
+    assert isinstance(event, AttemptStarted)
+    return [
+        Sql(
+            _STARTED,
+            (
+                event.attempt_id,
+                event.run_id,
+                event.node_id,
+                event.attempt_number,
+                at,
+                event.deadline_at,
+                at,
+                at,
+            ),
+        )
+    ]
+
+
+def _shifted(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, DeadlineShifted)
+    return [Sql(_SHIFTED, (event.to_deadline, event.to_started_at, entry.at, event.attempt_id))]
+
+
+def _changed(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, AttemptChanged)
+    return [Sql(_CHANGED, (event.status, json_hash(event.output), entry.at, event.attempt_id))]
+
+
+HANDLERS: Final[Mapping[type[Event], Handler]] = {
+    AttemptStarted: _started,
+    DeadlineShifted: _shifted,
+    AttemptChanged: _changed,
+}
+"""Each event class this read model folds, with its handler."""
+
+
 def apply(entry: Entry) -> list[Sql]:
     """Insert started attempts and follow their status."""
-    match entry.event:
-        case AttemptStarted() as event:
-            return [
-                Sql(
-                    "INSERT INTO node_attempts (attempt_id, run_id, node_id, attempt_number,"
-                    " status, started_at, deadline_at, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?)",
-                    (
-                        event.attempt_id,
-                        event.run_id,
-                        event.node_id,
-                        event.attempt_number,
-                        entry.at,
-                        event.deadline_at,
-                        entry.at,
-                        entry.at,
-                    ),
-                )
-            ]
-        case DeadlineShifted() as event:
-            return [
-                Sql(
-                    "UPDATE node_attempts SET deadline_at = ?, started_at = ?, updated_at = ?"
-                    " WHERE attempt_id = ?",
-                    (event.to_deadline, event.to_started_at, entry.at, event.attempt_id),
-                )
-            ]
-        case AttemptChanged() as event:
-            return [
-                Sql(
-                    "UPDATE node_attempts SET status = ?,"
-                    " output_hash = coalesce(?, output_hash), updated_at = ? WHERE attempt_id = ?",
-                    (event.status, json_hash(event.output), entry.at, event.attempt_id),
-                )
-            ]
-    return []
+    return dispatch(HANDLERS, entry)

@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from pwf.events import RunFinished, RunReserved
-from pwf.projections._sql import Sql
+from pwf.projections._sql import Sql, dispatch
 
 if TYPE_CHECKING:
-    from pwf.events import Entry
+    from collections.abc import Mapping
+
+    from pwf.events import Entry, Event
+    from pwf.projections._sql import Handler
 
 NAME: Final = "run_view_content"
 VERSION: Final = 1
@@ -44,6 +47,12 @@ def view_content(value: bytes) -> tuple[bytes, str] | None:
     return (value, "application/json") if len(value) > VIEW_VALUE_LIMIT else None
 
 
+_INSERT: Final = (
+    "INSERT INTO run_view_content (run_id, content_hash, media_type, byte_length,"
+    " content, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+
+
 def _store(run_id: str, value: msgspec.Raw | msgspec.UnsetType, at: int) -> list[Sql]:
     if not isinstance(value, msgspec.Raw):
         return []
@@ -53,18 +62,30 @@ def _store(run_id: str, value: msgspec.Raw | msgspec.UnsetType, at: int) -> list
     content, media_type = found
     return [
         Sql(
-            "INSERT INTO run_view_content (run_id, content_hash, media_type, byte_length,"
-            " content, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            _INSERT,
             (run_id, hashlib.sha256(content).digest(), media_type, len(content), content, at),
         )
     ]
 
 
+def _reserved(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunReserved)
+    return _store(event.run_id, event.input, entry.at)
+
+
+def _finished(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunFinished)
+    return _store(event.run_id, event.final_output, entry.at) + _store(
+        event.run_id, event.error, entry.at
+    )
+
+
+HANDLERS: Final[Mapping[type[Event], Handler]] = {RunReserved: _reserved, RunFinished: _finished}
+"""Each event class this read model folds, with its handler."""
+
+
 def apply(entry: Entry) -> list[Sql]:
     """Keep large inputs, outputs and errors of runs."""
-    match entry.event:
-        case RunReserved(run_id=run_id, input=value):
-            return _store(run_id, value, entry.at)
-        case RunFinished(run_id=run_id, final_output=output, error=error):
-            return _store(run_id, output, entry.at) + _store(run_id, error, entry.at)
-    return []
+    return dispatch(HANDLERS, entry)

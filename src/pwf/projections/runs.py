@@ -28,10 +28,13 @@ from pwf.events import (
     WorkerEnded,
     WorkerMessageRecorded,
 )
-from pwf.projections._sql import Sql, json_hash
+from pwf.projections._sql import Sql, dispatch, json_hash
 
 if TYPE_CHECKING:
-    from pwf.events import Entry
+    from collections.abc import Mapping
+
+    from pwf.events import Entry, Event
+    from pwf.projections._sql import Handler
 
 NAME: Final = "runs"
 VERSION: Final = 1
@@ -135,24 +138,91 @@ DDL: Final = (
 _BUMP: Final = "revision = revision + 1, updated_at = ?"
 
 
-def _reserved(event: RunReserved, at: int) -> list[Sql]:
+def _run_sql(sets: str = "") -> str:
+    """Bump the run's revision, optionally changing more columns: ``sets`` first, then the bump."""
+    prefix = f"{sets}, " if sets else ""
+    return f"UPDATE runs SET {prefix}{_BUMP} WHERE run_id = ?"
+
+
+def _queue_sql(sets: str) -> str:
+    return f"UPDATE run_queue SET {sets}, updated_at = ? WHERE run_id = ?"
+
+
+_INSERT_RUN: Final = (
+    "INSERT INTO runs (run_id, parent_run_id, root_run_id, lineage_kind, restart_number,"
+    " parent_terminal_fingerprint, project_path, workflow_name, workflow_ref,"
+    " workflow_source, definition_digest, definition_snapshot_hash, launch_options_hash,"
+    " origin_session_id, execution_mode, status, paused, status_detail, revision,"
+    " input_hash, created_at, updated_at)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'queued',0,'queued',1,?,?,?)"
+)
+_INSERT_QUEUE: Final = (
+    "INSERT INTO run_queue (run_id, origin_session_id, status, created_at, updated_at)"
+    " VALUES (?, ?, 'queued', ?, ?)"
+)
+_INSERT_BINDING: Final = (
+    "INSERT INTO run_bindings (run_id, origin_session_id, execution_mode, created_at)"
+    " VALUES (?, ?, ?, ?)"
+)
+_BUMP_RUN: Final = _run_sql()
+_RUN_RUNNING: Final = _run_sql("status = 'running', status_detail = ?, finished_at = NULL")
+_RUN_WAITING: Final = _run_sql("status = 'waiting', status_detail = ?, finished_at = ?")
+_RUN_PAUSED: Final = _run_sql("paused = 1, paused_at = ?, status_detail = 'paused'")
+_RUN_RESUMED: Final = _run_sql("paused = 0, paused_at = NULL, status_detail = ?")
+_RUN_FINISHED: Final = _run_sql(
+    "status = ?, status_detail = ?, finished_at = ?, final_output_hash = ?,"
+    " error_hash = ?, error_code = ?"
+)
+_QUEUE_CLAIMED: Final = _queue_sql(
+    "status = 'starting', generation = ?, owner_worker_epoch = ?,"
+    " lease_expires_at = ?, error_code = NULL, error_message = NULL"
+)
+_QUEUE_RUNNING: Final = _queue_sql("status = 'running'")
+_QUEUE_PARKED: Final = _queue_sql(
+    "status = 'parked', owner_worker_epoch = NULL, lease_expires_at = NULL"
+)
+_QUEUE_FINISHED: Final = _queue_sql(
+    "status = ?, owner_worker_epoch = NULL, lease_expires_at = NULL"
+)
+_QUEUE_DONE: Final = _queue_sql("status = 'done'")
+_QUEUE_RESTARTED: Final = _queue_sql("status = 'starting', error_code = NULL, error_message = NULL")
+_CHECKPOINT: Final = (
+    "INSERT INTO run_checkpoints (run_id, node_id, created_at, updated_at)"
+    " VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET"
+    " node_id = excluded.node_id, continuation_run_id = NULL,"
+    " updated_at = excluded.updated_at"
+)
+_CONTINUED: Final = (
+    "UPDATE run_checkpoints SET continuation_run_id = ?, updated_at = ? WHERE run_id = ?"
+)
+_UPDATE: Final = (
+    "INSERT INTO run_updates (run_id, sequence, request_id, attempt_id,"
+    " update_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+_WORKER_ENDED: Final = (
+    "UPDATE run_queue SET owner_worker_epoch = NULL, lease_expires_at = NULL,"
+    " updated_at = ? WHERE run_id = ? AND owner_worker_epoch = ?"
+)
+_LEASE: Final = (
+    "UPDATE run_queue SET lease_expires_at = ? WHERE run_id = ? AND owner_worker_epoch = ?"
+)
+
+
+def _reserved(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunReserved)
+    at = entry.at
+    fingerprint = event.parent_terminal_fingerprint
     statements = [
         Sql(
-            "INSERT INTO runs (run_id, parent_run_id, root_run_id, lineage_kind, restart_number,"
-            " parent_terminal_fingerprint, project_path, workflow_name, workflow_ref,"
-            " workflow_source, definition_digest, definition_snapshot_hash, launch_options_hash,"
-            " origin_session_id, execution_mode, status, paused, status_detail, revision,"
-            " input_hash, created_at, updated_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'queued',0,'queued',1,?,?,?)",
+            _INSERT_RUN,
             (
                 event.run_id,
                 event.parent_run_id,
                 event.root_run_id,
                 event.lineage_kind,
                 event.restart_number,
-                None
-                if event.parent_terminal_fingerprint is None
-                else bytes.fromhex(event.parent_terminal_fingerprint),
+                None if fingerprint is None else bytes.fromhex(fingerprint),
                 event.project_path,
                 event.workflow_name,
                 event.workflow_ref,
@@ -167,42 +237,70 @@ def _reserved(event: RunReserved, at: int) -> list[Sql]:
                 at,
             ),
         ),
-        Sql(
-            "INSERT INTO run_queue (run_id, origin_session_id, status, created_at, updated_at)"
-            " VALUES (?, ?, 'queued', ?, ?)",
-            (event.run_id, event.origin_session_id, at, at),
-        ),
+        Sql(_INSERT_QUEUE, (event.run_id, event.origin_session_id, at, at)),
     ]
     if event.origin_session_id is not None:
         statements.append(
             Sql(
-                "INSERT INTO run_bindings (run_id, origin_session_id, execution_mode, created_at)"
-                " VALUES (?, ?, ?, ?)",
+                _INSERT_BINDING,
                 (event.run_id, event.origin_session_id, event.execution_mode, at),
             )
         )
     return statements
 
 
-def _run(run_id: str, at: int, sets: str = "", params: tuple[object, ...] = ()) -> Sql:
-    """Bump the run's revision, optionally changing more columns."""
-    prefix = f"{sets}, " if sets else ""
-    return Sql(f"UPDATE runs SET {prefix}{_BUMP} WHERE run_id = ?", (*params, at, run_id))
-
-
-def _queue(run_id: str, at: int, sets: str, params: tuple[object, ...] = ()) -> Sql:
-    return Sql(
-        f"UPDATE run_queue SET {sets}, updated_at = ? WHERE run_id = ?", (*params, at, run_id)
-    )
-
-
-def _finished(event: RunFinished, at: int) -> list[Sql]:
+def _claimed(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunClaimed)
+    at, run_id = entry.at, event.run_id
     return [
-        _run(
-            event.run_id,
-            at,
-            "status = ?, status_detail = ?, finished_at = ?, final_output_hash = ?,"
-            " error_hash = ?, error_code = ?",
+        Sql(_BUMP_RUN, (at, run_id)),
+        Sql(
+            _QUEUE_CLAIMED,
+            (event.generation, event.worker_epoch, event.lease_expires_at, at, run_id),
+        ),
+    ]
+
+
+def _started(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunStarted)
+    at, run_id = entry.at, event.run_id
+    return [Sql(_RUN_RUNNING, (event.detail, at, run_id)), Sql(_QUEUE_RUNNING, (at, run_id))]
+
+
+def _waiting(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunWaiting)
+    at, run_id = entry.at, event.run_id
+    statements = [
+        Sql(_RUN_WAITING, (event.detail, at, at, run_id)),
+        Sql(_QUEUE_PARKED, (at, run_id)),
+    ]
+    if event.checkpoint_node_id is not None:
+        statements.append(Sql(_CHECKPOINT, (run_id, event.checkpoint_node_id, at, at)))
+    return statements
+
+
+def _paused(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunPaused)
+    return [Sql(_RUN_PAUSED, (event.paused_at, entry.at, event.run_id))]
+
+
+def _resumed(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunResumed)
+    return [Sql(_RUN_RESUMED, (event.detail, entry.at, event.run_id))]
+
+
+def _finished(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunFinished)
+    at, run_id = entry.at, event.run_id
+    return [
+        Sql(
+            _RUN_FINISHED,
             (
                 event.status,
                 event.detail,
@@ -210,136 +308,91 @@ def _finished(event: RunFinished, at: int) -> list[Sql]:
                 json_hash(event.final_output),
                 json_hash(event.error),
                 event.error_code,
+                at,
+                run_id,
             ),
         ),
-        _queue(
-            event.run_id,
-            at,
-            "status = ?, owner_worker_epoch = NULL, lease_expires_at = NULL",
-            (event.queue_status,),
-        ),
+        Sql(_QUEUE_FINISHED, (event.queue_status, at, run_id)),
     ]
 
 
-def apply(entry: Entry) -> list[Sql]:  # noqa: C901, PLR0911, PLR0912 - one branch per event type
+def _continued(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunQueueDoneForContinuation)
+    at, run_id = entry.at, event.run_id
+    return [
+        Sql(_BUMP_RUN, (at, run_id)),
+        Sql(_QUEUE_DONE, (at, run_id)),
+        Sql(_CONTINUED, (event.continuation_run_id, at, run_id)),
+    ]
+
+
+def _update(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunUpdatePublished)
+    return [
+        Sql(
+            _UPDATE,
+            (
+                event.run_id,
+                event.sequence,
+                event.request_id,
+                event.attempt_id,
+                json_hash(event.update),
+                entry.at,
+            ),
+        )
+    ]
+
+
+def _worker_ended(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, WorkerEnded)
+    return [Sql(_WORKER_ENDED, (entry.at, event.run_id, event.worker_epoch))]
+
+
+def _worker_message(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, WorkerMessageRecorded)
+    lease = event.lease_expires_at
+    if lease is None:
+        return []
+    return [Sql(_LEASE, (lease, event.run_id, event.worker_epoch))]
+
+
+def _timeout_started(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, InteractionTimeoutStarted)
+    at, run_id = entry.at, event.run_id
+    return [Sql(_RUN_RUNNING, (event.detail, at, run_id)), Sql(_QUEUE_RESTARTED, (at, run_id))]
+
+
+def _bumped(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, AttemptStarted | AttemptChanged | DeadlineShifted)
+    return [Sql(_BUMP_RUN, (entry.at, event.run_id))]
+
+
+HANDLERS: Final[Mapping[type[Event], Handler]] = {
+    RunReserved: _reserved,
+    RunClaimed: _claimed,
+    RunStarted: _started,
+    RunWaiting: _waiting,
+    RunPaused: _paused,
+    RunResumed: _resumed,
+    RunFinished: _finished,
+    RunQueueDoneForContinuation: _continued,
+    RunUpdatePublished: _update,
+    WorkerEnded: _worker_ended,
+    WorkerMessageRecorded: _worker_message,
+    InteractionTimeoutStarted: _timeout_started,
+    AttemptStarted: _bumped,
+    AttemptChanged: _bumped,
+    DeadlineShifted: _bumped,
+}
+"""Each event class this read model folds, with its handler."""
+
+
+def apply(entry: Entry) -> list[Sql]:
     """Fold run lifecycle events into the run tables."""
-    at = entry.at
-    match entry.event:
-        case RunReserved() as event:
-            return _reserved(event, at)
-        case RunClaimed(run_id=run_id, generation=generation, worker_epoch=epoch) as event:
-            return [
-                _run(run_id, at),
-                _queue(
-                    run_id,
-                    at,
-                    "status = 'starting', generation = ?, owner_worker_epoch = ?,"
-                    " lease_expires_at = ?, error_code = NULL, error_message = NULL",
-                    (generation, epoch, event.lease_expires_at),
-                ),
-            ]
-        case RunStarted(run_id=run_id, detail=detail):
-            return [
-                _run(
-                    run_id,
-                    at,
-                    "status = 'running', status_detail = ?, finished_at = NULL",
-                    (detail,),
-                ),
-                _queue(run_id, at, "status = 'running'"),
-            ]
-        case RunWaiting(run_id=run_id, detail=detail, checkpoint_node_id=node_id):
-            statements = [
-                _run(
-                    run_id,
-                    at,
-                    "status = 'waiting', status_detail = ?, finished_at = ?",
-                    (detail, at),
-                ),
-                _queue(
-                    run_id,
-                    at,
-                    "status = 'parked', owner_worker_epoch = NULL, lease_expires_at = NULL",
-                ),
-            ]
-            if node_id is not None:
-                statements.append(
-                    Sql(
-                        "INSERT INTO run_checkpoints (run_id, node_id, created_at, updated_at)"
-                        " VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET"
-                        " node_id = excluded.node_id, continuation_run_id = NULL,"
-                        " updated_at = excluded.updated_at",
-                        (run_id, node_id, at, at),
-                    )
-                )
-            return statements
-        case RunPaused(run_id=run_id, paused_at=paused_at):
-            return [
-                _run(
-                    run_id, at, "paused = 1, paused_at = ?, status_detail = 'paused'", (paused_at,)
-                )
-            ]
-        case RunResumed(run_id=run_id, detail=detail):
-            return [_run(run_id, at, "paused = 0, paused_at = NULL, status_detail = ?", (detail,))]
-        case RunFinished() as event:
-            return _finished(event, at)
-        case RunQueueDoneForContinuation(run_id=run_id, continuation_run_id=child):
-            return [
-                _run(run_id, at),
-                _queue(run_id, at, "status = 'done'"),
-                Sql(
-                    "UPDATE run_checkpoints SET continuation_run_id = ?, updated_at = ?"
-                    " WHERE run_id = ?",
-                    (child, at, run_id),
-                ),
-            ]
-        case RunUpdatePublished() as event:
-            return [
-                Sql(
-                    "INSERT INTO run_updates (run_id, sequence, request_id, attempt_id,"
-                    " update_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        event.run_id,
-                        event.sequence,
-                        event.request_id,
-                        event.attempt_id,
-                        json_hash(event.update),
-                        at,
-                    ),
-                )
-            ]
-        case WorkerEnded(run_id=run_id, worker_epoch=epoch):
-            return [
-                Sql(
-                    "UPDATE run_queue SET owner_worker_epoch = NULL, lease_expires_at = NULL,"
-                    " updated_at = ? WHERE run_id = ? AND owner_worker_epoch = ?",
-                    (at, run_id, epoch),
-                )
-            ]
-        case WorkerMessageRecorded(run_id=run_id, worker_epoch=epoch, lease_expires_at=lease):
-            if lease is None:
-                return []
-            return [
-                Sql(
-                    "UPDATE run_queue SET lease_expires_at = ? WHERE run_id = ?"
-                    " AND owner_worker_epoch = ?",
-                    (lease, run_id, epoch),
-                )
-            ]
-        case InteractionTimeoutStarted(run_id=run_id, detail=detail):
-            return [
-                _run(
-                    run_id,
-                    at,
-                    "status = 'running', status_detail = ?, finished_at = NULL",
-                    (detail,),
-                ),
-                _queue(run_id, at, "status = 'starting', error_code = NULL, error_message = NULL"),
-            ]
-        case (
-            AttemptStarted(run_id=run_id)
-            | AttemptChanged(run_id=run_id)
-            | DeadlineShifted(run_id=run_id)
-        ):
-            return [_run(run_id, at)]
-    return []
+    return dispatch(HANDLERS, entry)

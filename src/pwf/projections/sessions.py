@@ -18,10 +18,13 @@ from pwf.events import (
     TurnEnded,
     TurnStarted,
 )
-from pwf.projections._sql import Sql, text_hash
+from pwf.projections._sql import Sql, dispatch, text_hash
 
 if TYPE_CHECKING:
-    from pwf.events import Entry
+    from collections.abc import Mapping
+
+    from pwf.events import Entry, Event
+    from pwf.projections._sql import Handler
 
 NAME: Final = "sessions"
 VERSION: Final = 1
@@ -87,116 +90,151 @@ DDL: Final = (
 )
 
 
-def _coordinators(entry: Entry) -> list[Sql]:
-    match entry.event:
-        case CoordinatorAttached(target_session_id=sid, coordinator_epoch=epoch, connection_id=cid):
-            return [
-                Sql(
-                    "INSERT INTO session_coordinators (target_session_id, coordinator_epoch,"
-                    " connection_id, attached_at) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (target_session_id) DO UPDATE SET"
-                    " coordinator_epoch = excluded.coordinator_epoch,"
-                    " connection_id = excluded.connection_id, branch_reported = 0,"
-                    " attached_at = excluded.attached_at, reported_at = NULL",
-                    (sid, epoch, cid, entry.at),
-                )
-            ]
-        case CoordinatorDetached(target_session_id=sid, coordinator_epoch=epoch):
-            return [
-                Sql(
-                    "DELETE FROM session_coordinators WHERE target_session_id = ?"
-                    " AND coordinator_epoch = ?",
-                    (sid, epoch),
-                )
-            ]
-        case BranchReported(target_session_id=sid, coordinator_epoch=epoch):
-            return [
-                Sql(
-                    "UPDATE session_coordinators SET branch_reported = 1, reported_at = ?"
-                    " WHERE target_session_id = ? AND coordinator_epoch = ?",
-                    (entry.at, sid, epoch),
-                )
-            ]
-    return []
+_ATTACHED: Final = (
+    "INSERT INTO session_coordinators (target_session_id, coordinator_epoch,"
+    " connection_id, attached_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (target_session_id) DO UPDATE SET"
+    " coordinator_epoch = excluded.coordinator_epoch,"
+    " connection_id = excluded.connection_id, branch_reported = 0,"
+    " attached_at = excluded.attached_at, reported_at = NULL"
+)
+_DETACHED: Final = (
+    "DELETE FROM session_coordinators WHERE target_session_id = ? AND coordinator_epoch = ?"
+)
+_REPORTED: Final = (
+    "UPDATE session_coordinators SET branch_reported = 1, reported_at = ?"
+    " WHERE target_session_id = ? AND coordinator_epoch = ?"
+)
+_TURN_STARTED: Final = (
+    "INSERT INTO workflow_turns (workflow_turn_id, workflow_message_id, run_id,"
+    " target_session_id, state, started_at) VALUES (?, ?, ?, ?, 'started', ?)"
+)
+_TURN_ENDED: Final = (
+    "UPDATE workflow_turns SET state = 'ended', stop_reason = ?,"
+    " response_session_entry_id = ?, ended_at = ? WHERE workflow_turn_id = ?"
+)
+_QUEUED: Final = (
+    "INSERT INTO workflow_follow_ups (follow_up_id, run_id, request_id,"
+    " order_number, target_session_id, actor_type, actor_id, source_type,"
+    " prompt_hash, status, created_at, updated_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)"
+)
+_CLOSED: Final = (
+    "UPDATE workflow_follow_ups SET status = ?, reason_hash = ?, updated_at = ?"
+    " WHERE follow_up_id = ?"
+)
+_CLEARED: Final = (
+    "INSERT INTO session_terminal_views (target_session_id, cleared_run_id,"
+    " cleared_at) VALUES (?, ?, ?) ON CONFLICT (target_session_id) DO UPDATE"
+    " SET cleared_run_id = excluded.cleared_run_id,"
+    " cleared_at = excluded.cleared_at"
+)
 
 
-def _turns(entry: Entry) -> list[Sql]:
-    match entry.event:
-        case TurnStarted() as event:
-            return [
-                Sql(
-                    "INSERT INTO workflow_turns (workflow_turn_id, workflow_message_id, run_id,"
-                    " target_session_id, state, started_at) VALUES (?, ?, ?, ?, 'started', ?)",
-                    (
-                        event.workflow_turn_id,
-                        event.workflow_message_id,
-                        event.run_id,
-                        event.target_session_id,
-                        entry.at,
-                    ),
-                )
-            ]
-        case TurnEnded() as event:
-            return [
-                Sql(
-                    "UPDATE workflow_turns SET state = 'ended', stop_reason = ?,"
-                    " response_session_entry_id = ?, ended_at = ? WHERE workflow_turn_id = ?",
-                    (
-                        event.stop_reason,
-                        event.response_session_entry_id,
-                        entry.at,
-                        event.workflow_turn_id,
-                    ),
-                )
-            ]
-    return []
+def _attached(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, CoordinatorAttached)
+    return [
+        Sql(
+            _ATTACHED,
+            (event.target_session_id, event.coordinator_epoch, event.connection_id, entry.at),
+        )
+    ]
 
 
-def _follow_ups(entry: Entry) -> list[Sql]:
-    match entry.event:
-        case FollowUpQueued() as event:
-            return [
-                Sql(
-                    "INSERT INTO workflow_follow_ups (follow_up_id, run_id, request_id,"
-                    " order_number, target_session_id, actor_type, actor_id, source_type,"
-                    " prompt_hash, status, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
-                    (
-                        event.follow_up_id,
-                        event.run_id,
-                        event.request_id,
-                        event.order_number,
-                        event.target_session_id,
-                        event.actor_type,
-                        event.actor_id,
-                        event.source_type,
-                        text_hash(event.prompt),
-                        entry.at,
-                        entry.at,
-                    ),
-                )
-            ]
-        case FollowUpClosed(follow_up_id=fid, status=status, reason=reason):
-            return [
-                Sql(
-                    "UPDATE workflow_follow_ups SET status = ?, reason_hash = ?, updated_at = ?"
-                    " WHERE follow_up_id = ?",
-                    (status, text_hash(reason), entry.at, fid),
-                )
-            ]
-        case TerminalCleared(target_session_id=sid, run_id=run_id):
-            return [
-                Sql(
-                    "INSERT INTO session_terminal_views (target_session_id, cleared_run_id,"
-                    " cleared_at) VALUES (?, ?, ?) ON CONFLICT (target_session_id) DO UPDATE"
-                    " SET cleared_run_id = excluded.cleared_run_id,"
-                    " cleared_at = excluded.cleared_at",
-                    (sid, run_id, entry.at),
-                )
-            ]
-    return []
+def _detached(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, CoordinatorDetached)
+    return [Sql(_DETACHED, (event.target_session_id, event.coordinator_epoch))]
+
+
+def _reported(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, BranchReported)
+    return [Sql(_REPORTED, (entry.at, event.target_session_id, event.coordinator_epoch))]
+
+
+def _turn_started(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, TurnStarted)
+    return [
+        Sql(
+            _TURN_STARTED,
+            (
+                event.workflow_turn_id,
+                event.workflow_message_id,
+                event.run_id,
+                event.target_session_id,
+                entry.at,
+            ),
+        )
+    ]
+
+
+def _turn_ended(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, TurnEnded)
+    return [
+        Sql(
+            _TURN_ENDED,
+            (
+                event.stop_reason,
+                event.response_session_entry_id,
+                entry.at,
+                event.workflow_turn_id,
+            ),
+        )
+    ]
+
+
+def _queued(entry: Entry) -> list[Sql]:
+    event, at = entry.event, entry.at
+    assert isinstance(event, FollowUpQueued)
+    return [
+        Sql(
+            _QUEUED,
+            (
+                event.follow_up_id,
+                event.run_id,
+                event.request_id,
+                event.order_number,
+                event.target_session_id,
+                event.actor_type,
+                event.actor_id,
+                event.source_type,
+                text_hash(event.prompt),
+                at,
+                at,
+            ),
+        )
+    ]
+
+
+def _closed(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, FollowUpClosed)
+    return [Sql(_CLOSED, (event.status, text_hash(event.reason), entry.at, event.follow_up_id))]
+
+
+def _cleared(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, TerminalCleared)
+    return [Sql(_CLEARED, (event.target_session_id, event.run_id, entry.at))]
+
+
+HANDLERS: Final[Mapping[type[Event], Handler]] = {
+    CoordinatorAttached: _attached,
+    CoordinatorDetached: _detached,
+    BranchReported: _reported,
+    TurnStarted: _turn_started,
+    TurnEnded: _turn_ended,
+    FollowUpQueued: _queued,
+    FollowUpClosed: _closed,
+    TerminalCleared: _cleared,
+}
+"""Each event class this read model folds, with its handler."""
 
 
 def apply(entry: Entry) -> list[Sql]:
     """Fold coordinator, turn, follow-up and terminal-view events."""
-    return _coordinators(entry) + _turns(entry) + _follow_ups(entry)
+    return dispatch(HANDLERS, entry)

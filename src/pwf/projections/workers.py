@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import RunClaimed, RunStarted, WorkerEnded, WorkerMessageRecorded
-from pwf.projections._sql import Sql, json_hash, text_hash
+from pwf.projections._sql import Sql, dispatch, json_hash, text_hash
 
 if TYPE_CHECKING:
-    from pwf.events import Entry
+    from collections.abc import Mapping
+
+    from pwf.events import Entry, Event
+    from pwf.projections._sql import Handler
 
 NAME: Final = "workers"
 VERSION: Final = 1
@@ -51,58 +54,76 @@ DDL: Final = (
 )
 
 
+_CLAIMED: Final = (
+    "INSERT INTO run_workers (worker_epoch, run_id, generation,"
+    " launch_envelope_hash, status, started_at) VALUES (?, ?, ?, ?, 'starting', ?)"
+)
+_STARTED: Final = "UPDATE run_workers SET status = 'running', ready_at = ? WHERE worker_epoch = ?"
+_ENDED: Final = (
+    "UPDATE run_workers SET status = ?, finished_at = ?, exit_code = ?"
+    " WHERE worker_epoch = ? AND status IN ('starting', 'running')"
+)
+_MESSAGE: Final = (
+    "INSERT INTO worker_messages (worker_epoch, message_id, run_id, operation,"
+    " request_fingerprint, outcome, accepted_revision, result_hash, error_hash,"
+    " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _claimed(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunClaimed)
+    return [
+        Sql(
+            _CLAIMED,
+            (event.worker_epoch, event.run_id, event.generation, json_hash(event.launch), entry.at),
+        )
+    ]
+
+
+def _started(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, RunStarted)
+    return [Sql(_STARTED, (entry.at, event.worker_epoch))]
+
+
+def _ended(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, WorkerEnded)
+    return [Sql(_ENDED, (event.status, entry.at, event.exit_code, event.worker_epoch))]
+
+
+def _message(entry: Entry) -> list[Sql]:
+    event = entry.event
+    assert isinstance(event, WorkerMessageRecorded)
+    return [
+        Sql(
+            _MESSAGE,
+            (
+                event.worker_epoch,
+                event.message_id,
+                event.run_id,
+                event.operation,
+                bytes.fromhex(event.fingerprint),
+                event.outcome,
+                event.revision,
+                json_hash(event.result),
+                text_hash(event.error),
+                entry.at,
+            ),
+        )
+    ]
+
+
+HANDLERS: Final[Mapping[type[Event], Handler]] = {
+    RunClaimed: _claimed,
+    RunStarted: _started,
+    WorkerEnded: _ended,
+    WorkerMessageRecorded: _message,
+}
+"""Each event class this read model folds, with its handler."""
+
+
 def apply(entry: Entry) -> list[Sql]:
     """Follow workers from launch to end and store their answered messages."""
-    at = entry.at
-    match entry.event:
-        case RunClaimed() as event:
-            return [
-                Sql(
-                    "INSERT INTO run_workers (worker_epoch, run_id, generation,"
-                    " launch_envelope_hash, status, started_at) VALUES (?, ?, ?, ?, 'starting', ?)",
-                    (
-                        event.worker_epoch,
-                        event.run_id,
-                        event.generation,
-                        json_hash(event.launch),
-                        at,
-                    ),
-                )
-            ]
-        case RunStarted(worker_epoch=epoch):
-            return [
-                Sql(
-                    "UPDATE run_workers SET status = 'running', ready_at = ?"
-                    " WHERE worker_epoch = ?",
-                    (at, epoch),
-                )
-            ]
-        case WorkerEnded(worker_epoch=epoch, status=status, exit_code=code):
-            return [
-                Sql(
-                    "UPDATE run_workers SET status = ?, finished_at = ?, exit_code = ?"
-                    " WHERE worker_epoch = ? AND status IN ('starting', 'running')",
-                    (status, at, code, epoch),
-                )
-            ]
-        case WorkerMessageRecorded() as event:
-            return [
-                Sql(
-                    "INSERT INTO worker_messages (worker_epoch, message_id, run_id, operation,"
-                    " request_fingerprint, outcome, accepted_revision, result_hash, error_hash,"
-                    " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        event.worker_epoch,
-                        event.message_id,
-                        event.run_id,
-                        event.operation,
-                        bytes.fromhex(event.fingerprint),
-                        event.outcome,
-                        event.revision,
-                        json_hash(event.result),
-                        text_hash(event.error),
-                        at,
-                    ),
-                )
-            ]
-    return []
+    return dispatch(HANDLERS, entry)
