@@ -3,14 +3,22 @@
 Measures nothing itself: it runs :mod:`bench.bench_canonical` (canonical
 encode + SHA-256 per second on one core) and :mod:`bench.bench_append`
 (append batches/s against a raw-SQLite floor) and :mod:`bench.bench_command`
-(recorded client requests/s through the command path against a floor) and prints their lines under a
-header naming the interpreter, SQLite, msgspec and the CPU count.  Each
+(recorded client requests/s through the command path against a floor) and
+:mod:`bench.bench_log` (rebuild, replay, verify, check, diff and digest of a
+generated log of ``--log-events`` events, 1 000 000 by default, against
+raw-SQLite read floors) and prints their lines under a header naming the
+interpreter, SQLite, msgspec and the CPU count.  Each
 benchmark repeats its measurement and reports medians with min-max, since
-machines are shared and noisy; these are never pass/fail tests.
+machines are shared and noisy; these are never pass/fail tests.  The first
+run at a log size generates that log through the command path (several
+minutes for 1 000 000 events) and caches it in ``bench/out/``; later runs
+reuse it.  One round of the log section at 1 000 000 events then takes a few
+minutes (the rebuild, replay and check each read the whole log); ``--quick``
+keeps the whole run to a few minutes.
 
 Usage, from the repository root::
 
-    .venv/bin/python bench/run.py [--quick]
+    .venv/bin/python bench/run.py [--quick] [--log-events N]
 """
 
 from __future__ import annotations
@@ -27,14 +35,23 @@ if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import msgspec
-from bench import bench_append, bench_canonical, bench_command
+from bench import bench_append, bench_canonical, bench_command, bench_log
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks; ``--quick`` runs fewer, shorter rounds."""
     parser = argparse.ArgumentParser(description="run the pwf benchmarks")
-    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer, shorter rounds; a 100 000-event log"
+    )
+    parser.add_argument(
+        "--log-events",
+        type=int,
+        default=None,
+        help="size of the generated log (default 1 000 000, 100 000 with --quick)",
+    )
     args = parser.parse_args(argv)
+    log_events = args.log_events or (100_000 if args.quick else bench_log.EVENTS)
     canonical_rounds, seconds = (3, 0.1) if args.quick else (7, 0.25)
     append_rounds, appends = (3, 1000) if args.quick else (7, 2000)
 
@@ -52,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     print()
     for line in bench_command.run(append_rounds, appends // 2):
+        print(line, flush=True)
+    print()
+    for line in bench_log.run(log_events):
         print(line, flush=True)
     print()
     print(f"total {time.perf_counter() - started:.1f} s")

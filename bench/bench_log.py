@@ -1,0 +1,456 @@
+"""Whole-log throughput: rebuild, replay, verify, check, diff and digest of a generated log.
+
+The log is a realistic mix from the domain: :class:`Traffic` from
+``scripts/demo_traffic.py`` drives runs through the real command path
+(start, claim, park on an agent step, submit, sometimes reject, finish,
+retried status requests), about 31 events per run.  That path writes only a
+few thousand events per second, so the log is generated once per size and
+seed into ``bench/out/log-{events}-{seed}.db`` (git-ignored) and reused
+while its head reaches the size asked for; the report says which it was.
+A fresh 1 000 000-event log takes several minutes to generate; later runs
+reuse it.
+
+Every measurement runs in its own fresh Python process, so its peak memory
+(``VmHWM`` of that child) belongs to that task alone:
+
+* **floor, read+parse**: plain :mod:`sqlite3`, ``SELECT body FROM events
+  ORDER BY seq`` and ``msgspec.json.decode`` of each body;
+* **floor, read+hash**: the same read and ``hashlib.sha256`` of each body;
+* **rebuild**: ``pwf.replay.rebuild`` on a copy of the log (the copy is made
+  before the clock starts);
+* **replay**: ``pwf.replay.replay`` of the whole log into a new file;
+* **verify**: ``SqliteStore.verify`` (the chain, from the stored bytes, every event
+  parsed and its indexed columns checked);
+* **chain**: ``SqliteStore.verify(deep=False)`` (``pwf log verify --chain-only``: the
+  chain from the bytes alone);
+* **check**: ``pwf.replay.check`` (the chain, then a rebuild compared with
+  the live projections);
+* **diff** / **log diff** / **digest**: ``pwf.diff.diff_databases`` and
+  ``diff_logs`` of the log against the rebuilt copy, ``digest_database`` of
+  the log (seconds).
+
+Floors and pwf run on the same file in the same round, warm in the page
+cache alike, with the garbage collector on as in the CLI.  Rates are
+events/s medians [min-max] over the rounds, each with its ratio to the floor
+of the same run; the issue's targets are printed beside them, never as a
+pass/fail test.  A round at 1 000 000 events takes minutes, so from
+500 000 events one round is the default; ``bench/run.py --quick`` uses
+100 000 events (three rounds, about a minute once the log is cached).
+
+Usage, from the repository root::
+
+    .venv/bin/python bench/bench_log.py [--events N] [--seed S] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import math
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.harness import Rates, fmt_rate
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["EVENTS", "OUT", "cached_log", "main", "run"]
+
+EVENTS: Final = 1_000_000
+"""Default log size."""
+EVENTS_PER_RUN: Final = 31
+"""About how many events one generated run writes."""
+LONG: Final = 500_000
+"""From this size on, one round is the default."""
+
+REBUILD_RATE: Final = 100_000
+"""Wanted rebuild events/s."""
+REBUILD_RATIO: Final = 0.5
+"""Wanted rebuild rate over the read-and-parse floor."""
+VERIFY_RATIO: Final = 0.8
+"""Wanted verify rate over the read-and-hash floor."""
+PEAK_MB: Final = 150
+"""Wanted peak memory of any pwf task, MB."""
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+OUT: Final = ROOT / "bench" / "out"
+TRAFFIC: Final = ROOT / "scripts" / "demo_traffic.py"
+_BODIES: Final = "SELECT body FROM events ORDER BY seq"
+
+
+# --------------------------------------------------------------------------- the log
+
+
+def _head_seq(path: Path) -> int:
+    """The head seq of a pwf database, or -1 when it cannot be read."""
+    try:
+        connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            row = connection.execute("SELECT seq FROM _pwf_head").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return -1
+    return int(row[0]) if row else 0
+
+
+def _remove(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _traffic_class() -> Any:  # noqa: ANN401 - a script's class, loaded by path
+    spec = importlib.util.spec_from_file_location("demo_traffic", TRAFFIC)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Traffic
+
+
+def generate(path: Path, events: int, seed: int) -> int:
+    """Write runs through the command path until the log holds ``events``; return its head seq.
+
+    The file is built under a temporary name and renamed into place when whole.
+    """
+    from pwf.readmodel import ReadModel  # noqa: PLC0415 - only the generator needs pwf here
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    partial = path.with_name(f"{path.name}.partial")
+    _remove(partial)
+    model = ReadModel()
+    with SqliteStore(partial, create=True, hooks=[model]) as store, store.transaction() as tx:
+        model.install(tx.connection)
+    traffic = _traffic_class()(str(partial), seed)
+    store = traffic.store
+    # The bytes do not depend on durability; a half-written file is thrown away.
+    store.connection.execute("PRAGMA synchronous = OFF")
+    runs = math.ceil(events / EVENTS_PER_RUN)
+    index = 0
+    while index < runs or store.head().seq < events:
+        index += 1
+        traffic.run(index)
+    head = int(store.head().seq)
+    store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    _remove(path)
+    partial.replace(path)
+    _remove(partial)
+    return head
+
+
+def cached_log(events: int, seed: int) -> tuple[Path, int, str]:
+    """The log for ``events`` and ``seed``: its path, head seq and how it was obtained."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"log-{events}-{seed}.db"
+    head = _head_seq(path) if path.exists() else -1
+    if head >= events:
+        return path, head, "cached"
+    started = time.perf_counter()
+    head = generate(path, events, seed)
+    elapsed = time.perf_counter() - started
+    return path, head, f"generated in {elapsed:.0f} s ({fmt_rate(head / elapsed)} events/s)"
+
+
+# --------------------------------------------------------------------------- child tasks
+
+
+def _floor(path: Path, per_body: Callable[[bytes], object]) -> int:
+    connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    count = 0
+    try:
+        for (body,) in connection.execute(_BODIES):
+            per_body(body)
+            count += 1
+    finally:
+        connection.close()
+    return count
+
+
+def _task_floor_parse(db: Path, _work: Path) -> tuple[float, int, str]:
+    import msgspec  # noqa: PLC0415 - imported in the child only
+
+    decode = msgspec.json.decode
+    started = time.perf_counter()
+    count = _floor(db, decode)
+    return time.perf_counter() - started, count, ""
+
+
+def _task_floor_hash(db: Path, _work: Path) -> tuple[float, int, str]:
+    sha256 = hashlib.sha256
+    started = time.perf_counter()
+    count = _floor(db, lambda body: sha256(body).digest())
+    return time.perf_counter() - started, count, ""
+
+
+def _open(db: Path, *, read_only: bool) -> Any:  # noqa: ANN401 - a SqliteStore
+    from pwf.readmodel import ReadModel  # noqa: PLC0415 - imported in the child only
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    return SqliteStore(db, hooks=[ReadModel()], read_only=read_only)
+
+
+def _task_rebuild(db: Path, work: Path) -> tuple[float, int, str]:
+    from pwf.replay import rebuild  # noqa: PLC0415 - imported in the child only
+
+    copy = work / "rebuilt.db"
+    _remove(copy)
+    shutil.copy(db, copy)
+    with _open(copy, read_only=False) as store:
+        started = time.perf_counter()
+        report = rebuild(store)
+        elapsed = time.perf_counter() - started
+    return elapsed, report.events, f"{report.tables} tables"
+
+
+def _task_replay(db: Path, work: Path) -> tuple[float, int, str]:
+    from pwf.replay import replay  # noqa: PLC0415 - imported in the child only
+
+    out = work / "replayed.db"
+    _remove(out)
+    with _open(db, read_only=True) as store:
+        started = time.perf_counter()
+        report = replay(store, out)
+        elapsed = time.perf_counter() - started
+    _remove(out)
+    return elapsed, report.head.seq, f"{report.tables} tables"
+
+
+def _task_verify(db: Path, _work: Path) -> tuple[float, int, str]:
+    with _open(db, read_only=True) as store:
+        started = time.perf_counter()
+        report = store.verify()
+        elapsed = time.perf_counter() - started
+    return elapsed, report.events, "ok" if report.ok else f"BAD at {report.first_bad_seq}"
+
+
+def _task_chain(db: Path, _work: Path) -> tuple[float, int, str]:
+    with _open(db, read_only=True) as store:
+        started = time.perf_counter()
+        report = store.verify(deep=False)
+        elapsed = time.perf_counter() - started
+    return elapsed, report.events, "ok" if report.ok else f"BAD at {report.first_bad_seq}"
+
+
+def _task_check(db: Path, _work: Path) -> tuple[float, int, str]:
+    from pwf import replay  # noqa: PLC0415 - imported in the child only
+
+    with _open(db, read_only=True) as store:
+        started = time.perf_counter()
+        report = replay.check(store)
+        elapsed = time.perf_counter() - started
+    return elapsed, report.chain.events, "ok" if report.ok else "DIFFERS"
+
+
+def _task_diff(db: Path, work: Path) -> tuple[float, int, str]:
+    from pwf.diff import diff_databases  # noqa: PLC0415 - imported in the child only
+
+    started = time.perf_counter()
+    found = diff_databases(db, work / "rebuilt.db")
+    elapsed = time.perf_counter() - started
+    return elapsed, _head_seq(db), "equal" if found.equal else f"{found.count} differences"
+
+
+def _task_log_diff(db: Path, work: Path) -> tuple[float, int, str]:
+    from pwf.diff import diff_logs  # noqa: PLC0415 - imported in the child only
+
+    started = time.perf_counter()
+    found = diff_logs(db, work / "rebuilt.db")
+    elapsed = time.perf_counter() - started
+    return elapsed, found.common, "identical" if found.identical else "DIFFER"
+
+
+def _task_digest(db: Path, _work: Path) -> tuple[float, int, str]:
+    from pwf.diff import digest_database  # noqa: PLC0415 - imported in the child only
+
+    started = time.perf_counter()
+    digest = digest_database(db)
+    elapsed = time.perf_counter() - started
+    return elapsed, _head_seq(db), f"{len(digest.tables)} tables"
+
+
+def _task_baseline(_db: Path, _work: Path) -> tuple[float, int, str]:
+    import pwf.diff  # noqa: PLC0415 - the imports every pwf task pays for
+    import pwf.replay  # noqa: PLC0415, F401
+
+    return 0.0, 0, ""
+
+
+TASKS: Final[dict[str, Callable[[Path, Path], tuple[float, int, str]]]] = {
+    "floor-parse": _task_floor_parse,
+    "floor-hash": _task_floor_hash,
+    "baseline": _task_baseline,
+    "rebuild": _task_rebuild,
+    "replay": _task_replay,
+    "verify": _task_verify,
+    "chain": _task_chain,
+    "check": _task_check,
+    "diff": _task_diff,
+    "log-diff": _task_log_diff,
+    "digest": _task_digest,
+}
+
+
+def peak_kib() -> int:
+    """This process's peak resident set size, KiB.
+
+    Linux's ``VmHWM`` belongs to the process image since its ``exec``; on
+    Linux ``ru_maxrss`` also keeps the parent's high-water mark from before
+    the ``fork``, so it serves only where ``/proc`` is missing.
+    """
+    try:
+        status = Path("/proc/self/status").read_text(encoding="ascii")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1])
+
+
+def _child(task: str, db: Path, work: Path) -> None:
+    """Run one task in this process and print its result as one JSON line."""
+    seconds, events, note = TASKS[task](db, work)
+    peak = peak_kib()
+    print(json.dumps({"seconds": seconds, "events": events, "note": note, "peak_kib": peak}))
+
+
+def measure(task: str, db: Path, work: Path) -> dict[str, Any]:
+    """Run ``task`` in a fresh interpreter; return its seconds, events, note and peak KiB."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--task", task]
+    command += ["--db", str(db), "--work", str(work)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"{task} failed:\n{done.stderr.strip()}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# --------------------------------------------------------------------------- the report
+
+
+RATES: Final = ("rebuild", "replay", "verify", "chain", "check")
+TIMES: Final = ("diff", "log-diff", "digest")
+ORDER: Final = ("floor-parse", "floor-hash", *RATES, *TIMES)
+
+
+def _mb(kib: float) -> str:
+    return f"{kib / 1024:.0f} MB"
+
+
+def run(events: int = EVENTS, rounds: int | None = None, seed: int = 7) -> list[str]:
+    """Measure every task over ``rounds`` rounds on a log of ``events``; report lines."""
+    rounds = rounds if rounds is not None else (1 if events >= LONG else 3)
+    db, head, obtained = cached_log(events, seed)
+    rates = {task: Rates(()) for task in ORDER}
+    seconds: dict[str, list[float]] = {task: [] for task in ORDER}
+    peaks: dict[str, list[int]] = {task: [] for task in (*ORDER, "baseline")}
+    notes: dict[str, str] = {}
+    work = Path(tempfile.mkdtemp(prefix="log-", dir=OUT))
+    try:
+        peaks["baseline"].append(measure("baseline", db, work)["peak_kib"])
+        for _ in range(rounds):
+            for task in ORDER:
+                result = measure(task, db, work)
+                seconds[task].append(result["seconds"])
+                peaks[task].append(result["peak_kib"])
+                notes[task] = result["note"]
+                if result["events"] != head:
+                    notes[task] = f"{result['note']}; {result['events']} events, not {head}"
+                rates[task] = rates[task].add(head / result["seconds"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    parse, hashing = rates["floor-parse"].median, rates["floor-hash"].median
+    size_mb = db.stat().st_size / 1e6
+
+    def ratio(task: str, floor: float) -> float:
+        return rates[task].median / floor
+
+    def peak(task: str) -> str:
+        return _mb(max(peaks[task]))
+
+    def verdict(ok: bool) -> str:
+        return "ok" if ok else "BELOW"
+
+    counted = f"{rounds} round{'s' if rounds > 1 else ''}"
+    if rounds == 1 and events >= LONG:
+        counted += " (a round at this size is long: one by default)"
+    worst = max(max(peaks[task]) for task in (*RATES, *TIMES)) / 1024
+    lines = [
+        (
+            f"whole log: {fmt_rate(head)} events ({size_mb:.0f} MB file, seed {seed},"
+            f" {obtained}); events/s median [min-max] of {counted}, each task in a fresh process"
+        ),
+        f"  floor read+parse  {rates['floor-parse'].summary()}  peak {peak('floor-parse')}",
+        f"  floor read+hash   {rates['floor-hash'].summary()}  peak {peak('floor-hash')}",
+        (
+            f"  rebuild  {rates['rebuild'].summary()}  {ratio('rebuild', parse):.2f} x parse floor;"
+            f" peak {peak('rebuild')}; target >= {fmt_rate(REBUILD_RATE)}/s"
+            f" {verdict(rates['rebuild'].median >= REBUILD_RATE)}, >= {REBUILD_RATIO} x"
+            f" {verdict(ratio('rebuild', parse) >= REBUILD_RATIO)}; {notes['rebuild']}"
+        ),
+        (
+            f"  replay   {rates['replay'].summary()}  {ratio('replay', parse):.2f} x parse floor;"
+            f" peak {peak('replay')}; {notes['replay']}"
+        ),
+        (
+            f"  verify   {rates['verify'].summary()}  {ratio('verify', hashing):.2f} x hash floor;"
+            f" peak {peak('verify')}; target >= {VERIFY_RATIO} x"
+            f" {verdict(ratio('verify', hashing) >= VERIFY_RATIO)}; {notes['verify']}"
+        ),
+        (
+            f"  chain    {rates['chain'].summary()}  {ratio('chain', hashing):.2f} x hash floor;"
+            f" peak {peak('chain')}; target >= {VERIFY_RATIO} x"
+            f" {verdict(ratio('chain', hashing) >= VERIFY_RATIO)}; {notes['chain']}"
+        ),
+        (
+            f"  check    {rates['check'].summary()}  {ratio('check', parse):.2f} x parse floor;"
+            f" peak {peak('check')}; {notes['check']}"
+        ),
+    ]
+    lines += [
+        f"  {task:<8} {statistics.median(seconds[task]):.2f} s  [{min(seconds[task]):.2f}-"
+        f"{max(seconds[task]):.2f}]; peak {peak(task)}; {notes[task]}"
+        for task in TIMES
+    ]
+    lines += [
+        (
+            f"  peak memory: worst pwf task {worst:.0f} MB (interpreter + pwf imports alone"
+            f" {peak('baseline')}); target < {PEAK_MB} MB {verdict(worst < PEAK_MB)}"
+        ),
+    ]
+    return lines
+
+
+def main() -> int:
+    """Run this benchmark alone (or, with ``--task``, one measurement as a child)."""
+    parser = argparse.ArgumentParser(description="whole-log throughput against raw-SQLite floors")
+    parser.add_argument("--events", type=int, default=EVENTS)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=None, help="default 3, 1 from 500 000")
+    parser.add_argument("--task", choices=sorted(TASKS), help=argparse.SUPPRESS)
+    parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.task:
+        _child(args.task, args.db, args.work)
+        return 0
+    print("\n".join(run(args.events, args.rounds, args.seed)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
