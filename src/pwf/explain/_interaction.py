@@ -1,0 +1,338 @@
+"""The interaction diagnosis rules, in evaluation order (ADR 0016)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, TypeAlias
+
+from pwf.events import (
+    AttemptChanged,
+    AttemptStarted,
+    CoordinatorAttached,
+    CoordinatorDetached,
+    DeadlineShifted,
+    InteractionCancelled,
+    InteractionConsumed,
+    InteractionSettled,
+    MessageCreated,
+    MessageSent,
+    RunPaused,
+    SubmissionRecorded,
+    TurnEnded,
+    TurnStarted,
+)
+from pwf.explain._facts import find
+from pwf.explain._summaries import short
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pwf.commands import Row
+    from pwf.explain._facts import Facts
+    from pwf.explain._report import Finding
+
+__all__ = ["EXPIRED", "INTERACTION_RULES", "UNPRODUCTIVE", "Rule"]
+
+UNPRODUCTIVE: Final = "Workflow step ended three times without a valid submission"
+EXPIRED: Final = "Workflow node model-turn deadline expired"
+Rule: TypeAlias = "tuple[str, Callable[[Facts], Finding | None], bool]"
+"""(name, check, final): a final rule that holds ends the evaluation."""
+
+
+def _consumed(facts: Facts) -> Finding | None:
+    if facts.request["status"] != "settled" or facts.request["consumed_at"] is None:
+        return None
+    since = facts.log.last(InteractionConsumed, request_id=facts.request_id)
+    return find("consumed", "the node finished with the accepted answer: done", since)
+
+
+def _settled(facts: Facts) -> Finding | None:
+    if facts.request["status"] != "settled":
+        return None
+    worker = facts.live_worker
+    holder = f"worker {worker} holds the run" if worker else "no live worker holds the run"
+    since = facts.log.last(InteractionSettled, request_id=facts.request_id)
+    return find(
+        "settled-awaiting-worker",
+        f"submission {facts.request['accepted_submission_id']} settled the request;"
+        f" the worker must finish the node ({holder})",
+        since,
+    )
+
+
+def _cancellation(facts: Facts) -> tuple[str, int | None] | None:
+    if facts.request["status"] != "cancelled":
+        return None
+    since = facts.log.last(InteractionCancelled, request_id=facts.request_id)
+    event = facts.log.event(since)
+    reason = event.reason if isinstance(event, InteractionCancelled) else ""
+    return reason, since
+
+
+def _cancelled_unproductive(facts: Facts) -> Finding | None:
+    found = _cancellation(facts)
+    if found is None or found[0] != UNPRODUCTIVE:
+        return None
+    return find(
+        "cancelled-unproductive",
+        "cancelled by the third unproductive turn; the run failed (unproductiveTurns)",
+        found[1],
+    )
+
+
+def _cancelled_timeout(facts: Facts) -> Finding | None:
+    found = _cancellation(facts)
+    if found is None or found[0] != EXPIRED:
+        return None
+    return find(
+        "cancelled-timeout",
+        "the model-turn deadline expired and the timeout began;"
+        " a worker finishes the node as timed out",
+        found[1],
+    )
+
+
+def _cancelled_run_ended(facts: Facts) -> Finding | None:
+    found = _cancellation(facts)
+    if found is None or found[0] in (UNPRODUCTIVE, EXPIRED):
+        return None
+    status = facts.run["status"] if facts.run is not None else "gone"
+    return find("cancelled-run-ended", f"cancelled because the run ended ({status})", found[1])
+
+
+def _run_paused(facts: Facts) -> Finding | None:
+    if not facts.pending or facts.run is None or not facts.run["paused"]:
+        return None
+    since = facts.log.last(RunPaused, run_id=facts.request["run_id"])
+    return find(
+        "run-paused",
+        "the run is paused: its step messages are hidden and no turn may start;"
+        " run.resume continues it",
+        since,
+    )
+
+
+def _validating(facts: Facts) -> Row | None:
+    return next((s for s in facts.submissions if s["outcome"] == "validating"), None)
+
+
+def _validating_in_worker(facts: Facts) -> Finding | None:
+    submission = _validating(facts)
+    worker = facts.live_worker
+    if not facts.pending or submission is None or worker is None:
+        return None
+    since = facts.log.last(SubmissionRecorded, submission_id=submission["submission_id"])
+    return find(
+        "validating-in-worker",
+        f"submission {submission['submission_id']} is being validated by worker {worker}",
+        since,
+    )
+
+
+def _validating_awaiting_worker(facts: Facts) -> Finding | None:
+    submission = _validating(facts)
+    if not facts.pending or submission is None:
+        return None
+    since = facts.log.last(SubmissionRecorded, submission_id=submission["submission_id"])
+    return find(
+        "validating-awaiting-worker",
+        f"submission {submission['submission_id']} is validating and no live worker holds"
+        f" the run: launch one (pwf worker launch {facts.request['run_id']})",
+        since,
+    )
+
+
+def _interrupted(facts: Facts) -> Finding | None:
+    attempt = facts.attempt
+    if not facts.pending or attempt is None or attempt["status"] != "interrupted":
+        return None
+    since = facts.log.last(AttemptChanged, attempt_id=attempt["attempt_id"], status="interrupted")
+    return find(
+        "attempt-interrupted",
+        "the attempt is interrupted: the coordinator went away during a turn;"
+        " the next branch report resumes it",
+        since,
+    )
+
+
+def _needs_session(facts: Facts) -> Row | None:
+    """The message the request waits on in its session: pending, else sent without an open turn."""
+    if not facts.pending:
+        return None
+    pending = facts.pending_message
+    if pending is not None:
+        return pending
+    if facts.open_turn is not None:
+        return None
+    return next((m for m in reversed(facts.messages) if m["status"] == "sent"), None)
+
+
+def _no_coordinator(facts: Facts) -> Finding | None:
+    message = _needs_session(facts)
+    if message is None or facts.coordinator is not None:
+        return None
+    created = facts.log.last(MessageCreated, workflow_message_id=message["workflow_message_id"])
+    detached = facts.log.last(CoordinatorDetached, target_session_id=facts.session_id)
+    since = max((seq for seq in (created, detached) if seq is not None), default=None)
+    return find(
+        "no-coordinator",
+        f"{message['kind']} message {short(message['workflow_message_id'])} is"
+        f" {message['status']} but session {facts.session_id} has no coordinator attached",
+        since,
+    )
+
+
+def _branch_not_reported(facts: Facts) -> Finding | None:
+    message = _needs_session(facts)
+    coordinator = facts.coordinator
+    if message is None or coordinator is None or coordinator["branch_reported"]:
+        return None
+    since = facts.log.last(CoordinatorAttached, coordinator_epoch=coordinator["coordinator_epoch"])
+    return find(
+        "branch-not-reported",
+        f"coordinator {coordinator['coordinator_epoch']} is attached but has not reported"
+        " its branch",
+        since,
+    )
+
+
+def _message_blocked(facts: Facts) -> Finding | None:
+    message = facts.pending_message
+    nxt = facts.next
+    if not facts.pending or message is None or nxt is None:
+        return None
+    if nxt["workflow_message_id"] == message["workflow_message_id"]:
+        return None
+    if nxt["order_number"] > message["order_number"]:
+        return None
+    since = facts.log.last(MessageCreated, workflow_message_id=message["workflow_message_id"])
+    return find(
+        "message-blocked",
+        f"message {short(message['workflow_message_id'])} is pending behind"
+        f" {nxt['kind']} message {short(nxt['workflow_message_id'])}"
+        f" (order {nxt['order_number']}) of run {nxt['run_id']}",
+        since,
+    )
+
+
+def _message_not_delivered(facts: Facts) -> Finding | None:
+    message = facts.pending_message
+    nxt = facts.next
+    coordinator = facts.coordinator
+    if not facts.pending or message is None or nxt is None or coordinator is None:
+        return None
+    if not coordinator["branch_reported"]:
+        return None
+    if nxt["workflow_message_id"] != message["workflow_message_id"]:
+        return None
+    since = facts.log.last(MessageCreated, workflow_message_id=message["workflow_message_id"])
+    return find(
+        "message-not-delivered",
+        f"{message['kind']} message {short(message['workflow_message_id'])} is the session's"
+        " next message but no branch report shows it sent",
+        since,
+    )
+
+
+def _turn_open(facts: Facts) -> Finding | None:
+    turn = facts.open_turn
+    if not facts.pending or turn is None:
+        return None
+    since = facts.log.last(TurnStarted, workflow_turn_id=turn["workflow_turn_id"])
+    return find(
+        "turn-open",
+        f"turn {turn['workflow_turn_id']} started at {turn['started_at']} and has not ended",
+        since,
+    )
+
+
+def _awaiting_turn(facts: Facts) -> Finding | None:
+    if not facts.pending or facts.pending_message is not None or facts.open_turn is not None:
+        return None
+    sent = next(
+        (m for m in reversed(facts.messages) if m["status"] == "sent" and m["kind"] == "step"),
+        None,
+    )
+    if sent is None:
+        return None
+    seqs = [facts.log.last(MessageSent, workflow_message_id=sent["workflow_message_id"])]
+    seqs += [
+        facts.log.last(TurnEnded, workflow_turn_id=turn["workflow_turn_id"]) for turn in facts.turns
+    ]
+    since = max((seq for seq in seqs if seq is not None), default=None)
+    return find(
+        "awaiting-turn",
+        f"step message {short(sent['workflow_message_id'])} is sent and no turn is open:"
+        " the model must take a turn and submit",
+        since,
+    )
+
+
+def _deadline_since(facts: Facts) -> int | None:
+    attempt_id = facts.request["attempt_id"]
+    return facts.log.last(DeadlineShifted, attempt_id=attempt_id) or facts.log.last(
+        AttemptStarted, attempt_id=attempt_id
+    )
+
+
+def _passed(facts: Facts) -> bool:
+    attempt = facts.attempt
+    return bool(
+        facts.pending
+        and attempt is not None
+        and attempt["deadline_at"] is not None
+        and attempt["deadline_at"] <= facts.now
+    )
+
+
+def _deadline_expired(facts: Facts) -> Finding | None:
+    if not _passed(facts) or facts.open_turn is None:
+        return None
+    assert facts.attempt is not None
+    blockers = []
+    if facts.live_worker:
+        blockers.append("a worker holds the run")
+    if facts.attempt["status"] == "interrupted":
+        blockers.append("the attempt is interrupted")
+    if facts.coordinator is None:
+        blockers.append("the session has no coordinator")
+    tail = f" once nothing blocks it ({', '.join(blockers)})" if blockers else ""
+    return find(
+        "deadline-expired",
+        f"deadline {facts.attempt['deadline_at']} passed at {facts.now} with a started turn:"
+        f" pwf session expire would begin the timeout{tail}",
+        _deadline_since(facts),
+    )
+
+
+def _deadline_passed_no_turn(facts: Facts) -> Finding | None:
+    if not _passed(facts) or facts.open_turn is not None:
+        return None
+    assert facts.attempt is not None
+    return find(
+        "deadline-passed-no-turn",
+        f"deadline {facts.attempt['deadline_at']} passed at {facts.now} but no step turn is"
+        " started, so expiry cannot begin",
+        _deadline_since(facts),
+    )
+
+
+INTERACTION_RULES: Final[tuple[Rule, ...]] = (
+    ("consumed", _consumed, True),
+    ("settled-awaiting-worker", _settled, True),
+    ("cancelled-unproductive", _cancelled_unproductive, True),
+    ("cancelled-timeout", _cancelled_timeout, True),
+    ("cancelled-run-ended", _cancelled_run_ended, True),
+    ("run-paused", _run_paused, True),
+    ("validating-in-worker", _validating_in_worker, True),
+    ("validating-awaiting-worker", _validating_awaiting_worker, True),
+    ("attempt-interrupted", _interrupted, False),
+    ("no-coordinator", _no_coordinator, False),
+    ("branch-not-reported", _branch_not_reported, False),
+    ("message-blocked", _message_blocked, False),
+    ("message-not-delivered", _message_not_delivered, False),
+    ("turn-open", _turn_open, False),
+    ("awaiting-turn", _awaiting_turn, False),
+    ("deadline-expired", _deadline_expired, False),
+    ("deadline-passed-no-turn", _deadline_passed_no_turn, False),
+)
+"""The interaction rules in evaluation order (ADR 0016)."""

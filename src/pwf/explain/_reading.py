@@ -1,0 +1,126 @@
+"""Reading the projections and rows: live or folded to a seq, read-only contexts, row values."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from pwf.commands import Context
+from pwf.errors import InputError
+from pwf.explain._report import Cause
+from pwf.readmodel import rebuild_into
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pwf.commands import Row
+    from pwf.events import Entry
+    from pwf.store.sqlite import SqliteStore
+
+__all__ = ["cause_of", "clock", "context", "missing", "state_at", "values"]
+
+
+class _Reader:
+    """Rows of one connection, by column name (read only)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def one(self, sql: str, params: tuple[object, ...] = ()) -> Row | None:
+        cursor = self.connection.execute(sql, params)
+        cursor.row_factory = sqlite3.Row
+        row: Row | None = cursor.fetchone()
+        return row
+
+    def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
+        cursor = self.connection.execute(sql, params)
+        cursor.row_factory = sqlite3.Row
+        return list(cursor.fetchall())
+
+
+def _read_only(_events: object) -> object:
+    raise InputError("explaining never writes")
+
+
+@contextmanager
+def state_at(store: SqliteStore, at_seq: int | None) -> Iterator[tuple[sqlite3.Connection, int]]:
+    """The projections to read (live, or folded up to ``at_seq``) and the last seq they hold."""
+    live = store.connection
+    live.execute("BEGIN")
+    try:
+        head = store.head().seq
+        if at_seq is None:
+            yield live, head
+            return
+        if at_seq > head:
+            raise InputError(f"the log ends at seq {head}; there is no seq {at_seq}")
+        last = _whole_batches(live, at_seq)
+        folded = sqlite3.connect(":memory:")
+        try:
+            rebuild_into(folded, store.entries(1, last))
+            yield folded, last
+        finally:
+            folded.close()
+    finally:
+        live.execute("COMMIT")
+
+
+def _whole_batches(connection: sqlite3.Connection, at_seq: int) -> int:
+    """The last seq of the last batch that ends at or before ``at_seq``.
+
+    A batch is one command's decision; the state in the middle of one never
+    existed, so a seq inside a batch explains the state before that batch.
+    """
+    row = connection.execute(
+        "SELECT e.batch, (SELECT batch FROM events WHERE seq = e.seq + 1)"
+        " FROM events e WHERE e.seq = ?",
+        (at_seq,),
+    ).fetchone()
+    if row is None or row[0] != row[1]:
+        return at_seq
+    before = connection.execute("SELECT max(seq) FROM events WHERE batch < ?", (row[0],))
+    return int(before.fetchone()[0] or 0)
+
+
+def clock(store: SqliteStore, last: int, now: int | None) -> int:
+    """The explanation's time: ``now`` if given, else the time of the last seq."""
+    if now is not None:
+        return now
+    row = store.connection.execute("SELECT at FROM events WHERE seq = ?", (last,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def cause_of(entry: Entry) -> Cause | None:
+    """The report's form of an entry's cause, if it has one."""
+    cause = entry.cause
+    if cause is None:
+        return None
+    return Cause(
+        operation=cause.operation,
+        request_id=cause.request_id,
+        client_id=cause.client_id,
+        worker_epoch=cause.worker_epoch,
+        message_id=cause.message_id,
+    )
+
+
+def values(row: Row | None, **names: str) -> dict[str, object] | None:
+    """Chosen columns of a row as a JSON object (``camelName="column"``); BLOBs as hex."""
+    if row is None:
+        return None
+    return {
+        name: value.hex() if isinstance(value := row[column], bytes) else value
+        for name, column in names.items()
+    }
+
+
+def context(connection: sqlite3.Connection, now: int) -> Context:
+    """A read-only command context over ``connection`` at ``now``."""
+    return Context(_Reader(connection), _read_only, now)
+
+
+def missing(subject: str, subject_id: str, at_seq: int | None) -> InputError:
+    """The error for a subject that is not in the log (up to ``at_seq``)."""
+    where = "in the log" if at_seq is None else f"in the log at seq {at_seq}"
+    return InputError(f"no {subject} {subject_id} {where}")

@@ -1,0 +1,170 @@
+"""The ``state`` of an explanation: the read-model rows of an interaction or a run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.commands.ids import message_id, message_key
+from pwf.explain._reading import values
+
+if TYPE_CHECKING:
+    from pwf.commands import Row
+    from pwf.explain._facts import Facts
+    from pwf.explain._run import RunFacts
+
+__all__ = ["interaction_state", "run_full_state"]
+
+_REASONS: Final = ("initial", "resumed", "reminder")
+
+
+def _message_keys(request: Row) -> dict[str, str]:
+    """Message id -> idempotency key for the keys this request's messages can have."""
+    kind = "decision" if request["kind"] == "decision" else "step"
+    keys: dict[str, str] = {}
+    for revision in range(1, request["revision"] + 3):
+        for reason in _REASONS:
+            key = message_key(revision, reason)
+            keys[message_id(kind, request["request_id"], key)] = key
+    return keys
+
+
+def interaction_state(facts: Facts) -> dict[str, object]:
+    """The rows an interaction's explanation shows as its state."""
+    keys = _message_keys(facts.request)
+    request = values(
+        facts.request,
+        requestId="request_id",
+        runId="run_id",
+        attemptId="attempt_id",
+        targetSessionId="target_session_id",
+        kind="kind",
+        revision="revision",
+        status="status",
+        unproductiveTurnEnds="unproductive_turn_ends",
+        acceptedSubmissionId="accepted_submission_id",
+        createdAt="created_at",
+        settledAt="settled_at",
+        consumedAt="consumed_at",
+    )
+    messages = [
+        {
+            "workflowMessageId": m["workflow_message_id"],
+            "kind": m["kind"],
+            "key": keys.get(m["workflow_message_id"]),
+            "status": m["status"],
+            "orderNumber": m["order_number"],
+            "piSessionEntryId": m["pi_session_entry_id"],
+        }
+        for m in facts.messages
+    ]
+    turns = [
+        values(
+            t,
+            workflowTurnId="workflow_turn_id",
+            workflowMessageId="workflow_message_id",
+            state="state",
+            stopReason="stop_reason",
+            startedAt="started_at",
+            endedAt="ended_at",
+        )
+        for t in facts.turns
+    ]
+    submissions = [
+        values(
+            s,
+            submissionId="submission_id",
+            requestRevision="request_revision",
+            outcome="outcome",
+            submittedAt="submitted_at",
+        )
+        for s in facts.submissions
+    ]
+    return {
+        "request": request,
+        "messages": messages,
+        "turns": turns,
+        "submissions": submissions,
+        "attempt": _attempt_state(facts.attempt),
+        "run": _run_state(facts.run, facts.queue),
+        "coordinator": _coordinator_state(facts.coordinator),
+        "nextMessageId": None if facts.next is None else facts.next["workflow_message_id"],
+    }
+
+
+def _attempt_state(attempt: Row | None) -> dict[str, object] | None:
+    return values(
+        attempt,
+        attemptId="attempt_id",
+        nodeId="node_id",
+        attemptNumber="attempt_number",
+        status="status",
+        startedAt="started_at",
+        deadlineAt="deadline_at",
+    )
+
+
+def _run_state(run: Row | None, queue: Row | None) -> dict[str, object] | None:
+    state = values(
+        run,
+        runId="run_id",
+        status="status",
+        paused="paused",
+        detail="status_detail",
+        originSessionId="origin_session_id",
+        parentRunId="parent_run_id",
+    )
+    if state is not None:
+        state["queue"] = values(
+            queue,
+            status="status",
+            generation="generation",
+            ownerWorkerEpoch="owner_worker_epoch",
+            leaseExpiresAt="lease_expires_at",
+        )
+    return state
+
+
+def _coordinator_state(row: Row | None) -> dict[str, object] | None:
+    state = values(
+        row,
+        coordinatorEpoch="coordinator_epoch",
+        connectionId="connection_id",
+        branchReported="branch_reported",
+    )
+    if state is not None:
+        state["branchReported"] = bool(state["branchReported"])
+    return state
+
+
+def run_full_state(facts: RunFacts) -> dict[str, object]:
+    """The rows a run's explanation shows as its state."""
+    ctx = facts.ctx
+    attempts = ctx.all(
+        "SELECT * FROM node_attempts WHERE run_id = ? ORDER BY created_at, attempt_id",
+        facts.run_id,
+    )
+    requests = ctx.all(
+        "SELECT * FROM interactive_requests WHERE run_id = ? ORDER BY created_at, request_id",
+        facts.run_id,
+    )
+    session = facts.run["origin_session_id"]
+    coordinator = (
+        None
+        if session is None
+        else ctx.one("SELECT * FROM session_coordinators WHERE target_session_id = ?", session)
+    )
+    return {
+        "run": _run_state(facts.run, facts.queue),
+        "attempts": [_attempt_state(row) for row in attempts],
+        "interactions": [
+            values(r, requestId="request_id", kind="kind", revision="revision", status="status")
+            for r in requests
+        ],
+        "checkpoint": values(
+            facts.checkpoint, nodeId="node_id", continuationRunId="continuation_run_id"
+        ),
+        "terminalMessage": values(
+            facts.terminal, workflowMessageId="workflow_message_id", status="status"
+        ),
+        "coordinator": _coordinator_state(coordinator),
+    }

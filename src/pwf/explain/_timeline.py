@@ -1,0 +1,126 @@
+"""Timelines: the log entries that touched an interaction or a run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.events import (
+    AttemptChanged,
+    AttemptStarted,
+    BranchReported,
+    CommandRecorded,
+    CoordinatorAttached,
+    CoordinatorDetached,
+    DeadlineShifted,
+    MessageCreated,
+    RunClaimed,
+    RunFinished,
+    RunPaused,
+    RunQueueDoneForContinuation,
+    RunResumed,
+    RunStarted,
+    RunWaiting,
+    WorkerEnded,
+    WorkerMessageRecorded,
+    open_body,
+)
+from pwf.explain._summaries import refusal
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pwf.commands import Row
+    from pwf.events import Entry
+    from pwf.store.sqlite import SqliteStore
+
+__all__ = ["interaction_log", "run_log"]
+
+_SESSION_TYPES: Final = (
+    CoordinatorAttached.TAG,
+    CoordinatorDetached.TAG,
+    BranchReported.TAG,
+)
+_RUN_TYPES: Final = (
+    CoordinatorAttached,
+    CoordinatorDetached,
+    BranchReported,
+    RunClaimed,
+    RunStarted,
+    RunWaiting,
+    RunPaused,
+    RunResumed,
+    RunFinished,
+    RunQueueDoneForContinuation,
+    WorkerEnded,
+)
+"""Run and session events an interaction's timeline shows from its attempt's start on."""
+
+
+def _events(
+    store: SqliteStore,
+    last: int,
+    *,
+    run_id: str | None = None,
+    session_id: str | None = None,
+    kind: str | None = None,
+) -> Iterator[Entry]:
+    for stored in store.find(run_id=run_id, session_id=session_id, type=kind):
+        if stored.seq > last:
+            return
+        yield open_body(stored.body)
+
+
+def _relevant(entry: Entry, request: Row, messages: set[str], start: int) -> bool:
+    """Whether an event of the request's run or session touched the request."""
+    event = entry.event
+    request_id = request["request_id"]
+    if isinstance(event, MessageCreated) and event.source_id == request_id:
+        messages.add(event.workflow_message_id)
+    if getattr(event, "request_id", None) == request_id and not isinstance(event, CommandRecorded):
+        return True
+    if getattr(event, "workflow_message_id", None) in messages:
+        return True
+    if isinstance(event, AttemptStarted | AttemptChanged | DeadlineShifted):
+        return bool(event.attempt_id == request["attempt_id"])
+    if entry.seq < start:
+        return False
+    if isinstance(event, CommandRecorded | WorkerMessageRecorded):
+        return refusal(entry)
+    return isinstance(event, _RUN_TYPES)
+
+
+def interaction_log(store: SqliteStore, request: Row, last: int) -> list[Entry]:
+    """The entries up to ``last`` that touched the request, in seq order."""
+    run_events = list(_events(store, last, run_id=request["run_id"]))
+    session_events = [
+        entry
+        for kind in _SESSION_TYPES
+        for entry in _events(store, last, session_id=request["target_session_id"], kind=kind)
+    ]
+    entries = sorted(run_events + session_events, key=lambda entry: entry.seq)
+    start = next(
+        (
+            entry.seq
+            for entry in entries
+            if isinstance(entry.event, AttemptStarted)
+            and entry.event.attempt_id == request["attempt_id"]
+        ),
+        entries[0].seq if entries else 0,
+    )
+    messages: set[str] = set()
+    return [entry for entry in entries if _relevant(entry, request, messages, start)]
+
+
+def run_log(store: SqliteStore, run: Row, last: int) -> list[Entry]:
+    """The run's entries up to ``last`` (refused records only) and its session's."""
+    entries = [entry for entry in _events(store, last, run_id=run["run_id"]) if refusal(entry)]
+    session = run["origin_session_id"]
+    if session is not None and entries:
+        start = entries[0].seq
+        entries += [
+            entry
+            for kind in _SESSION_TYPES
+            for entry in _events(store, last, session_id=session, kind=kind)
+            if entry.seq >= start
+        ]
+    return sorted(entries, key=lambda entry: entry.seq)
