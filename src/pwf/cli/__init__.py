@@ -66,13 +66,26 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from pwf.cli import dev, diff, explain, init, log, query, replay, request, session, worker  # noqa: PLC0415 - commands register after the group exists
+    from pwf.cli import (  # noqa: PLC0415 - commands register after the group exists
+        dev,
+        diff,
+        explain,
+        init,
+        log,
+        query,
+        replay,
+        request,
+        session,
+        state,
+        worker,
+    )
 
     cli.add_command(init.init)
     cli.add_command(request.request)
     cli.add_command(worker.worker)
     cli.add_command(query.query)
     cli.add_command(session.session)
+    cli.add_command(state.state)
     cli.add_command(log.log)
     cli.add_command(dev.dev)
     cli.add_command(diff.diff)

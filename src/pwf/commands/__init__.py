@@ -53,6 +53,8 @@ class Result(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str | None = None
     awaiting: str | None = None
     """A submission whose worker verdict the response waits for (``interaction.submit``)."""
+    effect: tuple[str, str] | None = None
+    """File work the host does before recording the outcome, e.g. ``("backup", path)``."""
 
 
 class Context:

@@ -9,6 +9,7 @@ from pwf.commands import (
     Context,
     Result,
     interactions,
+    maintenance,
     refuse,
     runs,
     sessions,
@@ -74,7 +75,6 @@ _LATER_MAINTENANCE: Final = (
     "session.record",
     "channel.reload",
     "channel.recover",
-    "state.backup",
     "state.prune",
 )
 _DIRECT: Final = {
@@ -98,6 +98,7 @@ _LATER_VIEWS: Final = (
 CLIENT_OPERATIONS: Final[dict[str, Operation]] = {
     **{name: Operation(Route.EXECUTED, handler) for name, handler in _EXECUTED.items()},
     **{name: Operation(Route.EXECUTED, _later) for name in _LATER_EXECUTED},
+    "state.backup": Operation(Route.MAINTENANCE, maintenance.state_backup),
     **{name: Operation(Route.MAINTENANCE, _later) for name in _LATER_MAINTENANCE},
     **{name: Operation(Route.DIRECT, handler) for name, handler in _DIRECT.items()},
     **{name: Operation(Route.VIEW, handler) for name, handler in _VIEWS.items()},

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 import time
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -26,6 +27,7 @@ from pwf.commands.sessions import detach, recover_turns
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
 from pwf.errors import CommandError
 from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
+from pwf.host._backup import backup_database
 from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
 from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
 
@@ -146,6 +148,8 @@ class Host:
             try:
                 with tx.savepoint():
                     result = handler(ctx, request)
+                    if result.effect is not None:
+                        self._effect(*result.effect)
             except (CommandError, sqlite3.IntegrityError) as error:
                 error = _refusal(error)
                 if route is Route.EXECUTED:
@@ -266,6 +270,12 @@ class Host:
                     "unavailable",
                 )
             time.sleep(_POLL_SECONDS)
+
+    def _effect(self, kind: str, target: str) -> None:
+        """File work a maintenance command asked for, done while the write lock is held."""
+        if kind != "backup":
+            raise CommandError(f"Unknown maintenance effect: {kind}")
+        backup_database(self.store.path, Path(target))
 
     # ------------------------------------------------------------------ sessions and time
 

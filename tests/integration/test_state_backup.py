@@ -1,0 +1,81 @@
+"""``state.backup`` (DOMAIN §13.1) and scenario B.17's recorded maintenance rejection."""
+
+from __future__ import annotations
+
+import stat
+from typing import TYPE_CHECKING
+
+from pwf.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.integration._harness import Fixture
+else:
+    from _harness import Fixture
+
+
+def test_b17_backup_then_adopted_and_relative_rejection_recorded(tmp_path: Path) -> None:
+    """One backup is made, the same key adopts it, and a relative destination is recorded."""
+    fx = Fixture.f(tmp_path / "s.db")
+    destination = tmp_path / "backups" / "a.sqlite"
+    payload = {"destination": str(destination)}
+    first = fx.request("state.backup", payload, key="backup-1", rid="b-1", at=5000)
+    second = fx.request("state.backup", payload, key="backup-1", rid="b-2", at=5001)
+    assert ("accepted", {"destination": str(destination)}) == (first.outcome, first.receipt)
+    assert ("adopted", first.receipt) == (second.outcome, second.receipt)
+    assert 1 == fx.count("host_commands", operation="state.backup")
+    relative = {"destination": "backups/a.sqlite"}
+    rejected = fx.request("state.backup", relative, key="backup-2", at=6000)
+    again = fx.request("state.backup", relative, key="backup-2", at=7000)
+    assert ("rejected", "destination must be an absolute path") == (
+        rejected.outcome,
+        rejected.error,
+    )
+    assert ("rejected", rejected.error) == (again.outcome, again.error)
+    assert 2 == fx.count("host_commands", operation="state.backup")
+    fx.assert_rebuild_equals_live()
+
+
+def test_backup_is_private_and_verifies(tmp_path: Path) -> None:
+    """The copy is mode 0600 in a 0700 directory and its chain and projections check out."""
+    fx = Fixture.f(tmp_path / "s.db")
+    destination = tmp_path / "new" / "dir" / "copy.sqlite"
+    response = fx.request("state.backup", {"destination": str(destination)}, at=5000)
+    assert "accepted" == response.outcome
+    assert 0o600 == stat.S_IMODE(destination.stat().st_mode)
+    assert 0o700 == stat.S_IMODE(destination.parent.stat().st_mode)
+    with SqliteStore(destination, read_only=True) as copy:
+        report = copy.verify()
+    assert report.ok
+    assert report.head.seq == fx.events() - 1  # everything before the backup's own record
+
+
+def test_backup_onto_the_live_file_is_refused(tmp_path: Path) -> None:
+    """The destination must differ from the live database; the refusal is recorded."""
+    fx = Fixture.f(tmp_path / "s.db")
+    response = fx.request("state.backup", {"destination": str(fx.store.path)}, at=5000)
+    assert ("rejected", "destination must differ from the live database") == (
+        response.outcome,
+        response.error,
+    )
+    assert fx.store.verify().ok
+
+
+def test_cli_state_backup(tmp_path: Path) -> None:
+    """``pwf state backup DEST`` makes the copy; a relative DEST is refused with exit 2."""
+    from click.testing import CliRunner  # noqa: PLC0415 - only this test needs the CLI
+
+    from pwf.cli import cli  # noqa: PLC0415 - same as above
+
+    fx = Fixture.f(tmp_path / "s.db")
+    fx.close()
+    destination = tmp_path / "b" / "copy.sqlite"
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["state", "backup", str(destination), "--db", str(tmp_path / "s.db")])
+    bad = runner.invoke(cli, ["state", "backup", "rel.sqlite", "--db", str(tmp_path / "s.db")])
+    assert (0, f"backed up to {destination}\n") == (ok.exit_code, ok.output)
+    assert (2, "backup refused: destination must be an absolute path\n") == (
+        bad.exit_code,
+        bad.stderr,
+    )
