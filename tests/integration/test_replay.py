@@ -429,3 +429,33 @@ class TestCheck:
         with _store(live) as store:
             check(store)
         assert before == sorted(path.name for path in tmp_path.iterdir())
+
+
+class TestLogBreakingAnIndex:
+    """A log that the live path would have refused cannot be folded, and nothing changes."""
+
+    def test_rebuild_names_the_index_and_leaves_the_database(self, tmp_path: Path) -> None:
+        """A forged second pending step message of one source stops the rebuild cleanly."""
+        from pwf import canonical  # noqa: PLC0415 - only this test forges events
+        from pwf.errors import StoreError  # noqa: PLC0415 - same as above
+        from pwf.events import Actor, MessageCreated  # noqa: PLC0415 - same as above
+
+        db = tmp_path / "s.db"
+        Fixture.f(db).close()
+        forged = MessageCreated(
+            workflow_message_id="workflow-message-forged",
+            run_id=RUN,
+            target_session_id="s-1",
+            kind="step",
+            source_id=f"interaction-{RUN}-{ATTEMPT}",
+            content=canonical.raw({"forged": True}),
+            order_number=99,
+        )
+        with SqliteStore(db) as raw:  # no read model: the forgery skips the live checks
+            raw.append([forged], at=9_000, actor=Actor(type="system", id="forger"))
+        before = hashlib.sha256(db.read_bytes()).hexdigest()
+        with open_store(str(db)) as store, pytest.raises(StoreError) as caught:
+            rebuild(store)
+        assert "breaks its index workflow_messages_pending_step_source_idx" in str(caught.value)
+        assert before == hashlib.sha256(db.read_bytes()).hexdigest()
+        assert [] == [p for p in tmp_path.iterdir() if ".rebuild-" in p.name]
