@@ -11,7 +11,7 @@ from pwf.commands import Context, Row
 from pwf.commands.deadlines import begin_turn_shift
 from pwf.commands.expiry import candidates
 from pwf.commands.ids import message_id
-from pwf.events import DeadlineShifted, InteractionTimeoutStarted
+from pwf.events import DeadlineShifted, Event, InteractionTimeoutStarted
 from pwf.readmodel import rebuild_into
 
 if TYPE_CHECKING:
@@ -94,9 +94,10 @@ class _Rows:
         return list(cursor.fetchall())
 
 
-def _reading(connection: sqlite3.Connection, now: int) -> Context:
+def _reading(connection: sqlite3.Connection, now: int) -> tuple[Context, list[Event]]:
     """A context that reads ``connection`` at ``now`` and only collects what it would stage."""
-    return Context(_Rows(connection), lambda _events: None, now)
+    staged: list[Event] = []
+    return Context(_Rows(connection), staged.extend, now), staged
 
 
 def test_f40_the_first_turn_credits_the_wait_before_it(fx: Fixture) -> None:
@@ -151,7 +152,7 @@ def test_f42_the_fallback_base_is_the_request_creation(tmp_path: Path) -> None:
         rebuild_into(copy, fx.store.entries())
         copy.execute("UPDATE node_attempts SET started_at = NULL, deadline_at = 50000")
         copy.execute("UPDATE interactive_requests SET created_at = 2000")
-        ctx = _reading(copy, 9000)
+        ctx, staged = _reading(copy, 9000)
         request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
         assert request is not None
 
@@ -159,7 +160,7 @@ def test_f42_the_fallback_base_is_the_request_creation(tmp_path: Path) -> None:
 
         assert [(7000, 50000, 57000, None, None)] == [
             (e.idle_ms, e.from_deadline, e.to_deadline, e.from_started_at, e.to_started_at)
-            for e in ctx.staged
+            for e in staged
             if isinstance(e, DeadlineShifted)
         ]
     finally:
@@ -302,7 +303,7 @@ def test_f47_expiry_selection(tmp_path: Path) -> None:
     try:
         rebuild_into(copy, fx.store.entries())
         copy.execute("UPDATE run_queue SET status = 'done' WHERE run_id = 'run-c'")
-        selected = candidates(_reading(copy, 60000))
+        selected = candidates(_reading(copy, 60000)[0])
     finally:
         copy.close()
 
@@ -310,9 +311,9 @@ def test_f47_expiry_selection(tmp_path: Path) -> None:
 
     assert "accepted" == fx.request("run.cancel", None, run_id="run-c", at=3000).outcome
     assert "cancelled" == _row(fx, "run_queue", run_id="run-c")["status"]
-    live = candidates(_reading(fx.store.connection, 60000))
+    live = candidates(_reading(fx.store.connection, 60000)[0])
     assert ["run-b", "run-a", "run-x"] == [row["run_id"] for row in live]
-    assert [] == candidates(_reading(fx.store.connection, 49999))
+    assert [] == candidates(_reading(fx.store.connection, 49999)[0])
     assert [("run-b", "s-b"), ("run-a", "s-a"), ("run-x", "s-x")] == fx.host.expire(60000)
     assert 3 == fx.events("run.interaction_timeout_started")
     fx.assert_rebuild_equals_live()
@@ -328,7 +329,7 @@ def test_f47_expiry_skips_interrupted_attempts_and_absent_coordinators(tmp_path:
     assert fx.host.detach("s-b", 3000, epoch_b)
 
     assert ["run-b", "run-a"] == [
-        row["run_id"] for row in candidates(_reading(fx.store.connection, 60000))
+        row["run_id"] for row in candidates(_reading(fx.store.connection, 60000)[0])
     ]
     assert [("run-a", "s-a")] == fx.host.expire(60000)
     assert "pending" == _row(fx, "interactive_requests", run_id="run-b")["status"]

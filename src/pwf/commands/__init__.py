@@ -76,7 +76,6 @@ class Context:
         self._stage = stage
         self.now = now
         self.mint = mint or _no_mint
-        self.staged: list[Event] = []
 
     def one(self, sql: str, *params: object) -> Row | None:
         """The first row of a query, or None."""
@@ -94,7 +93,6 @@ class Context:
     def emit(self, *events: Event) -> None:
         """Stage events into the batch; the projections reflect them immediately."""
         self._stage(events)
-        self.staged.extend(events)
 
 
 def _no_mint(prefix: str) -> str:

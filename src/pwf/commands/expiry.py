@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from pwf import canonical
-from pwf.commands.messages import cancel_source
-from pwf.commands.runs import live_owner
-from pwf.events import InteractionCancelled, InteractionTimeoutStarted, SubmissionFinished
+from pwf.commands.runs import cancel_request, live_owner
+from pwf.events import InteractionTimeoutStarted
 
 if TYPE_CHECKING:
     from pwf.commands import Context, Row
@@ -76,29 +74,7 @@ def begin_timeouts(ctx: Context) -> list[tuple[str, str]]:
 
 
 def _begin(ctx: Context, row: Row) -> None:
-    for submission in ctx.all(
-        "SELECT submission_id FROM interactive_submissions WHERE request_id = ?"
-        " AND outcome = 'validating' ORDER BY submitted_at, submission_id",
-        row["request_id"],
-    ):
-        ctx.emit(
-            SubmissionFinished(
-                submission_id=submission["submission_id"],
-                request_id=row["request_id"],
-                run_id=row["run_id"],
-                outcome="rejected",
-                receipt=canonical.raw({"error": EXPIRED, "status": "rejected"}),
-            )
-        )
-    cancel_source(ctx, row["request_id"], ("step", "decision"))
-    ctx.emit(
-        InteractionCancelled(
-            request_id=row["request_id"],
-            run_id=row["run_id"],
-            revision=row["revision"] + 1,
-            reason=EXPIRED,
-        )
-    )
+    cancel_request(ctx, row, EXPIRED, ("step", "decision"))
     ctx.emit(
         InteractionTimeoutStarted(
             run_id=row["run_id"],

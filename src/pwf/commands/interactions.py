@@ -14,8 +14,15 @@ from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members, text
 from pwf.commands.ids import continuation_run_id
 from pwf.commands.messages import cancel_source, ensure_interaction_message
-from pwf.commands.runs import get_run, live_owner, queue_of, require_run_id, reserve, revision_of
-from pwf.commands.views import stored_json
+from pwf.commands.runs import (
+    get_run,
+    live_owner,
+    queue_of,
+    require_run_id,
+    reserve,
+    revision_of,
+    template_of,
+)
 from pwf.events import (
     InteractionRequested,
     InteractionSettled,
@@ -300,23 +307,6 @@ def interaction_update(ctx: Context, request: ClientRequest) -> Result:
     return Result(receipt=receipt, revision=sequence, run_id=found["run_id"])
 
 
-def _continuation_template(ctx: Context, parent: Row, value: object) -> dict[str, object]:
-    """A continuation runs the parent's workflow with the answer as its input."""
-    snapshot = stored_json(ctx, parent["definition_snapshot_hash"])
-    return {
-        "project_path": parent["project_path"],
-        "workflow_name": parent["workflow_name"],
-        "workflow_ref": parent["workflow_ref"],
-        "workflow_source": parent["workflow_source"],
-        "definition_digest": parent["definition_digest"],
-        "definition_snapshot": canonical.raw(snapshot),
-        "input": canonical.raw(value),
-        "launch_options": canonical.raw(stored_json(ctx, parent["launch_options_hash"]) or {}),
-        "origin_session_id": parent["origin_session_id"],
-        "execution_mode": parent["execution_mode"],
-    }
-
-
 def checkpoint_answer(ctx: Context, request: ClientRequest) -> Result:
     """``checkpoint.answer``: continue a run parked at an ordinary checkpoint (§12.3)."""
     parent_id = require_run_id(request)
@@ -352,7 +342,7 @@ def checkpoint_answer(ctx: Context, request: ClientRequest) -> Result:
                 outcome="rejected", error="Protected human decisions require a human channel"
             )
         return Result(outcome="rejected", error="Workflow run is not waiting at a checkpoint")
-    template = _continuation_template(ctx, parent, payload.get("input"))
+    template = template_of(ctx, parent, canonical.raw(payload.get("input")))
     reserve(ctx, run_id=child_id, template=template, parent_id=parent_id, lineage="continuation",
             restart_number=parent["restart_number"])  # fmt: skip
     child = get_run(ctx, child_id)
@@ -391,7 +381,9 @@ def decision_answer(ctx: Context, request: ClientRequest) -> Result:
     )
     if adopted is not None:
         return adopted
-    template = _continuation_template(ctx, parent, {"decision": response, "requestId": request_id})
+    template = template_of(
+        ctx, parent, canonical.raw({"decision": response, "requestId": request_id})
+    )
     reserve(ctx, run_id=child_id, template=template, parent_id=row["run_id"],
             lineage="continuation", restart_number=parent["restart_number"])  # fmt: skip
     receipt = {

@@ -15,6 +15,7 @@ import msgspec
 from pwf import canonical
 from pwf.commands import Context, refuse
 from pwf.commands.ids import message_id, message_key
+from pwf.commands.views import blob_bytes
 from pwf.events import MessageCancelled, MessageCreated
 
 if TYPE_CHECKING:
@@ -120,7 +121,10 @@ def cancel_source(ctx: Context, source_id: str, kinds: tuple[str, ...] | None = 
 def ensure_interaction_message(ctx: Context, request: Row, reason: str) -> str:
     """The step (or decision) message of a request at its current revision (§9.2)."""
     kind = "decision" if request["kind"] == "decision" else "step"
-    contract = msgspec.json.decode(_blob(ctx, request["contract_hash"]))
+    stored = blob_bytes(ctx, request["contract_hash"])
+    if stored is None:
+        raise refuse("Workflow blob is missing")
+    contract = msgspec.json.decode(stored)
     details: dict[str, object] = {
         "contract": contract,
         "requestId": request["request_id"],
@@ -141,10 +145,3 @@ def ensure_interaction_message(ctx: Context, request: Row, reason: str) -> str:
         text=text,
         details=details,
     )
-
-
-def _blob(ctx: Context, blob_hash: bytes) -> bytes:
-    content_bytes = ctx.value("SELECT content FROM blobs WHERE blob_hash = ?", blob_hash)
-    if content_bytes is None:
-        raise refuse("Workflow blob is missing")
-    return bytes(content_bytes)

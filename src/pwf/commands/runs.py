@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+import msgspec
+
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import absolute_path, members, optional_text, positive_int, text
 from pwf.commands.deadlines import resume_shift
 from pwf.commands.ids import message_id, terminal_fingerprint, terminal_source_id
 from pwf.commands.messages import cancel_source, ensure, ensure_interaction_message
-from pwf.commands.views import host_counts, run_view, stored_json
+from pwf.commands.views import blob_bytes, host_counts, run_view, stored_json
 from pwf.events import (
     AttemptChanged,
     FollowUpClosed,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest
 
 __all__ = [
+    "cancel_request",
     "host_status",
     "host_stop",
     "live_owner",
@@ -46,6 +49,7 @@ __all__ = [
     "run_resume",
     "run_start",
     "run_status",
+    "template_of",
 ]
 
 TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
@@ -178,6 +182,26 @@ def _template(payload: dict[str, object]) -> dict[str, object]:
         "launch_options": canonical.raw({} if launch is None else launch),
         "origin_session_id": optional_text(payload, "originSessionId"),
         "execution_mode": mode,
+    }
+
+
+def template_of(ctx: Context, run: Row, run_input: msgspec.Raw) -> dict[str, object]:
+    """A new run of ``run``'s workflow, definition and options, as stored, on ``run_input``."""
+
+    def stored(blob_hash: bytes | None, default: bytes) -> msgspec.Raw:
+        return msgspec.Raw(blob_bytes(ctx, blob_hash) or default)
+
+    return {
+        "project_path": run["project_path"],
+        "workflow_name": run["workflow_name"],
+        "workflow_ref": run["workflow_ref"],
+        "workflow_source": run["workflow_source"],
+        "definition_digest": run["definition_digest"],
+        "definition_snapshot": stored(run["definition_snapshot_hash"], b"null"),
+        "input": run_input,
+        "launch_options": stored(run["launch_options_hash"], b"{}"),
+        "origin_session_id": run["origin_session_id"],
+        "execution_mode": run["execution_mode"],
     }
 
 
@@ -418,31 +442,42 @@ def run_cancel(ctx: Context, request: ClientRequest) -> Result:
     )
 
 
-def _close_interactions(ctx: Context, run_id: str, reason: str) -> None:
-    for row in pending_requests(ctx, run_id):
-        for submission in ctx.all(
-            "SELECT submission_id FROM interactive_submissions WHERE request_id = ?"
-            " AND outcome = 'validating'",
-            row["request_id"],
-        ):
-            ctx.emit(
-                SubmissionFinished(
-                    submission_id=submission["submission_id"],
-                    request_id=row["request_id"],
-                    run_id=run_id,
-                    outcome="rejected",
-                    receipt=canonical.raw({"error": reason, "status": "rejected"}),
-                )
-            )
-        cancel_source(ctx, row["request_id"])
+def cancel_request(
+    ctx: Context, request: Row, reason: str, kinds: tuple[str, ...] | None = None
+) -> None:
+    """Cancel a pending request at revision + 1 for ``reason``.
+
+    Its validating submission is rejected with that reason and its pending
+    messages (of ``kinds``; all when None) are cancelled first.
+    """
+    for submission in ctx.all(
+        "SELECT submission_id FROM interactive_submissions WHERE request_id = ?"
+        " AND outcome = 'validating' ORDER BY submitted_at, submission_id",
+        request["request_id"],
+    ):
         ctx.emit(
-            InteractionCancelled(
-                request_id=row["request_id"],
-                run_id=run_id,
-                revision=row["revision"] + 1,
-                reason=reason,
+            SubmissionFinished(
+                submission_id=submission["submission_id"],
+                request_id=request["request_id"],
+                run_id=request["run_id"],
+                outcome="rejected",
+                receipt=canonical.raw({"error": reason, "status": "rejected"}),
             )
         )
+    cancel_source(ctx, request["request_id"], kinds)
+    ctx.emit(
+        InteractionCancelled(
+            request_id=request["request_id"],
+            run_id=request["run_id"],
+            revision=request["revision"] + 1,
+            reason=reason,
+        )
+    )
+
+
+def _close_interactions(ctx: Context, run_id: str, reason: str) -> None:
+    for row in pending_requests(ctx, run_id):
+        cancel_request(ctx, row, reason)
 
 
 def finish_run(  # noqa: PLR0913 - the terminal facts

@@ -13,13 +13,12 @@ from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members, text
 from pwf.commands.deadlines import begin_turn_shift, shift
 from pwf.commands.messages import cancel_source, ensure_interaction_message
-from pwf.commands.runs import finish_run, get_run, live_owner, queue_of
+from pwf.commands.runs import cancel_request, finish_run, get_run, live_owner, queue_of
 from pwf.events import (
     AttemptChanged,
     BranchReported,
     CoordinatorAttached,
     CoordinatorDetached,
-    InteractionCancelled,
     InteractionRevised,
     MessageSent,
     RunPaused,
@@ -35,6 +34,7 @@ __all__ = [
     "attach",
     "begin_turn_shift",
     "detach",
+    "latest_turn",
     "open_message",
     "recover_turns",
     "report_branch",
@@ -179,13 +179,14 @@ def open_message(ctx: Context, session_id: str) -> Row | None:
             if row["request_status"] == "pending" and not row["run_paused"]:
                 return row
             continue
-        latest = _latest_turn(ctx, row["workflow_message_id"])
+        latest = latest_turn(ctx, row["workflow_message_id"])
         if latest is None or latest["state"] == "started":
             return row
     return None
 
 
-def _latest_turn(ctx: Context, message_id: str) -> Row | None:
+def latest_turn(ctx: Context, message_id: str) -> Row | None:
+    """The newest turn on a message, or None."""
     return ctx.one(
         "SELECT * FROM workflow_turns WHERE workflow_message_id = ?"
         " ORDER BY started_at DESC, workflow_turn_id DESC LIMIT 1",
@@ -405,15 +406,9 @@ def _turn_end_consequences(ctx: Context, turn: Row, stop: str) -> None:
         assert fresh is not None
         ensure_interaction_message(ctx, fresh, "reminder")
         return
-    cancel_source(ctx, request["request_id"], ("step",))
-    ctx.emit(
-        InteractionCancelled(
-            request_id=request["request_id"],
-            run_id=request["run_id"],
-            revision=revision + 1,
-            reason=UNPRODUCTIVE_ERROR,
-        )
-    )
+    fresh = _request_of(ctx, message)
+    assert fresh is not None
+    cancel_request(ctx, fresh, UNPRODUCTIVE_ERROR, ("step",))
     if run["status"] not in ("running", "waiting"):
         raise refuse("Workflow run could not fail after three unproductive turns")
     finish_run(

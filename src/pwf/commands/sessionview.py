@@ -16,9 +16,15 @@ from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members, optional_text, text
 from pwf.commands.ids import restart_run_id, session_request_id, terminal_source_id
 from pwf.commands.messages import cancel_source, ensure
-from pwf.commands.runs import TERMINAL, get_run, reserve, revision_of
-from pwf.commands.sessions import attach, coordinator, open_message, session_check
-from pwf.commands.views import stored_json
+from pwf.commands.runs import TERMINAL, get_run, reserve, revision_of, template_of
+from pwf.commands.sessions import (
+    attach,
+    coordinator,
+    latest_turn,
+    open_message,
+    session_check,
+)
+from pwf.commands.views import blob_bytes, stored_json
 from pwf.events import FollowUpClosed, FollowUpQueued, TerminalCleared
 
 if TYPE_CHECKING:
@@ -54,14 +60,6 @@ def reservation(ctx: Context, session_id: str) -> Row | None:
     )
 
 
-def _latest_turn(ctx: Context, message_id: str) -> Row | None:
-    return ctx.one(
-        "SELECT * FROM workflow_turns WHERE workflow_message_id = ?"
-        " ORDER BY started_at DESC, workflow_turn_id DESC LIMIT 1",
-        message_id,
-    )
-
-
 def retained_terminal(ctx: Context, session_id: str) -> Row | None:
     """§5.9: the terminal message whose run the session still shows, if any."""
     cleared = ctx.one(
@@ -85,7 +83,7 @@ def retained_terminal(ctx: Context, session_id: str) -> Row | None:
             return message
         if message["status"] == "cancelled":
             continue
-        turn = _latest_turn(ctx, message["workflow_message_id"])
+        turn = latest_turn(ctx, message["workflow_message_id"])
         if turn is None or turn["state"] == "started" or turn["ended_at"] + RETAIN_MS > ctx.now:
             return message
     return None
@@ -139,7 +137,7 @@ def _leaf(ctx: Context, run_id: str) -> Row | None:
 def _ended(ctx: Context, message_id: str | None) -> bool:
     if message_id is None:
         return False
-    turn = _latest_turn(ctx, message_id)
+    turn = latest_turn(ctx, message_id)
     return turn is not None and turn["state"] == "ended"
 
 
@@ -415,7 +413,7 @@ def _restart_refusal(  # noqa: PLR0911 - one return per check, in the original o
         return "Workflow terminal result is stale or was replaced"
     if current_run_id(ctx, session_id) != source["run_id"]:
         return "Workflow terminal result is no longer current"
-    turn = _latest_turn(ctx, message_id)
+    turn = latest_turn(ctx, message_id)
     if turn is None:
         return "Workflow restart requires a terminal model turn"
     turn_id = payload.get("workflowTurnId")
@@ -467,7 +465,9 @@ def run_restart(ctx: Context, request: ClientRequest) -> Result:
     reserve(
         ctx,
         run_id=run_id,
-        template=_restart_template(ctx, source),
+        template=template_of(
+            ctx, source, msgspec.Raw(blob_bytes(ctx, source["input_hash"]) or b"null")
+        ),
         parent_id=source_id,
         lineage="restart",
         restart_number=source["restart_number"] + 1,
@@ -479,26 +479,3 @@ def run_restart(ctx: Context, request: ClientRequest) -> Result:
         "runId": run_id,
     }
     return Result(receipt=receipt, revision=revision_of(ctx, run_id), run_id=source_id)
-
-
-def _restart_template(ctx: Context, source: Row) -> dict[str, object]:
-    """The source run's workflow, definition, input and options, byte for byte."""
-
-    def raw(blob_hash: bytes | None, default: bytes) -> msgspec.Raw:
-        content = None
-        if blob_hash is not None:
-            content = ctx.value("SELECT content FROM blobs WHERE blob_hash = ?", blob_hash)
-        return msgspec.Raw(default if content is None else bytes(content))
-
-    return {
-        "project_path": source["project_path"],
-        "workflow_name": source["workflow_name"],
-        "workflow_ref": source["workflow_ref"],
-        "workflow_source": source["workflow_source"],
-        "definition_digest": source["definition_digest"],
-        "definition_snapshot": raw(source["definition_snapshot_hash"], b"null"),
-        "input": raw(source["input_hash"], b"null"),
-        "launch_options": raw(source["launch_options_hash"], b"{}"),
-        "origin_session_id": source["origin_session_id"],
-        "execution_mode": "interactive",
-    }

@@ -15,29 +15,40 @@ if TYPE_CHECKING:
     from pwf.commands import Context, Row
     from pwf.protocol.client import ClientRequest
 
-__all__ = ["CHUNK_BYTES", "host_counts", "run_view", "stored_json", "view_content_chunk"]
+__all__ = [
+    "CHUNK_BYTES",
+    "blob_bytes",
+    "host_counts",
+    "run_view",
+    "stored_json",
+    "view_content_chunk",
+]
 
 ARTIFACT_KEYS: Final = frozenset({"$artifact", "$escaped"})
 
 
-def stored_json(ctx: Context, blob_hash: bytes | None) -> object:
-    """A JSON blob's value, or None when there is none."""
+def blob_bytes(ctx: Context, blob_hash: bytes | None) -> bytes | None:
+    """A blob's stored bytes (canonical JSON or UTF-8 text), or None when there is none."""
     if blob_hash is None:
         return None
     content = ctx.value("SELECT content FROM blobs WHERE blob_hash = ?", blob_hash)
-    return None if content is None else msgspec.json.decode(bytes(content))
+    return None if content is None else bytes(content)
+
+
+def stored_json(ctx: Context, blob_hash: bytes | None) -> object:
+    """A JSON blob's value, or None when there is none."""
+    content = blob_bytes(ctx, blob_hash)
+    return None if content is None else msgspec.json.decode(content)
 
 
 def _view_value(ctx: Context, blob_hash: bytes | None) -> object:
     """A run value for a view: large ones become ``$artifact`` references (§5.10)."""
-    if blob_hash is None:
-        return None
-    raw = ctx.value("SELECT content FROM blobs WHERE blob_hash = ?", blob_hash)
+    raw = blob_bytes(ctx, blob_hash)
     if raw is None:
         return None
-    found = view_content(bytes(raw))
+    found = view_content(raw)
     if found is None:
-        value = msgspec.json.decode(bytes(raw))
+        value = msgspec.json.decode(raw)
         if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ARTIFACT_KEYS:
             return {"$escaped": value}
         return value
