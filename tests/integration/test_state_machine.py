@@ -944,7 +944,7 @@ class CommandPathMachine(RuleBasedStateMachine):
         return None if live[2] else UNREPORTED_CONTROL
 
     def _interrupted(self, session: str, *, expected: bool = True) -> None:
-        """Attempts of the session's pending requests with a started step turn are interrupted.
+        """Unfinished attempts of pending requests with an open step turn are interrupted.
 
         With ``expected=False``: none of them is (the session's coordinator is back).
         """
@@ -953,7 +953,8 @@ class CommandPathMachine(RuleBasedStateMachine):
             " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
             " JOIN workflow_messages m ON m.source_id = r.request_id AND m.kind = 'step'"
             " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
-            " WHERE r.target_session_id = ? AND r.status = 'pending' AND t.state = 'started'",
+            " WHERE r.target_session_id = ? AND r.status = 'pending' AND t.state = 'started'"
+            " AND a.status IN ('pending', 'running', 'waiting', 'interrupted')",
             session,
         )
         found = {row[0] for row in statuses}

@@ -101,13 +101,18 @@ def detach(ctx: Context, session_id: str, epoch: str | None = None) -> bool:
 
 
 def _open_turn_attempts(ctx: Context, session_id: str) -> list[Row]:
-    """Attempts of pending requests of the session that have a started step turn."""
+    """Unfinished attempts of pending requests of the session that have a started step turn.
+
+    A finished attempt keeps its end status: only the statuses host recovery
+    moves (§10.6) can become ``interrupted``.
+    """
     return ctx.all(
         "SELECT DISTINCT a.* FROM node_attempts a"
         " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
         " JOIN workflow_messages m ON m.source_id = r.request_id AND m.kind = 'step'"
         " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
         " WHERE r.target_session_id = ? AND r.status = 'pending' AND t.state = 'started'"
+        " AND a.status IN ('pending', 'running', 'waiting', 'interrupted')"
         " ORDER BY a.attempt_id",
         session_id,
     )
