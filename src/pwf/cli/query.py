@@ -189,69 +189,35 @@ def query() -> None:
     """
 
 
-@query.command()
-@_filtered
-def runs(  # noqa: PLR0913, PLR0917 - one option per filter
-    db: str | None,
-    run_id: str | None,
-    session: str | None,
-    status: str | None,
-    limit: int | None,
-    as_json: bool,
-) -> None:
-    """List runs with their queue entry, oldest first.
-
-    --session matches the origin session; --status the run's status.
-    """
-    _show("runs", db, _Filters(run_id, session, status, limit), as_json)
+_HELP: Final = {
+    "runs": "List runs with their queue entry, oldest first.\n\n"
+    "--session matches the origin session; --status the run's status.",
+    "interactions": "List interactive requests, oldest first.\n\n"
+    "--session matches the target session; --status is pending, settled or cancelled.",
+    "messages": "List workflow messages by target session and order number.\n\n"
+    "--session matches the target session; --status is pending, sent or cancelled.",
+    "turns": "List model turns by target session and start time.\n\n"
+    "--session matches the target session; --status is started or ended.",
+}
 
 
-@query.command()
-@_filtered
-def interactions(  # noqa: PLR0913, PLR0917 - one option per filter
-    db: str | None,
-    run_id: str | None,
-    session: str | None,
-    status: str | None,
-    limit: int | None,
-    as_json: bool,
-) -> None:
-    """List interactive requests, oldest first.
+def _listing(name: str) -> click.Command:
+    """The ``pwf query NAME`` command: one listing, the same filters for all."""
 
-    --session matches the target session; --status is pending, settled or cancelled.
-    """
-    _show("interactions", db, _Filters(run_id, session, status, limit), as_json)
+    def show(  # noqa: PLR0913 - one option per filter
+        *,
+        db: str | None,
+        run_id: str | None,
+        session: str | None,
+        status: str | None,
+        limit: int | None,
+        as_json: bool,
+    ) -> None:
+        _show(name, db, _Filters(run_id, session, status, limit), as_json)
 
-
-@query.command()
-@_filtered
-def messages(  # noqa: PLR0913, PLR0917 - one option per filter
-    db: str | None,
-    run_id: str | None,
-    session: str | None,
-    status: str | None,
-    limit: int | None,
-    as_json: bool,
-) -> None:
-    """List workflow messages by target session and order number.
-
-    --session matches the target session; --status is pending, sent or cancelled.
-    """
-    _show("messages", db, _Filters(run_id, session, status, limit), as_json)
+    show.__doc__ = _HELP[name]
+    return click.command(name)(_filtered(show))
 
 
-@query.command()
-@_filtered
-def turns(  # noqa: PLR0913, PLR0917 - one option per filter
-    db: str | None,
-    run_id: str | None,
-    session: str | None,
-    status: str | None,
-    limit: int | None,
-    as_json: bool,
-) -> None:
-    """List model turns by target session and start time.
-
-    --session matches the target session; --status is started or ended.
-    """
-    _show("turns", db, _Filters(run_id, session, status, limit), as_json)
+for _name in _SOURCES:
+    query.add_command(_listing(_name))
