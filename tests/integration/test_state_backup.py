@@ -79,3 +79,18 @@ def test_cli_state_backup(tmp_path: Path) -> None:
         bad.exit_code,
         bad.stderr,
     )
+
+
+def test_failed_copy_is_a_recorded_rejection_and_leaves_no_file(tmp_path: Path) -> None:
+    """A destination under a regular file cannot be written: rejected, recorded, nothing made."""
+    fx = Fixture.f(tmp_path / "s.db")
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    destination = blocker / "copy.sqlite"
+    response = fx.request("state.backup", {"destination": str(destination)}, at=5000)
+    assert "rejected" == response.outcome
+    assert response.error is not None
+    assert response.error.startswith(f"backup to {destination} failed:")
+    assert 1 == fx.count("host_commands", operation="state.backup")
+    assert not destination.exists()
+    assert fx.store.verify().ok

@@ -62,3 +62,20 @@ def test_unknown_content_is_not_found(tmp_path: Path) -> None:
     before = fx.events()
     response = fx.request("view.content", {"sha256": "0" * 64}, run_id="run-1")
     assert ("notFound", before) == (response.outcome, fx.events())
+
+
+def test_bad_view_content_requests_are_refused_and_change_nothing(tmp_path: Path) -> None:
+    """A missing runId, a malformed digest or a negative offset is a one-line rejection."""
+    fx = _fixture(tmp_path)
+    before = fx.events()
+    cases = [
+        ({"sha256": "0" * 64}, None, "view.content requires runId"),
+        ({"sha256": "zz"}, "run-1", "sha256 must be text"),
+        ({"sha256": "g" * 64}, "run-1", "sha256 must be text"),
+        ({"sha256": "0" * 64, "offset": -1}, "run-1", "offset must be a non-negative integer"),
+        ({"sha256": "0" * 64, "offset": True}, "run-1", "offset must be a non-negative integer"),
+    ]
+    for payload, run_id, error in cases:
+        response = fx.request("view.content", payload, run_id=run_id)
+        assert ("rejected", error) == (response.outcome, response.error)
+    assert before == fx.events()
