@@ -26,7 +26,7 @@ import msgspec
 from pwf.errors import ChainError, InputError, StoreError
 from pwf.events import REGISTRY, Entry, Envelope, content_hash_of, open_body
 from pwf.readmodel import ReadModel
-from pwf.store import Head, VerifyReport
+from pwf.store import EMPTY, Head, VerifyReport, origin_of
 from pwf.store.sqlite import FORMAT, SCHEMA, translate_error
 
 if TYPE_CHECKING:
@@ -121,17 +121,17 @@ class _Chain:
     ``verified`` are not recomputed: the caller has just checked them.
     """
 
-    __slots__ = ("head", "verified")
+    __slots__ = ("head", "origin", "verified")
 
     def __init__(self, head: Head, verified: int = 0) -> None:
-        """Start after ``head`` (zeros for an empty log)."""
-        self.head = head
+        """Start after ``head``: zeros, or the head a compaction replaced."""
+        self.head = self.origin = head
         self.verified = verified
 
     def entries(self, rows: Iterable[tuple[int, bytes]]) -> Iterator[Entry]:
         """Yield each row's typed event; raise ChainError at the first broken link."""
         seq, prev_hash, batch = self.head.seq, self.head.content_hash, self.head.batch
-        verified = self.verified
+        verified, first = self.verified, self.origin.seq + 1
         try:
             for stored_seq, body in rows:
                 seq += 1
@@ -142,7 +142,9 @@ class _Chain:
                     raise ChainError(
                         seq, "prevHash does not match the previous event's contentHash"
                     )
-                if not batch <= entry.batch <= batch + 1 or (seq == 1 and entry.batch != 1):
+                if not batch <= entry.batch <= batch + 1 or (
+                    seq == first and entry.batch != self.origin.batch + 1
+                ):
                     raise ChainError(seq, f"batch {entry.batch} does not follow batch {batch}")
                 prev_hash, batch = entry.content_hash, entry.batch
                 yield entry
@@ -217,7 +219,9 @@ class _Scratch:
         self.progress = progress
         self.chunk = chunk
         self.model = ReadModel()
-        self.chain = _Chain(Head(seq=0, content_hash=None, batch=0), verified)
+        row = connection.execute("SELECT seq, body FROM live.events ORDER BY seq LIMIT 1")
+        found = row.fetchone()
+        self.chain = _Chain(EMPTY if found is None else origin_of(found[0], found[1]), verified)
         self.total = 0
 
     def install(self) -> None:
@@ -245,9 +249,7 @@ class _Scratch:
         """The live log's head, as the current transaction (if any) sees it."""
         row = self.connection.execute("SELECT seq, content_hash, batch FROM live._pwf_head")
         found = row.fetchone()
-        return (
-            Head(seq=found[0], content_hash=found[1], batch=found[2]) if found else Head(0, None, 0)
-        )
+        return Head(seq=found[0], content_hash=found[1], batch=found[2]) if found else EMPTY
 
     def fold_until(self, last: int) -> None:
         """Fold every event after the chain's head up to seq ``last``, committing per chunk."""
@@ -604,11 +606,12 @@ def check(
                 tables = _tables(scratch.connection, "main")
                 difference = _compare(scratch.connection, rows)
     except ChainError as error:
+        events = max(error.seq - 1 - (report.head.seq - report.events), 0)
         bad = VerifyReport(
-            events=error.seq - 1, head=report.head, first_bad_seq=error.seq, reason=error.reason
+            events=events, head=report.head, first_bad_seq=error.seq, reason=error.reason
         )
         return Check(chain=bad)
-    chain = VerifyReport(events=head.seq, head=head)
+    chain = VerifyReport(events=head.seq - scratch.chain.origin.seq, head=head)
     return Check(chain=chain, tables=len(tables), difference=difference)
 
 

@@ -42,6 +42,7 @@ from pwf.events.interactions import (
     SubmissionFinished,
     SubmissionRecorded,
 )
+from pwf.events.log import LogCompacted
 from pwf.events.runs import (
     AttemptChanged,
     AttemptStarted,
@@ -103,6 +104,7 @@ __all__ = [
     "InteractionRevised",
     "InteractionSettled",
     "InteractionTimeoutStarted",
+    "LogCompacted",
     "MessageCancelled",
     "MessageCreated",
     "MessageSent",
@@ -167,6 +169,7 @@ EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     FollowUpQueued,
     FollowUpClosed,
     TerminalCleared,
+    LogCompacted,
 )
 
 REGISTRY: Final[Mapping[str, type[Event]]] = {cls.TAG: cls for cls in EVENT_TYPES}

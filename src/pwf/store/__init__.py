@@ -8,9 +8,12 @@ events up by their indexed columns and verifies the chain from stored bytes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
+
+from pwf.errors import ChainError, InputError
+from pwf.events import LogCompacted, open_body
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -19,12 +22,14 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause, Entry, Event, Sealed
 
 __all__ = [
+    "EMPTY",
     "AppendHook",
     "EventStore",
     "Head",
     "StoredEvent",
     "Transaction",
     "VerifyReport",
+    "origin_of",
 ]
 
 
@@ -34,6 +39,36 @@ class Head(msgspec.Struct, frozen=True):
     seq: int
     content_hash: str | None
     batch: int
+
+
+EMPTY: Final = Head(seq=0, content_hash=None, batch=0)
+"""Where every log starts that was never compacted."""
+
+
+def origin_of(seq: int, body: bytes) -> Head:
+    """Where the chain starts, given the log's first stored event.
+
+    A log starts at seq 1 with no prevHash, or, once compacted, at the
+    ``log.compacted`` event that hangs off the head it replaced (DOMAIN §13.2):
+    its seq, prevHash and batch continue that head, so the walk starts there.
+
+    Raises:
+        ChainError: the first event is neither seq 1 nor a consistent ``log.compacted``.
+    """
+    if seq == 1:
+        return EMPTY
+    try:
+        entry = open_body(body)
+    except InputError as error:
+        raise ChainError(seq, str(error)) from None
+    event = entry.event
+    if not isinstance(event, LogCompacted):
+        raise ChainError(1, f"seq 1 is missing (next stored is {seq})")
+    if (event.replaced_seq, event.replaced_batch) != (seq - 1, entry.batch - 1):
+        raise ChainError(seq, "log.compacted does not continue the head it says it replaced")
+    return Head(
+        seq=event.replaced_seq, content_hash=event.replaced_hash, batch=event.replaced_batch
+    )
 
 
 class StoredEvent(msgspec.Struct, frozen=True):

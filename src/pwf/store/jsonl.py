@@ -2,10 +2,10 @@
 
 Export writes each event's stored bytes and a newline, nothing else, so two
 exports of the same log are identical files.  Import checks every line
-(canonical, typed, content hash, gapless seq from 1, prev-hash chain, batch
-order) while writing inside one transaction on an empty database, so a file
-with any fault is refused whole and leaves nothing behind; memory stays
-constant however long the file is.
+(canonical, typed, content hash, gapless seq from 1 or from the head a
+compaction replaced, prev-hash chain, batch order) while writing inside one
+transaction on an empty database, so a file with any fault is refused whole
+and leaves nothing behind; memory stays constant however long the file is.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, BinaryIO
 
 from pwf.errors import ChainError, ImportRefusedError, InputError
-from pwf.events import open_body
-from pwf.store import Head
+from pwf.events import Entry, LogCompacted, open_body
+from pwf.store import EMPTY, Head, origin_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -55,27 +55,34 @@ def import_jsonl(store: SqliteStore, source: BinaryIO) -> Head:
     with store.transaction() as tx:
         if tx.head.seq != 0:
             raise ImportRefusedError(0, f"{store.path} already holds {tx.head.seq} events")
-        head = Head(seq=0, content_hash=None, batch=0)
+        origin = head = EMPTY
         for number, body in _lines(source):
             try:
                 entry = open_body(body)
-            except InputError as error:
+                if number == 1 and isinstance(entry.event, LogCompacted):
+                    origin = head = origin_of(entry.seq, body)
+            except (InputError, ChainError) as error:
                 raise ImportRefusedError(number, str(error)) from None
-            reason = _chain_fault(head, entry.seq, entry.prev_hash, entry.batch)
+            reason = _chain_fault(head, origin, entry)
             if reason is not None:
                 raise ImportRefusedError(number, reason)
             tx.insert_verified(entry, body)
             head = Head(seq=entry.seq, content_hash=entry.content_hash, batch=entry.batch)
-        if head.seq == 0:
+        if head == origin:
             raise ImportRefusedError(0, "the file holds no events")
         return head
 
 
-def _chain_fault(head: Head, seq: int, prev_hash: str | None, batch: int) -> str | None:
+def _chain_fault(head: Head, origin: Head, entry: Entry) -> str | None:
+    seq, batch = entry.seq, entry.batch
     if seq != head.seq + 1:
         return str(ChainError(head.seq + 1, f"expected seq {head.seq + 1}, found {seq}"))
-    if prev_hash != head.content_hash:
+    if entry.prev_hash != head.content_hash:
         return f"seq {seq}: prevHash does not match the previous event's contentHash"
-    if batch not in (head.batch, head.batch + 1) or (head.seq == 0 and batch != 1):
+    if batch not in (head.batch, head.batch + 1) or (
+        seq == origin.seq + 1 and batch != origin.batch + 1
+    ):
         return f"seq {seq}: batch {batch} does not follow batch {head.batch}"
+    if isinstance(entry.event, LogCompacted) and seq != origin.seq + 1:
+        return f"seq {seq}: log.compacted may only open a log"
     return None

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Self
 
 from pwf.errors import ChainError, InputError, LineError, PwfError, StoreBusyError, StoreError
-from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body, seal
-from pwf.store import AppendHook, Head, StoredEvent, VerifyReport
+from pwf.events import Actor, Cause, Entry, Event, LogCompacted, Sealed, open_body, seal
+from pwf.store import EMPTY, AppendHook, Head, StoredEvent, VerifyReport, origin_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -221,6 +221,30 @@ class SqliteTransaction:
         for hook in self.store.hooks:
             hook(self.connection, sealed)
 
+    def drop_events(self) -> Head:
+        """Delete every stored event but keep the head, so the next batch continues from it.
+
+        Only a compaction does this (DOMAIN §13.2), inside its transaction and
+        after a checked backup of the whole log; its next write must be the
+        ``log.compacted`` event that names the head returned here.
+        """
+        self.connection.execute("DELETE FROM events")
+        return self._head
+
+    def write_batch(
+        self,
+        events: Sequence[Event],
+        *,
+        batch: int,
+        at: int,
+        actor: Actor,
+        cause: Cause | None,
+    ) -> list[Sealed]:
+        """Seal events into batch ``batch`` (the head's or the next), as compaction does."""
+        if batch not in (self._head.batch, self._head.batch + 1):
+            raise InputError(f"batch {batch} does not follow batch {self._head.batch}")
+        return self._seal_and_write(events, batch, at, actor, cause)
+
     def insert_verified(self, entry: Entry, body: bytes) -> None:
         """Write an already checked event verbatim (import); the caller checked the chain."""
         self._write([Sealed(entry=entry, body=body)])
@@ -403,6 +427,17 @@ class SqliteStore:
         for seq, body in cursor:
             yield StoredEvent(seq=seq, body=body)
 
+    def origin(self) -> Head:
+        """Where the chain starts: zeros, or the head a compaction replaced (DOMAIN §13.2).
+
+        Raises:
+            ChainError: the first stored event cannot start a log.
+        """
+        row = self.connection.execute(
+            "SELECT seq, body FROM events ORDER BY seq LIMIT 1"
+        ).fetchone()
+        return EMPTY if row is None else origin_of(row[0], row[1])
+
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Check the chain from stored bytes and name the first bad seq.
 
@@ -413,37 +448,43 @@ class SqliteStore:
         bytes, which proves that no acknowledged byte changed.
         """
         head = self.head()
+        origin = EMPTY
         try:
+            origin = self.origin()
             if deep:
                 last = _verify_rows(
-                    self.connection.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq")
+                    self.connection.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq"), origin
                 )
             else:
                 last = _verify_chain(
                     self.connection.execute(
                         "SELECT seq, content_hash, body FROM events ORDER BY seq"
-                    )
+                    ),
+                    origin,
                 )
         except ChainError as error:
             return VerifyReport(
-                events=error.seq - 1, head=head, first_bad_seq=error.seq, reason=error.reason
+                events=max(error.seq - 1 - origin.seq, 0),
+                head=head,
+                first_bad_seq=error.seq,
+                reason=error.reason,
             )
         if last != head:
             bad = last.seq if last.seq == head.seq else min(last.seq, head.seq) + 1
             return VerifyReport(
-                events=last.seq,
+                events=last.seq - origin.seq,
                 head=head,
                 first_bad_seq=bad,
                 reason=f"the log ends at seq {last.seq} but its head says seq {head.seq}"
                 if last.seq != head.seq
                 else "the head's hash or batch does not match the last event",
             )
-        return VerifyReport(events=last.seq, head=head)
+        return VerifyReport(events=last.seq - origin.seq, head=head)
 
 
-def _verify_rows(rows: Iterator[tuple[object, ...]]) -> Head:
-    """Walk rows in seq order; raise ChainError at the first fault; return the last head."""
-    expected = Head(seq=0, content_hash=None, batch=0)
+def _verify_rows(rows: Iterator[tuple[object, ...]], origin: Head) -> Head:
+    """Walk rows in seq order from ``origin``; raise ChainError at the first fault."""
+    expected = origin
     for row in rows:
         seq = expected.seq + 1
         if row[0] != seq:
@@ -456,10 +497,12 @@ def _verify_rows(rows: Iterator[tuple[object, ...]]) -> Head:
         except (LineError, InputError) as error:
             raise ChainError(seq, str(error)) from None
         _check_columns(seq, row, entry)
+        if isinstance(entry.event, LogCompacted) and seq != origin.seq + 1:
+            raise ChainError(seq, "log.compacted may only open a log")
         if entry.prev_hash != expected.content_hash:
             raise ChainError(seq, "prevHash does not match the previous event's contentHash")
         if entry.batch not in (expected.batch, expected.batch + 1) or (
-            seq == 1 and entry.batch != 1
+            seq == origin.seq + 1 and entry.batch != origin.batch + 1
         ):
             raise ChainError(seq, f"batch {entry.batch} does not follow batch {expected.batch}")
         expected = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
@@ -487,7 +530,7 @@ def _member(body: bytes, marker: bytes, *, last: bool) -> bytes:
     return body[start:end] if end >= 0 else body[start:-1]
 
 
-def _verify_chain(rows: Iterator[tuple[object, ...]]) -> Head:
+def _verify_chain(rows: Iterator[tuple[object, ...]], origin: Head) -> Head:
     """Walk the chain from the bytes alone; raise ChainError at the first fault.
 
     This is the hot loop of ``pwf log verify --chain-only``: the hash is fed
@@ -495,8 +538,8 @@ def _verify_chain(rows: Iterator[tuple[object, ...]]) -> Head:
     """
     sha256 = hashlib.sha256
     marker, skip = _OWN_HASH, len(_OWN_HASH)
-    previous = b"null"
-    batch = seq = 0
+    previous = b"null" if origin.content_hash is None else f'"{origin.content_hash}"'.encode()
+    batch, seq, first = origin.batch, origin.seq, origin.seq + 1
     own = b""
     for stored_seq, column_hash, body in rows:
         seq += 1
@@ -523,10 +566,12 @@ def _verify_chain(rows: Iterator[tuple[object, ...]]) -> Head:
             raise ChainError(seq, "prevHash does not match the previous event's contentHash")
         batch_text = _member(body, _BATCH, last=False)
         this_batch = int(batch_text) if batch_text.isdigit() else -1
-        if this_batch not in (batch, batch + 1) or (seq == 1 and this_batch != 1):
+        if this_batch not in (batch, batch + 1) or (seq == first and this_batch != batch + 1):
             raise ChainError(seq, f"batch {this_batch} does not follow batch {batch}")
         previous, batch = b'"' + own + b'"', this_batch
-    return Head(seq=seq, content_hash=own.decode() if seq else None, batch=batch)
+    if seq == origin.seq:
+        return origin
+    return Head(seq=seq, content_hash=own.decode(), batch=batch)
 
 
 def _check_columns(seq: int, row: tuple[object, ...], entry: Entry) -> None:
