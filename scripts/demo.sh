@@ -3,7 +3,8 @@
 # workers drive runs through the command path (client and worker protocol),
 # every outcome lands in the hash-chained log and its projections, and the log
 # is verified, exported, imported on "another machine" byte for byte, and then
-# tampered with to show the audit.
+# tampered with to show the audit; finally old runs are pruned and the log
+# compacted, and the compacted log is proven against its backup.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=demo-state
@@ -92,3 +93,18 @@ if pwf log verify --db "$dir/tampered.db"; then
 else
     echo "verify exited $? and named the first bad seq"
 fi
+
+step "maintenance: which run trees finished before 16:30 UTC could go? (a dry run changes nothing)"
+pwf state prune --db "$db" --before 2026-08-01T16:30:00Z
+
+step "prune them: back up, then compact the log so it continues from a log.compacted event"
+pwf state prune --db "$db" --before 2026-08-01T16:30:00Z --apply --backup "$PWD/$dir/backups/before-prune.sqlite"
+pwf log show --db "$db" --type log.compacted --json | python -c '
+import json, sys
+event = json.loads(sys.stdin.readline())
+data = event["data"]
+print(f"seq {event['"'"'seq'"'"']}: log.compacted replaced head seq {data['"'"'replacedSeq'"'"']};"
+      f" {len(data['"'"'removedRunIds'"'"'])} runs and {data['"'"'removedEvents'"'"']} events removed,"
+      f" {data['"'"'retainedEvents'"'"']} kept")'
+pwf log verify --db "$db" --backup "$dir/backups/before-prune.sqlite"
+pwf verify --db "$db"

@@ -15,6 +15,7 @@ from pwf.cli._options import db_option, json_option, open_store
 from pwf.config import Settings
 from pwf.errors import ImportRefusedError, PwfError
 from pwf.events import Entry, open_body
+from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
 
 if TYPE_CHECKING:
@@ -110,30 +111,57 @@ def tail(db: str | None, count: int, as_json: bool) -> None:
     is_flag=True,
     help="Walk the hash chain only: skip parsing events and checking indexed columns.",
 )
+@click.option(
+    "--backup",
+    "backup",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="For a compacted log: prove it is this backup's log minus the pruned runs.",
+)
 @json_option
-def verify(db: str | None, chain_only: bool, as_json: bool) -> None:
+def verify(db: str | None, chain_only: bool, backup: str | None, as_json: bool) -> None:
     """Verify the hash chain from the stored bytes (exit 1 at the first bad seq).
 
     By default every event is also parsed (canonical form, typed data) and its
     indexed columns compared with its bytes.  --chain-only checks each body's
     SHA-256, seq, batch and prevHash from the bytes alone, several times faster.
+    A compacted log starts at its log.compacted event; --backup then checks
+    the backup it names (SHA-256, its own chain, its head) and that the live
+    log is that backup's log with the pruned runs' events left out.
     """
     with open_store(db, read_only=True) as store:
         report = store.verify(deep=not chain_only)
+        proof = prove(store, Path(backup)) if backup is not None and report.ok else None
+    ok = report.ok and (proof is None or proof.ok)
     if as_json:
-        data = {
+        data: dict[str, object] = {
             "events": report.events,
             "firstBadSeq": report.first_bad_seq,
             "headSeq": report.head.seq,
-            "ok": report.ok,
+            "ok": ok,
             "reason": report.reason,
         }
+        if proof is not None:
+            data["backup"] = {
+                "backupEvents": proof.backup_events,
+                "compared": proof.compared,
+                "failure": proof.failure,
+                "ok": proof.ok,
+                "removedRuns": proof.removed_runs,
+            }
         click.echo(canonical.encode(data).decode())
-    elif report.ok:
-        click.echo(f"ok: {report.events} events, chain intact, head seq {report.head.seq}")
-    else:
+    elif not report.ok:
         click.echo(f"bad: seq {report.first_bad_seq}: {report.reason}", err=True)
-    if not report.ok:
+    elif proof is not None and not proof.ok:
+        click.echo(f"bad: backup {backup}: {proof.failure}", err=True)
+    else:
+        click.echo(f"ok: {report.events} events, chain intact, head seq {report.head.seq}")
+        if proof is not None:
+            click.echo(
+                f"ok: the log is {backup}'s {proof.backup_events} events compacted:"
+                f" {proof.compared} kept, {proof.removed_runs} runs removed"
+            )
+    if not ok:
         sys.exit(1)
 
 

@@ -1,7 +1,8 @@
-"""``pwf state backup``: maintenance commands of the original, from the command line."""
+"""``pwf state backup|prune``: maintenance commands of the original, from the command line."""
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 
@@ -10,8 +11,9 @@ import click
 from pwf import canonical
 from pwf.cli._options import db_option, json_option, open_store
 from pwf.cli.request import _refuse_if_served, at_option, now_ms
+from pwf.commands.prune import parse_cutoff
 from pwf.host import Host
-from pwf.protocol.client import ClientRequest
+from pwf.protocol.client import ClientRequest, ClientResponse
 
 __all__ = ["state"]
 
@@ -34,18 +36,7 @@ def backup(destination: str, db: str | None, at: int | None, as_json: bool) -> N
     reopened read-only to check its integrity, its hash chain and that its
     projections equal its log.  The command is recorded as state.backup.
     """
-    key = f"backup-{uuid.uuid4()}"  # noqa: TID251 - the CLI is the edge that mints request ids
-    request = ClientRequest(
-        request_id=key,
-        client_id="pwf-cli",
-        operation="state.backup",
-        idempotency_key=key,
-        payload={"destination": destination},
-    )
-    with open_store(db) as store:
-        now = now_ms(at)
-        _refuse_if_served(store, now)
-        response = Host(store).request(request, now)
+    response = _maintain("state.backup", {"destination": destination}, db, at)
     if as_json:
         click.echo(
             canonical.encode({"error": response.error, "outcome": response.outcome}).decode()
@@ -55,4 +46,80 @@ def backup(destination: str, db: str | None, at: int | None, as_json: bool) -> N
     else:
         click.echo(f"backup refused: {response.error}", err=True)
     if response.outcome not in ("accepted", "adopted"):
+        sys.exit(2)
+
+
+def _maintain(
+    operation: str, payload: dict[str, object], db: str | None, at: int | None
+) -> ClientResponse:
+    """Send one maintenance request through the host, as a client would."""
+    key = f"{operation}-{uuid.uuid4()}"  # noqa: TID251 - the CLI is the edge that mints request ids
+    request = ClientRequest(
+        request_id=key,
+        client_id="pwf-cli",
+        operation=operation,
+        idempotency_key=key,
+        payload=payload,
+    )
+    with open_store(db) as store:
+        now = now_ms(at)
+        _refuse_if_served(store, now)
+        return Host(store).request(request, now)
+
+
+_REPORT_LINES = (
+    ("cutoff", "cutoff"),
+    ("candidateTrees", "candidate trees"),
+    ("blockedTrees", "blocked trees"),
+    ("selectedRuns", "selected runs"),
+    ("deletedRows", "deleted rows"),
+    ("deletedBlobs", "deleted blobs"),
+    ("deletedBlobBytes", "deleted blob bytes"),
+    ("databaseBytesBefore", "database bytes before"),
+    ("databaseBytesAfter", "database bytes after"),
+    ("applied", "applied"),
+)
+
+
+@state.command()
+@click.option("--before", required=True, help="Cutoff: ISO 8601 date or date-time.")
+@click.option("--apply", "apply", is_flag=True, help="Delete (default: a dry run).")
+@click.option("--backup", "backup_path", default=None, help="Absolute path of the backup.")
+@db_option
+@at_option
+@json_option
+def prune(  # noqa: PLR0913, PLR0917 - one option per prune setting
+    before: str, apply: bool, backup_path: str | None, db: str | None, at: int | None, as_json: bool
+) -> None:
+    """Remove finished run trees from before a cutoff (a dry run unless --apply).
+
+    A run is eligible when it finished (completed, failed, timed out or
+    cancelled) strictly before the cutoff; a tree (a root and its restarts and
+    continuations) goes only when every member is eligible and nothing still
+    holds it.  --apply takes the maintenance lock file, makes a checked backup
+    at --backup, then compacts the log: it continues from a log.compacted event
+    naming the backup and its SHA-256, without the removed runs' events
+    (`pwf log verify --backup` proves the link).  A date alone is UTC
+    midnight; a date-time without an offset is read in the local time zone.
+    """
+    cutoff = parse_cutoff(before)
+    if cutoff is not None and not cutoff.zoned:
+        click.echo(
+            f"warning: --before {before} has no time zone; it is read in local time", err=True
+        )
+    payload: dict[str, object] = {"apply": apply, "before": before}
+    if backup_path is not None:
+        payload["backupPath"] = backup_path
+    response = _maintain("state.prune", payload, db, at)
+    refused = response.outcome not in ("accepted", "adopted")
+    if as_json:
+        data = {"error": response.error, "outcome": response.outcome, "report": response.receipt}
+        click.echo(canonical.encode(data).decode())
+    elif refused:
+        click.echo(f"prune refused: {response.error}", err=True)
+    else:
+        report = response.receipt if isinstance(response.receipt, dict) else {}
+        for member, label in _REPORT_LINES:
+            click.echo(f"{label}: {json.dumps(report.get(member))}")
+    if refused:
         sys.exit(2)

@@ -75,7 +75,6 @@ _LATER_MAINTENANCE: Final = (
     "session.record",
     "channel.reload",
     "channel.recover",
-    "state.prune",
 )
 _DIRECT: Final = {
     "interaction.submit": interactions.interaction_submit,
@@ -99,6 +98,7 @@ CLIENT_OPERATIONS: Final[dict[str, Operation]] = {
     **{name: Operation(Route.EXECUTED, handler) for name, handler in _EXECUTED.items()},
     **{name: Operation(Route.EXECUTED, _later) for name in _LATER_EXECUTED},
     "state.backup": Operation(Route.MAINTENANCE, maintenance.state_backup),
+    "state.prune": Operation(Route.MAINTENANCE, maintenance.state_prune),
     **{name: Operation(Route.MAINTENANCE, _later) for name in _LATER_MAINTENANCE},
     **{name: Operation(Route.DIRECT, handler) for name, handler in _DIRECT.items()},
     **{name: Operation(Route.VIEW, handler) for name, handler in _VIEWS.items()},

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members
+from pwf.commands.prune import prune_options
 
 if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest
 
-__all__ = ["state_backup"]
+__all__ = ["state_backup", "state_prune"]
 
 
 def state_backup(_ctx: Context, request: ClientRequest) -> Result:
@@ -25,3 +26,9 @@ def state_backup(_ctx: Context, request: ClientRequest) -> Result:
     if not isinstance(destination, str) or not destination.startswith("/"):
         raise refuse("destination must be an absolute path")
     return Result(receipt={"destination": destination}, effect=("backup", destination))
+
+
+def state_prune(_ctx: Context, request: ClientRequest) -> Result:
+    """``state.prune``: options checked in the original's order (§13.2); the host does the rest."""
+    options = prune_options(request.payload)
+    return Result(effect=("prune", options.before))

@@ -142,4 +142,5 @@ class TerminalCleared(Event, frozen=True, kw_only=True):
     TAG = "session.terminal_cleared"
 
     target_session_id: OpaqueId
-    run_id: OpaqueId
+    run_id: OpaqueId | None
+    """None once a prune removed the cleared run (its link is set null, §13.2)."""

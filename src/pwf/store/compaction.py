@@ -1,0 +1,269 @@
+"""Compacting the log after a prune, and proving a compacted log against its backup.
+
+Imports events, errors and the SQLite store (an edge room, like the store).
+A compaction (DOMAIN §13.2, ADR 0018) replaces the live log, inside the
+prune's write transaction, by a ``log.compacted`` event that continues the
+old head, followed by the backup's events that :func:`pwf.events.compaction.compacted`
+keeps, re-sealed in order: each keeps its time, actor, cause and batch
+grouping; seq, batch numbers and hashes continue from the replaced head.
+
+:func:`prove` repeats that walk from the backup and compares it event by
+event with the live log, so an auditor holding the backup can show that the
+compacted log is exactly the old one minus the removed runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from pwf import canonical
+from pwf.errors import ChainError, InputError, PwfError, StoreError
+from pwf.events import Entry, LogCompacted, open_body
+from pwf.events.compaction import compacted
+from pwf.events.compaction import dropped as dropped_by_rule
+from pwf.store import EMPTY, Head
+from pwf.store.sqlite import SqliteStore, translate_error
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from collections.abc import Set as AbstractSet
+    from pathlib import Path
+
+    from pwf.events import Actor, Cause, Event
+    from pwf.store.sqlite import SqliteTransaction
+
+__all__ = ["Proof", "compact", "file_sha256", "prove"]
+
+_CHUNK: Final = 1 << 20
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        while chunk := source.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _open_backup(path: Path) -> sqlite3.Connection:
+    """The backup, read-only and immutable: reading it can never change its bytes."""
+    try:
+        connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+        connection.execute("SELECT count(*) FROM events").fetchone()
+    except sqlite3.Error as error:
+        raise translate_error(error, path) from None
+    return connection
+
+
+def _counts(backup: sqlite3.Connection, removed: AbstractSet[str]) -> tuple[int, int]:
+    """(removed, retained) event counts, from the indexed columns (verified equal to the bytes)."""
+    total = dropped = 0
+    for tag, run_id in backup.execute("SELECT type, run_id FROM events"):
+        total += 1
+        if dropped_by_rule(tag, run_id, removed):
+            dropped += 1
+    return dropped, total - dropped
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A backup event the compacted log keeps: its new batch index and the event as kept."""
+
+    batch_index: int
+    original: Entry
+    event: Event
+
+
+def _kept(backup: sqlite3.Connection, removed: AbstractSet[str]) -> Iterator[_Kept]:
+    """The backup's events as the compacted log keeps them, numbering the batches that remain."""
+    index, last_batch = 0, None
+    for (body,) in backup.execute("SELECT body FROM events ORDER BY seq"):
+        entry = open_body(body)
+        event = compacted(entry.event, removed)
+        if event is None:
+            continue
+        if entry.batch != last_batch:
+            index, last_batch = index + 1, entry.batch
+        yield _Kept(batch_index=index, original=entry, event=event)
+
+
+def compact(  # noqa: PLR0913 - the compaction's whole record
+    tx: SqliteTransaction,
+    backup: Path,
+    *,
+    removed: AbstractSet[str],
+    cutoff: int,
+    at: int,
+    actor: Actor,
+    cause: Cause | None,
+) -> LogCompacted:
+    """Replace the live log by its compaction, in ``tx``; the caller has emptied the projections.
+
+    The append hooks fold every re-sealed batch, so the projections are the
+    compacted log's when this returns.  ``backup`` must hold exactly the log
+    up to ``tx.head`` (it was made under the same write lock).
+    """
+    connection = _open_backup(backup)
+    try:
+        head = _backup_head(connection)
+        if head != tx.head:
+            raise StoreError(f"{backup}: the backup ends at seq {head.seq}, not at the live head")
+        dropped, retained = _counts(connection, removed)
+        opening = LogCompacted(
+            replaced_seq=head.seq,
+            replaced_hash=head.content_hash or "",
+            replaced_batch=head.batch,
+            backup_path=str(backup.absolute()),
+            backup_sha256=file_sha256(backup),
+            cutoff=cutoff,
+            removed_run_ids=tuple(sorted(removed)),
+            removed_events=dropped,
+            retained_events=retained,
+        )
+        tx.drop_events()
+        tx.append([opening], at=at, actor=actor, cause=cause)
+        first = head.batch + 1
+        pending: list[Event] = []
+        where: tuple[int, int, Actor, Cause | None] | None = None
+        for kept in _kept(connection, removed):
+            original = kept.original
+            here = (first + kept.batch_index, original.at, original.actor, original.cause)
+            if here != where and pending and where is not None:
+                tx.write_batch(pending, batch=where[0], at=where[1], actor=where[2], cause=where[3])
+                pending = []
+            where = here
+            pending.append(kept.event)
+        if pending and where is not None:
+            tx.write_batch(pending, batch=where[0], at=where[1], actor=where[2], cause=where[3])
+    except sqlite3.Error as error:
+        raise translate_error(error, backup) from None
+    finally:
+        connection.close()
+    return opening
+
+
+def _backup_head(connection: sqlite3.Connection) -> Head:
+    row = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
+    return EMPTY if row is None else Head(seq=row[0], content_hash=row[1], batch=row[2])
+
+
+# --------------------------------------------------------------------------- proof
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What :func:`prove` established, or the first thing that failed."""
+
+    compacted: LogCompacted | None
+    backup_events: int = 0
+    compared: int = 0
+    removed_runs: int = 0
+    failure: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the live log is exactly the backup's log, compacted."""
+        return self.compacted is not None and self.failure is None
+
+
+def prove(store: SqliteStore, backup: Path) -> Proof:
+    """Show that ``store``'s log is the compaction of the log in ``backup``.
+
+    Checks, in order: the live log opens with ``log.compacted``; the backup's
+    SHA-256 is the one recorded; the backup's own chain verifies and ends at
+    the replaced head; every removed run was terminal and finished before the
+    cutoff in the backup's projections; and walking the backup through the
+    compaction rule gives the live events after ``log.compacted``, one for
+    one (type, time, actor, cause, data, batch grouping).
+
+    Raises:
+        InputError: the backup is missing or the live log was never compacted.
+    """
+    origin = store.origin()
+    if origin == EMPTY:
+        raise InputError(f"{store.path}: the log was never compacted; nothing to prove")
+    first = next(store.entries(origin.seq + 1, origin.seq + 1))
+    opening = first.event
+    assert isinstance(opening, LogCompacted)  # origin_of checked it
+    if not backup.is_file():
+        raise InputError(f"no backup at {backup}")
+    if file_sha256(backup) != opening.backup_sha256:
+        return Proof(opening, failure=f"{backup}: its SHA-256 is not the one log.compacted records")
+    try:
+        with SqliteStore(f"{backup.absolute()}", read_only=True) as copy:
+            report = copy.verify(deep=True)
+            if not report.ok:
+                return Proof(
+                    opening,
+                    failure=f"the backup's log is broken at seq {report.first_bad_seq}"
+                    f" ({report.reason})",
+                )
+            if report.head != Head(
+                opening.replaced_seq, opening.replaced_hash, opening.replaced_batch
+            ):
+                return Proof(opening, failure="the backup does not end at the replaced head")
+            ineligible = _ineligible(copy.connection, opening)
+            if ineligible is not None:
+                return Proof(opening, failure=ineligible)
+    except PwfError as error:
+        return Proof(opening, failure=str(error))
+    return _compare(store, backup, opening, first)
+
+
+_TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
+
+
+def _ineligible(connection: sqlite3.Connection, opening: LogCompacted) -> str | None:
+    """The first removed run that the backup does not show finished before the cutoff."""
+    for run_id in opening.removed_run_ids:
+        row = connection.execute(
+            "SELECT status, finished_at FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        if row is None:
+            return f"removed run {run_id} is not in the backup"
+        status, finished_at = row
+        if status not in _TERMINAL or finished_at is None or finished_at >= opening.cutoff:
+            return f"removed run {run_id} was {status}, not finished before the cutoff"
+    return None
+
+
+def _compare(store: SqliteStore, backup: Path, opening: LogCompacted, first: Entry) -> Proof:
+    removed = frozenset(opening.removed_run_ids)
+    connection = _open_backup(backup)
+    compared = 0
+    try:
+        live = store.entries(first.seq + 1)
+        batch_base = first.batch
+        for kept in _kept(connection, removed):
+            entry = next(live, None)
+            if entry is None:
+                return Proof(opening, compared=compared, failure="the live log ends early")
+            mismatch = _mismatch(kept, entry, batch_base)
+            if mismatch is not None:
+                return Proof(opening, compared=compared, failure=f"seq {entry.seq}: {mismatch}")
+            compared += 1
+        total = connection.execute("SELECT count(*) FROM events").fetchone()[0]
+    except (ChainError, InputError) as error:
+        return Proof(opening, compared=compared, failure=str(error))
+    finally:
+        connection.close()
+    if compared != opening.retained_events or total - compared != opening.removed_events:
+        return Proof(opening, compared=compared, failure="the recorded event counts do not match")
+    return Proof(opening, backup_events=total, compared=compared, removed_runs=len(removed))
+
+
+def _mismatch(kept: _Kept, entry: Entry, batch_base: int) -> str | None:
+    original = kept.original
+    if entry.type != kept.event.TAG:
+        return f"{entry.type} where the backup's seq {original.seq} gives {kept.event.TAG}"
+    if (entry.at, entry.actor, entry.cause) != (original.at, original.actor, original.cause):
+        return f"time, actor or cause differ from the backup's seq {original.seq}"
+    if canonical.encode(entry.event) != canonical.encode(kept.event):
+        return f"data differs from the backup's seq {original.seq}"
+    if entry.batch != batch_base + kept.batch_index:
+        return f"batch {entry.batch} does not group like the backup's seq {original.seq}"
+    return None

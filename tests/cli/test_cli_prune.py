@@ -1,0 +1,162 @@
+"""``pwf state prune`` and ``pwf log verify --backup`` from the command line (DOMAIN §13.2).
+
+Three runs are started through ``pwf request`` at 1 000, 2 000 and 3 000;
+``run-1`` is cancelled at 4 000 and ``run-2`` at 6 000, ``run-3`` stays queued.
+A cutoff of 5 000 makes ``run-1`` the only tree to go.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pytest
+from click.testing import CliRunner, Result
+
+from pwf import canonical
+from pwf.cli import cli
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+Run = Callable[..., Result]
+CUTOFF = "1970-01-01T00:00:05.000Z"
+
+
+def _request(number: int, operation: str, at: int, payload: object) -> bytes:
+    request = {
+        "schema": "pi-workflows.client.v1",
+        "type": "request",
+        "requestId": f"{operation}-{number}",
+        "clientId": "cli-A",
+        "idempotencyKey": f"{operation}-{number}",
+        "operation": operation,
+        "runId": f"run-{number}",
+        "payload": payload,
+    }
+    return f"#at {at}\n".encode() + canonical.encode(request) + b"\n"
+
+
+def _start(number: int) -> bytes:
+    payload = {
+        "projectPath": "/p",
+        "workflowName": "echo",
+        "workflowSourceRef": "builtin:echo",
+        "workflowSource": "builtin",
+        "definitionDigest": "d1",
+        "definitionSnapshot": {},
+        "input": {"n": number},
+        "originSessionId": f"s-{number}",
+    }
+    return _request(number, "run.start", number * 1000, payload)
+
+
+def _runs(run: Run, live: Path) -> list[str]:
+    listing = run("query", "runs", "--db", str(live)).stdout.splitlines()
+    return sorted(line.split()[0] for line in listing[1:])
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("PWF_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def run() -> Run:
+    runner = CliRunner()
+
+    def invoke(*args: str, stdin: bytes | None = None) -> Result:
+        return runner.invoke(cli, list(args), input=stdin, catch_exceptions=False, prog_name="pwf")
+
+    return invoke
+
+
+@pytest.fixture
+def live(run: Run, tmp_path: Path) -> Path:
+    path = tmp_path / "live.db"
+    assert run("init", "--db", str(path)).exit_code == 0
+    lines = b"".join(_start(number) for number in (1, 2, 3))
+    lines += _request(1, "run.cancel", 4000, {}) + _request(2, "run.cancel", 6000, {})
+    done = run("request", "--db", str(path), stdin=lines)
+    assert (done.exit_code, done.stdout.count('"outcome":"accepted"')) == (0, 5), done.stdout
+    return path
+
+
+def test_a_dry_run_reports_and_changes_nothing(run: Run, live: Path) -> None:
+    before = run("log", "verify", "--db", str(live)).stdout
+    done = run("state", "prune", "--db", str(live), "--before", CUTOFF, "--at", "9000", "--json")
+    assert done.exit_code == 0, done.output
+    answer = json.loads(done.stdout)
+    report = answer["report"]
+    assert (answer["outcome"], report["applied"], report["selectedRuns"]) == ("accepted", False, 1)
+    assert report["databaseBytesAfter"] == report["databaseBytesBefore"]
+    assert _runs(run, live) == ["run-1", "run-2", "run-3"]
+    assert before != run("log", "verify", "--db", str(live)).stdout  # only the record was added
+
+
+def test_apply_prints_the_report_and_the_backup_proves_the_log(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    backup = tmp_path / "backups" / "b.sqlite"
+    done = run(
+        "state", "prune", "--db", str(live), "--before", CUTOFF, "--apply",
+        "--backup", str(backup), "--at", "9000",
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert "selected runs: 1\n" in done.stdout
+    assert "applied: true\n" in done.stdout
+    assert _runs(run, live) == ["run-2", "run-3"]
+    proved = run("log", "verify", "--db", str(live), "--backup", str(backup))
+    assert proved.exit_code == 0, proved.output
+    assert "1 runs removed" in proved.stdout
+    assert run("verify", "--db", str(live)).exit_code == 0
+    chain = run("log", "verify", "--db", str(live), "--chain-only", "--json")
+    assert json.loads(chain.stdout)["ok"] is True
+
+
+def test_a_wrong_backup_fails_verification(run: Run, live: Path, tmp_path: Path) -> None:
+    backup = tmp_path / "b.sqlite"
+    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
+    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    other = tmp_path / "other.sqlite"
+    other.write_bytes(backup.read_bytes()[:-1] + b"\x01")
+    bad = run("log", "verify", "--db", str(live), "--backup", str(other))
+    assert bad.exit_code == 1
+    assert bad.stderr.strip().splitlines() == [
+        f"bad: backup {other}: {other}: its SHA-256 is not the one log.compacted records"
+    ]
+
+
+def test_verify_backup_of_a_log_never_compacted_is_one_line(run: Run, live: Path) -> None:
+    done = run("log", "verify", "--db", str(live), "--backup", "/nowhere.sqlite")
+    assert done.exit_code == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "never compacted" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("--before", "yesterday"), "state prune --before requires a valid timestamp"),
+        (("--before", CUTOFF, "--apply"), "state prune --apply requires --backup <absolute-path>"),
+        (
+            ("--before", CUTOFF, "--backup", "rel/x.sqlite"),
+            "state prune backup path must be absolute",
+        ),
+    ],
+)
+def test_bad_options_are_one_line_and_delete_nothing(
+    run: Run, live: Path, args: tuple[str, ...], error: str
+) -> None:
+    done = run("state", "prune", "--db", str(live), *args)
+    assert done.exit_code == 2
+    assert done.stderr.strip().splitlines() == [f"prune refused: {error}"]
+    assert _runs(run, live) == ["run-1", "run-2", "run-3"]
+
+
+def test_a_zone_less_cutoff_warns(run: Run, live: Path) -> None:
+    done = run("state", "prune", "--db", str(live), "--before", "1970-01-01T00:00:05")
+    assert done.exit_code == 0
+    assert "has no time zone; it is read in local time" in done.stderr

@@ -1,0 +1,294 @@
+"""Prune apply compacts the log: projections equal the old ones minus the trees, and it proves.
+
+DOMAIN §13.2 (pwf [D]): "projections after compaction must equal projections
+after deleting those trees".  The expected side is computed here the way
+the original prunes: rows of the removed runs deleted, their links in
+recorded commands and terminal views set null.  Blobs are the log's content,
+so a blob stays while a kept event still carries it; the check for them is
+that no kept row points at a missing blob and that nothing new appeared.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import pytest
+
+from pwf.cli._options import open_store
+from pwf.commands.prune import iso_utc
+from pwf.errors import CommandError
+from pwf.events import LogCompacted
+from pwf.readmodel import dump, projection_tables
+from pwf.replay import check, rebuild, replay
+from pwf.store.compaction import prove
+from pwf.store.jsonl import export_jsonl, import_jsonl
+from pwf.store.sqlite import SqliteStore, SqliteTransaction
+
+if TYPE_CHECKING:
+    from tests.integration._harness import (
+        Fixture,
+        branch,
+        coordinate,
+        finish_fixture_run,
+        interactive_run,
+        terminal_message,
+        turn,
+    )
+else:
+    from _harness import (
+        Fixture,
+        branch,
+        coordinate,
+        finish_fixture_run,
+        interactive_run,
+        terminal_message,
+        turn,
+    )
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+_RUN_TABLES: Final = (
+    "runs",
+    "run_queue",
+    "run_bindings",
+    "run_checkpoints",
+    "run_updates",
+    "node_attempts",
+    "interactive_requests",
+    "workflow_messages",
+    "workflow_turns",
+    "workflow_follow_ups",
+    "run_workers",
+    "worker_messages",
+    "run_view_content",
+)
+
+
+def _session_history(db: Path) -> tuple[Fixture, int]:
+    """run-1 completed, its terminal read in a turn and cleared; run-2 still waiting."""
+    fx = Fixture.f(db)
+    epoch = coordinate(fx, at=2000)
+    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
+    terminal = terminal_message(fx)
+    assert branch(fx, epoch, {terminal: "e-t"}, at=4000).outcome == "accepted"
+    assert turn(fx, epoch, terminal, "t-1", at=90000).outcome == "accepted"
+    turn(fx, epoch, terminal, "t-1", stop="completed", response="e-r", at=100000)
+    payload = {"targetSessionId": "s-1", "coordinatorEpoch": epoch}
+    cleared = fx.request("sessionView.clearTerminal", payload, key="clear-1", at=130000)
+    assert cleared.receipt == {"cleared": True, "runId": "run-1"}
+    interactive_run(fx, "run-2", session="s-2", at=140000)
+    return fx, 120_000
+
+
+def _traffic_history(db: Path) -> tuple[Fixture, int]:
+    """Twenty runs of the demo's traffic; the cutoff falls in the middle of them."""
+    fx = Fixture(db)
+    spec = importlib.util.spec_from_file_location(
+        "demo_traffic", ROOT / "scripts" / "demo_traffic.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    traffic = module.Traffic(str(db), 11)
+    for index in range(20):
+        traffic.run(index)
+    traffic.store.close()
+    finished = sorted(row["finished_at"] for row in fx.rows("runs"))
+    return fx, finished[len(finished) // 2]
+
+
+def _expected(db: Path, removed: tuple[str, ...]) -> sqlite3.Connection:
+    """The old projections with the trees deleted, as the original's prune leaves them."""
+    connection = sqlite3.connect(":memory:")
+    sqlite3.connect(db).backup(connection)
+    marks = ", ".join("?" * len(removed))
+    connection.execute(
+        f"DELETE FROM interactive_submissions WHERE request_id IN"  # noqa: S608 - placeholders only
+        f" (SELECT request_id FROM interactive_requests WHERE run_id IN ({marks}))",
+        removed,
+    )
+    for table in _RUN_TABLES:
+        connection.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", removed)  # noqa: S608
+    connection.execute(f"UPDATE host_commands SET run_id = NULL WHERE run_id IN ({marks})", removed)  # noqa: S608
+    connection.execute(
+        f"UPDATE session_terminal_views SET cleared_run_id = NULL"  # noqa: S608 - placeholders only
+        f" WHERE cleared_run_id IN ({marks})",
+        removed,
+    )
+    return connection
+
+
+def _hash_columns(connection: sqlite3.Connection) -> list[tuple[str, str]]:
+    return [
+        (table, column[1])
+        for table in projection_tables(connection)
+        if table != "blobs"
+        for column in connection.execute(f"PRAGMA table_info({table})")
+        if column[1].endswith("_hash")
+    ]
+
+
+def _prune(fx: Fixture, cutoff: int, backup: Path, key: str = "prune") -> Any:
+    return fx.request(
+        "state.prune",
+        {"before": iso_utc(cutoff), "apply": True, "backupPath": str(backup)},
+        key=key,
+        rid=key,
+        at=fx.now + 1,
+    )
+
+
+@pytest.mark.parametrize("history", [_session_history, _traffic_history])
+def test_compaction_equals_the_old_projections_minus_the_trees(
+    tmp_path: Path, history: Any
+) -> None:
+    db = tmp_path / "state.db"
+    fx, cutoff = history(db)
+    fx.store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    old = tmp_path / "old.db"
+    shutil.copy(db, old)
+    old_blobs = {row["blob_hash"] for row in fx.rows("blobs")}
+
+    answer = _prune(fx, cutoff, tmp_path / "b" / "full.sqlite")
+    assert answer.outcome == "accepted", answer
+    opening = next(fx.store.entries(fx.store.origin().seq + 1)).event
+    assert isinstance(opening, LogCompacted)
+    removed = opening.removed_run_ids
+    assert removed
+    assert answer.receipt["selectedRuns"] == len(removed)
+
+    expected = dump(_expected(old, removed))
+    live = dump(fx.store.connection)
+    live["host_commands"] = [row for row in live["host_commands"] if row[0] != "prune"]
+    for table in expected:
+        if table != "blobs":
+            assert live[table] == expected[table], table
+    new_blobs = {row["blob_hash"] for row in fx.rows("blobs")}
+    prune_record = fx.row("host_commands", request_id="prune")
+    assert prune_record is not None
+    assert new_blobs - old_blobs <= {prune_record["receipt_hash"]}
+    for table, column in _hash_columns(fx.store.connection):
+        dangling = fx.store.connection.execute(
+            f"SELECT count(*) FROM {table} WHERE {column} IS NOT NULL"  # noqa: S608 - test names
+            f" AND {column} NOT IN (SELECT blob_hash FROM blobs)"
+        ).fetchone()[0]
+        assert dangling == 0, (table, column)
+    assert answer.receipt["deletedBlobs"] == len(old_blobs - new_blobs)
+
+    assert fx.store.verify().ok
+    assert fx.store.verify(deep=False).ok
+    proof = prove(fx.store, tmp_path / "b" / "full.sqlite")
+    assert proof.ok, proof.failure
+    assert check(fx.store).ok
+    fx.assert_rebuild_equals_live()
+
+
+def test_a_compacted_log_round_trips_replays_and_compacts_again(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    fx, cutoff = _traffic_history(db)
+    first = _prune(fx, cutoff, tmp_path / "b" / "one.sqlite", key="prune-1")
+    assert first.outcome == "accepted", first
+    origin = fx.store.origin()
+    assert origin.seq > 0
+
+    exported = tmp_path / "log.jsonl"
+    with exported.open("wb") as out:
+        export_jsonl(fx.store, out)
+    with open_store(str(tmp_path / "copy.db"), create=True) as copy, exported.open("rb") as source:
+        head = import_jsonl(copy, source)
+        assert head == fx.store.head()
+        assert copy.verify().ok
+        assert dump(copy.connection) == dump(fx.store.connection)
+
+    report = replay(fx.store, tmp_path / "replayed.db", until_seq=origin.seq + 5)
+    assert report.head.seq <= origin.seq + 5
+    rebuild(fx.store)
+    assert check(fx.store).ok
+
+    later = max(row["finished_at"] for row in fx.rows("runs")) + 1
+    second = _prune(fx, later, tmp_path / "b" / "two.sqlite", key="prune-2")
+    assert second.outcome == "accepted", second
+    assert fx.store.origin().seq > origin.seq
+    assert prove(fx.store, tmp_path / "b" / "two.sqlite").ok
+    with SqliteStore(tmp_path / "b" / "two.sqlite", read_only=True) as two:
+        assert prove(two, tmp_path / "b" / "one.sqlite").ok
+
+
+def test_a_tampered_or_foreign_backup_does_not_prove(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    fx, cutoff = _session_history(db)
+    backup = tmp_path / "b" / "full.sqlite"
+    assert _prune(fx, cutoff, backup).outcome == "accepted"
+    data = bytearray(backup.read_bytes())
+    data[-10] ^= 0xFF
+    forged = tmp_path / "b" / "forged.sqlite"
+    forged.write_bytes(bytes(data))
+    proof = prove(fx.store, forged)
+    assert not proof.ok
+    assert "SHA-256" in (proof.failure or "")
+    other, _ = _session_history(tmp_path / "other.db")
+    other.store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert not prove(fx.store, tmp_path / "other.db").ok
+
+
+def test_a_compaction_that_fails_midway_leaves_everything_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "state.db"
+    fx, cutoff = _traffic_history(db)
+    before = dump(fx.store.connection)
+    head = fx.store.head()
+    calls = {"n": 0}
+    original = SqliteTransaction.write_batch
+
+    def failing(self: SqliteTransaction, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 40:
+            raise CommandError("the disk went away")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqliteTransaction, "write_batch", failing)
+    answer = _prune(fx, cutoff, tmp_path / "b" / "x.sqlite")
+    assert (answer.outcome, answer.error) == ("rejected", "compaction failed: the disk went away")
+    assert fx.store.origin().seq == 0
+    assert fx.store.head().seq == head.seq + 1  # the recorded rejection
+    after = dump(fx.store.connection)
+    after["host_commands"] = [row for row in after["host_commands"] if row[0] != "prune"]
+    added = set(after.pop("blobs")) - set(before.pop("blobs"))
+    assert after == before
+    assert len(added) == 1  # the rejection's error text
+    assert not db.with_name(db.name + ".maintenance.lock").exists()
+    assert fx.store.verify().ok
+    fx.assert_rebuild_equals_live()
+
+
+def test_the_opening_event_cannot_be_dropped_or_repeated(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    fx, cutoff = _session_history(db)
+    assert _prune(fx, cutoff, tmp_path / "b" / "full.sqlite").outcome == "accepted"
+    origin = fx.store.origin()
+    opening = origin.seq + 1
+    fx.close()
+    dropped = tmp_path / "dropped.db"
+    shutil.copy(db, dropped)
+    with sqlite3.connect(dropped) as raw:
+        raw.execute("DELETE FROM events WHERE seq = ?", (opening,))
+    with SqliteStore(dropped) as store:
+        report = store.verify()
+        assert (report.first_bad_seq, report.reason) == (
+            1,
+            f"seq 1 is missing (next stored is {opening + 1})",
+        )
+    repeated = tmp_path / "repeated.db"
+    shutil.copy(db, repeated)
+    with SqliteStore(repeated) as store, store.transaction() as tx:
+        event = next(store.entries(opening, opening)).event
+        tx.append([event], at=1, actor=fx.host.actor)
+    with SqliteStore(repeated) as store:
+        report = store.verify()
+        assert report.reason == "log.compacted may only open a log"
+        assert report.first_bad_seq == store.head().seq
