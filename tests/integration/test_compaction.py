@@ -13,10 +13,13 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
@@ -83,8 +86,10 @@ def _session_history(db: Path) -> tuple[Fixture, int]:
     return fx, 120_000
 
 
-def _traffic_history(db: Path) -> tuple[Fixture, int]:
-    """Twenty runs of the demo's traffic; the cutoff falls in the middle of them."""
+def _traffic_history(
+    db: Path, seed: int = 11, runs: int = 20, share: float = 0.5
+) -> tuple[Fixture, int]:
+    """Runs of the demo's traffic; the cutoff falls after ``share`` of them finished."""
     fx = Fixture(db)
     spec = importlib.util.spec_from_file_location(
         "demo_traffic", ROOT / "scripts" / "demo_traffic.py"
@@ -93,12 +98,13 @@ def _traffic_history(db: Path) -> tuple[Fixture, int]:
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    traffic = module.Traffic(str(db), 11)
-    for index in range(20):
+    traffic = module.Traffic(str(db), seed)
+    for index in range(runs):
         traffic.run(index)
     traffic.store.close()
+    fx.now = traffic.now
     finished = sorted(row["finished_at"] for row in fx.rows("runs"))
-    return fx, finished[len(finished) // 2]
+    return fx, finished[min(int(len(finished) * share), len(finished) - 1)]
 
 
 def _expected(db: Path, removed: tuple[str, ...]) -> sqlite3.Connection:
@@ -146,8 +152,28 @@ def _prune(fx: Fixture, cutoff: int, backup: Path, key: str = "prune") -> Any:
 def test_compaction_equals_the_old_projections_minus_the_trees(
     tmp_path: Path, history: Any
 ) -> None:
-    db = tmp_path / "state.db"
-    fx, cutoff = history(db)
+    fx, cutoff = history(tmp_path / "state.db")
+    _assert_compaction_matches(fx, cutoff, tmp_path)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(min_value=0, max_value=2**16),
+    runs=st.integers(min_value=1, max_value=8),
+    share=st.floats(min_value=0.0, max_value=1.0),
+)
+def test_compaction_matches_for_any_traffic_and_cutoff(seed: int, runs: int, share: float) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        fx, cutoff = _traffic_history(Path(scratch) / "state.db", seed, runs, share)
+        try:
+            _assert_compaction_matches(fx, cutoff + 1, Path(scratch))
+        finally:
+            fx.close()
+
+
+def _assert_compaction_matches(fx: Fixture, cutoff: int, tmp_path: Path) -> None:
+    """Prune before ``cutoff``; the result is the old projections minus the trees, and proves."""
+    db = fx.store.path
     fx.store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     old = tmp_path / "old.db"
     shutil.copy(db, old)
