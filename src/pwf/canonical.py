@@ -44,6 +44,7 @@ __all__ = [
     "MISSING",
     "digest",
     "encode",
+    "has_lone_surrogate",
     "hex_digest",
     "parse_line",
     "raw",
@@ -65,6 +66,18 @@ _DECODER: Final = msgspec.json.Decoder()
 _KEY_CACHE_LIMIT: Final = 8192
 _TOO_DEEP: Final = "JSON nested deeper than this parser allows"
 _key_ok: dict[str, bool] = {}
+
+
+_LONE_SURROGATE: Final = re.compile(rb"(?<!\\)(?:\\\\)*\\ud[89a-f]")
+
+
+def has_lone_surrogate(line: bytes) -> bool:
+    """Whether canonical bytes hold a lone surrogate (the only surrogates they escape).
+
+    JavaScript keeps such text; Python can neither bind it in SQLite nor read
+    it back into typed events, so pwf refuses it where it enters (DOMAIN §15.6).
+    """
+    return b"\\ud" in line and _LONE_SURROGATE.search(line) is not None
 
 
 # --------------------------------------------------------------------------- fast path

@@ -14,7 +14,6 @@ before.
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Annotated, ClassVar, Final, Literal
 
 import msgspec
@@ -26,8 +25,6 @@ SCHEMA: Final = "pwf.event.v1"
 
 MAX_EVENT_BYTES: Final = 8 * 1_048_576
 """Largest stored event: eight protocol lines, as events carry receipts and inputs."""
-
-_LONE_SURROGATE: Final = re.compile(rb"(?<!\\)(?:\\\\)*\\ud[89a-f]")
 
 SafeInt = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]
 """A non-negative integer that survives the original's conversion to a double."""
@@ -171,7 +168,7 @@ def seal(  # noqa: PLR0913 - the envelope has this many members
     body = canonical.encode(msgspec.structs.replace(draft, content_hash=content_hash))
     if len(body) > MAX_EVENT_BYTES:
         raise InputError(f"{event.TAG} event of {len(body)} bytes exceeds {MAX_EVENT_BYTES} bytes")
-    if b"\\ud" in body and _LONE_SURROGATE.search(body):
+    if canonical.has_lone_surrogate(body):
         # JavaScript keeps lone surrogates, but msgspec cannot read them back into typed
         # events, so a log that could not be verified is refused at the door.
         raise InputError(f"{event.TAG} event holds text with a lone surrogate")

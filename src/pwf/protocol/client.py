@@ -210,11 +210,15 @@ def _object(line: bytes) -> dict[str, object]:
     if len(line) > MAX_PROTOCOL_MESSAGE_BYTES:
         raise ProtocolError(TOO_LARGE)
     if canonical.nesting_depth(line, MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
-        raise ProtocolError("Client protocol message nests deeper than {MAX_MESSAGE_DEPTH} levels")
+        raise ProtocolError(f"Client protocol message nests deeper than {MAX_MESSAGE_DEPTH} levels")
     try:
         value = canonical.parse_line(line)
     except LineError as error:
         raise ProtocolError(f"Client protocol message must use canonical JSON: {error}") from error
+    if canonical.has_lone_surrogate(line):
+        raise ProtocolError(
+            "Client protocol message holds a lone surrogate, which pwf does not store"
+        )
     if not isinstance(value, dict):
         raise ProtocolError("Client protocol message must be an object")
     return value

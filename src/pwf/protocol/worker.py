@@ -129,13 +129,17 @@ def _object(line: bytes) -> dict[str, object]:
     if len(line) + 1 > MAX_PROTOCOL_MESSAGE_BYTES:
         raise ProtocolError(TOO_LARGE)
     if canonical.nesting_depth(line, MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
-        raise ProtocolError("Worker protocol message nests deeper than {MAX_MESSAGE_DEPTH} levels")
+        raise ProtocolError(f"Worker protocol message nests deeper than {MAX_MESSAGE_DEPTH} levels")
     try:
         value = canonical.parse_line(line)
     except LineError as error:
         raise ProtocolError(
             f"Worker protocol message must be a canonical JSON object: {error}"
         ) from error
+    if canonical.has_lone_surrogate(line):
+        raise ProtocolError(
+            "Worker protocol message holds a lone surrogate, which pwf does not store"
+        )
     if not isinstance(value, dict):
         raise ProtocolError("Worker protocol message must be a canonical JSON object")
     return value
