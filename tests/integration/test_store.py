@@ -633,3 +633,16 @@ class TestReadModel:
         with pytest.raises(StoreError, match="rebuild"), store.transaction() as tx:
             ReadModel([RequestsV2()]).install(tx.connection)
         assert (1, 1) == _checkpoint(store.connection)
+
+
+@pytest.mark.parametrize("name", ["a#b.db", "c%41.db", "d?mode=ro.db", "e f.db"])
+def test_a_path_with_uri_characters_opens_that_very_file(tmp_path: Path, name: str) -> None:
+    """``#``, ``?`` and ``%`` in a path are the file's name, not parts of an SQLite URI."""
+    path = tmp_path / name
+    with SqliteStore(path, create=True) as store:
+        assert store.head() == Head(0, None, 0)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
+        name
+    ]
+    with SqliteStore(path, read_only=True) as store:
+        assert store.verify().ok

@@ -32,7 +32,7 @@ def backup_database(live: Path, destination: Path) -> None:
     """Copy ``live`` to ``destination`` (0600, parents 0700) and prove the copy sound."""
     if destination.absolute() == live.absolute():
         raise CommandError("destination must differ from the live database")
-    source = sqlite3.connect(f"file:{live}?mode=ro", uri=True)
+    source = sqlite3.connect(f"{live.absolute().as_uri()}?mode=ro", uri=True)
     try:
         _checked(source, "the live database")
         destination.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -298,7 +298,7 @@ class SqliteStore:
                 raise InputError(f"no state database at {self.path} (run `pwf init` first)")
             _prepare_file(self.path)
         try:
-            uri = f"file:{self.path}?mode={'ro' if read_only else 'rw'}"
+            uri = f"{self.path.as_uri()}?mode={'ro' if read_only else 'rw'}"
             self.connection = sqlite3.connect(
                 uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000
             )
