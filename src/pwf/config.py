@@ -1,7 +1,7 @@
 """Operator settings, validated with pydantic; imports errors only.
 
 Settings come from command-line options first, then the environment
-(``PWF_DB``), then defaults.  Events never use pydantic (ADR 0004).
+(``PWF_DB``, ``PWF_SYNCHRONOUS``, ``PWF_BUSY_TIMEOUT_MS``), then defaults.  Events never use pydantic (ADR 0004).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pwf.errors import ConfigError
 __all__ = ["DEFAULT_DB", "Settings"]
 
 DEFAULT_DB = Path(".pwf") / "state.db"
+_ENVIRONMENT = {"synchronous": "PWF_SYNCHRONOUS", "busy_timeout_ms": "PWF_BUSY_TIMEOUT_MS"}
 
 
 class Settings(BaseModel):
@@ -36,7 +37,9 @@ class Settings(BaseModel):
             ConfigError: a value is invalid (one line naming the field).
         """
         chosen = db or os.environ.get("PWF_DB") or str(DEFAULT_DB)
-        given = {key: value for key, value in overrides.items() if value is not None}
+        environment = {name: os.environ.get(variable) for name, variable in _ENVIRONMENT.items()}
+        merged = {**environment, **overrides}
+        given = {key: value for key, value in merged.items() if value is not None}
         try:
             settings = cls.model_validate({"db": Path(chosen), **given})
         except ValidationError as error:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from pwf import canonical
 from pwf.artifacts import expected_artifacts
@@ -80,27 +80,6 @@ def _gone(path: Path) -> bool:
     return not any(Path(f"{path}{suffix}").exists() for suffix in ("", "-wal", "-shm"))
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No $PWF_DB from outside, and a scratch working directory for the default path."""
-    monkeypatch.delenv("PWF_DB", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
-@pytest.fixture
-def run() -> Callable[..., Result]:
-    """Invoke ``pwf`` in-process with the given arguments, stdin bytes and environment."""
-    runner = CliRunner()
-
-    def invoke(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Result:
-        """Run ``pwf *args``; errors must become exit codes, never escape."""
-        return runner.invoke(
-            cli, list(args), input=stdin, env=env, catch_exceptions=False, prog_name="pwf"
-        )
-
-    return invoke
-
-
 Run = Callable[..., Result]
 
 
@@ -155,6 +134,52 @@ class TestInit:
         chosen, ignored = tmp_path / "chosen.db", tmp_path / "ignored.db"
         result = run("init", "--db", str(chosen), env={"PWF_DB": str(ignored)})
         assert (0, True, False) == (result.exit_code, chosen.exists(), ignored.exists())
+
+    @pytest.mark.parametrize(
+        ("variable", "value", "error"),
+        [
+            ("PWF_BUSY_TIMEOUT_MS", "soon", "invalid setting busy_timeout_ms"),
+            ("PWF_BUSY_TIMEOUT_MS", "-1", "invalid setting busy_timeout_ms"),
+            ("PWF_SYNCHRONOUS", "OFF", "invalid setting synchronous"),
+        ],
+    )
+    def test_a_bad_setting_in_the_environment_is_one_line(
+        self, run: Run, tmp_path: Path, variable: str, value: str, error: str
+    ) -> None:
+        """``$PWF_BUSY_TIMEOUT_MS`` and ``$PWF_SYNCHRONOUS`` are checked like options."""
+        path = tmp_path / "state.db"
+        result = run("init", "--db", str(path), env={variable: value})
+        assert result.exit_code == 2
+        assert result.stderr.startswith(f"Error: {error}")
+        assert len(result.stderr.splitlines()) == 1
+        assert not path.exists()
+
+    def test_the_busy_timeout_comes_from_the_environment(self, run: Run, tmp_path: Path) -> None:
+        """A writer holding the lock makes a request fail after ``$PWF_BUSY_TIMEOUT_MS``."""
+        path = tmp_path / "state.db"
+        assert run("init", "--db", str(path)).exit_code == 0
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            line = canonical.encode(
+                {
+                    "clientId": "c",
+                    "idempotencyKey": "k",
+                    "operation": "host.status",
+                    "payload": {},
+                    "requestId": "r",
+                    "schema": "pi-workflows.client.v1",
+                    "type": "request",
+                }
+            )
+            result = run(
+                "request", "--db", str(path), stdin=line, env={"PWF_BUSY_TIMEOUT_MS": "50"}
+            )
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert result.exit_code != 0
+        assert "locked" in result.stderr
 
     def test_default_is_dot_pwf_in_the_working_directory(self, run: Run, tmp_path: Path) -> None:
         """With neither, the database is ``./.pwf/state.db``."""
