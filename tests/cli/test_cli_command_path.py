@@ -14,10 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from pwf import canonical
-from pwf.cli import cli
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -114,24 +113,6 @@ def _claim(path: Path, *, host_id: str | None, expires_at: int | None, epoch: in
         connection.commit()
     finally:
         connection.close()
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No $PWF_DB from outside, and a scratch working directory."""
-    monkeypatch.delenv("PWF_DB", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
-@pytest.fixture
-def run() -> Run:
-    """Invoke ``pwf`` in-process with the given arguments and stdin bytes."""
-    runner = CliRunner()
-
-    def invoke(*args: str, stdin: bytes | None = None) -> Result:
-        return runner.invoke(cli, list(args), input=stdin, catch_exceptions=False, prog_name="pwf")
-
-    return invoke
 
 
 @pytest.fixture

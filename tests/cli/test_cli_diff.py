@@ -14,10 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from pwf import canonical
-from pwf.cli import cli
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -68,24 +67,6 @@ def _one_line(text: str) -> str:
     lines = text.splitlines()
     assert [lines[0]] == lines, text
     return lines[0]
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No $PWF_DB from outside, and a scratch working directory."""
-    monkeypatch.delenv("PWF_DB", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
-@pytest.fixture
-def run() -> Run:
-    """Invoke ``pwf`` in-process; errors must become exit codes, never escape."""
-    runner = CliRunner()
-
-    def invoke(*args: str, stdin: bytes | None = None) -> Result:
-        return runner.invoke(cli, list(args), input=stdin, catch_exceptions=False, prog_name="pwf")
-
-    return invoke
 
 
 @pytest.fixture

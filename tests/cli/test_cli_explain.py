@@ -127,12 +127,6 @@ class Pwf:
         assert "accepted" == response["outcome"], response
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("PWF_DB", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
 @pytest.fixture
 def pwf(tmp_path: Path) -> Pwf:
     """run-1 parked on its request, M1 pending, no coordinator: all through the command line."""

@@ -12,10 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from pwf import canonical
-from pwf.cli import cli
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -55,22 +54,6 @@ def _start(number: int) -> bytes:
 def _runs(run: Run, live: Path) -> list[str]:
     listing = run("query", "runs", "--db", str(live)).stdout.splitlines()
     return sorted(line.split()[0] for line in listing[1:])
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("PWF_DB", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
-@pytest.fixture
-def run() -> Run:
-    runner = CliRunner()
-
-    def invoke(*args: str, stdin: bytes | None = None) -> Result:
-        return runner.invoke(cli, list(args), input=stdin, catch_exceptions=False, prog_name="pwf")
-
-    return invoke
 
 
 @pytest.fixture
