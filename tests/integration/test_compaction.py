@@ -239,6 +239,8 @@ def test_a_compacted_log_round_trips_replays_and_compacts_again(tmp_path: Path) 
     second = _prune(fx, later, tmp_path / "b" / "two.sqlite", key="prune-2")
     assert second.outcome == "accepted", second
     assert fx.store.origin().seq > origin.seq
+    assert fx.store.verify().ok
+    assert fx.count("runs") == 0
     assert prove(fx.store, tmp_path / "b" / "two.sqlite").ok
     with SqliteStore(tmp_path / "b" / "two.sqlite", read_only=True) as two:
         assert prove(two, tmp_path / "b" / "one.sqlite").ok
