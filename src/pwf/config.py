@@ -1,7 +1,8 @@
 """Operator settings, validated with pydantic; imports errors only.
 
 Settings come from command-line options first, then the environment
-(``PWF_DB``, ``PWF_SYNCHRONOUS``, ``PWF_BUSY_TIMEOUT_MS``), then defaults.  Events never use pydantic (ADR 0004).
+(``PWF_DB``, ``PWF_SYNCHRONOUS``, ``PWF_BUSY_TIMEOUT_MS``), then
+defaults.  Events never use pydantic (ADR 0004).
 """
 
 from __future__ import annotations

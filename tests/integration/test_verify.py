@@ -125,6 +125,28 @@ class TestCleanLog:
             assert again.verify().ok
 
 
+class TestWhileAWriterAppends:
+    """A writer appending during a verify does not make a sound log look broken."""
+
+    @pytest.mark.parametrize("deep", [True, False])
+    def test_head_and_events_come_from_one_snapshot(
+        self, log: SqliteStore, fill: AppendBatches, deep: bool
+    ) -> None:
+        """Events appended after verify read the head are not mistaken for a head mismatch."""
+        with SqliteStore(log.path) as writer, SqliteStore(log.path, read_only=True) as reader:
+            origin = reader.origin
+
+            def origin_then_append() -> Head:
+                found = origin()
+                fill(writer, [2])  # between reading the head and walking the events
+                return found
+
+            reader.origin = origin_then_append  # type: ignore[method-assign]
+            report = reader.verify(deep=deep)
+            assert (report.ok, report.events, report.head.seq) == (True, EVENTS, EVENTS), report
+            assert reader.verify(deep=deep).events == EVENTS + 2
+
+
 class TestTamperedBody:
     """Changed stored bytes are found at the event that holds them."""
 

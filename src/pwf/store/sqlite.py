@@ -447,6 +447,22 @@ class SqliteStore:
         ``contentHash``, and ``seq``, ``batch`` and ``prevHash`` read from the
         bytes, which proves that no acknowledged byte changed.
         """
+        with self._snapshot():
+            return self._verify(deep=deep)
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction, so the head and the events come from the same moment."""
+        if self.connection.in_transaction:
+            yield
+            return
+        self.connection.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.connection.execute("COMMIT")
+
+    def _verify(self, *, deep: bool) -> VerifyReport:
         head = self.head()
         origin = EMPTY
         try:
