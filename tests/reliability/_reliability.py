@@ -1,0 +1,255 @@
+"""What the reliability tests share: running pwf, reading a log's state, checking it is sound.
+
+Subprocesses run the installed ``pwf`` console script, or, when a limit must
+be set first (a file-size limit, dropped capabilities), this interpreter with
+a small wrapper that sets it and then calls ``pwf.cli.main``.  The log is
+always judged through pwf's own checks: the hash chain (``SqliteStore.verify``)
+and live projections against a rebuild (``pwf.replay.check``, what
+``pwf verify`` runs).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Final, NamedTuple
+
+from pwf import canonical
+from pwf.cli._options import open_store
+from pwf.events import RunClaimed, WorkerMessageRecorded, open_body
+from pwf.replay import check
+from pwf.store.sqlite import SqliteStore
+
+__all__ = [
+    "AT",
+    "START",
+    "WRITER",
+    "Ack",
+    "LogState",
+    "assert_sound",
+    "confined",
+    "init",
+    "log_state",
+    "missing",
+    "one_line",
+    "parse_acks",
+    "pwf",
+    "request_line",
+    "spawn_writer",
+    "stop",
+    "wait_line",
+]
+
+AT: Final = 1_785_700_000_000
+"""The clock of scripted requests (ms since the epoch): time is an input."""
+
+WRITER: Final = Path(__file__).with_name("_writer.py")
+TIMEOUT: Final = 300
+"""Seconds any one subprocess may take: generous, a loaded CI machine is slow, not stuck."""
+
+START: Final = {
+    "projectPath": "/p",
+    "workflowName": "echo",
+    "workflowSourceRef": "builtin:echo",
+    "workflowSource": "builtin",
+    "definitionDigest": "d1",
+    "definitionSnapshot": {},
+    "input": {},
+}
+"""A ``run.start`` payload without its ``originSessionId`` (one active run per session)."""
+
+CONFINED: Final = Path(__file__).with_name("_confined.py")
+
+
+def _console_script() -> str:
+    """The installed ``pwf`` script next to this interpreter, else the one on PATH."""
+    beside = Path(sys.executable).parent / "pwf"
+    found = str(beside) if beside.exists() else shutil.which("pwf")
+    assert found is not None, "the pwf console script is not installed"
+    return found
+
+
+def _env() -> dict[str, str]:
+    """The environment for subprocesses, without a $PWF_DB from outside."""
+    return {key: value for key, value in os.environ.items() if key != "PWF_DB"}
+
+
+def pwf(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """Run the real ``pwf`` command line and capture everything."""
+    return subprocess.run(
+        [_console_script(), *args],
+        input=stdin,
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+        env=_env(),
+    )
+
+
+def confined(
+    *args: str, stdin: bytes, file_limit: int = -1, drop_capabilities: bool = False
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``pwf ARGS`` under a file-size limit and/or without root's file-permission bypass."""
+    drop = "1" if drop_capabilities else "0"
+    return subprocess.run(
+        [sys.executable, str(CONFINED), str(file_limit), drop, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+        env=_env(),
+    )
+
+
+def init(db: Path) -> None:
+    """Create a state database as ``pwf init`` does."""
+    open_store(str(db), create=True).close()
+
+
+def request_line(  # noqa: PLR0913 - one keyword per request member a test pins
+    operation: str,
+    payload: object,
+    *,
+    rid: str,
+    key: str | None = None,
+    client: str = "cli-R",
+    run_id: str | None = None,
+) -> bytes:
+    """One canonical client request line, without its newline."""
+    members: dict[str, object] = {
+        "schema": "pi-workflows.client.v1",
+        "type": "request",
+        "requestId": rid,
+        "clientId": client,
+        "operation": operation,
+        "idempotencyKey": key or rid,
+        "payload": payload,
+    }
+    if run_id is not None:
+        members["runId"] = run_id
+    return canonical.encode(members)
+
+
+class LogState(NamedTuple):
+    """What must not move when nothing was appended: length and head (seq, batch, hash)."""
+
+    events: int
+    seq: int
+    batch: int
+    content_hash: str | None
+
+
+def log_state(db: Path) -> LogState:
+    """The log's length and head, read through a read-only store."""
+    with SqliteStore(db, read_only=True) as store:
+        head = store.head()
+        [count] = store.connection.execute("SELECT count(*) FROM events").fetchone()
+    return LogState(count, head.seq, head.batch, head.content_hash)
+
+
+def assert_sound(db: Path) -> int:
+    """The chain verifies and the live projections equal a rebuild; returns the log's length."""
+    with open_store(str(db), read_only=True) as store:
+        report = store.verify()
+        assert report.ok, report
+        found = check(store)
+        assert found.ok, (found.chain, found.difference)
+        [count] = store.connection.execute("SELECT count(*) FROM events").fetchone()
+    assert count == report.events, "the log has gaps"
+    return int(count)
+
+
+def one_line(text: bytes) -> str:
+    """The single line an error must be; fails on tracebacks and multi-line output."""
+    decoded = text.decode("utf-8", errors="replace")
+    lines = decoded.splitlines()
+    assert len(lines) == 1, decoded
+    assert "Traceback" not in decoded
+    return lines[0]
+
+
+class Ack(NamedTuple):
+    """One answer a writer was given after its transaction committed."""
+
+    kind: str
+    ident: str
+    scope: str
+    key: str
+    outcome: str
+
+
+def parse_acks(out: bytes) -> list[Ack]:
+    """The complete ack lines of a writer's stdout (a line cut by a kill acknowledged nothing)."""
+    acks: list[Ack] = []
+    for line in out.split(b"\n")[:-1]:
+        words = line.decode().split()
+        if words == ["ready"]:
+            continue
+        if words[0] == "request":
+            acks.append(Ack(*words))
+        else:
+            acks.append(Ack(words[0], words[1], words[2], "", words[3]))
+    return acks
+
+
+def _found(store: SqliteStore, ack: Ack) -> bool:
+    """Whether the log holds what ``ack`` acknowledged, looked up by indexed columns."""
+    if ack.kind == "request" and ack.outcome == "adopted":
+        return any(store.find(client_id=ack.scope, idempotency_key=ack.key))
+    if ack.kind == "request":
+        return any(store.find(request_id=ack.ident))
+    wanted = "worker.message_recorded" if ack.kind == "worker" else "run.claimed"
+    for stored in store.find(type=wanted, run_id=ack.scope):
+        event = open_body(stored.body).event
+        if isinstance(event, WorkerMessageRecorded) and event.message_id == ack.ident:
+            return True
+        if isinstance(event, RunClaimed) and event.worker_epoch == ack.ident:
+            return True
+    return False
+
+
+def missing(db: Path, acks: list[Ack]) -> list[Ack]:
+    """The acknowledged answers the log does not hold: events lost."""
+    with SqliteStore(db, read_only=True) as store:
+        return [ack for ack in acks if not _found(store, ack)]
+
+
+def spawn_writer(  # noqa: PLR0913 - one keyword per writer argument
+    db: Path, prefix: str, *, steps: int, gate: str, clock: int, errors: Path
+) -> subprocess.Popen[bytes]:
+    """Start ``_writer.py`` (``gate``: ``0``, ``1`` or ``step``, see there); stdout unbuffered,
+    so nothing it printed is lost to a buffer."""
+    with errors.open("wb") as stderr:
+        return subprocess.Popen(
+            [sys.executable, str(WRITER), str(db), prefix, str(steps), gate, str(clock)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            bufsize=0,
+            env=_env(),
+        )
+
+
+def wait_line(stream: IO[bytes], timeout: float = TIMEOUT) -> bytes:
+    """Read one line from an unbuffered pipe, failing after ``timeout`` seconds of silence."""
+    line = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        while not line.endswith(b"\n"):
+            assert selector.select(timeout), f"no line within {timeout} s (got {line!r})"
+            byte = stream.read(1)
+            if not byte:
+                break
+            line += byte
+    return line
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Kill a subprocess that is still running and reap it (cleanup after a failure)."""
+    if process.poll() is None:
+        process.kill()
+    process.communicate(timeout=TIMEOUT)

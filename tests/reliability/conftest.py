@@ -1,0 +1,253 @@
+"""The reliability suite's figures: collected while it runs, printed, and written down.
+
+Each test adds what it did to one session-wide :class:`Figures` (the
+``figures`` fixture).  At the end of the session the figures are printed in
+the terminal summary and, when every part of the suite ran, written to
+``docs/reliability.md``, so the page always describes one whole run.  The
+page's text is fixed; only the figures change from run to run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import pytest
+
+if TYPE_CHECKING:
+    from _pytest.terminal import TerminalReporter
+
+COMMAND: Final = ".venv/bin/pytest tests/reliability"
+DOC: Final = Path("docs") / "reliability.md"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the suite: its test module, what it proves, and the figures it counts."""
+
+    module: str
+    title: str
+    proves: str
+    names: tuple[str, ...]
+
+
+PARTS: Final = (
+    Part(
+        "test_crash",
+        "Crash",
+        "A writer process drives runs through the real command path (client requests and"
+        " worker messages: start, launch, ready, node, interaction, submit, pause, resume,"
+        " cancel, finish, retries) and prints one flushed line per answer whose transaction"
+        " committed. The test kills it with SIGKILL after a random delay, again and again on"
+        " the same database file. After every kill the hash chain verifies, every"
+        " acknowledged request id, idempotency key, worker message and launch is in the"
+        " log, and the live projections equal a rebuild of the log (`pwf verify`). Then"
+        " `pwf state prune --apply` is killed at random points of its backup, compaction"
+        " and vacuum, each time on a fresh copy of a filled database: every copy verifies,"
+        " equals a rebuild, and holds either its old log or a compacted log that its"
+        " backup proves (`pwf log verify --backup`).",
+        (
+            "kills survived",
+            "batches acknowledged",
+            "events lost",
+            "events in the log",
+            "seed",
+            "prune kills survived",
+            "prunes cut before compaction",
+            "prunes cut after compaction",
+        ),
+    ),
+    Part(
+        "test_storage_faults",
+        "Storage faults",
+        "`pwf request` runs with a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) and is fed"
+        " requests until a write fails, as on a full disk; then against a read-only database"
+        " file and a read-only directory (as root, with the capabilities that bypass file"
+        " permissions dropped); then while another connection holds the write lock past the"
+        " busy timeout. Each time: one clear line on stderr, no traceback, a non-zero exit"
+        " code, a log that verifies with projections equal to a rebuild, and nothing"
+        " half-written (the head is the last acknowledged batch, or the log did not move).",
+        ("faults injected", "disk-full failures", "requests acknowledged before a fault"),
+    ),
+    Part(
+        "test_fuzz",
+        "Bad input",
+        "Hypothesis sends arbitrary bytes and mutated valid requests and worker messages"
+        " through `pwf request` and `pwf worker` in process, and a smaller batch through the"
+        " real subprocess CLI; a fixed corpus adds hostile lines (1e400, 10 000-deep nesting,"
+        " NUL, invalid UTF-8, duplicate keys, lines of 1 MiB - 1, 1 MiB and 1 MiB + 1 bytes,"
+        " unknown members, SQL-looking ids, a BOM, lone surrogates, wrong types, empty"
+        " lines). Every line gets one response line or one `line N: why` error line, never a"
+        " traceback, and a refused line leaves the log's head and length unchanged.",
+        ("inputs tried", "inputs through the subprocess CLI", "refused", "answered"),
+    ),
+    Part(
+        "test_races",
+        "Concurrency",
+        "Processes released together send one (clientId, idempotencyKey) with different"
+        " request ids: exactly one `accepted`, the rest `adopted`, one run reserved. Two"
+        " writers interleave distinct commands: a gapless log whose chain verifies and whose"
+        " rebuild equals the live projections. `pwf state backup` runs while a writer"
+        " writes: every copy verifies on its own and is exactly the live log up to the"
+        " batch before its own record. `pwf state prune --apply` runs twice while a writer"
+        " writes, each time removing the runs finished a second before the newest event:"
+        " every acknowledged answer is in the compacted log or, for a pruned run, in a"
+        " backup; the log verifies from its last compaction and each backup proves the"
+        " log that followed it.",
+        (
+            "races run",
+            "processes raced",
+            "batches interleaved",
+            "backups checked",
+            "prunes applied",
+            "runs pruned",
+        ),
+    ),
+)
+
+
+@dataclass(repr=False)
+class Figures:
+    """Counts per part, in the fixed order of :data:`PARTS`; unknown names are a bug."""
+
+    values: dict[str, dict[str, int]] = field(
+        default_factory=lambda: {part.module: dict.fromkeys(part.names, 0) for part in PARTS}
+    )
+    seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    ran: set[str] = field(default_factory=set)
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    def __repr__(self) -> str:
+        """Short, for failure reports that show a test's arguments."""
+        return f"Figures(parts ran: {sorted(self.ran)})"
+
+    def add(self, module: str, name: str, amount: int = 1) -> None:
+        """Count ``amount`` more of a figure of the part in ``module``."""
+        self.values[module][name] += amount
+
+    def set(self, module: str, name: str, value: int) -> None:
+        """Set a figure that is a reading, not a count (a seed, a log's length)."""
+        self.values[module][name] = value
+
+
+COLLECTOR: Final = pytest.StashKey["Collector"]()
+
+
+class Collector:
+    """A plugin: keeps the figures, notes which parts ran, prints them and writes the page."""
+
+    def __init__(self) -> None:
+        """Nothing has run yet."""
+        self.figures = Figures()
+        self.written: str | None = None
+        self.deselected = False
+
+    @staticmethod
+    def _part(location: str) -> str | None:
+        """The part a test belongs to, from its file; None for tests outside this suite."""
+        path = Path(location)
+        ours = {part.module for part in PARTS}
+        return path.stem if path.parent.name == "reliability" and path.stem in ours else None
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """A run with some of this suite deselected (``-k``, ``-m``) does not write the page."""
+        if any(self._part(item.location[0]) is not None for item in items):
+            self.deselected = True
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Note which parts ran, their outcomes and how long their tests took."""
+        module = self._part(report.location[0])
+        if module is None:
+            return
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            self.figures.ran.add(module)
+            known = report.outcome == "skipped" and hasattr(report, "wasxfail")
+            self.figures.outcomes["xfailed" if known else report.outcome] += 1
+        self.figures.seconds[module] += report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Write the page when all of the suite ran and the session was not interrupted."""
+        complete = {part.module for part in PARTS} <= self.figures.ran and not self.deselected
+        if not complete or exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            return
+        path = session.config.rootpath / DOC
+        try:
+            path.write_text(render(self.figures), encoding="utf-8")
+        except OSError as error:
+            self.written = f"could not write {DOC}: {error.strerror}"
+        else:
+            self.written = f"wrote {DOC}"
+
+    def pytest_terminal_summary(self, terminalreporter: TerminalReporter) -> None:
+        """Print the figures of the parts that ran."""
+        figures = self.figures
+        if not figures.ran:
+            return
+        terminalreporter.write_sep("-", "reliability figures")
+        for part in PARTS:
+            if part.module in figures.ran:
+                shown = ", ".join(
+                    f"{name} {value}" for name, value in figures.values[part.module].items()
+                )
+                seconds = round(figures.seconds[part.module])
+                terminalreporter.write_line(f"{part.title}: {shown} ({seconds} s)")
+        if self.written is not None:
+            terminalreporter.write_line(self.written)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One collector per session, registered as a plugin so it sees the session's end."""
+    collector = Collector()
+    config.stash[COLLECTOR] = collector
+    config.pluginmanager.register(collector, "pwf-reliability-figures")
+
+
+@pytest.fixture(scope="session")
+def figures(pytestconfig: pytest.Config) -> Figures:
+    """The session's figures, for tests to add to."""
+    return pytestconfig.stash[COLLECTOR].figures
+
+
+def render(figures: Figures) -> str:
+    """The Markdown page: fixed text, then each part's figures of this run."""
+    result = ", ".join(
+        f"{figures.outcomes[outcome]} {outcome}"
+        for outcome in ("passed", "failed", "skipped", "xfailed")
+    )
+    lines = [
+        "# Reliability",
+        "",
+        (
+            "`tests/reliability/` attacks the store the way production will: processes killed"
+            " mid-write, full and read-only disks, a held write lock, hostile input and racing"
+            " writers. It runs in CI as part of plain `pytest`, kept under three minutes on two"
+            " cores, and rewrites this page, figures included, whenever all of its parts ran."
+        ),
+        "",
+        "The figures below come from the last such run, made with:",
+        "",
+        "```sh",
+        COMMAND,
+        "```",
+        "",
+        (
+            f"Result: {result} (an xfailed test is a known bug, marked where it is tested)."
+            " `PWF_RELIABILITY_KILLS` sets the number of kills and `PWF_RELIABILITY_SEED` the"
+            " seed of their random delays."
+        ),
+    ]
+    for part in PARTS:
+        lines += [
+            "",
+            f"## {part.title}",
+            "",
+            part.proves,
+            "",
+            "| figure | value |",
+            "| --- | ---: |",
+        ]
+        lines += [f"| {name} | {value} |" for name, value in figures.values[part.module].items()]
+        lines.append(f"| seconds | {round(figures.seconds[part.module])} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,195 @@
+"""SIGKILL a writer at random points, many times, on one database: nothing acknowledged is lost.
+
+The writer (``_writer.py``) sends realistic load through the real command path
+and prints a line per answer only after its transaction committed.  Each
+round starts a fresh writer on the same file, waits until it writes, lets it
+run for a random delay and kills it with SIGKILL, so the next open must
+recover whatever the kill left in the WAL.  After every kill the chain
+verifies, the live projections equal a rebuild of the log, and every
+acknowledged answer is found in the log.
+
+A prune is killed too: ``pwf state prune --apply`` on a copy of a database
+the writers filled, at random points of its backup, compaction and vacuum.
+Each copy afterwards verifies and equals a rebuild, and holds either its old
+log or a compacted log that its backup proves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Final
+
+import pytest
+
+from pwf.commands.prune import iso_utc
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.reliability._reliability import (
+        Ack,
+        LogState,
+        assert_sound,
+        init,
+        log_state,
+        missing,
+        parse_acks,
+        pwf,
+        spawn_writer,
+        stop,
+        wait_line,
+    )
+    from tests.reliability.conftest import Figures
+else:
+    from _reliability import (
+        Ack,
+        LogState,
+        assert_sound,
+        init,
+        log_state,
+        missing,
+        parse_acks,
+        pwf,
+        spawn_writer,
+        stop,
+        wait_line,
+    )
+
+pytestmark = pytest.mark.slow
+
+PART: Final = "test_crash"
+KILLS: Final = int(os.environ.get("PWF_RELIABILITY_KILLS", "30"))
+"""How many times the writer is killed; CI's default keeps the test near a minute."""
+SEED: Final = int(os.environ.get("PWF_RELIABILITY_SEED", "20260101"))
+"""Seeds the kill delays, so a failing run can be repeated with the same schedule."""
+LONGEST_DELAY: Final = 0.5
+"""Seconds a writer may run before its kill; the log grows with it, and so does each check."""
+CLOCK: Final = 1_785_700_000_000
+ROUND_MS: Final = 10_000_000
+"""Each writer's clock starts this much after the previous one's: time only moves forward."""
+
+
+def delay(seed: int, number: int) -> float:
+    """A reproducible pseudo-random delay in ``[0, LONGEST_DELAY)`` for kill ``number``."""
+    digest = hashlib.sha256(f"{seed}:{number}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 * LONGEST_DELAY
+
+
+def kill_one_writer(db: Path, tmp_path: Path, number: int) -> list[Ack]:
+    """Run a writer until a random moment after it started writing, SIGKILL it, return its acks."""
+    errors = tmp_path / f"writer-{number}.err"
+    writer = spawn_writer(
+        db, f"g{number}", steps=0, gate="0", clock=CLOCK + number * ROUND_MS, errors=errors
+    )
+    try:
+        assert writer.stdout is not None
+        assert b"ready\n" == wait_line(writer.stdout)
+        time.sleep(delay(SEED, number))
+        writer.send_signal(signal.SIGKILL)
+        out, _ = writer.communicate(timeout=300)
+    finally:
+        stop(writer)
+    died = errors.read_text(encoding="utf-8", errors="replace")
+    assert -signal.SIGKILL == writer.returncode, f"the writer ended on its own: {died}"
+    return parse_acks(out)
+
+
+def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, figures: Figures) -> None:
+    """Every kill leaves a verifying chain, projections equal to the log, and every ack kept."""
+    db = tmp_path / "state.db"
+    init(db)
+    figures.set(PART, "seed", SEED)
+    acknowledged: list[Ack] = []
+    for number in range(1, KILLS + 1):
+        acks = kill_one_writer(db, tmp_path, number)
+        acknowledged += acks
+        figures.add(PART, "batches acknowledged", len(acks))
+        events = assert_sound(db)
+        figures.set(PART, "events in the log", events)
+        lost = missing(db, acks)
+        figures.add(PART, "events lost", len(lost))
+        assert [] == lost, f"kill {number} lost acknowledged answers"
+        figures.add(PART, "kills survived")
+    assert [] == missing(db, acknowledged), "an answer acknowledged before an earlier kill is gone"
+    assert len(acknowledged) > KILLS, "the writers were killed before they wrote anything"
+
+
+PRUNE_KILLS: Final = int(os.environ.get("PWF_RELIABILITY_PRUNE_KILLS", "12"))
+"""How many prunes are killed, each on a fresh copy of one filled database."""
+
+
+def filled(tmp_path: Path) -> tuple[Path, LogState]:
+    """A database holding a few hundred finished and unfinished runs, and its log state."""
+    db = tmp_path / "filled.db"
+    init(db)
+    writer = spawn_writer(db, "f", steps=2000, gate="0", clock=CLOCK, errors=tmp_path / "f.err")
+    try:
+        writer.communicate(timeout=300)
+    finally:
+        stop(writer)
+    assert writer.returncode == 0, (tmp_path / "f.err").read_text()
+    return db, log_state(db)
+
+
+def prune_args(db: Path, backup: Path) -> list[str]:
+    """Apply a prune of the runs finished in the first half of the writer's 20 s of clock."""
+    cutoff = iso_utc(CLOCK + 10_000)
+    return [
+        "state",
+        "prune",
+        "--db",
+        str(db),
+        "--before",
+        cutoff,
+        "--apply",
+        "--backup",
+        str(backup),
+    ]
+
+
+def kill_one_prune(db: Path, backup: Path, after: float) -> None:
+    """Start ``pwf state prune --apply``; SIGKILL it ``after`` seconds later if still running."""
+    environment = {key: value for key, value in os.environ.items() if key != "PWF_DB"}
+    command = [sys.executable, "-m", "pwf", *prune_args(db, backup)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment
+    )
+    try:
+        time.sleep(after)
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=300)
+    finally:
+        stop(process)
+
+
+def test_sigkill_during_a_prune_leaves_the_old_log_or_a_proven_compaction(
+    tmp_path: Path, figures: Figures
+) -> None:
+    """Killed anywhere, a prune leaves a sound database: untouched, or compacted and provable."""
+    template, before = filled(tmp_path)
+    started = time.monotonic()
+    whole_db = tmp_path / "whole.db"
+    shutil.copy(template, whole_db)
+    whole = pwf(*prune_args(whole_db, tmp_path / "whole.sqlite"))
+    took = time.monotonic() - started
+    assert (whole.returncode, whole.stderr) == (0, b"")
+    for number in range(PRUNE_KILLS):
+        db = tmp_path / f"prune-{number}.db"
+        shutil.copy(template, db)
+        backup = tmp_path / f"prune-{number}.sqlite"
+        kill_one_prune(db, backup, delay(SEED, 1000 + number) / LONGEST_DELAY * took)
+        assert_sound(db)
+        after = log_state(db)
+        if after == before:
+            figures.add(PART, "prunes cut before compaction")
+        else:
+            proved = pwf("log", "verify", "--db", str(db), "--backup", str(backup))
+            assert (proved.returncode, proved.stderr) == (0, b""), proved.stderr
+            figures.add(PART, "prunes cut after compaction")
+        figures.add(PART, "prune kills survived")

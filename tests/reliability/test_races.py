@@ -1,0 +1,358 @@
+"""Racing processes on one database: one key runs once, interleaved writers keep a whole log,
+a backup taken mid-write is exactly a prefix of the live log, and prunes applied mid-write
+lose nothing acknowledged.
+
+Processes are released together: each prints ``ready`` once it has imported
+pwf and then blocks on stdin, so the race is for SQLite's write lock, not for
+interpreter start-up.  No test asserts on timing; how much the writers
+actually interleaved is a figure, not a condition.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+import pytest
+
+from pwf import canonical
+from pwf.cli._options import open_store
+from pwf.commands.prune import iso_utc
+from pwf.events import CommandRecorded, open_body
+from pwf.replay import check
+from pwf.store.compaction import prove
+from pwf.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.reliability._reliability import (
+        AT,
+        START,
+        TIMEOUT,
+        Ack,
+        assert_sound,
+        init,
+        missing,
+        parse_acks,
+        pwf,
+        request_line,
+        spawn_writer,
+        stop,
+        wait_line,
+    )
+    from tests.reliability.conftest import Figures
+else:
+    from _reliability import (
+        AT,
+        START,
+        TIMEOUT,
+        Ack,
+        assert_sound,
+        init,
+        missing,
+        parse_acks,
+        pwf,
+        request_line,
+        spawn_writer,
+        stop,
+        wait_line,
+    )
+
+pytestmark = pytest.mark.slow
+
+PART: Final = "test_races"
+RACERS: Final = 6
+ROUNDS: Final = 3
+LOCKSTEP: Final = 90
+"""Answers each of two writers gives in strict alternation before both run freely."""
+GATED: Final = (
+    "import sys; from pwf.cli import main; sys.argv = ['pwf', *sys.argv[1:]];"
+    " print('ready', flush=True); main()"
+)
+"""``pwf ARGS`` that says ``ready`` once imported, then reads its requests from stdin."""
+
+
+def gated_pwf(*args: str) -> subprocess.Popen[bytes]:
+    """Start ``pwf ARGS`` through :data:`GATED`; returns once it said ``ready``."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", GATED, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
+    try:
+        assert process.stdout is not None
+        assert b"ready\n" == wait_line(process.stdout)
+    except BaseException:
+        stop(process)
+        raise
+    return process
+
+
+def race_one_key(db: Path, number: int) -> list[Any]:
+    """RACERS processes send one (clientId, idempotencyKey) with their own request ids."""
+    run = f"race-run-{number}"
+    payload = {**START, "originSessionId": f"race-s-{number}"}
+    lines = [
+        request_line(
+            "run.start", payload, rid=f"race-{number}-{racer}", key=f"race-{number}", run_id=run
+        )
+        for racer in range(RACERS)
+    ]
+    racers: list[subprocess.Popen[bytes]] = []
+    try:
+        racers.extend(gated_pwf("request", "--db", str(db), "--at", str(AT)) for _ in lines)
+        for racer, line in zip(racers, lines, strict=True):
+            assert racer.stdin is not None
+            racer.stdin.write(line + b"\n")
+        finished = [racer.communicate(timeout=300) for racer in racers]
+    finally:
+        for racer in racers:
+            stop(racer)
+    ended = [(racer.returncode, err) for racer, (_, err) in zip(racers, finished, strict=True)]
+    assert [(0, b"")] * RACERS == ended
+    return [_json(out.rstrip(b"\n")) for out, _ in finished]
+
+
+def _json(line: bytes) -> Any:
+    """A response line as plain JSON values, indexable without casts."""
+    return canonical.parse_line(line)
+
+
+def test_one_idempotency_key_runs_once(tmp_path: Path, figures: Figures) -> None:
+    """Exactly one ``accepted``, the rest ``adopted`` with its receipt, one run reserved."""
+    db = tmp_path / "state.db"
+    init(db)
+    for number in range(ROUNDS):
+        answers = race_one_key(db, number)
+        figures.add(PART, "races run")
+        figures.add(PART, "processes raced", RACERS)
+        outcomes = sorted(answer["outcome"] for answer in answers)
+        assert ["accepted"] + ["adopted"] * (RACERS - 1) == outcomes
+        assert 1 == len({canonical.encode(answer["receipt"]) for answer in answers})
+        with SqliteStore(db, read_only=True) as store:
+            reserved = list(store.find(type="run.reserved", run_id=f"race-run-{number}"))
+            recorded = list(store.find(client_id="cli-R", idempotency_key=f"race-{number}"))
+            [runs] = store.connection.execute(
+                "SELECT count(*) FROM runs WHERE run_id = ?", (f"race-run-{number}",)
+            ).fetchone()
+        entries = [open_body(item.body) for item in recorded]
+        assert (1, 1) == (len(reserved), runs)
+        assert 1 == [entry.type for entry in entries].count("command.recorded")
+        assert 1 == len({entry.batch for entry in entries}), "the key's events span batches"
+    assert_sound(db)
+
+
+def cli_lines(count: int) -> list[bytes]:
+    """Start, look at and cancel ``count`` runs: three batches each, all for ``cli-run-*``."""
+    lines: list[bytes] = []
+    for number in range(count):
+        run = f"cli-run-{number}"
+        start = {**START, "originSessionId": f"cli-s-{number}"}
+        for operation, payload in (("run.start", start), ("run.status", {}), ("run.cancel", {})):
+            rid = f"cli-{operation}-{number}"
+            lines.append(request_line(operation, payload, rid=rid, run_id=run) + b"\n")
+    return lines
+
+
+def owners(db: Path) -> list[str]:
+    """Which writer made each batch, in log order, read from the run ids' prefixes."""
+    by_batch: dict[int, str] = {}
+    with SqliteStore(db, read_only=True) as store:
+        for entry in store.entries():
+            run = entry.event.index_run_id()
+            if run is not None:
+                by_batch.setdefault(entry.batch, run.split("-run-")[0])
+    return [by_batch[batch] for batch in sorted(by_batch)]
+
+
+def interleave(
+    writer: subprocess.Popen[bytes], cli: subprocess.Popen[bytes], lines: list[bytes]
+) -> tuple[bytes, bytes]:
+    """One writer answer, one ``pwf request`` answer, and so on; returns what each printed."""
+    assert writer.stdin is not None
+    assert writer.stdout is not None
+    assert cli.stdin is not None
+    assert cli.stdout is not None
+    acks, answers = b"", b""
+    for line in lines:
+        writer.stdin.write(b"next\n")
+        acks += wait_line(writer.stdout)
+        cli.stdin.write(line)
+        answers += wait_line(cli.stdout)
+    return acks, answers
+
+
+def test_two_writers_interleave_into_one_whole_log(tmp_path: Path, figures: Figures) -> None:
+    """A Host-API writer and ``pwf request`` alternate batch by batch, then race freely.
+
+    Each commits on its own connection right after the other's commit, so a head
+    read outside the transaction, or cached, would fork the chain or reuse a seq.
+    """
+    db = tmp_path / "state.db"
+    init(db)
+    lines = cli_lines(60)
+    writer = spawn_writer(db, "A", steps=300, gate="step", clock=AT, errors=tmp_path / "a.err")
+    try:
+        cli = gated_pwf("request", "--db", str(db), "--at", str(AT))
+    except BaseException:
+        stop(writer)
+        raise
+    try:
+        assert writer.stdout is not None
+        assert writer.stdin is not None
+        assert b"ready\n" == wait_line(writer.stdout)
+        acks, answers = interleave(writer, cli, lines[:LOCKSTEP])
+        writer.stdin.write(b"free\n")
+        cli_out, cli_err = cli.communicate(b"".join(lines[LOCKSTEP:]), timeout=300)
+        writer_out, _ = writer.communicate(timeout=300)
+    finally:
+        stop(writer)
+        stop(cli)
+    assert (0, b"") == (cli.returncode, cli_err)
+    assert 0 == writer.returncode, (tmp_path / "a.err").read_text()
+    replies = [_json(line) for line in (answers + cli_out).splitlines()]
+    assert len(lines) == len(replies)
+    assert {"accepted"} == {reply["outcome"] for reply in replies}
+    acks_all = parse_acks(acks + writer_out) + [
+        Ack("request", reply["requestId"], "cli-R", "", "accepted") for reply in replies
+    ]
+    assert [] == missing(db, acks_all)
+    assert_sound(db)
+    made = owners(db)
+    switches = sum(a != b for a, b in itertools.pairwise(made))
+    assert switches >= LOCKSTEP, "the lockstep phase did not alternate the writers"
+    figures.add(PART, "races run")
+    figures.add(PART, "processes raced", 2)
+    figures.add(PART, "batches interleaved", switches)
+
+
+def backup_record(store: SqliteStore, destination: Path) -> int:
+    """The first seq of the batch that recorded the backup to ``destination``."""
+    for stored in store.find(type="command.recorded", client_id="pwf-cli"):
+        entry = open_body(stored.body)
+        event = entry.event
+        assert isinstance(event, CommandRecorded)
+        receipt = canonical.parse_line(bytes(event.receipt))  # type: ignore[arg-type]
+        if receipt == {"destination": str(destination)}:
+            return min(item.seq for item in store.find(batch=entry.batch))
+    raise AssertionError(f"no state.backup record for {destination}")
+
+
+def assert_prefix_snapshot(live: Path, copy: Path) -> int:
+    """The copy verifies on its own and is the live log exactly up to its backup's batch."""
+    with open_store(str(copy), read_only=True) as snapshot:
+        found = check(snapshot)
+        assert found.ok, (found.chain, found.difference)
+        head = snapshot.head()
+        bodies = [item.body for item in snapshot.read()]
+    with SqliteStore(live, read_only=True) as store:
+        assert bodies == [item.body for item in store.read(1, head.seq)]
+        assert head.seq + 1 == backup_record(store, copy)
+    return head.seq
+
+
+def test_backup_while_a_writer_writes_is_a_prefix_snapshot(
+    tmp_path: Path, figures: Figures
+) -> None:
+    """``pwf state backup`` between a writer's batches: each copy is a whole, sound prefix."""
+    db = tmp_path / "state.db"
+    init(db)
+    writer = spawn_writer(db, "B", steps=0, gate="0", clock=AT, errors=tmp_path / "b.err")
+    copies = [tmp_path / "backups" / f"copy-{number}.db" for number in range(3)]
+    try:
+        assert writer.stdout is not None
+        assert b"ready\n" == wait_line(writer.stdout)
+        made = [pwf("state", "backup", str(copy), "--db", str(db)) for copy in copies]
+        writer.send_signal(signal.SIGKILL)
+        out, _ = writer.communicate(timeout=300)
+    finally:
+        stop(writer)
+    assert -signal.SIGKILL == writer.returncode, (tmp_path / "b.err").read_text()
+    assert [(0, b"")] * len(copies) == [(result.returncode, result.stderr) for result in made]
+    assert [] == missing(db, parse_acks(out))
+    assert_sound(db)
+    heads = [assert_prefix_snapshot(db, copy) for copy in copies]
+    assert heads == sorted(heads)
+    figures.add(PART, "races run", len(copies))
+    figures.add(PART, "processes raced", 1 + len(copies))
+    figures.add(PART, "backups checked", len(copies))
+
+
+def _latest_at(db: Path) -> int:
+    with SqliteStore(db, read_only=True) as store:
+        [at] = store.connection.execute("SELECT max(at) FROM events").fetchone()
+    return int(at)
+
+
+def _wait_for_events(db: Path, count: int, writer: subprocess.Popen[bytes]) -> None:
+    """Block until the writer has committed ``count`` more events (no timing is asserted)."""
+    with SqliteStore(db, read_only=True) as store:
+        start = store.head().seq
+        for _ in range(TIMEOUT * 20):
+            if store.head().seq >= start + count:
+                return
+            assert writer.poll() is None, "the writer stopped"
+            time.sleep(0.05)
+    raise AssertionError(f"the writer did not write {count} events")
+
+
+def test_prune_while_a_writer_writes_loses_nothing(tmp_path: Path, figures: Figures) -> None:
+    """Two ``pwf state prune --apply`` while a writer writes: nothing acknowledged is lost.
+
+    Each prune's cutoff is a second before the newest event, so it removes
+    runs that finished while the writer moved on.  Afterwards the live log
+    verifies from its last compaction, each backup proves the log that
+    followed it, and every acknowledged answer is in the live log or, for a
+    pruned run, in a backup.
+    """
+    db = tmp_path / "state.db"
+    init(db)
+    writer = spawn_writer(db, "P", steps=0, gate="0", clock=AT, errors=tmp_path / "p.err")
+    backups = [tmp_path / "backups" / f"prune-{number}.sqlite" for number in range(2)]
+    made = []
+    drained: list[bytes] = []
+    try:
+        assert writer.stdout is not None
+        assert wait_line(writer.stdout) == b"ready\n"
+        # Read its acknowledgements as they come: a full pipe would stall the writer.
+        reader = threading.Thread(target=lambda: drained.append(writer.stdout.read()))  # type: ignore[union-attr]
+        reader.start()
+        for backup in backups:
+            _wait_for_events(db, 300, writer)
+            cutoff = iso_utc(_latest_at(db) - 1000)
+            args = ("--before", cutoff, "--apply", "--backup", str(backup), "--json")
+            made.append(pwf("state", "prune", "--db", str(db), *args))
+        _wait_for_events(db, 50, writer)
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=TIMEOUT)
+        reader.join(timeout=TIMEOUT)
+    finally:
+        stop(writer)
+    assert writer.returncode == -signal.SIGKILL, (tmp_path / "p.err").read_text()
+    out = b"".join(drained)
+    reports = [json.loads(result.stdout)["report"] for result in made]
+    assert [(result.returncode, result.stderr) for result in made] == [(0, b"")] * len(made)
+    assert all(report["applied"] for report in reports)
+    acks = parse_acks(out)
+    lost = missing(db, acks)
+    for backup in reversed(backups):
+        lost = missing(backup, lost)
+    assert lost == []
+    assert_sound(db)
+    proved = pwf("log", "verify", "--db", str(db), "--backup", str(backups[-1]))
+    assert (proved.returncode, proved.stderr) == (0, b"")
+    with SqliteStore(backups[-1], read_only=True) as later:
+        assert prove(later, backups[0]).ok
+    figures.add(PART, "races run", len(backups))
+    figures.add(PART, "processes raced", 1 + len(backups))
+    figures.add(PART, "prunes applied", len(backups))
+    figures.add(PART, "runs pruned", sum(report["selectedRuns"] for report in reports))
