@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Final
 import pytest
 
 import pwf.replay
+import pwf.splitfold
 from pwf.cli._options import open_store
-from pwf.errors import ChainError, InputError, StoreBusyError
+from pwf.errors import ChainError, InputError, StoreBusyError, StoreError
 from pwf.readmodel import dump
 from pwf.replay import check, rebuild, replay
 from pwf.store.sqlite import SqliteStore
@@ -108,6 +109,77 @@ def _batches(path: Path) -> list[tuple[int, int, int]]:
     finally:
         connection.close()
     return [(int(batch), int(first), int(last)) for batch, first, last in rows]
+
+
+@pytest.fixture(params=["one process", "split"], autouse=True)
+def fold_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs twice: folding in one process, and split with a forked process."""
+    mode: str = request.param
+    if mode == "split":
+        monkeypatch.setattr(pwf.splitfold, "SPLIT_FROM", 1)
+        monkeypatch.setattr(pwf.splitfold, "processors", lambda: 2)
+    return mode
+
+
+def _rows_and_rowids(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table but the log, with its rowid, and the schema in its order."""
+    connection = sqlite3.connect(path)
+    try:
+        found: dict[str, list[tuple[object, ...]]] = {
+            "sqlite_master": connection.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY rowid"
+            ).fetchall()
+        }
+        for (table,) in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'events'"
+        ).fetchall():
+            found[table] = connection.execute(
+                f'SELECT rowid, * FROM "{table}" ORDER BY rowid'  # noqa: S608 - names from sqlite_master
+            ).fetchall()
+    finally:
+        connection.close()
+    return found
+
+
+class TestSplitFold:
+    """A forked process folding some read models gives the same rows, rowids and schema."""
+
+    def test_replays_are_identical(
+        self, live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The same log replayed in one process and split gives the same file content."""
+        monkeypatch.setattr(pwf.splitfold, "SPLIT_FROM", 10**9)
+        with _store(live) as store:
+            replay(store, tmp_path / "one.db", chunk=4)
+        monkeypatch.setattr(pwf.splitfold, "SPLIT_FROM", 1)
+        monkeypatch.setattr(pwf.splitfold, "processors", lambda: 2)
+        with _store(live) as store:
+            replay(store, tmp_path / "split.db", chunk=4)
+        assert _rows_and_rowids(tmp_path / "one.db") == _rows_and_rowids(tmp_path / "split.db")
+
+    def test_rebuild_equals_the_live_path(self, live: Path) -> None:
+        """A rebuilt database holds what the live path wrote, rowids and schema order included."""
+        before = _rows_and_rowids(live)
+        with _store(live) as store:
+            rebuild(store, chunk=5)
+        assert before == _rows_and_rowids(live)
+
+    def test_a_failing_forked_process_changes_nothing(
+        self, live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A forked process that raises fails the rebuild; live file and folder stay as before."""
+        monkeypatch.setattr(pwf.splitfold, "SPLIT_FROM", 1)
+        monkeypatch.setattr(pwf.splitfold, "processors", lambda: 2)
+
+        def failing(part: pwf.splitfold.Part) -> int:
+            raise RuntimeError(f"forked process crash in {part.names}")
+
+        monkeypatch.setattr(pwf.splitfold, "fold_part", failing)
+        digest, before = _digest(live), sorted(path.name for path in tmp_path.iterdir())
+        with _store(live) as store, pytest.raises(StoreError, match="forked process crash"):
+            rebuild(store)
+        assert digest == _digest(live)
+        assert before == sorted(path.name for path in tmp_path.iterdir())
 
 
 class TestReplay:
@@ -459,3 +531,31 @@ class TestLogBreakingAnIndex:
         assert "breaks its index workflow_messages_pending_step_source_idx" in str(caught.value)
         assert before == hashlib.sha256(db.read_bytes()).hexdigest()
         assert [] == [p for p in tmp_path.iterdir() if ".rebuild-" in p.name]
+
+    def test_rebuild_names_the_check_constraint_and_leaves_the_database(
+        self, tmp_path: Path
+    ) -> None:
+        """A forged outcome for an operation the table does not know breaks a CHECK."""
+        from pwf.errors import StoreError  # noqa: PLC0415 - only this test forges events
+        from pwf.events import Actor, CommandRecorded  # noqa: PLC0415 - same as above
+
+        db = tmp_path / "s.db"
+        Fixture.f(db).close()
+        forged = CommandRecorded(
+            request_id="req-forged",
+            client_id="client-forged",
+            operation="no.such.operation",
+            idempotency_key="key-forged",
+            fingerprint="a" * 64,
+            outcome="accepted",
+        )
+        with SqliteStore(db) as raw:  # no read model: the forgery skips the live checks
+            raw.append([forged], at=9_000, actor=Actor(type="system", id="forger"))
+        before = hashlib.sha256(db.read_bytes()).hexdigest()
+        for fold in (rebuild, lambda store: replay(store, tmp_path / "out.db")):
+            with open_store(str(db)) as store, pytest.raises(StoreError) as caught:
+                fold(store)
+            assert "read model host_commands breaks a CHECK constraint" in str(caught.value)
+            assert "operation IN (" in str(caught.value)
+        assert before == hashlib.sha256(db.read_bytes()).hexdigest()
+        assert [] == [p for p in tmp_path.iterdir() if p.name != "s.db"]

@@ -1,7 +1,7 @@
 """Read models: one module per projection; imports events and errors only.
 
 A projection module has ``NAME``, ``VERSION``, ``DDL`` (explicit keys,
-``STRICT``) and a pure ``apply(entry) -> list[Sql]`` that reads nothing but
+``STRICT``) and a pure ``apply(entry) -> list[Statement]`` that reads nothing but
 the event it is given.  :mod:`pwf.readmodel` runs the DDL, executes the
 statements and advances the checkpoint inside the append transaction.
 
@@ -26,12 +26,14 @@ from pwf.projections import (
     sessions,
     workers,
 )
-from pwf.projections._sql import Sql
+from pwf.projections._sql import Sql, Statement
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pwf.events import Entry
 
-__all__ = ["PROJECTIONS", "Projection", "Sql"]
+__all__ = ["PROJECTIONS", "Projection", "Sql", "Statement"]
 
 
 class Projection(Protocol):
@@ -49,7 +51,7 @@ class Projection(Protocol):
     def DDL(self) -> tuple[str, ...]:  # noqa: N802 - same as NAME
         """Statements that create the read model's tables and indexes."""
 
-    def apply(self, entry: Entry) -> list[Sql]:
+    def apply(self, entry: Entry) -> Sequence[Statement]:
         """The statements that fold ``entry`` into this read model."""
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from pwf.events import EVENT_TYPES
-from pwf.projections._sql import Sql, dispatch
+from pwf.projections._sql import Statement, dispatch
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -44,23 +44,23 @@ _INSERT: Final = (
 def _handler(json_names: tuple[str, ...], text_names: tuple[str, ...]) -> Handler:
     """Store the named JSON fields, then the named text fields, of an event of one class."""
 
-    def store(entry: Entry) -> list[Sql]:
+    def store(entry: Entry) -> list[Statement]:
         event, at = entry.event, entry.at
-        statements = []
+        statements: list[Statement] = []
         for name in json_names:
             value = getattr(event, name)
             if isinstance(value, msgspec.Raw):
                 content = bytes(value)
                 digest = hashlib.sha256(content).digest()
                 statements.append(
-                    Sql(_INSERT, (digest, "application/json", len(content), content, at))
+                    (_INSERT, (digest, "application/json", len(content), content, at))
                 )
         for name in text_names:
             value = getattr(event, name)
             if isinstance(value, str):
                 content = value.encode()
                 digest = hashlib.sha256(content).digest()
-                statements.append(Sql(_INSERT, (digest, "text/plain", len(content), content, at)))
+                statements.append((_INSERT, (digest, "text/plain", len(content), content, at)))
         return statements
 
     return store
@@ -74,6 +74,6 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
 """Every event class with blob-valued fields, with its handler."""
 
 
-def apply(entry: Entry) -> list[Sql]:
+def apply(entry: Entry) -> list[Statement]:
     """Store every blob-valued field of the event."""
     return dispatch(HANDLERS, entry)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import CommandRecorded
-from pwf.projections._sql import Sql, dispatch, json_hash, quoted_list, text_hash
+from pwf.projections._sql import Statement, dispatch, json_hash, quoted_list, text_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -58,11 +58,11 @@ _INSERT: Final = (
 )
 
 
-def _recorded(entry: Entry) -> list[Sql]:
+def _recorded(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, CommandRecorded)
     return [
-        Sql(
+        (
             _INSERT,
             (
                 event.request_id,
@@ -87,6 +87,6 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {CommandRecorded: _recorded}
 """Each event class this read model folds, with its handler."""
 
 
-def apply(entry: Entry) -> list[Sql]:
+def apply(entry: Entry) -> list[Statement]:
     """Insert one row per recorded outcome."""
     return dispatch(HANDLERS, entry)

@@ -16,7 +16,7 @@ from pwf.events import (
     SubmissionFinished,
     SubmissionRecorded,
 )
-from pwf.projections._sql import Sql, dispatch, json_hash
+from pwf.projections._sql import Statement, dispatch, json_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -103,11 +103,11 @@ _FINISHED: Final = (
 )
 
 
-def _requested(entry: Entry) -> list[Sql]:
+def _requested(entry: Entry) -> list[Statement]:
     event, at = entry.event, entry.at
     assert isinstance(event, InteractionRequested)
     return [
-        Sql(
+        (
             _REQUESTED,
             (
                 event.request_id,
@@ -124,40 +124,40 @@ def _requested(entry: Entry) -> list[Sql]:
     ]
 
 
-def _settled(entry: Entry) -> list[Sql]:
+def _settled(entry: Entry) -> list[Statement]:
     event, at = entry.event, entry.at
     assert isinstance(event, InteractionSettled)
-    return [Sql(_SETTLED, (event.revision, event.submission_id, at, at, event.request_id))]
+    return [(_SETTLED, (event.revision, event.submission_id, at, at, event.request_id))]
 
 
-def _revised(entry: Entry) -> list[Sql]:
+def _revised(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, InteractionRevised)
     return [
-        Sql(
+        (
             _REVISED,
             (event.revision, event.unproductive_turn_ends, entry.at, event.request_id),
         )
     ]
 
 
-def _cancelled(entry: Entry) -> list[Sql]:
+def _cancelled(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, InteractionCancelled)
-    return [Sql(_CANCELLED, (event.revision, entry.at, event.request_id))]
+    return [(_CANCELLED, (event.revision, entry.at, event.request_id))]
 
 
-def _consumed(entry: Entry) -> list[Sql]:
+def _consumed(entry: Entry) -> list[Statement]:
     event, at = entry.event, entry.at
     assert isinstance(event, InteractionConsumed)
-    return [Sql(_CONSUMED, (at, at, event.request_id))]
+    return [(_CONSUMED, (at, at, event.request_id))]
 
 
-def _submitted(entry: Entry) -> list[Sql]:
+def _submitted(entry: Entry) -> list[Statement]:
     event, at = entry.event, entry.at
     assert isinstance(event, SubmissionRecorded)
     return [
-        Sql(
+        (
             _SUBMITTED,
             (
                 event.submission_id,
@@ -174,11 +174,11 @@ def _submitted(entry: Entry) -> list[Sql]:
     ]
 
 
-def _finished(entry: Entry) -> list[Sql]:
+def _finished(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, SubmissionFinished)
     return [
-        Sql(
+        (
             _FINISHED,
             (event.outcome, json_hash(event.receipt), entry.at, event.submission_id),
         )
@@ -197,6 +197,6 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
 """Each event class this read model folds, with its handler."""
 
 
-def apply(entry: Entry) -> list[Sql]:
+def apply(entry: Entry) -> list[Statement]:
     """Fold request and submission events."""
     return dispatch(HANDLERS, entry)

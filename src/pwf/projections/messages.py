@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import MessageCancelled, MessageCreated, MessageSent
-from pwf.projections._sql import Sql, dispatch, json_hash
+from pwf.projections._sql import Statement, dispatch, json_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -64,11 +64,11 @@ _CANCELLED: Final = (
 )
 
 
-def _created(entry: Entry) -> list[Sql]:
+def _created(entry: Entry) -> list[Statement]:
     event, at = entry.event, entry.at
     assert isinstance(event, MessageCreated)
     return [
-        Sql(
+        (
             _CREATED,
             (
                 event.workflow_message_id,
@@ -85,16 +85,16 @@ def _created(entry: Entry) -> list[Sql]:
     ]
 
 
-def _sent(entry: Entry) -> list[Sql]:
+def _sent(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, MessageSent)
-    return [Sql(_SENT, (event.pi_session_entry_id, entry.at, event.workflow_message_id))]
+    return [(_SENT, (event.pi_session_entry_id, entry.at, event.workflow_message_id))]
 
 
-def _cancelled(entry: Entry) -> list[Sql]:
+def _cancelled(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, MessageCancelled)
-    return [Sql(_CANCELLED, (entry.at, event.workflow_message_id))]
+    return [(_CANCELLED, (entry.at, event.workflow_message_id))]
 
 
 HANDLERS: Final[Mapping[type[Event], Handler]] = {
@@ -105,6 +105,6 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
 """Each event class this read model folds, with its handler."""
 
 
-def apply(entry: Entry) -> list[Sql]:
+def apply(entry: Entry) -> list[Statement]:
     """Insert created messages and cancel pending ones."""
     return dispatch(HANDLERS, entry)

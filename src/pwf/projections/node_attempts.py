@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import AttemptChanged, AttemptStarted, DeadlineShifted
-from pwf.projections._sql import Sql, dispatch, json_hash
+from pwf.projections._sql import Statement, dispatch, json_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -55,11 +55,11 @@ _CHANGED: Final = (
 )
 
 
-def _started(entry: Entry) -> list[Sql]:
+def _started(entry: Entry) -> list[Statement]:
     event, at = entry.event, entry.at
     assert isinstance(event, AttemptStarted)
     return [
-        Sql(
+        (
             _STARTED,
             (
                 event.attempt_id,
@@ -75,16 +75,16 @@ def _started(entry: Entry) -> list[Sql]:
     ]
 
 
-def _shifted(entry: Entry) -> list[Sql]:
+def _shifted(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, DeadlineShifted)
-    return [Sql(_SHIFTED, (event.to_deadline, event.to_started_at, entry.at, event.attempt_id))]
+    return [(_SHIFTED, (event.to_deadline, event.to_started_at, entry.at, event.attempt_id))]
 
 
-def _changed(entry: Entry) -> list[Sql]:
+def _changed(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, AttemptChanged)
-    return [Sql(_CHANGED, (event.status, json_hash(event.output), entry.at, event.attempt_id))]
+    return [(_CHANGED, (event.status, json_hash(event.output), entry.at, event.attempt_id))]
 
 
 HANDLERS: Final[Mapping[type[Event], Handler]] = {
@@ -95,6 +95,6 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
 """Each event class this read model folds, with its handler."""
 
 
-def apply(entry: Entry) -> list[Sql]:
+def apply(entry: Entry) -> list[Statement]:
     """Insert started attempts and follow their status."""
     return dispatch(HANDLERS, entry)

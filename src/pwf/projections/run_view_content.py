@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from pwf.events import RunFinished, RunReserved
-from pwf.projections._sql import Sql, dispatch
+from pwf.projections._sql import Statement, dispatch
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -53,7 +53,7 @@ _INSERT: Final = (
 )
 
 
-def _store(run_id: str, value: msgspec.Raw | msgspec.UnsetType, at: int) -> list[Sql]:
+def _store(run_id: str, value: msgspec.Raw | msgspec.UnsetType, at: int) -> list[Statement]:
     if not isinstance(value, msgspec.Raw):
         return []
     found = view_content(bytes(value))
@@ -61,20 +61,20 @@ def _store(run_id: str, value: msgspec.Raw | msgspec.UnsetType, at: int) -> list
         return []
     content, media_type = found
     return [
-        Sql(
+        (
             _INSERT,
             (run_id, hashlib.sha256(content).digest(), media_type, len(content), content, at),
         )
     ]
 
 
-def _reserved(entry: Entry) -> list[Sql]:
+def _reserved(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunReserved)
     return _store(event.run_id, event.input, entry.at)
 
 
-def _finished(entry: Entry) -> list[Sql]:
+def _finished(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunFinished)
     return _store(event.run_id, event.final_output, entry.at) + _store(
@@ -86,6 +86,6 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {RunReserved: _reserved, RunFin
 """Each event class this read model folds, with its handler."""
 
 
-def apply(entry: Entry) -> list[Sql]:
+def apply(entry: Entry) -> list[Statement]:
     """Keep large inputs, outputs and errors of runs."""
     return dispatch(HANDLERS, entry)

@@ -28,7 +28,7 @@ from pwf.events import (
     WorkerEnded,
     WorkerMessageRecorded,
 )
-from pwf.projections._sql import Sql, dispatch, json_hash
+from pwf.projections._sql import Statement, dispatch, json_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -208,13 +208,13 @@ _LEASE: Final = (
 )
 
 
-def _reserved(entry: Entry) -> list[Sql]:
+def _reserved(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunReserved)
     at = entry.at
     fingerprint = event.parent_terminal_fingerprint
-    statements = [
-        Sql(
+    statements: list[Statement] = [
+        (
             _INSERT_RUN,
             (
                 event.run_id,
@@ -237,11 +237,11 @@ def _reserved(entry: Entry) -> list[Sql]:
                 at,
             ),
         ),
-        Sql(_INSERT_QUEUE, (event.run_id, event.origin_session_id, at, at)),
+        (_INSERT_QUEUE, (event.run_id, event.origin_session_id, at, at)),
     ]
     if event.origin_session_id is not None:
         statements.append(
-            Sql(
+            (
                 _INSERT_BINDING,
                 (event.run_id, event.origin_session_id, event.execution_mode, at),
             )
@@ -249,57 +249,57 @@ def _reserved(entry: Entry) -> list[Sql]:
     return statements
 
 
-def _claimed(entry: Entry) -> list[Sql]:
+def _claimed(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunClaimed)
     at, run_id = entry.at, event.run_id
     return [
-        Sql(_BUMP_RUN, (at, run_id)),
-        Sql(
+        (_BUMP_RUN, (at, run_id)),
+        (
             _QUEUE_CLAIMED,
             (event.generation, event.worker_epoch, event.lease_expires_at, at, run_id),
         ),
     ]
 
 
-def _started(entry: Entry) -> list[Sql]:
+def _started(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunStarted)
     at, run_id = entry.at, event.run_id
-    return [Sql(_RUN_RUNNING, (event.detail, at, run_id)), Sql(_QUEUE_RUNNING, (at, run_id))]
+    return [(_RUN_RUNNING, (event.detail, at, run_id)), (_QUEUE_RUNNING, (at, run_id))]
 
 
-def _waiting(entry: Entry) -> list[Sql]:
+def _waiting(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunWaiting)
     at, run_id = entry.at, event.run_id
-    statements = [
-        Sql(_RUN_WAITING, (event.detail, at, at, run_id)),
-        Sql(_QUEUE_PARKED, (at, run_id)),
+    statements: list[Statement] = [
+        (_RUN_WAITING, (event.detail, at, at, run_id)),
+        (_QUEUE_PARKED, (at, run_id)),
     ]
     if event.checkpoint_node_id is not None:
-        statements.append(Sql(_CHECKPOINT, (run_id, event.checkpoint_node_id, at, at)))
+        statements.append((_CHECKPOINT, (run_id, event.checkpoint_node_id, at, at)))
     return statements
 
 
-def _paused(entry: Entry) -> list[Sql]:
+def _paused(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunPaused)
-    return [Sql(_RUN_PAUSED, (event.paused_at, entry.at, event.run_id))]
+    return [(_RUN_PAUSED, (event.paused_at, entry.at, event.run_id))]
 
 
-def _resumed(entry: Entry) -> list[Sql]:
+def _resumed(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunResumed)
-    return [Sql(_RUN_RESUMED, (event.detail, entry.at, event.run_id))]
+    return [(_RUN_RESUMED, (event.detail, entry.at, event.run_id))]
 
 
-def _finished(entry: Entry) -> list[Sql]:
+def _finished(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunFinished)
     at, run_id = entry.at, event.run_id
     return [
-        Sql(
+        (
             _RUN_FINISHED,
             (
                 event.status,
@@ -312,26 +312,26 @@ def _finished(entry: Entry) -> list[Sql]:
                 run_id,
             ),
         ),
-        Sql(_QUEUE_FINISHED, (event.queue_status, at, run_id)),
+        (_QUEUE_FINISHED, (event.queue_status, at, run_id)),
     ]
 
 
-def _continued(entry: Entry) -> list[Sql]:
+def _continued(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunQueueDoneForContinuation)
     at, run_id = entry.at, event.run_id
     return [
-        Sql(_BUMP_RUN, (at, run_id)),
-        Sql(_QUEUE_DONE, (at, run_id)),
-        Sql(_CONTINUED, (event.continuation_run_id, at, run_id)),
+        (_BUMP_RUN, (at, run_id)),
+        (_QUEUE_DONE, (at, run_id)),
+        (_CONTINUED, (event.continuation_run_id, at, run_id)),
     ]
 
 
-def _update(entry: Entry) -> list[Sql]:
+def _update(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunUpdatePublished)
     return [
-        Sql(
+        (
             _UPDATE,
             (
                 event.run_id,
@@ -345,32 +345,32 @@ def _update(entry: Entry) -> list[Sql]:
     ]
 
 
-def _worker_ended(entry: Entry) -> list[Sql]:
+def _worker_ended(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, WorkerEnded)
-    return [Sql(_WORKER_ENDED, (entry.at, event.run_id, event.worker_epoch))]
+    return [(_WORKER_ENDED, (entry.at, event.run_id, event.worker_epoch))]
 
 
-def _worker_message(entry: Entry) -> list[Sql]:
+def _worker_message(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, WorkerMessageRecorded)
     lease = event.lease_expires_at
     if lease is None:
         return []
-    return [Sql(_LEASE, (lease, event.run_id, event.worker_epoch))]
+    return [(_LEASE, (lease, event.run_id, event.worker_epoch))]
 
 
-def _timeout_started(entry: Entry) -> list[Sql]:
+def _timeout_started(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, InteractionTimeoutStarted)
     at, run_id = entry.at, event.run_id
-    return [Sql(_RUN_RUNNING, (event.detail, at, run_id)), Sql(_QUEUE_RESTARTED, (at, run_id))]
+    return [(_RUN_RUNNING, (event.detail, at, run_id)), (_QUEUE_RESTARTED, (at, run_id))]
 
 
-def _bumped(entry: Entry) -> list[Sql]:
+def _bumped(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, AttemptStarted | AttemptChanged | DeadlineShifted)
-    return [Sql(_BUMP_RUN, (entry.at, event.run_id))]
+    return [(_BUMP_RUN, (entry.at, event.run_id))]
 
 
 HANDLERS: Final[Mapping[type[Event], Handler]] = {
@@ -393,6 +393,6 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
 """Each event class this read model folds, with its handler."""
 
 
-def apply(entry: Entry) -> list[Sql]:
+def apply(entry: Entry) -> list[Statement]:
     """Fold run lifecycle events into the run tables."""
     return dispatch(HANDLERS, entry)

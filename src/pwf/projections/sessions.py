@@ -18,7 +18,7 @@ from pwf.events import (
     TurnEnded,
     TurnStarted,
 )
-from pwf.projections._sql import Sql, dispatch, text_hash
+from pwf.projections._sql import Statement, dispatch, text_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -131,34 +131,34 @@ _CLEARED: Final = (
 )
 
 
-def _attached(entry: Entry) -> list[Sql]:
+def _attached(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, CoordinatorAttached)
     return [
-        Sql(
+        (
             _ATTACHED,
             (event.target_session_id, event.coordinator_epoch, event.connection_id, entry.at),
         )
     ]
 
 
-def _detached(entry: Entry) -> list[Sql]:
+def _detached(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, CoordinatorDetached)
-    return [Sql(_DETACHED, (event.target_session_id, event.coordinator_epoch))]
+    return [(_DETACHED, (event.target_session_id, event.coordinator_epoch))]
 
 
-def _reported(entry: Entry) -> list[Sql]:
+def _reported(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, BranchReported)
-    return [Sql(_REPORTED, (entry.at, event.target_session_id, event.coordinator_epoch))]
+    return [(_REPORTED, (entry.at, event.target_session_id, event.coordinator_epoch))]
 
 
-def _turn_started(entry: Entry) -> list[Sql]:
+def _turn_started(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, TurnStarted)
     return [
-        Sql(
+        (
             _TURN_STARTED,
             (
                 event.workflow_turn_id,
@@ -171,11 +171,11 @@ def _turn_started(entry: Entry) -> list[Sql]:
     ]
 
 
-def _turn_ended(entry: Entry) -> list[Sql]:
+def _turn_ended(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, TurnEnded)
     return [
-        Sql(
+        (
             _TURN_ENDED,
             (
                 event.stop_reason,
@@ -187,11 +187,11 @@ def _turn_ended(entry: Entry) -> list[Sql]:
     ]
 
 
-def _queued(entry: Entry) -> list[Sql]:
+def _queued(entry: Entry) -> list[Statement]:
     event, at = entry.event, entry.at
     assert isinstance(event, FollowUpQueued)
     return [
-        Sql(
+        (
             _QUEUED,
             (
                 event.follow_up_id,
@@ -210,16 +210,16 @@ def _queued(entry: Entry) -> list[Sql]:
     ]
 
 
-def _closed(entry: Entry) -> list[Sql]:
+def _closed(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, FollowUpClosed)
-    return [Sql(_CLOSED, (event.status, text_hash(event.reason), entry.at, event.follow_up_id))]
+    return [(_CLOSED, (event.status, text_hash(event.reason), entry.at, event.follow_up_id))]
 
 
-def _cleared(entry: Entry) -> list[Sql]:
+def _cleared(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, TerminalCleared)
-    return [Sql(_CLEARED, (event.target_session_id, event.run_id, entry.at))]
+    return [(_CLEARED, (event.target_session_id, event.run_id, entry.at))]
 
 
 HANDLERS: Final[Mapping[type[Event], Handler]] = {
@@ -235,6 +235,6 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
 """Each event class this read model folds, with its handler."""
 
 
-def apply(entry: Entry) -> list[Sql]:
+def apply(entry: Entry) -> list[Statement]:
     """Fold coordinator, turn, follow-up and terminal-view events."""
     return dispatch(HANDLERS, entry)

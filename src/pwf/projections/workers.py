@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import RunClaimed, RunStarted, WorkerEnded, WorkerMessageRecorded
-from pwf.projections._sql import Sql, dispatch, json_hash, text_hash
+from pwf.projections._sql import Statement, dispatch, json_hash, text_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -70,34 +70,34 @@ _MESSAGE: Final = (
 )
 
 
-def _claimed(entry: Entry) -> list[Sql]:
+def _claimed(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunClaimed)
     return [
-        Sql(
+        (
             _CLAIMED,
             (event.worker_epoch, event.run_id, event.generation, json_hash(event.launch), entry.at),
         )
     ]
 
 
-def _started(entry: Entry) -> list[Sql]:
+def _started(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, RunStarted)
-    return [Sql(_STARTED, (entry.at, event.worker_epoch))]
+    return [(_STARTED, (entry.at, event.worker_epoch))]
 
 
-def _ended(entry: Entry) -> list[Sql]:
+def _ended(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, WorkerEnded)
-    return [Sql(_ENDED, (event.status, entry.at, event.exit_code, event.worker_epoch))]
+    return [(_ENDED, (event.status, entry.at, event.exit_code, event.worker_epoch))]
 
 
-def _message(entry: Entry) -> list[Sql]:
+def _message(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, WorkerMessageRecorded)
     return [
-        Sql(
+        (
             _MESSAGE,
             (
                 event.worker_epoch,
@@ -124,6 +124,6 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
 """Each event class this read model folds, with its handler."""
 
 
-def apply(entry: Entry) -> list[Sql]:
+def apply(entry: Entry) -> list[Statement]:
     """Follow workers from launch to end and store their answered messages."""
     return dispatch(HANDLERS, entry)

@@ -1,0 +1,243 @@
+"""A long fold split in two: a forked process folds some read models, the caller the rest.
+
+Imports readmodel, projections, events, errors and pwf.forked (plus sqlite3 and files).
+Every statement a projection emits reads and writes one table of its own
+read model, so read models fold independently of each other: the forked process
+folds its read models over the same events into a file of its own, and the
+caller copies those tables into its scratch database afterwards, row for row
+and rowid for rowid (ADR 0013).  The caller keeps everything else: reading
+and checking the whole chain, its own read models, the progress reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
+
+from pwf.errors import StoreError
+from pwf.events import EVENT_TYPES
+from pwf.forked import Forked, can_fork, processors
+from pwf.projections import PROJECTIONS
+from pwf.readmodel import ReadModel
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+
+    from pwf.events import Entry
+    from pwf.projections import Projection
+
+__all__ = ["SPLIT_FROM", "SPLIT_OFF", "Part", "Scratch", "fold", "fold_part", "merge", "split"]
+
+SPLIT_OFF: Final = ("blobs", "workers", "host_commands")
+"""The read models a forked process folds.
+
+On the demo traffic they run about half of the statements; the caller
+reads, decodes and checks every event besides folding the other read
+models, so both sides then take about as long.  The names are those of
+:data:`pwf.projections.PROJECTIONS`, which a forked process folds by name.
+"""
+SPLIT_FROM: Final = 20_000
+"""A fold of fewer events stays in one process: starting and merging would not pay."""
+
+_TYPE_MEMBER: Final = b',"type":"'
+"""Canonical bytes end with this member, as ``type`` sorts last."""
+_PART_TABLES: Final = (
+    "SELECT name FROM part.sqlite_master WHERE type = 'table'"
+    " AND name NOT LIKE '\\_pwf\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+    " ORDER BY rowid"
+)
+
+
+class Scratch(Protocol):
+    """The scratch database a fold writes into, as :func:`fold` uses it."""
+
+    path: Path
+    connection: sqlite3.Connection
+    chunk: int
+    model: ReadModel
+    bulk: ReadModel | None
+    """While a forked process folds some read models, the model of the others."""
+
+    def fold_until(self, last: int) -> None:
+        """Fold with ``bulk`` (else ``model``) up to seq ``last``, checking the chain."""
+
+
+def fold(scratch: Scratch, first: int, last: int, decode: Callable[[int, bytes], Entry]) -> None:
+    """Fold seqs ``first..last`` into ``scratch``, with a forked process when it pays.
+
+    The forked process folds the read models :func:`split` gives it into a part file
+    beside the scratch file, decoding stored rows with ``decode`` (an
+    importable function); this process folds the others through
+    ``scratch.fold_until``.  Then the forked process's tables are copied in, and the
+    part file is deleted whatever happens.  Without room for a part file
+    this process folds alone.
+
+    Raises:
+        ForkedError: the forked process failed.
+        StoreError: the forked process read another number of events than the span holds.
+    """
+    found = split(scratch.model.projections, last - first + 1)
+    part = None
+    if found is not None:
+        with contextlib.suppress(OSError):
+            descriptor, name = tempfile.mkstemp(
+                prefix=f"{scratch.path.name}.part-", dir=scratch.path.parent
+            )
+            os.close(descriptor)
+            part = Path(name)
+    if found is None or part is None:
+        scratch.fold_until(last)
+        return
+    rest, names = found
+    try:
+        live = next(
+            row[2] for row in scratch.connection.execute("PRAGMA database_list") if row[1] == "live"
+        )
+        job = Part(
+            path=str(part),
+            live=f"{Path(live).as_uri()}?mode=ro",
+            names=names,
+            first=first,
+            last=last,
+            chunk=scratch.chunk,
+            decode=decode,
+        )
+        with Forked(fold_part, job) as other:
+            scratch.bulk = ReadModel(rest)
+            try:
+                scratch.fold_until(last)
+            finally:
+                scratch.bulk = None
+            read = other.result()
+        if read != last - first + 1:
+            raise StoreError(
+                f"the log changed during the fold: {read} events read, not {last - first + 1}"
+            )
+        merge(scratch.connection, part, names, last)
+    finally:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            Path(f"{part}{suffix}").unlink(missing_ok=True)
+
+
+def split(
+    projections: Sequence[Projection], events: int
+) -> tuple[list[Projection], tuple[str, ...]] | None:
+    """The caller's read models and the other process's names, or None to fold in one process.
+
+    A fold is split when it covers at least :data:`SPLIT_FROM` events, this
+    process may run on two processors and start a forked process, and both sides get
+    read models.
+    """
+    others = tuple(projection.NAME for projection in projections if projection.NAME in SPLIT_OFF)
+    rest = [projection for projection in projections if projection.NAME not in SPLIT_OFF]
+    if events < SPLIT_FROM or not others or not rest or processors() < 2 or not can_fork():
+        return None
+    return rest, others
+
+
+class Part(NamedTuple):
+    """What a forked process folds: read models ``names`` over seqs ``first..last`` of ``live``."""
+
+    path: str
+    """The part file, created empty by the caller."""
+    live: str
+    """A read-only URI of the live database."""
+    names: tuple[str, ...]
+    first: int
+    last: int
+    chunk: int
+    """Events folded per transaction."""
+    decode: Callable[[int, bytes], Entry]
+    """A stored row's typed event (an importable function, so that it pickles)."""
+
+
+def fold_part(part: Part) -> int:
+    """The forked process: fold ``part`` into its file; return how many rows it read.
+
+    Events none of these read models folds are not decoded, and the chain is
+    the caller's to check.  The caller compares the rows read with the span's
+    length.
+    """
+    model = ReadModel([projection for projection in PROJECTIONS if projection.NAME in part.names])
+    skipped = {cls.TAG.encode() for cls in EVENT_TYPES if not model.handlers(cls)}
+    decode, chunk = part.decode, part.chunk
+    read = 0
+
+    def wanted(rows: Iterable[tuple[int, bytes]]) -> Iterator[Entry]:
+        nonlocal read
+        for seq, body in rows:
+            read += 1
+            member = body.rfind(_TYPE_MEMBER)
+            if member < 0 or body[member + len(_TYPE_MEMBER) : -2] not in skipped:
+                yield decode(seq, body)
+
+    connection = sqlite3.connect(part.path, isolation_level=None)
+    try:
+        # A part file is deleted on any error, as the scratch file is.
+        connection.execute("PRAGMA main.journal_mode = OFF")
+        connection.execute("PRAGMA main.synchronous = OFF")
+        connection.execute("ATTACH DATABASE ? AS live", (part.live,))
+        connection.execute("BEGIN")
+        connection.execute(
+            "CREATE TABLE _pwf_checkpoint (projection TEXT PRIMARY KEY,"
+            " version INTEGER NOT NULL, last_seq INTEGER NOT NULL) STRICT"
+        )
+        model.install(connection, defer_indexes=True)
+        connection.execute("COMMIT")
+        for low in range(part.first, part.last + 1, chunk):
+            connection.execute("BEGIN")
+            rows = connection.execute(
+                "SELECT seq, body FROM live.events WHERE seq BETWEEN ? AND ? ORDER BY seq",
+                (low, min(low + chunk - 1, part.last)),
+            )
+            model.fold(connection, wanted(rows))
+            connection.execute("COMMIT")
+    finally:
+        connection.close()
+    return read
+
+
+def merge(connection: sqlite3.Connection, part: Path, names: tuple[str, ...], last: int) -> int:
+    """Copy the other process's tables from ``part`` into ``main``; checkpoints move to ``last``.
+
+    ``main`` holds the same tables, empty, with the same definitions and no
+    secondary index yet, so SQLite copies each one whole, rowids included.
+    Every checkpoint of a fold moves to the last seq of its chunk, whichever
+    read models the chunk's events concern, so the forked process's do too.  Returns
+    the number of tables copied.
+
+    Raises:
+        StoreError: a table of ``main`` to copy into is not empty.
+    """
+    connection.execute("ATTACH DATABASE ? AS part", (f"{part.absolute().as_uri()}?mode=ro",))
+    try:
+        connection.execute("BEGIN")
+        try:
+            tables = [row[0] for row in connection.execute(_PART_TABLES)]
+            for table in tables:
+                _copy(connection, table)
+            marks = ", ".join("?" * len(names))
+            connection.execute(
+                f"UPDATE main._pwf_checkpoint SET last_seq = ? WHERE projection IN ({marks})",  # noqa: S608 - placeholders only
+                (last, *names),
+            )
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+    finally:
+        connection.execute("DETACH DATABASE part")
+    return len(tables)
+
+
+def _copy(connection: sqlite3.Connection, table: str) -> None:
+    """Copy one table of the part into the same, empty table of ``main``."""
+    quoted = '"' + table.replace('"', '""') + '"'
+    found = connection.execute(f"SELECT count(*) FROM main.{quoted}").fetchone()  # noqa: S608 - a name from sqlite_master
+    if found[0]:
+        raise StoreError(f"cannot merge {table}: the scratch table is not empty")
+    connection.execute(f"INSERT INTO main.{quoted} SELECT * FROM part.{quoted}")  # noqa: S608 - same as above
