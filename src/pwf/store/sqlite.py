@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final, Literal, Self
 from pwf.errors import ChainError, InputError, LineError, PwfError, StoreBusyError, StoreError
 from pwf.events import Actor, Cause, Entry, Event, LogCompacted, Sealed, open_body, seal
 from pwf.store import EMPTY, AppendHook, Head, StoredEvent, VerifyReport, origin_of
+from pwf.store.chainwalk import walk_chain
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -462,6 +463,26 @@ class SqliteStore:
         finally:
             self.connection.execute("COMMIT")
 
+    def _walk(self, origin: Head, head: Head) -> Head:
+        """The chain-only walk, shared across processes for a long log (``pwf.store.chainwalk``).
+
+        The walkers read their own snapshots, bounded by the last seq of this
+        one; whatever they report other than this snapshot's head is walked
+        again here, in this snapshot, so a fault is named exactly and a
+        concurrent compaction is not mistaken for one.
+        """
+        top = self.connection.execute("SELECT max(seq) FROM events").fetchone()[0]
+        if top is not None:
+            try:
+                if walk_chain(self.path, origin, upto=top) == head:
+                    return head
+            except (ChainError, StoreError):
+                pass
+        return _verify_chain(
+            self.connection.execute("SELECT seq, content_hash, body FROM events ORDER BY seq"),
+            origin,
+        )
+
     def _verify(self, *, deep: bool) -> VerifyReport:
         head = self.head()
         origin = EMPTY
@@ -472,12 +493,7 @@ class SqliteStore:
                     self.connection.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq"), origin
                 )
             else:
-                last = _verify_chain(
-                    self.connection.execute(
-                        "SELECT seq, content_hash, body FROM events ORDER BY seq"
-                    ),
-                    origin,
-                )
+                last = self._walk(origin, head)
         except ChainError as error:
             return VerifyReport(
                 events=max(error.seq - 1 - origin.seq, 0),

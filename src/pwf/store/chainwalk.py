@@ -1,0 +1,369 @@
+"""Walk the hash chain of a SQLite log from its bytes alone, split over processes.
+
+Imports the store's types, errors and pwf.forked (plus sqlite3 and
+hashlib: this is an edge room).  :func:`walk_chain` makes the checks
+of ``pwf log verify --chain-only``: seqs follow without a gap from
+``origin.seq + 1``; each body's SHA-256 without its ``contentHash`` member
+equals that member and the ``content_hash`` column; the ``seq`` member is the
+row's position; ``prevHash`` names the event before (``origin.content_hash``
+for the first, JSON ``null`` when that is None); ``batch`` stays or steps by
+one, and is ``origin.batch + 1`` for the first event.  It raises
+:class:`~pwf.errors.ChainError` at the first bad seq, with the reason the
+sequential walk gives.
+
+A long log is cut into consecutive seq ranges, one per process, the caller's
+process walking the first.  Each range is walked on its own connection and
+checks every link inside it; it reports where it starts (the first event's
+raw ``prevHash`` member and batch), where it ends (seq, hash, batch) and its
+first fault.  The caller joins the ranges in order, checking each boundary
+link, so the first fault of the earliest range wins and the report is the
+sequential walk's.  Memory stays flat: every range streams its rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from pwf.errors import ChainError, StoreError
+from pwf.forked import Forked, can_fork, processors
+from pwf.store import Head
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
+__all__ = ["PARALLEL_FROM", "ranges", "walk_chain"]
+
+PARALLEL_FROM: Final = 50_000
+"""Fewer seqs than this are walked in one process by default: a second one would not pay."""
+_MOST_PROCESSES: Final = 4
+"""More processes than this only fight over the same file."""
+
+_OWN: Final = b'"contentHash":"'
+_SKIP: Final = len(_OWN)
+_PREV: Final = b',"prevHash":'
+_SEQ: Final = b',"seq":'
+_BATCH: Final = b',"batch":'
+_TAIL: Final = b',"prevHash":"%s","schema":"pwf.event.v1","seq":%d,"type":"'
+"""How a canonical body ends, up to its tag, after the event of hash ``%s`` at seq ``%d``."""
+_SEQ_AFTER_PREV: Final = len(_TAIL) - len(b"%s%d" + _SEQ + b',"type":"') + 64
+"""Where ``,"seq":`` starts after ``,"prevHash":`` in such a tail."""
+_HASH_FAULT: Final = "content hash does not match the event's bytes"
+_PREV_FAULT: Final = "prevHash does not match the previous event's contentHash"
+
+
+class _Part(NamedTuple):
+    """What one range found: its start, its end, its first fault inside, where its rows stop."""
+
+    first_prev: bytes
+    """The raw ``prevHash`` member of the range's first event (empty when it has none)."""
+    first_batch: int
+    """The batch of the range's first event (-1 when it is not a number)."""
+    last: Head
+    """The last event walked (the range's start, when none was)."""
+    fault: tuple[int, str] | None
+    """The first bad seq inside the range and why, not counting its first event's links."""
+    ended: bool
+    """The log ends inside the range: no event follows ``last``."""
+
+
+def ranges(first: int, last: int, parts: int) -> list[tuple[int, int]]:
+    """Cut ``first..last`` into ``parts`` consecutive ranges of nearly equal size."""
+    count = last - first + 1
+    parts = max(1, min(parts, count))
+    size, extra = divmod(count, parts)
+    found, start = [], first
+    for index in range(parts):
+        stop = start + size + (1 if index < extra else 0) - 1
+        found.append((start, stop))
+        start = stop + 1
+    return found
+
+
+def walk_chain(
+    path: Path, origin: Head, *, processes: int | None = None, upto: int | None = None
+) -> Head:
+    """Walk the log at ``path`` from ``origin``; return its last event's head.
+
+    ``processes`` is how many processes share the walk: None picks up to
+    four, as many as this process may run on, for a log of at least
+    :data:`PARALLEL_FROM` events, and one otherwise.  Each range reads in a
+    snapshot of its own.  Without ``upto`` the walk covers the events stored
+    when it starts, and the last range also those appended meanwhile that it
+    sees.  With ``upto`` it stops after that seq, so a caller that read the
+    head and ``max(seq)`` in one snapshot can pass that ``max(seq)``: events
+    appended since are left out, events stored up to it cannot change but by
+    tampering or compaction, and a fault found is worth confirming in that
+    snapshot before it is reported.
+
+    Raises:
+        ChainError: at the first bad seq, naming why.
+        StoreError: the database cannot be read, or a walking process died.
+    """
+    uri = f"{path.absolute().as_uri()}?mode=ro"
+    try:
+        return _walk_all(uri, origin, processes, upto)
+    except sqlite3.Error as error:
+        raise StoreError(f"{path}: {error}") from None
+
+
+def _walk_all(uri: str, origin: Head, processes: int | None, upto: int | None) -> Head:
+    last = upto
+    if last is None:
+        connection = sqlite3.connect(uri, uri=True)
+        try:
+            found = connection.execute("SELECT max(seq) FROM events").fetchone()[0]
+        finally:
+            connection.close()
+        last = found if isinstance(found, int) else origin.seq
+    first = origin.seq + 1
+    wanted = _default_processes(last - first + 1) if processes is None else processes
+    spans = ranges(first, last, wanted) if last >= first else [(first, first)]
+    if len(spans) == 1 or not can_fork():
+        part = _walk(uri, None, upto, origin)
+        return _joined(origin, [part])
+    return _walk_parallel(uri, origin, spans, upto)
+
+
+def _default_processes(count: int) -> int:
+    if count < PARALLEL_FROM:
+        return 1
+    return max(1, min(processors(), _MOST_PROCESSES))
+
+
+def _walk_parallel(uri: str, origin: Head, spans: list[tuple[int, int]], upto: int | None) -> Head:
+    """Walk the first range here and every other in a forked process; join them in order."""
+    others: list[Forked[_Part]] = []
+    try:
+        for index, (low, high) in enumerate(spans[1:], start=1):
+            bound = upto if index == len(spans) - 1 else high
+            others.append(Forked(_walk, uri, low, bound, None))
+        parts = [_walk(uri, None, spans[0][1], origin)]
+        if parts[0].fault is None and not parts[0].ended:
+            for other in others:
+                parts.append(other.result())
+                if parts[-1].fault is not None or parts[-1].ended:
+                    break
+        return _joined(origin, parts)
+    finally:
+        for other in others:
+            other.close()
+
+
+def _joined(origin: Head, parts: list[_Part]) -> Head:
+    """Join the ranges in order: each boundary link, then each range's own first fault."""
+    head = origin
+    for index, part in enumerate(parts):
+        seq = head.seq + 1
+        if index > 0 and part.last.seq >= seq:  # its first event passed its own checks
+            if part.first_prev != _prev_value((head.content_hash or "").encode()):
+                raise ChainError(seq, _PREV_FAULT)
+            if part.first_batch not in (head.batch, head.batch + 1):
+                raise ChainError(
+                    seq, f"batch {part.first_batch} does not follow batch {head.batch}"
+                )
+        if part.fault is not None:
+            raise ChainError(*part.fault)
+        if part.last.seq > head.seq:
+            head = part.last
+        if part.ended:
+            break
+    return head
+
+
+def _walk(uri: str, low: int | None, high: int | None, origin: Head | None) -> _Part:
+    """Walk the rows with ``low <= seq <= high`` (either may be open).
+
+    With ``origin`` the range starts the log and every link is checked;
+    without it the first event's ``prevHash`` and batch are only reported.
+    """
+    where, params = [], []
+    if low is not None:
+        where.append("seq >= ?")
+        params.append(low)
+    if high is not None:
+        where.append("seq <= ?")
+        params.append(high)
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    start = low if low is not None else (origin.seq + 1 if origin is not None else 1)
+    connection = sqlite3.connect(uri, uri=True)
+    try:
+        rows = connection.execute(
+            f"SELECT seq, CAST(content_hash AS BLOB), body FROM events{condition} ORDER BY seq",  # noqa: S608 - constant conditions
+            params,
+        )
+        walk = _Range(start, origin)
+        try:
+            walk.run(rows)
+        except ChainError as error:
+            return walk.part((error.seq, error.reason), ended=False)
+        ended = False
+        if high is not None and walk.seq < high:
+            # The range ran out of rows early: a gap, or the end of the log.
+            after = connection.execute(
+                "SELECT min(seq) FROM events WHERE seq > ?", (walk.seq,)
+            ).fetchone()[0]
+            if after is None:
+                ended = True
+            else:
+                missing = walk.seq + 1
+                fault = (missing, f"seq {missing} is missing (next stored is {after})")
+                return walk.part(fault, ended=False)
+        return walk.part(None, ended=ended or high is None)
+    finally:
+        connection.close()
+
+
+class _Range:
+    """The walk of one range: the last good seq, hash and batch, and the range's first event."""
+
+    def __init__(self, start: int, origin: Head | None) -> None:
+        self.seq = start - 1
+        self.origin = origin
+        self.hash: str | None = origin.content_hash if origin is not None else None
+        self.batch = origin.batch if origin is not None else 0
+        self.first_prev = b""
+        self.first_batch = -1
+
+    def part(self, fault: tuple[int, str] | None, *, ended: bool) -> _Part:
+        last = Head(seq=self.seq, content_hash=self.hash, batch=self.batch)
+        return _Part(self.first_prev, self.first_batch, last, fault, ended)
+
+    def run(self, rows: Iterable[tuple[object, ...]]) -> None:
+        """Check every row; raise ChainError at the first fault."""
+        iterator = iter(rows)
+        for row in iterator:
+            self._first(row)
+            break
+        else:
+            return
+        self._loop(iterator)
+
+    def _first(self, row: tuple[object, ...]) -> None:
+        """The range's first event; its links are checked here only when it opens the log."""
+        seq = self.seq + 1
+        own = _own_checks(seq, row)
+        body = row[2]
+        assert isinstance(body, bytes)
+        self.first_prev = _member(body, _PREV, last=True)
+        text = _member(body, _BATCH, last=False)
+        self.first_batch = int(text) if text.isdigit() else -1
+        if self.origin is not None:
+            if self.first_prev != _prev_value((self.hash or "").encode()):
+                raise ChainError(seq, _PREV_FAULT)
+            if self.first_batch != self.batch + 1:
+                raise ChainError(
+                    seq, f"batch {self.first_batch} does not follow batch {self.batch}"
+                )
+        self.seq, self.hash, self.batch = seq, own.decode(), self.first_batch
+
+    def _loop(self, rows: Iterable[tuple[object, ...]]) -> None:
+        """Every later event: fast checks on the bytes, the exact ones when a fast one misses.
+
+        The fast path needs each member in its canonical place: ``prevHash``,
+        ``schema``, ``seq`` and ``type`` end the body in that order.  Any
+        miss, fault or oddity takes :func:`_exact`, which decides as the
+        sequential walk does.
+        """
+        sha256, find, rfind, starts = hashlib.sha256, bytes.find, bytes.rfind, bytes.startswith
+        seq, batch = self.seq, self.batch
+        own = (self.hash or "").encode()
+        same, step = _batch_member(batch), _batch_member(batch + 1)
+        try:
+            for row in rows:
+                seq += 1
+                stored_seq, column_hash, body = row
+                if (
+                    stored_seq == seq
+                    and type(body) is bytes
+                    and type(column_hash) is bytes
+                    and (start := find(body, _OWN)) >= 0
+                ):
+                    digest = sha256(body[:start])
+                    digest.update(body[start + _SKIP + 66 :])
+                    if (
+                        digest.hexdigest().encode() == column_hash
+                        and starts(body, column_hash + b'",', start + _SKIP)
+                        and starts(body, _TAIL % (own, seq), tail := rfind(body, _PREV))
+                        and rfind(body, _SEQ) == tail + _SEQ_AFTER_PREV
+                    ):
+                        found = find(body, _BATCH)
+                        if starts(body, same, found):
+                            own = column_hash
+                            continue
+                        if starts(body, step, found):
+                            batch += 1
+                            same, step = step, _batch_member(batch + 1)
+                            own = column_hash
+                            continue
+                own, this = _exact(seq, row, own, batch)
+                if this != batch:
+                    batch = this
+                    same, step = _batch_member(batch), _batch_member(batch + 1)
+        except ChainError:
+            self.seq, self.hash, self.batch = seq - 1, own.decode(), batch
+            raise
+        self.seq, self.hash, self.batch = seq, own.decode(), batch
+
+
+def _exact(seq: int, row: tuple[object, ...], prev: bytes, batch: int) -> tuple[bytes, int]:
+    """Every check of one event, in the sequential walk's order; its hash and batch.
+
+    ``prev`` is the previous event's hash (empty before the first event).
+    """
+    own = _own_checks(seq, row)
+    body = row[2]
+    assert isinstance(body, bytes)
+    if _member(body, _PREV, last=True) != _prev_value(prev):
+        raise ChainError(seq, _PREV_FAULT)
+    text = _member(body, _BATCH, last=False)
+    this = int(text) if text.isdigit() else -1
+    if this not in (batch, batch + 1):
+        raise ChainError(seq, f"batch {this} does not follow batch {batch}")
+    return own, this
+
+
+def _own_checks(seq: int, row: tuple[object, ...]) -> bytes:
+    """An event's seq, bytes, content hash and seq member; return its hash."""
+    stored_seq, column_hash, body = row
+    if stored_seq != seq:
+        raise ChainError(seq, f"seq {seq} is missing (next stored is {stored_seq})")
+    if not isinstance(body, bytes):
+        raise ChainError(seq, "the stored body is not bytes")
+    start = body.find(_OWN)
+    if start < 0:
+        raise ChainError(seq, "event has no contentHash member")
+    at = start + _SKIP
+    digest = hashlib.sha256(body[:start])
+    digest.update(body[at + 66 :])
+    own = body[at : at + 64]
+    if digest.hexdigest().encode() != own or body[at + 64 : at + 66] != b'",' or own != column_hash:
+        raise ChainError(seq, _HASH_FAULT)
+    if _member(body, _SEQ, last=True) != str(seq).encode():
+        raise ChainError(seq, "the seq in the stored bytes does not match its position")
+    return own
+
+
+def _prev_value(content_hash: bytes) -> bytes:
+    """What ``prevHash`` must hold after the event of this hash (``null`` before the first)."""
+    return b'"' + content_hash + b'"' if content_hash else b"null"
+
+
+def _batch_member(batch: int) -> bytes:
+    return b',"batch":%d,' % batch
+
+
+def _member(body: bytes, marker: bytes, *, last: bool) -> bytes:
+    """The raw value of a top-level member, found by its canonical position.
+
+    Members before ``data`` are found from the start and members after it
+    from the end, so keys nested inside ``data`` are never mistaken for them.
+    """
+    start = body.rfind(marker) if last else body.find(marker)
+    if start < 0:
+        return b""
+    start += len(marker)
+    end = body.find(b",", start)
+    return body[start:end] if end >= 0 else body[start:-1]

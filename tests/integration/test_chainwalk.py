@@ -1,0 +1,325 @@
+"""The chain walk over seq ranges in several processes finds what the sequential walk finds.
+
+The log is seven events in four batches (seqs 1 | 2 3 4 | 5 6 | 7).  Two
+processes walk 1-4 and 5-7, three walk 1-3, 4-5 and 6-7, so damage is done
+inside a range and on both sides of a boundary.  Tampering goes straight to
+the ``events`` table with SQL, as an attacker or a damaged disk would.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final
+
+import pytest
+
+from pwf.errors import ChainError, StoreError
+from pwf.store import Head, chainwalk
+from pwf.store.chainwalk import ranges, walk_chain
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pwf.events import Sealed
+    from pwf.store.sqlite import SqliteStore
+
+    AppendBatches = Callable[..., list[list[Sealed]]]
+    Reseal = Callable[[dict[str, Any]], bytes]
+
+SIZES: Final = (1, 3, 2, 1)
+EVENTS: Final = sum(SIZES)
+EMPTY: Final = Head(seq=0, content_hash=None, batch=0)
+PROCESSES: Final = (1, 2, 3)
+
+
+@pytest.fixture
+def log(store: SqliteStore, fill: AppendBatches) -> SqliteStore:
+    """A store holding seven events in four batches."""
+    fill(store, SIZES)
+    return store
+
+
+def _body(store: SqliteStore, seq: int) -> bytes:
+    [stored] = store.read(seq, seq)
+    return stored.body
+
+
+def _set(store: SqliteStore, seq: int, **columns: object) -> None:
+    for column, value in columns.items():
+        store.connection.execute(f"UPDATE events SET {column} = ? WHERE seq = ?", (value, seq))  # noqa: S608 - column names come from the test itself
+
+
+def _changed(body: bytes, offset: int) -> bytes:
+    new = ord("0") if body[offset] != ord("0") else ord("1")
+    return body[:offset] + bytes([new]) + body[offset + 1 :]
+
+
+def _fault(store: SqliteStore, processes: int, origin: Head = EMPTY) -> tuple[int, str]:
+    with pytest.raises(ChainError) as caught:
+        walk_chain(store.path, origin, processes=processes)
+    return caught.value.seq, caught.value.reason
+
+
+def _sequential(store: SqliteStore, origin: Head = EMPTY) -> tuple[int, str]:
+    return _fault(store, 1, origin)
+
+
+def _store_says(store: SqliteStore) -> tuple[int | None, str | None]:
+    """What the store's own chain-only verify reports: the reference for seq and reason."""
+    report = store.verify(deep=False)
+    return report.first_bad_seq, report.reason
+
+
+def test_ranges_cut_the_log_as_the_tests_assume() -> None:
+    """Two ranges are 1-4 and 5-7, three are 1-3, 4-5 and 6-7; no range is ever empty."""
+    assert [(1, 4), (5, 7)] == ranges(1, 7, 2)
+    assert [(1, 3), (4, 5), (6, 7)] == ranges(1, 7, 3)
+    assert [(5, 5), (6, 6)] == ranges(5, 6, 9)
+
+
+class TestIntactLog:
+    """An untouched log walks to its head however it is split."""
+
+    @pytest.mark.parametrize("processes", [*PROCESSES, 7, None])
+    def test_returns_the_head(self, log: SqliteStore, processes: int | None) -> None:
+        """The last event's seq, hash and batch are the store's head."""
+        assert log.head() == walk_chain(log.path, EMPTY, processes=processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_empty_log_returns_the_origin(self, store: SqliteStore, processes: int) -> None:
+        """No event: the walk ends where it starts."""
+        assert EMPTY == walk_chain(store.path, EMPTY, processes=processes)
+
+    def test_agrees_with_the_store_on_an_intact_log(self, log: SqliteStore) -> None:
+        """The store's own chain walk reports the same head."""
+        assert log.verify(deep=False).head == walk_chain(log.path, EMPTY, processes=2)
+
+
+class TestTamperedBytes:
+    """A changed byte is found at its seq, inside a range or on either side of a boundary."""
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("seq", [1, 2, 3, 4, 5, 6, 7])
+    def test_middle_byte(self, log: SqliteStore, processes: int, seq: int) -> None:
+        """One byte in the middle of one body names that seq, with the sequential reason."""
+        body = _body(log, seq)
+        _set(log, seq, body=_changed(body, len(body) // 2))
+        assert (seq, "content hash does not match the event's bytes") == _fault(log, processes)
+
+    @pytest.mark.parametrize("seq", [4, 5])
+    def test_every_byte_at_the_boundary(self, log: SqliteStore, seq: int) -> None:
+        """Every offset of the last event of one range and the first of the next is caught."""
+        body = _body(log, seq)
+        missed = []
+        for offset in range(0, len(body), 3):
+            _set(log, seq, body=_changed(body, offset))
+            found = _fault(log, 2)
+            if found != _sequential(log) or found != _store_says(log) or found[0] != seq:
+                missed.append(offset)
+        _set(log, seq, body=body)
+        assert [] == missed
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_stale_hash_column(self, log: SqliteStore, processes: int) -> None:
+        """A content_hash column naming other bytes is a hash fault at its seq."""
+        _set(log, 5, content_hash="f" * 64)
+        assert (5, "content hash does not match the event's bytes") == _fault(log, processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("seq", [3, 4, 5, 6])
+    def test_consistent_forgery_breaks_the_next_link(
+        self, log: SqliteStore, forge: Reseal, processes: int, seq: int
+    ) -> None:
+        """A re-sealed event with a matching column is caught by the next prevHash."""
+        document = json.loads(_body(log, seq))
+        document["data"]["outcome"] = "rejected"
+        forged = forge(document)
+        _set(log, seq, body=forged, content_hash=json.loads(forged)["contentHash"])
+        reason = "prevHash does not match the previous event's contentHash"
+        assert (seq + 1, reason) == _fault(log, processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize(("first", "second"), [(1, 2), (4, 5), (3, 6), (2, 7)])
+    def test_swapped_bodies(
+        self, log: SqliteStore, processes: int, first: int, second: int
+    ) -> None:
+        """Two exchanged bodies are reported at the earlier one, as the sequential walk does."""
+        one, two = _body(log, first), _body(log, second)
+        _set(log, first, body=two)
+        _set(log, second, body=one)
+        found = _fault(log, processes)
+        assert (first, _store_says(log)) == (found[0], found)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_seq_member_that_lies(self, log: SqliteStore, forge: Reseal, processes: int) -> None:
+        """A re-sealed body that names another seq is refused at its position."""
+        document = json.loads(_body(log, 5))
+        document["seq"] = 50
+        forged = forge(document)
+        _set(log, 5, body=forged, content_hash=json.loads(forged)["contentHash"])
+        reason = "the seq in the stored bytes does not match its position"
+        assert (5, reason) == _fault(log, processes)
+
+
+class TestMissingEvents:
+    """Gaps are named by their first missing seq, with the next stored seq."""
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize(
+        ("deleted", "missing", "next_stored"),
+        [((1,), 1, 2), ((4,), 4, 5), ((5,), 5, 6), ((3, 4, 5), 3, 6), ((6,), 6, 7)],
+    )
+    def test_gap(
+        self,
+        log: SqliteStore,
+        processes: int,
+        deleted: tuple[int, ...],
+        missing: int,
+        next_stored: int,
+    ) -> None:
+        """A deleted run of events, inside a range or across a boundary."""
+        for seq in deleted:
+            log.connection.execute("DELETE FROM events WHERE seq = ?", (seq,))
+        expected = (missing, f"seq {missing} is missing (next stored is {next_stored})")
+        assert expected == _fault(log, processes)
+        assert expected == _store_says(log)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_cut_tail_walks_to_the_last_stored_event(
+        self, log: SqliteStore, processes: int
+    ) -> None:
+        """Without its last batches the walk ends at seq 4; the head is the caller's to compare."""
+        log.connection.execute("DELETE FROM events WHERE seq >= 5")
+        assert 4 == walk_chain(log.path, EMPTY, processes=processes).seq
+
+
+class TestUpto:
+    """``upto`` stops the walk after a seq, as a caller's snapshot saw the log."""
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("upto", [1, 4, 5, 6])
+    def test_stops_after_upto(self, log: SqliteStore, processes: int, upto: int) -> None:
+        """The walk ends at ``upto``, whatever follows it, even a damaged event."""
+        body = _body(log, EVENTS)
+        _set(log, EVENTS, body=_changed(body, len(body) // 2))
+        document = json.loads(_body(log, upto))
+        expected = Head(seq=upto, content_hash=document["contentHash"], batch=document["batch"])
+        assert expected == walk_chain(log.path, EMPTY, processes=processes, upto=upto)
+        assert EVENTS == _fault(log, processes)[0]
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_a_log_shorter_than_upto_ends_early(self, log: SqliteStore, processes: int) -> None:
+        """Without its last batches the walk ends at seq 4, upto or not."""
+        log.connection.execute("DELETE FROM events WHERE seq >= 5")
+        assert 4 == walk_chain(log.path, EMPTY, processes=processes, upto=EVENTS).seq
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_a_gap_before_upto_is_named(self, log: SqliteStore, processes: int) -> None:
+        """A missing seq before ``upto`` names the next stored seq, even one after ``upto``."""
+        log.connection.execute("DELETE FROM events WHERE seq IN (5, 6)")
+        expected = (5, "seq 5 is missing (next stored is 7)")
+        with pytest.raises(ChainError) as caught:
+            walk_chain(log.path, EMPTY, processes=processes, upto=6)
+        assert expected == (caught.value.seq, caught.value.reason)
+
+
+class TestBatches:
+    """A batch may stay or step by one, and the first event opens the batch after the origin's."""
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("seq", [5, 6, 7])
+    def test_batch_jump(self, log: SqliteStore, forge: Reseal, processes: int, seq: int) -> None:
+        """A self-consistent event whose batch jumps ahead is refused at its seq."""
+        document = json.loads(_body(log, seq))
+        before = json.loads(_body(log, seq - 1))["batch"]
+        document["batch"] = 9
+        forged = forge(document)
+        _set(log, seq, body=forged, content_hash=json.loads(forged)["contentHash"])
+        if seq < EVENTS:  # keep the next link intact so the batch is the first fault
+            following = json.loads(_body(log, seq + 1))
+            following["prevHash"] = json.loads(forged)["contentHash"]
+            following["batch"] = 9
+            again = forge(following)
+            _set(log, seq + 1, body=again, content_hash=json.loads(again)["contentHash"])
+        assert (seq, f"batch 9 does not follow batch {before}") == _fault(log, processes)
+
+
+class TestOrigin:
+    """A log whose first stored event is not seq 1 walks from the head it continues."""
+
+    @staticmethod
+    def _cut(log: SqliteStore, last: int) -> Head:
+        """Delete seqs up to ``last``; return the head they left behind."""
+        document = json.loads(_body(log, last))
+        log.connection.execute("DELETE FROM events WHERE seq <= ?", (last,))
+        return Head(seq=last, content_hash=document["contentHash"], batch=document["batch"])
+
+    @pytest.fixture
+    def cut(self, log: SqliteStore) -> tuple[SqliteStore, Head]:
+        """The log without its first two batches (seqs 1-4): it starts at seq 5, batch 3."""
+        return log, self._cut(log, 4)
+
+    @pytest.mark.parametrize("processes", [*PROCESSES, 5])
+    def test_walks_from_the_origin(self, cut: tuple[SqliteStore, Head], processes: int) -> None:
+        """Seqs 3-7 chain from the origin's hash; the batch rule starts from its batch."""
+        store, origin = cut
+        assert store.head() == walk_chain(store.path, origin, processes=processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_wrong_origin_hash(self, cut: tuple[SqliteStore, Head], processes: int) -> None:
+        """The first event must name the origin's hash."""
+        store, origin = cut
+        wrong = Head(seq=origin.seq, content_hash="0" * 64, batch=origin.batch)
+        reason = "prevHash does not match the previous event's contentHash"
+        assert (5, reason) == _fault(store, processes, wrong)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_first_event_must_open_the_next_batch(self, log: SqliteStore, processes: int) -> None:
+        """Cut inside batch 2, seq 3 opens no batch after the origin's; one batch back it does."""
+        origin = self._cut(log, 2)
+        assert (3, "batch 2 does not follow batch 2") == _fault(log, processes, origin)
+        moved = Head(seq=origin.seq, content_hash=origin.content_hash, batch=origin.batch - 1)
+        assert log.head() == walk_chain(log.path, moved, processes=processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_events_before_the_origin(self, log: SqliteStore, processes: int) -> None:
+        """An origin past the first stored event: that event is out of place."""
+        document = json.loads(_body(log, 4))
+        origin = Head(seq=4, content_hash=document["contentHash"], batch=document["batch"])
+        assert (5, "seq 5 is missing (next stored is 1)") == _fault(log, processes, origin)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("seq", [5, 6, 7])
+    def test_tampered_after_the_origin(
+        self, cut: tuple[SqliteStore, Head], processes: int, seq: int
+    ) -> None:
+        """A changed byte after a cut is found at its seq."""
+        store, origin = cut
+        body = _body(store, seq)
+        _set(store, seq, body=_changed(body, len(body) // 3))
+        found = _fault(store, processes, origin)
+        assert (seq, _sequential(store, origin)) == (found[0], found)
+
+
+class TestFailures:
+    """A walking process that fails is an error of the walk, never a verdict on the chain."""
+
+    def test_a_failing_process_is_a_store_error(
+        self, log: SqliteStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An exception in another range's process comes back as a StoreError."""
+        walk = chainwalk._walk
+
+        def failing(uri: str, low: int | None, high: int | None, origin: Head | None) -> object:
+            if low is not None:
+                raise RuntimeError("disk on fire")
+            return walk(uri, low, high, origin)
+
+        monkeypatch.setattr(chainwalk, "_walk", failing)
+        with pytest.raises(StoreError, match="disk on fire"):
+            walk_chain(log.path, EMPTY, processes=2)
+
+    def test_a_missing_database_is_a_store_error(self, tmp_path: Any) -> None:
+        """A path with no database behind it cannot be walked."""
+        with pytest.raises(StoreError):
+            walk_chain(tmp_path / "absent.db", EMPTY, processes=2)
