@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from pathlib import Path
 
-__all__ = ["PARALLEL_FROM", "ranges", "walk_chain"]
+__all__ = ["PARALLEL_FROM", "ranges", "walk_chain", "walk_rows"]
 
 PARALLEL_FROM: Final = 50_000
 """Fewer seqs than this are walked in one process by default: a second one would not pay."""
@@ -171,6 +171,17 @@ def _joined(origin: Head, parts: list[_Part]) -> Head:
         if part.ended:
             break
     return head
+
+
+def walk_rows(rows: Iterable[tuple[object, ...]], origin: Head) -> Head:
+    """Walk ``(seq, content_hash as bytes, body)`` rows from ``origin`` in this process.
+
+    Raises:
+        ChainError: at the first bad seq, naming why.
+    """
+    walk = _Range(origin.seq + 1, origin)
+    walk.run(rows)
+    return Head(seq=walk.seq, content_hash=walk.hash, batch=walk.batch)
 
 
 def _walk(uri: str, low: int | None, high: int | None, origin: Head | None) -> _Part:

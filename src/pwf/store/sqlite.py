@@ -10,7 +10,6 @@ checkpoints, and the commit makes all of it durable at once.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Final, Literal, Self
 from pwf.errors import ChainError, InputError, LineError, PwfError, StoreBusyError, StoreError
 from pwf.events import Actor, Cause, Entry, Event, LogCompacted, Sealed, open_body, seal
 from pwf.store import EMPTY, AppendHook, Head, StoredEvent, VerifyReport, origin_of
-from pwf.store.chainwalk import walk_chain
+from pwf.store.chainwalk import walk_chain, walk_rows
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -478,8 +477,10 @@ class SqliteStore:
                     return head
             except (ChainError, StoreError):
                 pass
-        return _verify_chain(
-            self.connection.execute("SELECT seq, content_hash, body FROM events ORDER BY seq"),
+        return walk_rows(
+            self.connection.execute(
+                "SELECT seq, CAST(content_hash AS BLOB), body FROM events ORDER BY seq"
+            ),
             origin,
         )
 
@@ -539,71 +540,6 @@ def _verify_rows(rows: Iterator[tuple[object, ...]], origin: Head) -> Head:
             raise ChainError(seq, f"batch {entry.batch} does not follow batch {expected.batch}")
         expected = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
     return expected
-
-
-_PREV: Final = b',"prevHash":'
-_SEQ: Final = b',"seq":'
-_BATCH: Final = b',"batch":'
-_OWN_HASH: Final = b'"contentHash":"'
-
-
-def _member(body: bytes, marker: bytes, *, last: bool) -> bytes:
-    """The raw value of a top-level member, found by its canonical position.
-
-    Members before ``data`` are found from the start and members after it
-    from the end, so keys nested inside ``data`` are never mistaken for them;
-    a quote inside a string is always escaped, so a marker cannot hide there.
-    """
-    start = body.rfind(marker) if last else body.find(marker)
-    if start < 0:
-        return b""
-    start += len(marker)
-    end = body.find(b",", start)
-    return body[start:end] if end >= 0 else body[start:-1]
-
-
-def _verify_chain(rows: Iterator[tuple[object, ...]], origin: Head) -> Head:
-    """Walk the chain from the bytes alone; raise ChainError at the first fault.
-
-    This is the hot loop of ``pwf log verify --chain-only``: the hash is fed
-    the two slices around the ``contentHash`` member, nothing is decoded.
-    """
-    sha256 = hashlib.sha256
-    marker, skip = _OWN_HASH, len(_OWN_HASH)
-    previous = b"null" if origin.content_hash is None else f'"{origin.content_hash}"'.encode()
-    batch, seq, first = origin.batch, origin.seq, origin.seq + 1
-    own = b""
-    for stored_seq, column_hash, body in rows:
-        seq += 1
-        if stored_seq != seq:
-            raise ChainError(seq, f"seq {seq} is missing (next stored is {stored_seq})")
-        if not isinstance(body, bytes):
-            raise ChainError(seq, "the stored body is not bytes")
-        start = body.find(marker)
-        if start < 0:
-            raise ChainError(seq, "event has no contentHash member")
-        view = memoryview(body)
-        digest = sha256(view[:start])
-        digest.update(view[start + skip + 66 :])
-        own = body[start + skip : start + skip + 64]
-        if (
-            digest.hexdigest().encode() != own
-            or body[start + skip + 64 : start + skip + 66] != b'",'
-            or own.decode("ascii", "replace") != column_hash
-        ):
-            raise ChainError(seq, "content hash does not match the event's bytes")
-        if _member(body, _SEQ, last=True) != str(seq).encode():
-            raise ChainError(seq, "the seq in the stored bytes does not match its position")
-        if _member(body, _PREV, last=True) != previous:
-            raise ChainError(seq, "prevHash does not match the previous event's contentHash")
-        batch_text = _member(body, _BATCH, last=False)
-        this_batch = int(batch_text) if batch_text.isdigit() else -1
-        if this_batch not in (batch, batch + 1) or (seq == first and this_batch != batch + 1):
-            raise ChainError(seq, f"batch {this_batch} does not follow batch {batch}")
-        previous, batch = b'"' + own + b'"', this_batch
-    if seq == origin.seq:
-        return origin
-    return Head(seq=seq, content_hash=own.decode(), batch=batch)
 
 
 def _check_columns(seq: int, row: tuple[object, ...], entry: Entry) -> None:
