@@ -55,8 +55,8 @@ PARTS: Final = (
             "events in the log",
             "seed",
             "prune kills survived",
-            "prunes cut before compaction",
-            "prunes cut after compaction",
+            "prunes cut before their commit (log unchanged)",
+            "prunes cut after their commit (log compacted)",
         ),
     ),
     Part(

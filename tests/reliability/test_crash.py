@@ -187,9 +187,9 @@ def test_sigkill_during_a_prune_leaves_the_old_log_or_a_proven_compaction(
         assert_sound(db)
         after = log_state(db)
         if after == before:
-            figures.add(PART, "prunes cut before compaction")
+            figures.add(PART, "prunes cut before their commit (log unchanged)")
         else:
             proved = pwf("log", "verify", "--db", str(db), "--backup", str(backup))
             assert (proved.returncode, proved.stderr) == (0, b""), proved.stderr
-            figures.add(PART, "prunes cut after compaction")
+            figures.add(PART, "prunes cut after their commit (log compacted)")
         figures.add(PART, "prune kills survived")
