@@ -23,22 +23,19 @@ from pwf import canonical
 from pwf.commands import Context, Result
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
 from pwf.commands.expiry import begin_timeouts
-from pwf.commands.prune import prune_options, select
 from pwf.commands.sessions import detach, recover_turns
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
-from pwf.errors import CommandError, PwfError
+from pwf.errors import CommandError
 from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
-from pwf.host import _prune as _prune_io
 from pwf.host._backup import backup_database
+from pwf.host._prune import Recording, run_prune
 from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
 from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
-from pwf.store.compaction import compact
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.commands import Row
-    from pwf.commands.prune import Selection
     from pwf.store.sqlite import SqliteStore, SqliteTransaction
 
 __all__ = ["DIRECT_ACTOR", "Host"]
@@ -287,89 +284,21 @@ class Host:
         handler: Callable[[Context, ClientRequest], Result],
         now: int,
     ) -> ClientResponse:
-        """``state.prune`` (DOMAIN §13.2, ADR 0018): select, back up, compact, vacuum, record.
-
-        The selection, the backup and the compaction happen in one write
-        transaction, so the backup holds exactly the log the compaction
-        replaces.  Vacuuming cannot run inside a transaction, so the applied
-        outcome, whose report needs the size after it, is recorded in a
-        second one; the lock file is held until then and removed whatever happens.
-        """
-        lock: Path | None = None
-        try:
-            with self.store.transaction() as tx:
-                ctx = _context(tx, now, self.actor, self._cause(request), self._mint)
-                stored = self._replay(ctx, request)
-                if stored is not None:
-                    return stored
-                try:
-                    with tx.savepoint():
-                        handler(ctx, request)
-                        options = prune_options(request.payload)
-                        selection = select(ctx, _prune_io.resolve_cutoff(options.cutoff))
-                        size = _prune_io.database_bytes(self.store.path)
-                        before = after = _prune_io.tally(tx.connection)
-                        if not options.apply:
-                            receipt = _prune_io.report(
-                                selection,
-                                before=before,
-                                after=after,
-                                bytes_before=size,
-                                bytes_after=size,
-                                applied=False,
-                            )
-                            return self._record(ctx, request, Result(receipt=receipt))
-                        lock = _prune_io.acquire_lock(self.store.path)
-                        after = self._apply_prune(
-                            tx, options.backup_path or "", selection, self._cause(request), now
-                        )
-                except CommandError as error:
-                    return self._record(ctx, request, Result(outcome="rejected", error=str(error)))
-            try:
-                _prune_io.settle(self.store.connection, self.store.path)
-                result = Result(
-                    receipt=_prune_io.report(
-                        selection,
-                        before=before,
-                        after=after,
-                        bytes_before=size,
-                        bytes_after=_prune_io.database_bytes(self.store.path),
-                        applied=True,
-                    )
-                )
-            except CommandError as error:
-                result = Result(outcome="rejected", error=str(error))
-            with self.store.transaction() as tx:
-                ctx = _context(tx, now, self.actor, self._cause(request), self._mint)
-                return self._replay(ctx, request) or self._record(ctx, request, result)
-        finally:
-            if lock is not None:
-                lock.unlink(missing_ok=True)
-
-    def _apply_prune(
-        self, tx: SqliteTransaction, backup: str, selection: Selection, cause: Cause, now: int
-    ) -> _prune_io.Tally:
-        """Back up, then compact the log and refold the projections; return the new tally."""
-        destination = Path(backup)
-        if destination.exists():
-            raise CommandError(f"Backup destination already exists: {destination}")
-        backup_database(self.store.path, destination)
-        if not selection.runs:
-            return _prune_io.tally(tx.connection)
-        _prune_io.empty_projections(tx.connection)
-        try:
-            compact(
-                tx,
-                destination,
-                removed=frozenset(selection.runs),
-                cutoff=selection.cutoff,
-                at=now,
-                actor=self.actor,
-                cause=cause,
-            )
-        except PwfError as error:
-            raise CommandError(f"compaction failed: {error}") from None
-        return _prune_io.tally(tx.connection)
+        """``state.prune`` (DOMAIN §13.2, ADR 0018), recorded like any maintenance command."""
+        cause = self._cause(request)
+        return run_prune(
+            self.store,
+            request,
+            now,
+            Recording(
+                open=lambda tx: _context(tx, now, self.actor, cause, self._mint),
+                adopt=self._replay,
+                record=self._record,
+                validate=handler,
+            ),
+            actor=self.actor,
+            cause=cause,
+        )
 
     def _effect(self, kind: str, target: str) -> None:
         """File work a maintenance command asked for, done while the write lock is held."""

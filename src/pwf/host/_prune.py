@@ -1,9 +1,10 @@
-"""The file work of ``state.prune`` (DOMAIN §13.2): lock, sizes, compaction, vacuum.
+"""``state.prune`` at the edge (DOMAIN §13.2): lock, backup, compaction, vacuum, record.
 
-Edge code for :meth:`pwf.host.Host.request`: the selection is the pure
-:mod:`pwf.commands.prune`; here are the lock file, the local time zone of
-zone-less cutoffs, the database's sizes, emptying and counting the
-projections around a compaction, and the vacuum after it (ADR 0018, 0019).
+The options and the selection are the pure :mod:`pwf.commands.prune`; here
+are the flow that :meth:`pwf.host.Host.request` runs for it, the lock file,
+the local time zone of zone-less cutoffs, the database's sizes, emptying
+and counting the projections around a compaction, and the vacuum after it
+(ADR 0018, 0019).
 """
 
 from __future__ import annotations
@@ -15,20 +16,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pwf.commands.prune import Cutoff, iso_utc
-from pwf.errors import CommandError
+from pwf.commands import Context, Result
+from pwf.commands.prune import Cutoff, iso_utc, prune_options, select
+from pwf.errors import CommandError, PwfError
+from pwf.host._backup import backup_database
 from pwf.readmodel import projection_tables
+from pwf.store.compaction import compact
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pwf.commands.prune import Selection
+    from pwf.events import Actor, Cause
+    from pwf.protocol.client import ClientRequest, ClientResponse
+    from pwf.store.sqlite import SqliteStore, SqliteTransaction
 
 __all__ = [
+    "Recording",
     "Tally",
     "acquire_lock",
     "database_bytes",
     "empty_projections",
     "report",
     "resolve_cutoff",
+    "run_prune",
     "settle",
     "tally",
 ]
@@ -143,3 +154,115 @@ def report(  # noqa: PLR0913 - the original's report members
         "deletedRows": before.rows - after.rows,
         "selectedRuns": len(selection.runs),
     }
+
+
+# --------------------------------------------------------------------------- the flow
+
+
+@dataclass(frozen=True)
+class Recording:
+    """How the host records a command: its context, its adoption check and its record."""
+
+    open: Callable[[SqliteTransaction], Context]
+    adopt: Callable[[Context, ClientRequest], ClientResponse | None]
+    record: Callable[[Context, ClientRequest, Result], ClientResponse]
+    validate: Callable[[Context, ClientRequest], Result]
+
+
+def run_prune(  # noqa: PLR0913 - the command and how to record it
+    store: SqliteStore,
+    request: ClientRequest,
+    now: int,
+    recording: Recording,
+    *,
+    actor: Actor,
+    cause: Cause,
+) -> ClientResponse:
+    """Select, back up, compact, vacuum and record one ``state.prune`` (ADR 0018).
+
+    The selection, the backup and the compaction happen in one write
+    transaction, so the backup holds exactly the log the compaction
+    replaces.  Vacuuming cannot run inside a transaction, so the applied
+    outcome, whose report needs the size after it, is recorded in a second
+    one; the lock file is held until then and removed whatever happens.
+    """
+    lock: Path | None = None
+    try:
+        with store.transaction() as tx:
+            ctx = recording.open(tx)
+            stored = recording.adopt(ctx, request)
+            if stored is not None:
+                return stored
+            try:
+                with tx.savepoint():
+                    recording.validate(ctx, request)
+                    options = prune_options(request.payload)
+                    selection = select(ctx, resolve_cutoff(options.cutoff))
+                    size = database_bytes(store.path)
+                    before = after = tally(tx.connection)
+                    if not options.apply:
+                        receipt = report(
+                            selection,
+                            before=before,
+                            after=after,
+                            bytes_before=size,
+                            bytes_after=size,
+                            applied=False,
+                        )
+                        return recording.record(ctx, request, Result(receipt=receipt))
+                    lock = acquire_lock(store.path)
+                    destination = Path(options.backup_path or "")
+                    after = _apply(tx, destination, selection, now=now, actor=actor, cause=cause)
+            except CommandError as error:
+                return recording.record(ctx, request, Result(outcome="rejected", error=str(error)))
+        try:
+            settle(store.connection, store.path)
+            result = Result(
+                receipt=report(
+                    selection,
+                    before=before,
+                    after=after,
+                    bytes_before=size,
+                    bytes_after=database_bytes(store.path),
+                    applied=True,
+                )
+            )
+        except CommandError as error:
+            result = Result(outcome="rejected", error=str(error))
+        with store.transaction() as tx:
+            ctx = recording.open(tx)
+            return recording.adopt(ctx, request) or recording.record(ctx, request, result)
+    finally:
+        if lock is not None:
+            lock.unlink(missing_ok=True)
+
+
+def _apply(  # noqa: PLR0913 - the compaction's whole context
+    tx: SqliteTransaction,
+    destination: Path,
+    selection: Selection,
+    *,
+    now: int,
+    actor: Actor,
+    cause: Cause,
+) -> Tally:
+    """Back up, then compact the log and refold the projections; return the new tally."""
+    if destination.exists():
+        raise CommandError(f"Backup destination already exists: {destination}")
+    backup_database(tx.store.path, destination)
+    if not selection.runs:
+        return tally(tx.connection)
+    empty_projections(tx.connection)
+    try:
+        compact(
+            tx,
+            destination,
+            removed=frozenset(selection.runs),
+            cutoff=selection.cutoff,
+            at=now,
+            actor=actor,
+            cause=cause,
+        )
+    except PwfError as error:
+        raise CommandError(f"compaction failed: {error}") from None
+    return tally(tx.connection)
