@@ -24,8 +24,7 @@ from hypothesis import strategies as st
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.errors import CommandError
-from pwf.events import LogCompacted
-from pwf.readmodel import dump, projection_tables
+from pwf.readmodel import dump
 from pwf.replay import check, rebuild, replay
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
         terminal_message,
         turn,
     )
+    from tests.integration._pruning import assert_pruned
 else:
     from _harness import (
         Fixture,
@@ -51,23 +51,9 @@ else:
         terminal_message,
         turn,
     )
+    from _pruning import assert_pruned
 
 ROOT: Final = Path(__file__).resolve().parents[2]
-_RUN_TABLES: Final = (
-    "runs",
-    "run_queue",
-    "run_bindings",
-    "run_checkpoints",
-    "run_updates",
-    "node_attempts",
-    "interactive_requests",
-    "workflow_messages",
-    "workflow_turns",
-    "workflow_follow_ups",
-    "run_workers",
-    "worker_messages",
-    "run_view_content",
-)
 
 
 def _session_history(db: Path) -> tuple[Fixture, int]:
@@ -105,37 +91,6 @@ def _traffic_history(
     fx.now = traffic.now
     finished = sorted(row["finished_at"] for row in fx.rows("runs"))
     return fx, finished[min(int(len(finished) * share), len(finished) - 1)]
-
-
-def _expected(db: Path, removed: tuple[str, ...]) -> sqlite3.Connection:
-    """The old projections with the trees deleted, as the original's prune leaves them."""
-    connection = sqlite3.connect(":memory:")
-    sqlite3.connect(db).backup(connection)
-    marks = ", ".join("?" * len(removed))
-    connection.execute(
-        f"DELETE FROM interactive_submissions WHERE request_id IN"  # noqa: S608 - placeholders only
-        f" (SELECT request_id FROM interactive_requests WHERE run_id IN ({marks}))",
-        removed,
-    )
-    for table in _RUN_TABLES:
-        connection.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", removed)  # noqa: S608
-    connection.execute(f"UPDATE host_commands SET run_id = NULL WHERE run_id IN ({marks})", removed)  # noqa: S608
-    connection.execute(
-        f"UPDATE session_terminal_views SET cleared_run_id = NULL"  # noqa: S608 - placeholders only
-        f" WHERE cleared_run_id IN ({marks})",
-        removed,
-    )
-    return connection
-
-
-def _hash_columns(connection: sqlite3.Connection) -> list[tuple[str, str]]:
-    return [
-        (table, column[1])
-        for table in projection_tables(connection)
-        if table != "blobs"
-        for column in connection.execute(f"PRAGMA table_info({table})")
-        if column[1].endswith("_hash")
-    ]
 
 
 def _prune(fx: Fixture, cutoff: int, backup: Path, key: str = "prune") -> Any:
@@ -181,34 +136,11 @@ def _assert_compaction_matches(fx: Fixture, cutoff: int, tmp_path: Path) -> None
 
     answer = _prune(fx, cutoff, tmp_path / "b" / "full.sqlite")
     assert answer.outcome == "accepted", answer
-    opening = next(fx.store.entries(fx.store.origin().seq + 1)).event
-    assert isinstance(opening, LogCompacted)
-    removed = opening.removed_run_ids
-    assert removed
-    assert answer.receipt["selectedRuns"] == len(removed)
-
-    expected = dump(_expected(old, removed))
-    live = dump(fx.store.connection)
-    live["host_commands"] = [row for row in live["host_commands"] if row[0] != "prune"]
-    for table in expected:
-        if table != "blobs":
-            assert live[table] == expected[table], table
+    opening = assert_pruned(fx.store, old, tmp_path / "b" / "full.sqlite", "prune")
+    assert opening.removed_run_ids
+    assert answer.receipt["selectedRuns"] == len(opening.removed_run_ids)
     new_blobs = {row["blob_hash"] for row in fx.rows("blobs")}
-    prune_record = fx.row("host_commands", request_id="prune")
-    assert prune_record is not None
-    assert new_blobs - old_blobs <= {prune_record["receipt_hash"]}
-    for table, column in _hash_columns(fx.store.connection):
-        dangling = fx.store.connection.execute(
-            f"SELECT count(*) FROM {table} WHERE {column} IS NOT NULL"  # noqa: S608 - test names
-            f" AND {column} NOT IN (SELECT blob_hash FROM blobs)"
-        ).fetchone()[0]
-        assert dangling == 0, (table, column)
     assert answer.receipt["deletedBlobs"] == len(old_blobs - new_blobs)
-
-    assert fx.store.verify().ok
-    assert fx.store.verify(deep=False).ok
-    proof = prove(fx.store, tmp_path / "b" / "full.sqlite")
-    assert proof.ok, proof.failure
     assert check(fx.store).ok
     fx.assert_rebuild_equals_live()
 

@@ -27,7 +27,7 @@ import sqlite3
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 from hypothesis import HealthCheck, Phase, settings
@@ -46,6 +46,7 @@ from hypothesis.stateful import (
 from pwf import canonical
 from pwf.cli._options import open_store
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
+from pwf.commands.prune import iso_utc
 from pwf.errors import CommandError
 from pwf.events import (
     AttemptChanged,
@@ -62,10 +63,18 @@ from pwf.protocol.client import OUTCOMES, ClientRequest, ClientResponse
 from pwf.protocol.worker import WORKER_OUTCOMES, WorkerResponse, parse_worker_message
 from pwf.readmodel import dump, rebuild_into
 
+if TYPE_CHECKING:
+    from tests.integration._pruning import assert_pruned
+else:
+    from _pruning import assert_pruned
+
 AT: Final = 1_764_403_200_000
 """The first clock reading (ms since the epoch)."""
 
 RUNS: Final = ("run-1", "run-2", "run-3")
+FINISHED: Final = (
+    "SELECT finished_at FROM runs WHERE status IN ('completed', 'failed', 'timed_out', 'cancelled')"
+)
 SESSIONS: Final = ("s-1", "s-2")
 CLIENTS: Final = ("cli-A", "cli-B")
 SHARED_KEYS: Final = ("k-1", "k-2", "k-3")
@@ -1386,6 +1395,44 @@ class CommandPathMachine(RuleBasedStateMachine):
             )
             note_outcome(f"{operation} accepted with {'open' if open_turns else 'ended'} turns")
         return request
+
+    @precondition(lambda self: self._rows(FINISHED))
+    @rule(share=st.sampled_from([0.0, 0.5, 1.0]))
+    def prune_a_copy(self, share):
+        """``state.prune --apply`` on a copy: old projections minus the trees, and it proves.
+
+        The copy keeps the machine's own database and model untouched.
+        """
+        finished = sorted(row[0] for row in self._rows(FINISHED))
+        cutoff = finished[int(share * (len(finished) - 1))] + 1
+        self.store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        number = next(self.ids)
+        old = self.directory / f"old-{number}.db"
+        copy = self.directory / f"copy-{number}.db"
+        backup = self.directory / f"backup-{number}.sqlite"
+        shutil.copy(self.directory / "state.db", old)
+        shutil.copy(old, copy)
+        request = ClientRequest(
+            request_id=f"prune-{number}",
+            client_id="pwf-cli",
+            operation="state.prune",
+            idempotency_key=f"prune-{number}",
+            payload={"apply": True, "backupPath": str(backup), "before": iso_utc(cutoff)},
+        )
+        with open_store(str(copy)) as pruned:
+            answer = Host(pruned).request(request, self.now)
+            assert answer.outcome == "accepted", answer
+            report: Any = answer.receipt
+            selected = report["selectedRuns"]
+            note_outcome(f"prune: {min(selected, 3)}{'+' if selected > 3 else ''} runs")
+            if selected:
+                assert_pruned(pruned, old, backup, request.request_id)
+            rebuilt = sqlite3.connect(":memory:")
+            try:
+                rebuild_into(rebuilt, pruned.entries())
+                assert dump(rebuilt) == dump(pruned.connection)
+            finally:
+                rebuilt.close()
 
     @rule(jump=JUMPS)
     def expire(self, jump):

@@ -1,0 +1,112 @@
+"""What a prune must leave, computed the way the original prunes (DOMAIN §13.2).
+
+Shared by the compaction tests and the state machine: the old projections
+with the removed runs' rows deleted and their links in recorded commands
+and terminal views set null.  Blobs are the log's content, so they are
+checked apart: no kept row points at a missing blob, and none is new but
+the prune's own record.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Final
+
+from pwf.events import LogCompacted
+from pwf.readmodel import dump, projection_tables
+from pwf.store.compaction import prove
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pwf.store.sqlite import SqliteStore
+
+__all__ = ["assert_pruned", "expected_after_prune"]
+
+RUN_TABLES: Final = (
+    "runs",
+    "run_queue",
+    "run_bindings",
+    "run_checkpoints",
+    "run_updates",
+    "node_attempts",
+    "interactive_requests",
+    "workflow_messages",
+    "workflow_turns",
+    "workflow_follow_ups",
+    "run_workers",
+    "worker_messages",
+    "run_view_content",
+)
+
+
+def expected_after_prune(db: Path, removed: tuple[str, ...]) -> sqlite3.Connection:
+    """The projections of ``db`` with the trees of ``removed`` deleted, in memory."""
+    connection = sqlite3.connect(":memory:")
+    source = sqlite3.connect(db)
+    try:
+        source.backup(connection)
+    finally:
+        source.close()
+    marks = ", ".join("?" * len(removed))
+    connection.execute(
+        f"DELETE FROM interactive_submissions WHERE request_id IN"  # noqa: S608 - placeholders only
+        f" (SELECT request_id FROM interactive_requests WHERE run_id IN ({marks}))",
+        removed,
+    )
+    for table in RUN_TABLES:
+        connection.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", removed)  # noqa: S608
+    connection.execute(
+        f"UPDATE host_commands SET run_id = NULL WHERE run_id IN ({marks})",  # noqa: S608
+        removed,
+    )
+    connection.execute(
+        f"UPDATE session_terminal_views SET cleared_run_id = NULL"  # noqa: S608 - placeholders only
+        f" WHERE cleared_run_id IN ({marks})",
+        removed,
+    )
+    return connection
+
+
+def _hash_columns(connection: sqlite3.Connection) -> list[tuple[str, str]]:
+    return [
+        (table, column[1])
+        for table in projection_tables(connection)
+        if table != "blobs"
+        for column in connection.execute(f"PRAGMA table_info({table})")
+        if column[1].endswith("_hash")
+    ]
+
+
+def assert_pruned(store: SqliteStore, old: Path, backup: Path, prune_request: str) -> LogCompacted:
+    """``store`` was pruned from the database ``old`` into ``backup``: check all of it.
+
+    Returns the compaction's opening event.
+    """
+    opening = next(store.entries(store.origin().seq + 1)).event
+    assert isinstance(opening, LogCompacted)
+    removed = opening.removed_run_ids
+    expected = dump(expected_after_prune(old, removed))
+    live = dump(store.connection)
+    live["host_commands"] = [row for row in live["host_commands"] if row[0] != prune_request]
+    for table in expected:
+        if table != "blobs":
+            assert live[table] == expected[table], table
+    connection = store.connection
+    [receipt] = connection.execute(
+        "SELECT receipt_hash FROM host_commands WHERE request_id = ?", (prune_request,)
+    ).fetchone()
+    old_blobs = {row[0] for row in expected["blobs"]}
+    new_blobs = {row[0] for row in live["blobs"]}
+    assert new_blobs - old_blobs <= {receipt}
+    for table, column in _hash_columns(connection):
+        dangling = connection.execute(
+            f"SELECT count(*) FROM {table} WHERE {column} IS NOT NULL"  # noqa: S608 - test names
+            f" AND {column} NOT IN (SELECT blob_hash FROM blobs)"
+        ).fetchone()[0]
+        assert dangling == 0, (table, column)
+    assert store.verify().ok
+    assert store.verify(deep=False).ok
+    proof = prove(store, backup)
+    assert proof.ok, proof.failure
+    return opening
