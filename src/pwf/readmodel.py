@@ -24,12 +24,20 @@ from pwf.projections import PROJECTIONS, Projection, Statement
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
+    from pwf.commands import Row
     from pwf.events import Entry, Event, Sealed
 
     Handler = Callable[[Entry], Sequence[Statement]]
     Handlers = tuple[Handler, ...]
 
-__all__ = ["ReadModel", "check_expressions", "dump", "projection_tables", "rebuild_into"]
+__all__ = [
+    "ReadModel",
+    "RowReader",
+    "check_expressions",
+    "dump",
+    "projection_tables",
+    "rebuild_into",
+]
 
 _INDEX: Final = re.compile(
     r"\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE
@@ -248,6 +256,27 @@ def check_expressions(ddl: str) -> list[str]:
         found.append(ddl[match.end() : at - 1])
         start = at
     return found
+
+
+class RowReader:
+    """Rows of one connection by column name: what deciders and rules read through a Context."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        """Read through ``connection`` (its transaction, if one is open)."""
+        self.connection = connection
+
+    def one(self, sql: str, params: tuple[object, ...] = ()) -> Row | None:
+        """The first row of a query, or None."""
+        cursor = self.connection.execute(sql, params)
+        cursor.row_factory = sqlite3.Row
+        row: Row | None = cursor.fetchone()
+        return row
+
+    def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
+        """Every row of a query."""
+        cursor = self.connection.execute(sql, params)
+        cursor.row_factory = sqlite3.Row
+        return list(cursor.fetchall())
 
 
 def projection_tables(connection: sqlite3.Connection) -> list[str]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pwf.commands import Context
 from pwf.errors import InputError
 from pwf.explain._report import Cause
-from pwf.readmodel import rebuild_into
+from pwf.readmodel import RowReader, rebuild_into
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -19,24 +19,6 @@ if TYPE_CHECKING:
     from pwf.store.sqlite import SqliteStore
 
 __all__ = ["cause_of", "clock", "context", "missing", "state_at", "values"]
-
-
-class _Reader:
-    """Rows of one connection, by column name (read only)."""
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self.connection = connection
-
-    def one(self, sql: str, params: tuple[object, ...] = ()) -> Row | None:
-        cursor = self.connection.execute(sql, params)
-        cursor.row_factory = sqlite3.Row
-        row: Row | None = cursor.fetchone()
-        return row
-
-    def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
-        cursor = self.connection.execute(sql, params)
-        cursor.row_factory = sqlite3.Row
-        return list(cursor.fetchall())
 
 
 def _read_only(_events: object) -> object:
@@ -117,7 +99,7 @@ def values(row: Row | None, **names: str) -> dict[str, object] | None:
 
 def context(connection: sqlite3.Connection, now: int) -> Context:
     """A read-only command context over ``connection`` at ``now``."""
-    return Context(_Reader(connection), _read_only, now)
+    return Context(RowReader(connection), _read_only, now)
 
 
 def missing(subject: str, subject_id: str, at_seq: int | None) -> InputError:

@@ -31,11 +31,11 @@ from pwf.host._backup import backup_database
 from pwf.host._prune import Recording, run_prune
 from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
 from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
+from pwf.readmodel import RowReader
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pwf.commands import Row
     from pwf.store.sqlite import SqliteStore, SqliteTransaction
 
 __all__ = ["DIRECT_ACTOR", "Host"]
@@ -43,24 +43,6 @@ __all__ = ["DIRECT_ACTOR", "Host"]
 DIRECT_ACTOR: Final = Actor(type="host", id="pwf-direct")
 LEASE_MS: Final = 30_000
 _POLL_SECONDS: Final = 0.05
-
-
-class _Reader:
-    """Rows of the transaction's connection, by column name."""
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self.connection = connection
-
-    def one(self, sql: str, params: tuple[object, ...] = ()) -> Row | None:
-        cursor = self.connection.execute(sql, params)
-        cursor.row_factory = sqlite3.Row
-        row: Row | None = cursor.fetchone()
-        return row
-
-    def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
-        cursor = self.connection.execute(sql, params)
-        cursor.row_factory = sqlite3.Row
-        return list(cursor.fetchall())
 
 
 def _context(
@@ -73,7 +55,7 @@ def _context(
     def stage(events: Any) -> object:  # noqa: ANN401 - the store's own signature
         return tx.stage(events, at=now, actor=actor, cause=cause)
 
-    return Context(_Reader(tx.connection), stage, now, mint)
+    return Context(RowReader(tx.connection), stage, now, mint)
 
 
 def _json(value: object) -> object:
