@@ -26,31 +26,6 @@ RUNS = 3
 HEX_LINE = re.compile(r"^[0-9a-f]{64}  [a-z_]+$")
 
 
-def _start(number: int) -> bytes:
-    """A canonical ``run.start`` request line for ``run-N``."""
-    payload = {
-        "projectPath": "/p",
-        "workflowName": "echo",
-        "workflowSourceRef": "builtin:echo",
-        "workflowSource": "builtin",
-        "definitionDigest": "d1",
-        "definitionSnapshot": {},
-        "input": {"n": number},
-        "originSessionId": f"s-{number}",
-    }
-    request = {
-        "schema": "pi-workflows.client.v1",
-        "type": "request",
-        "requestId": f"r-{number}",
-        "clientId": "cli-A",
-        "idempotencyKey": f"k-{number}",
-        "operation": "run.start",
-        "runId": f"run-{number}",
-        "payload": payload,
-    }
-    return canonical.encode(request) + b"\n"
-
-
 def _sql(path: Path, *statements: str) -> None:
     """Change a database by hand."""
     connection = sqlite3.connect(path)
@@ -70,11 +45,11 @@ def _one_line(text: str) -> str:
 
 
 @pytest.fixture
-def live(run: Run, tmp_path: Path) -> Path:
+def live(run: Run, tmp_path: Path, client_line: Callable[..., bytes]) -> Path:
     """A database with three started runs, built through ``pwf init`` and ``pwf request``."""
     path = tmp_path / "live.db"
     assert 0 == run("init", "--db", str(path)).exit_code
-    lines = b"".join(_start(number) for number in range(1, RUNS + 1))
+    lines = b"".join(client_line(number) for number in range(1, RUNS + 1))
     done = run("request", "--db", str(path), "--at", "1000", stdin=lines)
     assert (0, RUNS) == (done.exit_code, done.stdout.count('"outcome":"accepted"'))
     return path

@@ -14,41 +14,11 @@ from typing import TYPE_CHECKING
 import pytest
 from click.testing import Result
 
-from pwf import canonical
-
 if TYPE_CHECKING:
     from pathlib import Path
 
 Run = Callable[..., Result]
 CUTOFF = "1970-01-01T00:00:05.000Z"
-
-
-def _request(number: int, operation: str, at: int, payload: object) -> bytes:
-    request = {
-        "schema": "pi-workflows.client.v1",
-        "type": "request",
-        "requestId": f"{operation}-{number}",
-        "clientId": "cli-A",
-        "idempotencyKey": f"{operation}-{number}",
-        "operation": operation,
-        "runId": f"run-{number}",
-        "payload": payload,
-    }
-    return f"#at {at}\n".encode() + canonical.encode(request) + b"\n"
-
-
-def _start(number: int) -> bytes:
-    payload = {
-        "projectPath": "/p",
-        "workflowName": "echo",
-        "workflowSourceRef": "builtin:echo",
-        "workflowSource": "builtin",
-        "definitionDigest": "d1",
-        "definitionSnapshot": {},
-        "input": {"n": number},
-        "originSessionId": f"s-{number}",
-    }
-    return _request(number, "run.start", number * 1000, payload)
 
 
 def _runs(run: Run, live: Path) -> list[str]:
@@ -57,11 +27,11 @@ def _runs(run: Run, live: Path) -> list[str]:
 
 
 @pytest.fixture
-def live(run: Run, tmp_path: Path) -> Path:
+def live(run: Run, tmp_path: Path, client_line: Callable[..., bytes]) -> Path:
     path = tmp_path / "live.db"
     assert run("init", "--db", str(path)).exit_code == 0
-    lines = b"".join(_start(number) for number in (1, 2, 3))
-    lines += _request(1, "run.cancel", 4000, {}) + _request(2, "run.cancel", 6000, {})
+    lines = b"".join(client_line(number, at=number * 1000) for number in (1, 2, 3))
+    lines += client_line(1, "run.cancel", at=4000) + client_line(2, "run.cancel", at=6000)
     done = run("request", "--db", str(path), stdin=lines)
     assert (done.exit_code, done.stdout.count('"outcome":"accepted"')) == (0, 5), done.stdout
     return path

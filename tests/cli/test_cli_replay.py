@@ -26,31 +26,6 @@ Run = Callable[..., Result]
 RUNS = 3
 
 
-def _start(number: int) -> bytes:
-    """A ``#at`` line and a canonical ``run.start`` request line for ``run-N`` at N 000 ms."""
-    payload = {
-        "projectPath": "/p",
-        "workflowName": "echo",
-        "workflowSourceRef": "builtin:echo",
-        "workflowSource": "builtin",
-        "definitionDigest": "d1",
-        "definitionSnapshot": {},
-        "input": {"n": number},
-        "originSessionId": f"s-{number}",
-    }
-    request = {
-        "schema": "pi-workflows.client.v1",
-        "type": "request",
-        "requestId": f"r-{number}",
-        "clientId": "cli-A",
-        "idempotencyKey": f"k-{number}",
-        "operation": "run.start",
-        "runId": f"run-{number}",
-        "payload": payload,
-    }
-    return f"#at {number}000\n".encode() + canonical.encode(request) + b"\n"
-
-
 def _sql(path: Path, *statements: str) -> None:
     """Change a database by hand."""
     connection = sqlite3.connect(path)
@@ -78,11 +53,11 @@ def _one_line(text: str) -> str:
 
 
 @pytest.fixture
-def live(run: Run, tmp_path: Path) -> Path:
+def live(run: Run, tmp_path: Path, client_line: Callable[..., bytes]) -> Path:
     """Three started runs, one batch of two events each, built through the command line."""
     path = tmp_path / "live.db"
     assert 0 == run("init", "--db", str(path)).exit_code
-    lines = b"".join(_start(number) for number in range(1, RUNS + 1))
+    lines = b"".join(client_line(number, at=number * 1000) for number in range(1, RUNS + 1))
     done = run("request", "--db", str(path), stdin=lines)
     assert (0, RUNS) == (done.exit_code, done.stdout.count('"outcome":"accepted"'))
     return path
