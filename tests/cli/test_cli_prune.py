@@ -113,3 +113,31 @@ def test_a_zone_less_cutoff_warns(run: Run, live: Path) -> None:
     done = run("state", "prune", "--db", str(live), "--before", "1970-01-01T00:00:05")
     assert done.exit_code == 0
     assert "has no time zone; it is read in local time" in done.stderr
+
+
+def test_a_missing_backup_is_one_line(run: Run, live: Path, tmp_path: Path) -> None:
+    backup = tmp_path / "b.sqlite"
+    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
+    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    done = run("log", "verify", "--db", str(live), "--backup", str(tmp_path / "gone.sqlite"))
+    assert done.exit_code == 2
+    assert done.stderr.strip().splitlines() == [f"Error: no backup at {tmp_path / 'gone.sqlite'}"]
+
+
+def test_a_compacted_export_without_its_opening_is_refused(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    args = ("--before", CUTOFF, "--apply", "--backup", str(tmp_path / "b.sqlite"), "--at", "9000")
+    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    exported = run("log", "export", "--db", str(live)).stdout_bytes
+    first, rest = exported.split(b"\n", 1)
+    assert b'"type":"log.compacted"' in first
+    target = tmp_path / "copy.db"
+    assert run("init", "--db", str(target)).exit_code == 0
+    refused = run("log", "import", "--db", str(target), stdin=rest)
+    assert refused.exit_code == 2
+    assert "line 1: " in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert run("log", "verify", "--db", str(target)).stdout.startswith("ok: 0 events")
+    whole = run("log", "import", "--db", str(target), stdin=exported)
+    assert whole.exit_code == 0, whole.stderr

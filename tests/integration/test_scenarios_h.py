@@ -323,3 +323,21 @@ def test_h57_apply_backs_up_compacts_and_keeps_the_rest(tmp_path: Path) -> None:
     # A retried old request of a pruned run is still adopted from its record.
     again = fx.request("run.status", {}, run_id=A1, key="status-a1", rid="status-a1", at=NOW)
     assert again.outcome == "adopted", again
+
+
+def test_a_backup_that_cannot_be_written_prunes_nothing(tmp_path: Path) -> None:
+    """The backup fails before anything is deleted: a recorded rejection, no lock left."""
+    db = tmp_path / "state.db"
+    fx = scenario_55(db, lease_on_projection=False)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the backup's directory should be\n")
+    runs, head = fx.count("runs"), fx.store.head()
+    answer = _prune(fx, "p", before=CUTOFF, apply=True, backupPath=str(blocker / "x.sqlite"))
+    assert answer.outcome == "rejected"
+    assert answer.error is not None
+    assert answer.error.startswith(f"backup to {blocker / 'x.sqlite'} failed")
+    assert fx.count("runs") == runs
+    assert fx.store.origin().seq == 0
+    assert fx.store.head().seq == head.seq + 1  # the recorded rejection only
+    assert not _lock(db).exists()
+    fx.assert_rebuild_equals_live()
