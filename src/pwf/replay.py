@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 
 from pwf.errors import ChainError, InputError, StoreError
-from pwf.events import REGISTRY, Entry, Envelope, open_body
+from pwf.events import REGISTRY, Entry, Envelope, LogCompacted, open_body
 from pwf.readmodel import ReadModel
 from pwf.splitfold import fold
 from pwf.store import EMPTY, Head, VerifyReport, origin_of
@@ -424,6 +424,8 @@ class ReplayReport:
 
     out: Path
     head: Head
+    events: int
+    """How many events the file holds: from the log's origin (its opening, or a compaction) on."""
     tables: int
     requested: int | None
     """The seq asked for: ``--until``, or the last seq at or before ``--until-time``."""
@@ -463,7 +465,7 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
     ) as scratch:
         connection = scratch.connection
         log_seq = scratch.live_head().seq
-        requested, last = _cut(connection, log_seq, until_seq, until_time)
+        requested, last = _cut(connection, log_seq, until_seq, until_time, scratch.chain.origin)
         scratch.install()
         scratch.fold_split(last)
         scratch.index()
@@ -474,18 +476,48 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
         if target.exists():
             raise InputError(f"{target} already exists; replay writes a new file")
         scratch.path.replace(target)
+    head = scratch.chain.head
     return ReplayReport(
-        out=target, head=scratch.chain.head, tables=tables, requested=requested, log_seq=log_seq
+        out=target,
+        head=head,
+        events=head.seq - scratch.chain.origin.seq,
+        tables=tables,
+        requested=requested,
+        log_seq=log_seq,
     )
 
 
 def _cut(
-    connection: sqlite3.Connection, log_seq: int, until_seq: int | None, until_time: int | None
+    connection: sqlite3.Connection,
+    log_seq: int,
+    until_seq: int | None,
+    until_time: int | None,
+    origin: Head,
 ) -> tuple[int | None, int]:
-    """The seq asked for, and the last seq of the last whole batch at or before it."""
+    """The seq asked for, and the last seq of the last whole batch at or before it.
+
+    A compacted log opens with its ``log.compacted`` event, stamped when the
+    prune ran and so later than the kept events after it: the time cut looks
+    past it, and the opening is always kept.  A seq at or before the origin
+    was compacted away and is refused, naming the backup that holds it.
+
+    Raises:
+        InputError: ``until_seq`` lies before the compacted log's opening.
+    """
     requested = until_seq
+    if origin.seq and requested is not None and requested <= origin.seq:
+        row = connection.execute("SELECT body FROM live.events WHERE seq = ?", (origin.seq + 1,))
+        opening = open_body(row.fetchone()[0]).event
+        backup = opening.backup_path if isinstance(opening, LogCompacted) else "its backup"
+        raise InputError(
+            f"seq {requested} was compacted away by a prune (this log continues after seq"
+            f" {origin.seq}); replay the backup {backup} instead"
+        )
     if until_time is not None:
-        row = connection.execute("SELECT min(seq) FROM live.events WHERE at > ?", (until_time,))
+        row = connection.execute(
+            "SELECT min(seq) FROM live.events WHERE at > ? AND seq > ?",
+            (until_time, origin.seq + 1 if origin.seq else 0),
+        )
         after = row.fetchone()[0]
         requested = log_seq if after is None else after - 1
     if requested is None or requested >= log_seq:
@@ -506,9 +538,12 @@ def _cut(
 
 @dataclass(frozen=True)
 class RebuildReport:
-    """What :func:`rebuild` swapped in: the events folded and the tables rebuilt."""
+    """What :func:`rebuild` swapped in: the events folded, up to which seq, and the tables."""
 
     events: int
+    """How many events were folded: from the log's origin (its opening, or a compaction) on."""
+    seq: int
+    """The head seq the projections now stand at."""
     tables: int
 
 
@@ -548,7 +583,7 @@ def rebuild(
             tables = _swap(scratch.connection)
     with contextlib.suppress(sqlite3.Error):
         store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return RebuildReport(events=head.seq, tables=tables)
+    return RebuildReport(events=head.seq - scratch.chain.origin.seq, seq=head.seq, tables=tables)
 
 
 def _swap(connection: sqlite3.Connection) -> int:

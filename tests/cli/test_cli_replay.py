@@ -158,7 +158,7 @@ class TestRebuild:
     def test_reports_events_and_tables(self, run: Run, live: Path) -> None:
         """One line: how many events were folded into how many tables."""
         result = run("rebuild", "--db", str(live))
-        expected = f"rebuilt 6 events into {_tables(live)} tables\n"
+        expected = f"rebuilt 6 events up to seq 6 into {_tables(live)} tables\n"
         assert (0, expected, "") == (result.exit_code, result.stdout, result.stderr)
 
     def test_fixes_a_corrupted_row(self, run: Run, live: Path) -> None:
@@ -169,9 +169,10 @@ class TestRebuild:
         assert 0 == run("verify", "--db", str(live)).exit_code
 
     def test_as_json(self, run: Run, live: Path) -> None:
-        """``--json`` gives the same two numbers."""
+        """``--json`` gives the same numbers."""
         result = run("rebuild", "--db", str(live), "--json")
-        expected = canonical.encode({"events": 6, "tables": _tables(live)}).decode() + "\n"
+        shown = {"events": 6, "seq": 6, "tables": _tables(live)}
+        expected = canonical.encode(shown).decode() + "\n"
         assert (0, expected) == (result.exit_code, result.stdout)
 
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
-from pwf.errors import CommandError
+from pwf.errors import CommandError, InputError
 from pwf.readmodel import dump
 from pwf.replay import check, rebuild, replay
 from pwf.store.compaction import prove
@@ -164,7 +164,30 @@ def test_a_compacted_log_round_trips_replays_and_compacts_again(tmp_path: Path) 
 
     report = replay(fx.store, tmp_path / "replayed.db", until_seq=origin.seq + 5)
     assert report.head.seq <= origin.seq + 5
-    rebuild(fx.store)
+    assert report.events == report.head.seq - origin.seq  # the events the file holds
+    with pytest.raises(InputError, match=rf"seq {origin.seq} was compacted away.*one\.sqlite"):
+        replay(fx.store, tmp_path / "gone.db", until_seq=origin.seq)
+    assert not (tmp_path / "gone.db").exists()
+    # The opening is stamped at the prune, after every kept event: a time cut looks past it.
+    opening_only = replay(fx.store, tmp_path / "early.db", until_time=0)
+    assert (opening_only.events, opening_only.head.seq) == (1, origin.seq + 1)
+    kept_at = [
+        row[0]
+        for row in fx.store.connection.execute(
+            "SELECT at FROM events WHERE seq > ? ORDER BY seq", (origin.seq + 1,)
+        )
+    ]
+    middle = replay(fx.store, tmp_path / "middle.db", until_time=kept_at[len(kept_at) // 2])
+    assert middle.events > 1
+    with SqliteStore(tmp_path / "middle.db", read_only=True) as cut:
+        stamps = cut.connection.execute(
+            "SELECT max(at) FROM events WHERE seq > ?", (origin.seq + 1,)
+        ).fetchone()
+        assert stamps[0] <= kept_at[len(kept_at) // 2]
+        assert cut.verify().ok
+    rebuilt = rebuild(fx.store)
+    head = fx.store.head()
+    assert (rebuilt.events, rebuilt.seq) == (head.seq - origin.seq, head.seq)
     assert check(fx.store).ok
 
     later = max(row["finished_at"] for row in fx.rows("runs")) + 1

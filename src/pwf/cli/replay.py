@@ -108,7 +108,7 @@ def _replay_json(report: ReplayReport) -> dict[str, object]:
     return {
         "batch": report.head.batch,
         "contentHash": report.head.content_hash,
-        "events": report.head.seq,
+        "events": report.events,
         "logSeq": report.log_seq,
         "out": str(report.out),
         "requestedSeq": report.requested,
@@ -120,7 +120,7 @@ def _replay_json(report: ReplayReport) -> dict[str, object]:
 def _replay_line(report: ReplayReport) -> str:
     head = report.head
     line = (
-        f"replayed {head.seq} events into {report.out} ({report.tables} tables):"
+        f"replayed {report.events} events into {report.out} ({report.tables} tables):"
         f" reached seq {head.seq}, batch {head.batch}"
     )
     requested = report.requested
@@ -150,11 +150,16 @@ def rebuild_command(db: str | None, as_json: bool) -> None:
     with open_store(db) as store:
         report = rebuild(store, progress=bar)
     _finish(bar)
-    structlog.get_logger().info("projections.rebuilt", events=report.events, tables=report.tables)
+    structlog.get_logger().info(
+        "projections.rebuilt", events=report.events, seq=report.seq, tables=report.tables
+    )
     if as_json:
-        click.echo(canonical.encode({"events": report.events, "tables": report.tables}).decode())
+        shown = {"events": report.events, "seq": report.seq, "tables": report.tables}
+        click.echo(canonical.encode(shown).decode())
     else:
-        click.echo(f"rebuilt {report.events} events into {report.tables} tables")
+        click.echo(
+            f"rebuilt {report.events} events up to seq {report.seq} into {report.tables} tables"
+        )
 
 
 @click.command(name="verify")
