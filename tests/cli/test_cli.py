@@ -344,7 +344,10 @@ class TestExportAndImport:
         with SqliteStore(copy) as store:
             head = store.head()
         assert 0 == result.exit_code
-        assert f"imported {EVENTS} events into {copy}, head {head.content_hash}\n" == result.output
+        expected = (
+            f"imported {EVENTS} events up to seq {EVENTS} into {copy}, head {head.content_hash}\n"
+        )
+        assert expected == result.output
         assert _exported(db) == _exported(copy)
 
     def test_import_from_stdin_json(self, run: Run, db: Path, tmp_path: Path) -> None:
@@ -353,7 +356,8 @@ class TestExportAndImport:
         result = run("log", "import", "--db", str(copy), "--json", stdin=_exported(db))
         with SqliteStore(db) as store:
             head = store.head()
-        expected = canonical.encode({"events": EVENTS, "head": head.content_hash}) + b"\n"
+        shown = {"events": EVENTS, "head": head.content_hash, "seq": EVENTS}
+        expected = canonical.encode(shown) + b"\n"
         assert (0, expected) == (result.exit_code, result.stdout_bytes)
         assert _exported(db) == _exported(copy)
 
@@ -619,7 +623,7 @@ class TestEntryPoints:
                 out, err = importer.communicate(timeout=60)
             exporter.wait(timeout=60)
         assert (0, 0, b"") == (exporter.returncode, importer.returncode, err)
-        assert out.startswith(f"imported {EVENTS} events into {copy}".encode())
+        assert out.startswith(f"imported {EVENTS} events up to seq {EVENTS} into {copy}".encode())
         assert _exported(db) == _exported(copy)
 
     def test_refused_import_is_one_line_and_leaves_nothing(self, db: Path, tmp_path: Path) -> None:

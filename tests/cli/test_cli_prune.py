@@ -141,3 +141,35 @@ def test_a_compacted_export_without_its_opening_is_refused(
     assert run("log", "verify", "--db", str(target)).stdout.startswith("ok: 0 events")
     whole = run("log", "import", "--db", str(target), stdin=exported)
     assert whole.exit_code == 0, whole.stderr
+
+
+def test_a_compacted_log_is_counted_from_its_origin(run: Run, live: Path, tmp_path: Path) -> None:
+    """Import, replay and rebuild say how many events the compacted log holds, and its head seq."""
+    args = ("--before", CUTOFF, "--apply", "--backup", str(tmp_path / "b.sqlite"), "--at", "9000")
+    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    chain = json.loads(run("log", "verify", "--db", str(live), "--json").stdout)
+    held, head = chain["events"], chain["headSeq"]
+    assert held < head
+    imported = run(
+        "log",
+        "import",
+        "--db",
+        str(tmp_path / "copy.db"),
+        "--json",
+        stdin=(run("log", "export", "--db", str(live)).stdout_bytes),
+    )
+    assert (json.loads(imported.stdout)["events"], json.loads(imported.stdout)["seq"]) == (
+        held,
+        head,
+    )
+    replayed = json.loads(
+        run("replay", "--db", str(live), "--out", str(tmp_path / "r.db"), "--json").stdout
+    )
+    assert (replayed["events"], replayed["seq"]) == (held, head)
+    rebuilt = json.loads(run("rebuild", "--db", str(live), "--json").stdout)
+    assert (rebuilt["events"], rebuilt["seq"]) == (held, head)
+    gone = run("replay", "--db", str(live), "--until", "2", "--out", str(tmp_path / "g.db"))
+    assert gone.exit_code == 2
+    assert "seq 2 was compacted away by a prune" in gone.stderr
+    assert len(gone.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "g.db").exists()

@@ -201,15 +201,19 @@ def import_(db: str | None, source: str, as_json: bool) -> None:
     try:
         with open_store(db, create=True) as store:
             head = _import(store, source)
+            events = head.seq - store.origin().seq  # a compacted log starts after its origin
     except PwfError:
         if created:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
         raise
     if as_json:
-        click.echo(canonical.encode({"events": head.seq, "head": head.content_hash}).decode())
+        shown = {"events": events, "head": head.content_hash, "seq": head.seq}
+        click.echo(canonical.encode(shown).decode())
     else:
-        click.echo(f"imported {head.seq} events into {path}, head {head.content_hash}")
+        click.echo(
+            f"imported {events} events up to seq {head.seq} into {path}, head {head.content_hash}"
+        )
 
 
 def _import(store: SqliteStore, source: str) -> Head:
