@@ -3,8 +3,10 @@
 # workers drive runs through the command path (client and worker protocol),
 # every outcome lands in the hash-chained log and its projections, and the log
 # is verified, exported, imported on "another machine" byte for byte, and then
-# tampered with to show the audit; finally old runs are pruned and the log
-# compacted, and the compacted log is proven against its backup.
+# tampered with to show the audit; old runs are pruned and the log compacted,
+# and the compacted log is proven against its backup.  It ends as operators
+# and auditors use pwf: replay the log to where an interaction was waiting and
+# explain it, then rebuild a copy and diff it against the live database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=demo-state
@@ -47,22 +49,6 @@ pwf query runs --db "$db" --limit 4
 pwf query interactions --db "$db" --limit 4
 pwf query messages --db "$db" --limit 4
 
-step "operators: where was the session's interaction waiting? replay the log to that seq and explain it"
-seq=$(pwf log show --db "$db" --type submission.recorded --run run-session --json | python -c 'import json,sys; print(json.loads(sys.stdin.readline())["seq"])')
-echo "the submission was recorded at seq $seq"
-pwf replay --db "$db" --until "$seq" --out "$dir/at-waiting.db"
-pwf explain interaction interaction-run-session-attempt-release-1 --db "$dir/at-waiting.db" | tail -n 4
-echo "and now, at the head of the log:"
-pwf explain interaction interaction-run-session-attempt-release-1 --db "$db" | tail -n 2
-
-step "auditors: rebuild a copy from its log, diff it against the live database, compare digests"
-cp "$db" "$dir/rebuilt.db"
-pwf rebuild --db "$dir/rebuilt.db"
-pwf diff "$db" "$dir/rebuilt.db"
-pwf digest "$db" | tail -n 1
-pwf digest "$dir/rebuilt.db" | tail -n 1
-pwf verify --db "$db"
-
 step "the last events of the log"
 pwf log tail --db "$db" -n 5
 
@@ -95,10 +81,10 @@ else
 fi
 
 step "maintenance: which run trees finished before 16:30 UTC could go? (a dry run changes nothing)"
-pwf state prune --db "$db" --before 2026-08-01T16:30:00Z
+pwf state prune --db "$db" --before 2026-08-01T16:30:00Z --at 1785800000000
 
 step "prune them: back up, then compact the log so it continues from a log.compacted event"
-pwf state prune --db "$db" --before 2026-08-01T16:30:00Z --apply --backup "$PWD/$dir/backups/before-prune.sqlite"
+pwf state prune --db "$db" --before 2026-08-01T16:30:00Z --at 1785800001000 --apply --backup "$PWD/$dir/backups/before-prune.sqlite"
 pwf log show --db "$db" --type log.compacted --json | python -c '
 import json, sys
 event = json.loads(sys.stdin.readline())
@@ -107,4 +93,20 @@ print(f"seq {event['"'"'seq'"'"']}: log.compacted replaced head seq {data['"'"'r
       f" {len(data['"'"'removedRunIds'"'"'])} runs and {data['"'"'removedEvents'"'"']} events removed,"
       f" {data['"'"'retainedEvents'"'"']} kept")'
 pwf log verify --db "$db" --backup "$dir/backups/before-prune.sqlite"
+pwf verify --db "$db"
+
+step "operators: where was the session's interaction waiting? replay the log to that seq and explain it"
+seq=$(pwf log show --db "$db" --type submission.recorded --run run-session --json | python -c 'import json,sys; print(json.loads(sys.stdin.readline())["seq"])')
+echo "the submission was recorded at seq $seq"
+pwf replay --db "$db" --until "$seq" --out "$dir/at-waiting.db"
+pwf explain interaction interaction-run-session-attempt-release-1 --db "$dir/at-waiting.db" | tail -n 4
+echo "and now, at the head of the log:"
+pwf explain interaction interaction-run-session-attempt-release-1 --db "$db" | tail -n 2
+
+step "auditors: rebuild a copy from its log, diff it against the live database, compare digests"
+cp "$db" "$dir/rebuilt.db"
+pwf rebuild --db "$dir/rebuilt.db"
+pwf diff "$db" "$dir/rebuilt.db"
+pwf digest "$db" | tail -n 1
+pwf digest "$dir/rebuilt.db" | tail -n 1
 pwf verify --db "$db"
