@@ -16,6 +16,11 @@ Every measurement runs in its own fresh Python process, so its peak memory
 * **floor, read+parse**: plain :mod:`sqlite3`, ``SELECT body FROM events
   ORDER BY seq`` and ``msgspec.json.decode`` of each body;
 * **floor, read+hash**: the same read and ``hashlib.sha256`` of each body;
+* **floor, write rows**: ``executemany`` of the final projection rows (those
+  the log's live projections hold, rowids included) into fresh tables as a
+  fold creates them, timing the inserts only: the least any fold of this log
+  must write, reported as events of the log per second; with read+parse it
+  gives the raw-SQLite cost of reading the log and writing its result once;
 * **rebuild**: ``pwf.replay.rebuild`` on a copy of the log (the copy is made
   before the clock starts);
 * **replay**: ``pwf.replay.replay`` of the whole log into a new file;
@@ -197,6 +202,56 @@ def _task_floor_hash(db: Path, _work: Path) -> tuple[float, int, str]:
     return time.perf_counter() - started, count, ""
 
 
+_WRITE_BATCH: Final = 5_000
+"""Rows read (untimed) and then inserted (timed) per step of the write floor."""
+
+
+def _task_floor_write(db: Path, work: Path) -> tuple[float, int, str]:
+    """Insert the log's final projection rows into fresh tables: the least a fold must write.
+
+    The rows are the ones the live projections hold, read table by table in
+    rowid order (untimed) and inserted with ``executemany``, rowids included,
+    into a new file with every projection's tables as a fold creates them:
+    no journal, no fsync, secondary indexes and CHECK constraints left out.
+    Only the inserts are timed; the result is events of the log per second of
+    inserting, so it compares with the rebuild's rate directly.
+    """
+    from pwf.readmodel import ReadModel, projection_tables  # noqa: PLC0415 - child only
+
+    out = work / "written.db"
+    _remove(out)
+    source = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+    target = sqlite3.connect(out, isolation_level=None)
+    elapsed, rows = 0.0, 0
+    try:
+        target.execute("PRAGMA journal_mode = OFF")
+        target.execute("PRAGMA synchronous = OFF")
+        target.execute(
+            "CREATE TABLE _pwf_checkpoint (projection TEXT PRIMARY KEY,"
+            " version INTEGER NOT NULL, last_seq INTEGER NOT NULL) STRICT"
+        )
+        ReadModel().install(target, defer_indexes=True)
+        target.execute("BEGIN")
+        for table in projection_tables(source):
+            columns = [row[1] for row in source.execute(f"PRAGMA table_info({table})")]
+            marks = ", ".join("?" * (len(columns) + 1))
+            insert = f"INSERT INTO {table} (rowid, {', '.join(columns)}) VALUES ({marks})"  # noqa: S608 - names from the schema
+            cursor = source.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid")  # noqa: S608 - same
+            while batch := cursor.fetchmany(_WRITE_BATCH):
+                started = time.perf_counter()
+                target.executemany(insert, batch)
+                elapsed += time.perf_counter() - started
+                rows += len(batch)
+        started = time.perf_counter()
+        target.execute("COMMIT")
+        elapsed += time.perf_counter() - started
+    finally:
+        source.close()
+        target.close()
+        _remove(out)
+    return elapsed, _head_seq(db), f"{rows} rows"
+
+
 def _open(db: Path, *, read_only: bool) -> Any:  # noqa: ANN401 - a SqliteStore
     from pwf.readmodel import ReadModel  # noqa: PLC0415 - imported in the child only
     from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
@@ -293,6 +348,7 @@ def _task_baseline(_db: Path, _work: Path) -> tuple[float, int, str]:
 TASKS: Final[dict[str, Callable[[Path, Path], tuple[float, int, str]]]] = {
     "floor-parse": _task_floor_parse,
     "floor-hash": _task_floor_hash,
+    "floor-write": _task_floor_write,
     "baseline": _task_baseline,
     "rebuild": _task_rebuild,
     "replay": _task_replay,
@@ -343,7 +399,7 @@ def measure(task: str, db: Path, work: Path) -> dict[str, Any]:
 
 RATES: Final = ("rebuild", "replay", "verify", "chain", "check")
 TIMES: Final = ("diff", "log-diff", "digest")
-ORDER: Final = ("floor-parse", "floor-hash", *RATES, *TIMES)
+ORDER: Final = ("floor-parse", "floor-hash", "floor-write", *RATES, *TIMES)
 
 
 def _mb(kib: float) -> str:
@@ -374,6 +430,8 @@ def run(events: int = EVENTS, rounds: int | None = None, seed: int = 7) -> list[
         shutil.rmtree(work, ignore_errors=True)
 
     parse, hashing = rates["floor-parse"].median, rates["floor-hash"].median
+    written = rates["floor-write"].median
+    both = 1 / (1 / parse + 1 / written)
     size_mb = db.stat().st_size / 1e6
 
     def ratio(task: str, floor: float) -> float:
@@ -397,7 +455,16 @@ def run(events: int = EVENTS, rounds: int | None = None, seed: int = 7) -> list[
         f"  floor read+parse  {rates['floor-parse'].summary()}  peak {peak('floor-parse')}",
         f"  floor read+hash   {rates['floor-hash'].summary()}  peak {peak('floor-hash')}",
         (
-            f"  rebuild  {rates['rebuild'].summary()}  {ratio('rebuild', parse):.2f} x parse floor;"
+            f"  floor write rows  {rates['floor-write'].summary()}  peak {peak('floor-write')};"
+            f" {notes['floor-write']} inserted into fresh tables"
+        ),
+        (
+            f"  floor read+parse, then write rows, one process: {fmt_rate(both)}/s"
+            f" (the two medians combined)"
+        ),
+        (
+            f"  rebuild  {rates['rebuild'].summary()}  {ratio('rebuild', parse):.2f} x parse floor,"
+            f" {ratio('rebuild', both):.2f} x parse+write;"
             f" peak {peak('rebuild')}; target >= {fmt_rate(REBUILD_RATE)}/s"
             f" {verdict(rates['rebuild'].median >= REBUILD_RATE)}, >= {REBUILD_RATIO} x"
             f" {verdict(ratio('rebuild', parse) >= REBUILD_RATIO)}; {notes['rebuild']}"
