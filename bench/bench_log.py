@@ -28,7 +28,7 @@ Every measurement runs in its own fresh Python process, so its peak memory
   parsed and its indexed columns checked);
 * **chain**: ``SqliteStore.verify(deep=False)`` (``pwf log verify --chain-only``: the
   chain from the bytes alone);
-* **check**: ``pwf.replay.check`` (the chain, then a rebuild compared with
+* **check**: ``pwf.check.check`` (the chain, then a rebuild compared with
   the live projections);
 * **diff** / **log diff** / **digest**: ``pwf.diff.diff_databases`` and
   ``diff_logs`` of the log against the rebuilt copy, ``digest_database`` of
@@ -302,11 +302,11 @@ def _task_chain(db: Path, _work: Path) -> tuple[float, int, str]:
 
 
 def _task_check(db: Path, _work: Path) -> tuple[float, int, str]:
-    from pwf import replay  # noqa: PLC0415 - imported in the child only
+    from pwf import check  # noqa: PLC0415 - imported in the child only
 
     with _open(db, read_only=True) as store:
         started = time.perf_counter()
-        report = replay.check(store)
+        report = check.check(store)
         elapsed = time.perf_counter() - started
     return elapsed, report.chain.events, "ok" if report.ok else "DIFFERS"
 

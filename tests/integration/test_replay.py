@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
+import pwf.decoding
 import pwf.replay
 import pwf.splitfold
+from pwf.check import check
 from pwf.cli._options import open_store
 from pwf.errors import ChainError, InputError, StoreBusyError, StoreError
 from pwf.readmodel import dump
-from pwf.replay import check, rebuild, replay
+from pwf.replay import rebuild, replay
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -382,14 +384,14 @@ class _Appender:
 
 def _fail_at(monkeypatch: pytest.MonkeyPatch, *, seq: int) -> None:
     """Make decoding the event at ``seq`` raise, as a crash in the middle of the fold would."""
-    decode = pwf.replay._entry
+    decode = pwf.decoding._entry
 
     def failing(expected: int, stored: int, body: bytes) -> Entry:
         if expected == seq:
             raise RuntimeError("crash")
         return decode(expected, stored, body)
 
-    monkeypatch.setattr(pwf.replay, "_entry", failing)
+    monkeypatch.setattr(pwf.decoding, "_entry", failing)
 
 
 class TestCheck:

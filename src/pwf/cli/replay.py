@@ -9,15 +9,18 @@ import click
 import structlog
 
 from pwf import canonical
+from pwf.check import check
 from pwf.cli._options import db_option, json_option, open_store
-from pwf.replay import check, rebuild, replay
+from pwf.replay import rebuild, replay
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from click._termui_impl import ProgressBar
 
-    from pwf.replay import Check, Progress, ReplayReport, RowDifference, Value
+    from pwf.check import Check, RowDifference, Value
+    from pwf.replay import ReplayReport
+    from pwf.scratch import Progress
 
 __all__ = ["rebuild_command", "replay_command", "verify_command"]
 

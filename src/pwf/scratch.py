@@ -1,0 +1,246 @@
+"""Scratch files that fold a stored log in chunks; imports decoding, splitfold, readmodel, store.
+
+A :class:`ScratchFold` is a new SQLite file with the live database attached
+as ``live``: it creates every projection without its secondary indexes, folds
+the log in chunks of seq (one transaction each, so memory stays flat however
+long the log is), splitting long folds with a forked process, and indexes
+the tables afterwards (ADR 0013).  :func:`scratch_fold` makes one and deletes
+it whatever happens; replay, rebuild and check build on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal
+
+from pwf.decoding import Chain, decoded
+from pwf.errors import ChainError
+from pwf.readmodel import ReadModel
+from pwf.splitfold import fold
+from pwf.store import EMPTY, Head, origin_of
+from pwf.store.sqlite import FORMAT, SCHEMA, translate_error
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pwf.store.sqlite import SqliteStore
+
+__all__ = [
+    "CHUNK",
+    "Progress",
+    "ScratchFold",
+    "quote",
+    "scratch_fold",
+    "table_names",
+    "transaction",
+]
+
+CHUNK: Final = 10_000
+"""Events folded per transaction: enough to amortise a commit, few enough to stream."""
+
+Progress = Callable[[int, int], None]
+"""Told ``(events folded so far, events to fold)`` after every chunk."""
+
+_SCRATCH_PRAGMAS: Final = (
+    # A scratch file is deleted on any error, so it needs neither a journal nor fsync.
+    "PRAGMA main.journal_mode = OFF",
+    "PRAGMA main.synchronous = OFF",
+    "PRAGMA temp_store = FILE",
+)
+_PROJECTION_TABLES: Final = (
+    "SELECT name FROM {schema}.sqlite_master WHERE type = 'table'"
+    " AND name NOT LIKE '\\_pwf\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+    " AND name != 'events' ORDER BY name"
+)
+_CHECKPOINT: Final = next(statement for statement in SCHEMA if "_pwf_checkpoint (" in statement)
+
+
+class ScratchFold:
+    """A scratch database with the live one attached as ``live``; folds its log in chunks."""
+
+    bulk: ReadModel | None = None
+    """While a forked process folds some read models, the model of the caller's others."""
+
+    def __init__(  # noqa: PLR0913 - each keyword shapes the fold
+        self,
+        path: Path,
+        connection: sqlite3.Connection,
+        *,
+        copy_events: bool,
+        progress: Progress | None,
+        chunk: int,
+        verified: int = 0,
+    ) -> None:
+        """Fold from ``live.events``; with ``copy_events`` copy those rows into ``main`` too.
+
+        The content hashes of the events up to seq ``verified`` are trusted.
+        """
+        self.path = path
+        self.connection = connection
+        self.copy_events = copy_events
+        self.progress = progress
+        self.chunk = chunk
+        self.model = ReadModel()
+        row = connection.execute("SELECT seq, body FROM live.events ORDER BY seq LIMIT 1")
+        found = row.fetchone()
+        self.chain = Chain(EMPTY if found is None else origin_of(found[0], found[1]), verified)
+        self.total = 0
+
+    def install(self) -> None:
+        """Create the bookkeeping tables (and the log's, when copying) and every projection.
+
+        The projections' secondary indexes wait for :meth:`index`, after the bulk of the fold.
+        """
+        with transaction(self.connection):
+            if self.copy_events:
+                for statement in SCHEMA:
+                    self.connection.execute(statement)
+                self.connection.execute(
+                    "INSERT INTO _pwf_meta (key, value) VALUES ('format', ?)", (FORMAT,)
+                )
+            else:
+                self.connection.execute(_CHECKPOINT)
+            self.model.install(self.connection, defer_indexes=True)
+
+    def index(self) -> None:
+        """Create the indexes :meth:`install` left out; what is folded after keeps them up."""
+        with transaction(self.connection):
+            self.model.create_indexes(self.connection)
+
+    def live_head(self) -> Head:
+        """The live log's head, as the current transaction (if any) sees it."""
+        row = self.connection.execute("SELECT seq, content_hash, batch FROM live._pwf_head")
+        found = row.fetchone()
+        return Head(seq=found[0], content_hash=found[1], batch=found[2]) if found else EMPTY
+
+    def fold_split(self, last: int) -> None:
+        """:meth:`fold_until` ``last``, with a forked process for some read models when it pays.
+
+        See :func:`pwf.splitfold.fold`: this process reads and checks the
+        chain and folds the read models the forked process leaves to it.
+        """
+        fold(self, self.chain.head.seq + 1, last, decoded)
+
+    def fold_until(self, last: int) -> None:
+        """Fold every event after the chain's head up to seq ``last``, committing per chunk."""
+        self.total = max(self.total, last)
+        while self.chain.head.seq < last:
+            first = self.chain.head.seq + 1
+            self._chunk(first, min(first + self.chunk - 1, last))
+
+    def _chunk(self, first: int, last: int) -> None:
+        connection = self.connection
+        with transaction(connection):
+            if self.copy_events:
+                connection.execute(
+                    "INSERT INTO main.events SELECT * FROM live.events"
+                    " WHERE seq BETWEEN ? AND ? ORDER BY seq",
+                    (first, last),
+                )
+            rows = connection.execute(
+                f"SELECT seq, body FROM {'main' if self.copy_events else 'live'}.events"  # noqa: S608 - a constant schema name
+                " WHERE seq BETWEEN ? AND ? ORDER BY seq",
+                (first, last),
+            )
+            model = self.model if self.bulk is None else self.bulk
+            model.fold(connection, self.chain.entries(rows))
+            head = self.chain.head
+            if head.seq != last:
+                raise ChainError(head.seq + 1, f"seq {head.seq + 1} is missing from the log")
+            if self.copy_events:
+                connection.execute(
+                    "INSERT INTO _pwf_head (id, seq, content_hash, batch) VALUES (1, ?, ?, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET seq = excluded.seq,"
+                    " content_hash = excluded.content_hash, batch = excluded.batch",
+                    (head.seq, head.content_hash, head.batch),
+                )
+        if self.progress is not None:
+            self.progress(last, self.total)
+
+
+@contextlib.contextmanager
+def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
+    store: SqliteStore,
+    beside: Path,
+    infix: str,
+    *,
+    copy_events: bool,
+    writable: bool,
+    progress: Progress | None,
+    chunk: int,
+    anywhere: bool = False,
+    verified: int = 0,
+) -> Iterator[ScratchFold]:
+    """A new SQLite file next to ``beside``, deleted when the block ends, whatever happens.
+
+    With ``anywhere`` it goes to the system's temporary directory when
+    ``beside``'s directory is not writable.  The live database is attached
+    read-only unless ``writable``; sqlite3 errors leave the block as pwf's.
+    """
+    try:
+        descriptor, name = tempfile.mkstemp(prefix=f"{beside.name}.{infix}-", dir=beside.parent)
+    except OSError:
+        if not anywhere:
+            raise
+        descriptor, name = tempfile.mkstemp(prefix=f"{beside.name}.{infix}-")
+    os.close(descriptor)
+    path = Path(name)
+    try:
+        connection = sqlite3.connect(path, isolation_level=None)
+        try:
+            for pragma in _SCRATCH_PRAGMAS:
+                connection.execute(pragma)
+            timeout = store.connection.execute("PRAGMA busy_timeout").fetchone()[0]
+            connection.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+            mode = "rw" if writable else "ro"
+            connection.execute("ATTACH DATABASE ? AS live", (f"{store.path.as_uri()}?mode={mode}",))
+            if writable:
+                level = store.connection.execute("PRAGMA synchronous").fetchone()[0]
+                connection.execute(f"PRAGMA live.synchronous = {int(level)}")
+            yield ScratchFold(
+                path,
+                connection,
+                copy_events=copy_events,
+                progress=progress,
+                chunk=chunk,
+                verified=verified,
+            )
+        except sqlite3.Error as error:
+            raise translate_error(error, store.path) from None
+        finally:
+            connection.close()
+    finally:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def transaction(connection: sqlite3.Connection, begin: str = "BEGIN") -> Iterator[None]:
+    """Run the block in a transaction, or inside the caller's when one is open."""
+    if connection.in_transaction:
+        yield
+        return
+    connection.execute(begin)
+    try:
+        yield
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def table_names(connection: sqlite3.Connection, schema: Literal["main", "live"]) -> list[str]:
+    """The projection tables of one attached database, sorted."""
+    query = _PROJECTION_TABLES.format(schema=schema)
+    return [row[0] for row in connection.execute(query)]
+
+
+def quote(name: str) -> str:
+    """A name as an SQL identifier, in double quotes."""
+    return '"' + name.replace('"', '""') + '"'
