@@ -1,7 +1,8 @@
 """Conformance scenarios B: command idempotency (SCENARIOS.md B, DOMAIN §7).
 
-Scenarios 13 (session coordinators), 17 (``state.backup``) and 18 (a served
-host that stops) need parts that are not built yet and are not written here.
+Scenario 13 lives with the other restarts in ``test_scenarios_g_restart.py``
+and 17 with the backups in ``test_state_backup.py``.  Scenario 18 (a served
+host that stops) needs ``pwf serve``, which is not built, and is not written.
 """
 
 from __future__ import annotations
