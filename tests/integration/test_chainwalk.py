@@ -16,6 +16,7 @@ import pytest
 from pwf.errors import ChainError, StoreError
 from pwf.store import Head, chainwalk
 from pwf.store.chainwalk import ranges, walk_chain
+from pwf.store.rows import COLUMNS, verify_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -310,10 +311,12 @@ class TestFailures:
         """An exception in another range's process comes back as a StoreError."""
         walk = chainwalk._walk
 
-        def failing(uri: str, low: int | None, high: int | None, origin: Head | None) -> object:
+        def failing(
+            uri: str, low: int | None, high: int | None, origin: Head | None, deep: bool
+        ) -> object:
             if low is not None:
                 raise RuntimeError("disk on fire")
-            return walk(uri, low, high, origin)
+            return walk(uri, low, high, origin, deep)
 
         monkeypatch.setattr(chainwalk, "_walk", failing)
         with pytest.raises(StoreError, match="disk on fire"):
@@ -323,3 +326,98 @@ class TestFailures:
         """A path with no database behind it cannot be walked."""
         with pytest.raises(StoreError):
             walk_chain(tmp_path / "absent.db", EMPTY, processes=2)
+
+
+def _deep_fault(store: SqliteStore, processes: int, origin: Head = EMPTY) -> tuple[int, str]:
+    with pytest.raises(ChainError) as caught:
+        walk_chain(store.path, origin, processes=processes, deep=True)
+    return caught.value.seq, caught.value.reason
+
+
+def _deep_reference(store: SqliteStore, origin: Head = EMPTY) -> tuple[int, str]:
+    """What the one-process deep walk of ``pwf log verify`` reports."""
+    with pytest.raises(ChainError) as caught:
+        verify_rows(store.connection.execute(f"SELECT {COLUMNS} FROM events ORDER BY seq"), origin)  # noqa: S608 - constant columns
+    return caught.value.seq, caught.value.reason
+
+
+class TestDeep:
+    """The deep walk split over ranges reports what the one-process deep walk reports."""
+
+    @pytest.mark.parametrize("processes", [*PROCESSES, 7])
+    def test_returns_the_head(self, log: SqliteStore, processes: int) -> None:
+        """An intact log walks to its head however it is split."""
+        assert log.head() == walk_chain(log.path, EMPTY, processes=processes, deep=True)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("seq", [1, 2, 3, 4, 5, 6, 7])
+    @pytest.mark.parametrize(
+        "damage",
+        ["middle byte", "run_id column", "type column", "at column", "gap", "batch jump"],
+    )
+    def test_damage_is_named_as_one_process_names_it(
+        self, log: SqliteStore, forge: Reseal, processes: int, seq: int, damage: str
+    ) -> None:
+        """Bytes, columns, gaps and forged batches: same seq, same reason, any split."""
+        body = _body(log, seq)
+        if damage == "middle byte":
+            _set(log, seq, body=_changed(body, len(body) // 2))
+        elif damage == "gap":
+            log.connection.execute("DELETE FROM events WHERE seq = ?", (seq,))
+            if seq == EVENTS:  # a cut tail walks to the last stored event; the head tells
+                assert EVENTS - 1 == walk_chain(log.path, EMPTY, processes=processes, deep=True).seq
+                assert log.verify().first_bad_seq == EVENTS
+                return
+        elif damage == "batch jump":
+            document = json.loads(body)
+            document["batch"] = 9
+            forged = forge(document)
+            _set(log, seq, body=forged, content_hash=json.loads(forged)["contentHash"])
+        else:
+            column = damage.split(maxsplit=1)[0]
+            _set(log, seq, **{column: "run-x" if column != "at" else 1})
+        expected = _deep_reference(log)
+        assert expected[0] == seq or damage == "batch jump"
+        assert expected == _deep_fault(log, processes)
+        assert expected == (log.verify().first_bad_seq, log.verify().reason)
+
+    @pytest.mark.parametrize("seq", [4, 5])
+    def test_every_byte_at_the_boundary(self, log: SqliteStore, seq: int) -> None:
+        """Every offset of the last event of one range and the first of the next."""
+        body = _body(log, seq)
+        missed = []
+        for offset in range(0, len(body), 3):
+            _set(log, seq, body=_changed(body, offset))
+            if _deep_fault(log, 2) != _deep_reference(log):
+                missed.append(offset)
+        _set(log, seq, body=body)
+        assert [] == missed
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize(("first", "second"), [(1, 2), (4, 5), (3, 6), (2, 7)])
+    def test_swapped_rows(self, log: SqliteStore, processes: int, first: int, second: int) -> None:
+        """Two exchanged rows, columns and all, break the links at the earlier seq."""
+        rows = {
+            seq: log.connection.execute(
+                "SELECT batch, type, at, run_id, content_hash, prev_hash, body"
+                " FROM events WHERE seq = ?",
+                (seq,),
+            ).fetchone()
+            for seq in (first, second)
+        }
+        names = ("batch", "type", "at", "run_id", "content_hash", "prev_hash", "body")
+        _set(log, first, content_hash="moving")  # content_hash is unique: free it first
+        _set(log, second, **dict(zip(names, rows[first], strict=True)))
+        _set(log, first, **dict(zip(names, rows[second], strict=True)))
+        expected = _deep_reference(log)
+        assert expected == _deep_fault(log, processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_from_an_origin(self, log: SqliteStore, processes: int) -> None:
+        """A log cut after seq 4 walks from the head it continues, and its first link counts."""
+        document = json.loads(_body(log, 4))
+        log.connection.execute("DELETE FROM events WHERE seq <= 4")
+        origin = Head(seq=4, content_hash=document["contentHash"], batch=document["batch"])
+        assert log.head() == walk_chain(log.path, origin, processes=processes, deep=True)
+        wrong = Head(seq=4, content_hash="0" * 64, batch=origin.batch)
+        assert _deep_reference(log, wrong) == _deep_fault(log, processes, wrong)

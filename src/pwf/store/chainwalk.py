@@ -29,15 +29,18 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from pwf.errors import ChainError, StoreError
 from pwf.forked import Forked, can_fork, processors
 from pwf.store import Head
+from pwf.store.rows import COLUMNS, check_event, check_link
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from pathlib import Path
 
-__all__ = ["PARALLEL_FROM", "ranges", "walk_chain", "walk_rows"]
+__all__ = ["DEEP_PARALLEL_FROM", "PARALLEL_FROM", "ranges", "walk_chain", "walk_rows"]
 
 PARALLEL_FROM: Final = 50_000
 """Fewer seqs than this are walked in one process by default: a second one would not pay."""
+DEEP_PARALLEL_FROM: Final = 5_000
+"""The same for the deep walk, whose events cost some twenty times as much."""
 _MOST_PROCESSES: Final = 4
 """More processes than this only fight over the same file."""
 
@@ -83,7 +86,12 @@ def ranges(first: int, last: int, parts: int) -> list[tuple[int, int]]:
 
 
 def walk_chain(
-    path: Path, origin: Head, *, processes: int | None = None, upto: int | None = None
+    path: Path,
+    origin: Head,
+    *,
+    processes: int | None = None,
+    upto: int | None = None,
+    deep: bool = False,
 ) -> Head:
     """Walk the log at ``path`` from ``origin``; return its last event's head.
 
@@ -98,18 +106,25 @@ def walk_chain(
     tampering or compaction, and a fault found is worth confirming in that
     snapshot before it is reported.
 
+    With ``deep`` every range also parses each event and compares its
+    indexed columns, as ``pwf log verify`` does (:mod:`pwf.store.rows`);
+    that costs some twenty times the bytes-only walk, so it is shared from
+    :data:`DEEP_PARALLEL_FROM` events on.
+
     Raises:
         ChainError: at the first bad seq, naming why.
         StoreError: the database cannot be read, or a walking process died.
     """
     uri = f"{path.absolute().as_uri()}?mode=ro"
     try:
-        return _walk_all(uri, origin, processes, upto)
+        return _walk_all(uri, origin, processes, upto, deep=deep)
     except sqlite3.Error as error:
         raise StoreError(f"{path}: {error}") from None
 
 
-def _walk_all(uri: str, origin: Head, processes: int | None, upto: int | None) -> Head:
+def _walk_all(
+    uri: str, origin: Head, processes: int | None, upto: int | None, *, deep: bool
+) -> Head:
     last = upto
     if last is None:
         connection = sqlite3.connect(uri, uri=True)
@@ -119,28 +134,30 @@ def _walk_all(uri: str, origin: Head, processes: int | None, upto: int | None) -
             connection.close()
         last = found if isinstance(found, int) else origin.seq
     first = origin.seq + 1
-    wanted = _default_processes(last - first + 1) if processes is None else processes
+    wanted = _default_processes(last - first + 1, deep) if processes is None else processes
     spans = ranges(first, last, wanted) if last >= first else [(first, first)]
     if len(spans) == 1 or not can_fork():
-        part = _walk(uri, None, upto, origin)
+        part = _walk(uri, None, upto, origin, deep)
         return _joined(origin, [part])
-    return _walk_parallel(uri, origin, spans, upto)
+    return _walk_parallel(uri, origin, spans, upto, deep)
 
 
-def _default_processes(count: int) -> int:
-    if count < PARALLEL_FROM:
+def _default_processes(count: int, deep: bool) -> int:
+    if count < (DEEP_PARALLEL_FROM if deep else PARALLEL_FROM):
         return 1
     return max(1, min(processors(), _MOST_PROCESSES))
 
 
-def _walk_parallel(uri: str, origin: Head, spans: list[tuple[int, int]], upto: int | None) -> Head:
+def _walk_parallel(
+    uri: str, origin: Head, spans: list[tuple[int, int]], upto: int | None, deep: bool
+) -> Head:
     """Walk the first range here and every other in a forked process; join them in order."""
     others: list[Forked[_Part]] = []
     try:
         for index, (low, high) in enumerate(spans[1:], start=1):
             bound = upto if index == len(spans) - 1 else high
-            others.append(Forked(_walk, uri, low, bound, None))
-        parts = [_walk(uri, None, spans[0][1], origin)]
+            others.append(Forked(_walk, uri, low, bound, None, deep))
+        parts = [_walk(uri, None, spans[0][1], origin, deep)]
         if parts[0].fault is None and not parts[0].ended:
             for other in others:
                 parts.append(other.result())
@@ -184,8 +201,10 @@ def walk_rows(rows: Iterable[tuple[object, ...]], origin: Head) -> Head:
     return Head(seq=walk.seq, content_hash=walk.hash, batch=walk.batch)
 
 
-def _walk(uri: str, low: int | None, high: int | None, origin: Head | None) -> _Part:
-    """Walk the rows with ``low <= seq <= high`` (either may be open).
+def _walk(
+    uri: str, low: int | None, high: int | None, origin: Head | None, deep: bool = False
+) -> _Part:
+    """Walk the rows with ``low <= seq <= high`` (either may be open), deeply or not.
 
     With ``origin`` the range starts the log and every link is checked;
     without it the first event's ``prevHash`` and batch are only reported.
@@ -201,11 +220,12 @@ def _walk(uri: str, low: int | None, high: int | None, origin: Head | None) -> _
     start = low if low is not None else (origin.seq + 1 if origin is not None else 1)
     connection = sqlite3.connect(uri, uri=True)
     try:
+        selected = COLUMNS if deep else "seq, CAST(content_hash AS BLOB), body"
         rows = connection.execute(
-            f"SELECT seq, CAST(content_hash AS BLOB), body FROM events{condition} ORDER BY seq",  # noqa: S608 - constant conditions
+            f"SELECT {selected} FROM events{condition} ORDER BY seq",  # noqa: S608 - constant columns and conditions
             params,
         )
-        walk = _Range(start, origin)
+        walk = _DeepRange(start, origin) if deep else _Range(start, origin)
         try:
             walk.run(rows)
         except ChainError as error:
@@ -317,6 +337,39 @@ class _Range:
             self.seq, self.hash, self.batch = seq - 1, own.decode(), batch
             raise
         self.seq, self.hash, self.batch = seq, own.decode(), batch
+
+
+class _DeepRange(_Range):
+    """The deep walk of one range: each event parsed and its columns compared, then its links.
+
+    The checks and their order are :func:`pwf.store.rows.verify_rows`'s; a
+    range that does not open the log leaves its first event's links to the
+    join, which compares the raw ``prevHash`` member as the bytes-only walk
+    reports it.
+    """
+
+    def _first(self, row: tuple[object, ...]) -> None:
+        seq = self.seq + 1
+        origin = self.origin
+        entry = check_event(seq, row, None if origin is None else origin.seq + 1)
+        self.first_prev = _prev_value((entry.prev_hash or "").encode())
+        self.first_batch = entry.batch
+        if origin is not None:
+            check_link(seq, entry, origin)
+            if entry.batch != origin.batch + 1:
+                raise ChainError(seq, f"batch {entry.batch} does not follow batch {origin.batch}")
+        self.seq, self.hash, self.batch = seq, entry.content_hash, entry.batch
+
+    def _loop(self, rows: Iterable[tuple[object, ...]]) -> None:
+        head = Head(seq=self.seq, content_hash=self.hash, batch=self.batch)
+        try:
+            for row in rows:
+                seq = head.seq + 1
+                entry = check_event(seq, row, None)
+                check_link(seq, entry, head)
+                head = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
+        finally:
+            self.seq, self.hash, self.batch = head.seq, head.content_hash, head.batch
 
 
 def _exact(seq: int, row: tuple[object, ...], prev: bytes, batch: int) -> tuple[bytes, int]:

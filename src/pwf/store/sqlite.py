@@ -16,10 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Self
 
-from pwf.errors import ChainError, InputError, LineError, PwfError, StoreBusyError, StoreError
-from pwf.events import Actor, Cause, Entry, Event, LogCompacted, Sealed, open_body, seal
+from pwf.errors import ChainError, InputError, PwfError, StoreBusyError, StoreError
+from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body, seal
 from pwf.store import EMPTY, AppendHook, Head, StoredEvent, VerifyReport, origin_of
 from pwf.store.chainwalk import walk_chain, walk_rows
+from pwf.store.rows import COLUMNS, columns, verify_rows
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -76,10 +77,6 @@ SCHEMA: Final = (
 ) STRICT""",
 )
 
-_COLUMNS: Final = (
-    "seq, batch, type, at, run_id, session_id, request_id, client_id, idempotency_key,"
-    " content_hash, prev_hash, body"
-)
 _LOOKUPS: Final = frozenset({"type", "run_id", "session_id", "request_id", "client_id", "batch"})
 
 
@@ -207,7 +204,7 @@ class SqliteTransaction:
     def _write(self, sealed: list[Sealed]) -> None:
         """Insert rows, move the head, run the append hooks: all in this transaction."""
         self.connection.executemany(
-            f"INSERT INTO events ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [_row(item) for item in sealed],
         )
         last = sealed[-1].entry
@@ -250,26 +247,8 @@ class SqliteTransaction:
         self._write([Sealed(entry=entry, body=body)])
 
 
-def _columns(entry: Entry) -> tuple[object, ...]:
-    """The indexed columns as the event's own bytes say they are."""
-    cause = entry.cause
-    return (
-        entry.seq,
-        entry.batch,
-        entry.type,
-        entry.at,
-        entry.event.index_run_id(),
-        entry.event.index_session_id(),
-        cause.request_id if cause else None,
-        cause.client_id if cause else None,
-        cause.idempotency_key if cause else None,
-        entry.content_hash,
-        entry.prev_hash,
-    )
-
-
 def _row(item: Sealed) -> tuple[object, ...]:
-    return (*_columns(item.entry), item.body)
+    return (*columns(item.entry), item.body)
 
 
 class SqliteStore:
@@ -462,8 +441,8 @@ class SqliteStore:
         finally:
             self.connection.execute("COMMIT")
 
-    def _walk(self, origin: Head, head: Head) -> Head:
-        """The chain-only walk, shared across processes for a long log (``pwf.store.chainwalk``).
+    def _walk(self, origin: Head, head: Head, *, deep: bool) -> Head:
+        """The walk, shared across processes for a long log (``pwf.store.chainwalk``).
 
         The walkers read their own snapshots, bounded by the last seq of this
         one; whatever they report other than this snapshot's head is walked
@@ -473,10 +452,13 @@ class SqliteStore:
         top = self.connection.execute("SELECT max(seq) FROM events").fetchone()[0]
         if top is not None:
             try:
-                if walk_chain(self.path, origin, upto=top) == head:
+                if walk_chain(self.path, origin, upto=top, deep=deep) == head:
                     return head
             except (ChainError, StoreError):
                 pass
+        if deep:
+            select = f"SELECT {COLUMNS} FROM events ORDER BY seq"
+            return verify_rows(self.connection.execute(select), origin)
         return walk_rows(
             self.connection.execute(
                 "SELECT seq, CAST(content_hash AS BLOB), body FROM events ORDER BY seq"
@@ -489,12 +471,7 @@ class SqliteStore:
         origin = EMPTY
         try:
             origin = self.origin()
-            if deep:
-                last = _verify_rows(
-                    self.connection.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq"), origin
-                )
-            else:
-                last = self._walk(origin, head)
+            last = self._walk(origin, head, deep=deep)
         except ChainError as error:
             return VerifyReport(
                 events=max(error.seq - 1 - origin.seq, 0),
@@ -513,38 +490,3 @@ class SqliteStore:
                 else "the head's hash or batch does not match the last event",
             )
         return VerifyReport(events=last.seq - origin.seq, head=head)
-
-
-def _verify_rows(rows: Iterator[tuple[object, ...]], origin: Head) -> Head:
-    """Walk rows in seq order from ``origin``; raise ChainError at the first fault."""
-    expected = origin
-    for row in rows:
-        seq = expected.seq + 1
-        if row[0] != seq:
-            raise ChainError(seq, f"seq {seq} is missing (next stored is {row[0]})")
-        body = row[11]
-        if not isinstance(body, bytes):
-            raise ChainError(seq, "the stored body is not bytes")
-        try:
-            entry = open_body(body)
-        except (LineError, InputError) as error:
-            raise ChainError(seq, str(error)) from None
-        _check_columns(seq, row, entry)
-        if isinstance(entry.event, LogCompacted) and seq != origin.seq + 1:
-            raise ChainError(seq, "log.compacted may only open a log")
-        if entry.prev_hash != expected.content_hash:
-            raise ChainError(seq, "prevHash does not match the previous event's contentHash")
-        if entry.batch not in (expected.batch, expected.batch + 1) or (
-            seq == origin.seq + 1 and entry.batch != origin.batch + 1
-        ):
-            raise ChainError(seq, f"batch {entry.batch} does not follow batch {expected.batch}")
-        expected = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
-    return expected
-
-
-def _check_columns(seq: int, row: tuple[object, ...], entry: Entry) -> None:
-    body_says = _columns(entry)
-    if body_says != tuple(row[:11]):
-        names = _COLUMNS.split(", ")
-        column = next(n for n, a, b in zip(names, body_says, row, strict=False) if a != b)
-        raise ChainError(seq, f"indexed column {column.strip()} disagrees with the stored bytes")
