@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -104,6 +105,37 @@ class TestReplay:
         expected = {"events": 4, "seq": 4, "batch": 2, "requestedSeq": 4, "logSeq": 6}
         assert (0, expected) == (result.exit_code, {key: report[key] for key in expected})
         assert (str(out), _tables(live)) == (report["out"], report["tables"])
+
+    @pytest.mark.parametrize(
+        "when", ["1970-01-01T00:00:02.500Z", "1970-01-01T01:00:02.5+01:00", "1970-01-01T00:00:02.5"]
+    )
+    def test_until_time_in_iso_8601(
+        self, run: Run, live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+    ) -> None:
+        """An ISO time cuts where its milliseconds do; without a zone it is local time, warned."""
+        monkeypatch.setenv("TZ", "UTC")
+        time.tzset()
+        try:
+            out = tmp_path / "out.db"
+            result = run("replay", "--db", str(live), "--until-time", when, "--out", str(out))
+        finally:
+            monkeypatch.undo()
+            time.tzset()
+        assert (0, True) == (result.exit_code, result.stdout.startswith("replayed 4 events"))
+        warned = "warning: --until-time 1970-01-01T00:00:02.5 has no time zone" in result.stderr
+        assert warned == (not when.endswith(("Z", "+01:00")))
+
+    @pytest.mark.parametrize("when", ["yesterday", "2026-02-30", "-5", "1e3", "١٢٣"])
+    def test_a_bad_until_time_is_one_line(
+        self, run: Run, live: Path, tmp_path: Path, when: str
+    ) -> None:
+        """Neither digits nor ISO 8601: exit 2, one line, no file."""
+        out = tmp_path / "out.db"
+        result = run("replay", "--db", str(live), "--until-time", when, "--out", str(out))
+        assert (2, False) == (result.exit_code, out.exists())
+        assert "--until-time takes epoch milliseconds or an ISO 8601 time" in _one_line(
+            result.stderr
+        )
 
     def test_the_output_is_a_database_pwf_reads(self, run: Run, live: Path, tmp_path: Path) -> None:
         """``pwf log verify`` and ``pwf query`` accept the replayed file."""

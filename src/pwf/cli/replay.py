@@ -11,6 +11,9 @@ import structlog
 from pwf import canonical
 from pwf.check import check
 from pwf.cli._options import db_option, json_option, open_store
+from pwf.commands.prune import parse_cutoff
+from pwf.errors import CommandError, InputError
+from pwf.host import resolve_cutoff
 from pwf.replay import rebuild, replay
 
 if TYPE_CHECKING:
@@ -69,10 +72,12 @@ def _finish(bar: Progress | None) -> None:
 @click.option(
     "--until-time",
     "until_time",
-    type=click.IntRange(min=0),
     default=None,
-    metavar="MS",
-    help="Fold the events up to the first one stamped after MS (epoch milliseconds).",
+    metavar="TIME",
+    help=(
+        "Fold the events up to the first one stamped after TIME: epoch milliseconds,"
+        " or ISO 8601 such as 2026-08-01T16:30:00Z (without a zone: local time)."
+    ),
 )
 @click.option(
     "--out",
@@ -84,7 +89,7 @@ def _finish(bar: Progress | None) -> None:
 )
 @json_option
 def replay_command(
-    db: str | None, until_seq: int | None, until_time: int | None, out: str, as_json: bool
+    db: str | None, until_seq: int | None, until_time: str | None, out: str, as_json: bool
 ) -> None:
     """Fold the log up to a point into a new database with every projection.
 
@@ -98,13 +103,43 @@ def replay_command(
         raise click.UsageError("--until and --until-time exclude each other")
     bar = _progress("replaying")
     with open_store(db, read_only=True) as store:
-        report = replay(store, out, until_seq=until_seq, until_time=until_time, progress=bar)
+        report = replay(
+            store, out, until_seq=until_seq, until_time=_until_time(until_time), progress=bar
+        )
     _finish(bar)
     structlog.get_logger().info("log.replayed", seq=report.head.seq, out=str(report.out))
     if as_json:
         click.echo(canonical.encode(_replay_json(report)).decode())
     else:
         click.echo(_replay_line(report))
+
+
+def _until_time(text: str | None) -> int | None:
+    """``--until-time`` in epoch milliseconds: digits as they are, or ISO 8601.
+
+    ISO 8601 is read as ``Date.parse`` reads it; a date-time without a zone
+    is read in this host's local time zone, with a warning, as ``pwf state
+    prune --before`` reads it (ADR 0019).
+
+    Raises:
+        InputError: the text is neither.
+    """
+    if text is None:
+        return None
+    if text.isascii() and text.isdigit():
+        return int(text)
+    refused = InputError(f"--until-time takes epoch milliseconds or an ISO 8601 time, not {text!r}")
+    cutoff = parse_cutoff(text)
+    if cutoff is None:
+        raise refused
+    if not cutoff.zoned:
+        click.echo(
+            f"warning: --until-time {text} has no time zone; it is read in local time", err=True
+        )
+    try:
+        return resolve_cutoff(cutoff)
+    except CommandError:
+        raise refused from None
 
 
 def _replay_json(report: ReplayReport) -> dict[str, object]:

@@ -28,7 +28,7 @@ from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, ru
 from pwf.errors import CommandError
 from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
 from pwf.host._backup import backup_database
-from pwf.host._prune import Recording, run_prune
+from pwf.host._prune import Recording, resolve_cutoff, run_prune
 from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
 from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
 from pwf.readmodel import RowReader
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from pwf.store.sqlite import SqliteStore, SqliteTransaction
 
-__all__ = ["DIRECT_ACTOR", "Host"]
+__all__ = ["DIRECT_ACTOR", "Host", "resolve_cutoff"]
 
 DIRECT_ACTOR: Final = Actor(type="host", id="pwf-direct")
 LEASE_MS: Final = 30_000
