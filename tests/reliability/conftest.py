@@ -47,7 +47,11 @@ PARTS: Final = (
         " `pwf state prune --apply` is killed at random points of its backup, compaction"
         " and vacuum, each time on a fresh copy of a filled database: every copy verifies,"
         " equals a rebuild, and holds either its old log or a compacted log that its"
-        " backup proves (`pwf log verify --backup`).",
+        " backup proves (`pwf log verify --backup`). `pwf rebuild` is killed the same way on"
+        " copies whose projections were edited by hand: each keeps the log, verifies, and"
+        " holds the edited projections byte for byte or projections equal to a rebuild,"
+        " never half swapped. `pwf replay` killed the same way leaves no output file or a"
+        " whole one that verifies and equals a rebuild of its log.",
         (
             "kills survived",
             "batches acknowledged",
@@ -57,6 +61,12 @@ PARTS: Final = (
             "prune kills survived",
             "prunes cut before their commit (log unchanged)",
             "prunes cut after their commit (log compacted)",
+            "rebuild kills survived",
+            "rebuilds cut before their commit (projections as they were)",
+            "rebuilds cut after their commit (projections rebuilt)",
+            "replay kills survived",
+            "replays cut before their rename (no file)",
+            "replays cut after their rename (whole file)",
         ),
     ),
     Part(

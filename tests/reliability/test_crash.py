@@ -8,6 +8,10 @@ recover whatever the kill left in the WAL.  After every kill the chain
 verifies, the live projections equal a rebuild of the log, and every
 acknowledged answer is found in the log.
 
+Rebuilds and replays are killed the same way: a killed rebuild leaves the
+live projections as they were or rebuilt, never half swapped, and a killed
+replay leaves no output file or a whole one.
+
 A prune is killed too: ``pwf state prune --apply`` on a copy of a database
 the writers filled, at random points of its backup, compaction and vacuum.
 Each copy afterwards verifies and equals a rebuild, and holds either its old
@@ -20,6 +24,7 @@ import hashlib
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -27,7 +32,11 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
+from pwf.check import check
+from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
+from pwf.readmodel import dump
+from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -193,3 +202,101 @@ def test_sigkill_during_a_prune_leaves_the_old_log_or_a_proven_compaction(
             assert (proved.returncode, proved.stderr) == (0, b""), proved.stderr
             figures.add(PART, "prunes cut after their commit (log compacted)")
         figures.add(PART, "prune kills survived")
+
+
+REBUILD_KILLS: Final = int(os.environ.get("PWF_RELIABILITY_REBUILD_KILLS", "12"))
+"""How many rebuilds and replays are killed, each on a fresh copy of one filled database."""
+_HAND_EDIT: Final = "UPDATE runs SET status_detail = 'edited by hand' WHERE rowid = 1"
+
+
+def kill_one(args: list[str], after: float) -> None:
+    """Start ``pwf ARGS``; SIGKILL it ``after`` seconds later if it is still running."""
+    environment = {key: value for key, value in os.environ.items() if key != "PWF_DB"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pwf", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=environment,
+    )
+    try:
+        time.sleep(after)
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=300)
+    finally:
+        stop(process)
+
+
+def _timed(*args: str) -> float:
+    started = time.monotonic()
+    done = pwf(*args)
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr
+    return time.monotonic() - started
+
+
+def _projections(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    with SqliteStore(db, read_only=True) as store:
+        return dump(store.connection)
+
+
+def test_sigkill_during_a_rebuild_leaves_the_old_projections_or_the_rebuilt_ones(
+    tmp_path: Path, figures: Figures
+) -> None:
+    """Killed anywhere, a rebuild leaves the hand-edited projections as they were, or repaired.
+
+    The copy's projections are edited by hand first, so the two outcomes
+    differ: before its commit the live tables must be byte for byte the
+    edited ones; after it they must equal the log's rebuild.  The log itself
+    never changes.
+    """
+    template, before = filled(tmp_path)
+    connection = sqlite3.connect(template)
+    try:
+        with connection:
+            connection.execute(_HAND_EDIT)
+    finally:
+        connection.close()
+    edited = _projections(template)
+    opened = _timed("query", "runs", "--db", str(template), "--limit", "1")
+    whole_db = tmp_path / "whole.db"
+    shutil.copy(template, whole_db)
+    took = _timed("rebuild", "--db", str(whole_db))
+    for number in range(REBUILD_KILLS):
+        db = tmp_path / f"rebuild-{number}.db"
+        shutil.copy(template, db)
+        after = opened + delay(SEED, 2000 + number) / LONGEST_DELAY * max(took - opened, 0.05)
+        kill_one(["rebuild", "--db", str(db)], after)
+        assert log_state(db) == before, "a rebuild changed the log"
+        with open_store(str(db), read_only=True) as store:
+            assert store.verify().ok
+            repaired = check(store).ok
+        if repaired:
+            figures.add(PART, "rebuilds cut after their commit (projections rebuilt)")
+        else:
+            assert _projections(db) == edited, "a killed rebuild left half-swapped projections"
+            figures.add(PART, "rebuilds cut before their commit (projections as they were)")
+        figures.add(PART, "rebuild kills survived")
+
+
+def test_sigkill_during_a_replay_leaves_no_file_or_a_whole_one(
+    tmp_path: Path, figures: Figures
+) -> None:
+    """Killed anywhere, a replay's output is absent or a complete database equal to its log."""
+    template, before = filled(tmp_path)
+    with SqliteStore(template, read_only=True) as source:
+        head = source.head()
+    opened = _timed("query", "runs", "--db", str(template), "--limit", "1")
+    took = _timed("replay", "--db", str(template), "--out", str(tmp_path / "whole-replay.db"))
+    for number in range(REBUILD_KILLS):
+        out = tmp_path / f"replay-{number}.db"
+        after = opened + delay(SEED, 3000 + number) / LONGEST_DELAY * max(took - opened, 0.05)
+        kill_one(["replay", "--db", str(template), "--out", str(out)], after)
+        assert log_state(template) == before, "a replay changed the log it read"
+        if out.exists():
+            with open_store(str(out), read_only=True) as replayed:
+                assert replayed.verify().ok
+                assert check(replayed).ok
+                assert replayed.head() == head
+            figures.add(PART, "replays cut after their rename (whole file)")
+        else:
+            figures.add(PART, "replays cut before their rename (no file)")
+        figures.add(PART, "replay kills survived")
