@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pwf import canonical
-from pwf.commands import Context, Result, runs
+from pwf.commands import Context, Result, runcontrol, runs
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Operation, Route
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def test_b12_a_returned_rejection_is_durable(
     """A rejection the handler returns is recorded and replayed unchanged under the same key."""
     fx = Fixture(tmp_path / "s.db")
     fx.start()  # queued, with no worker and nothing to answer: not pausable
-    calls = _counting(monkeypatch, "run.pause", runs.run_pause)
+    calls = _counting(monkeypatch, "run.pause", runcontrol.run_pause)
 
     first = fx.request("run.pause", {}, RUN, rid="rej-1", key="rejected")
     second = fx.request("run.pause", {}, RUN, rid="rej-2", key="rejected")

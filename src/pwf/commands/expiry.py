@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from pwf.commands.runs import cancel_request, live_owner
+from pwf.commands.runcontrol import cancel_request
+from pwf.commands.runs import live_owner
 from pwf.events import InteractionTimeoutStarted
 
 if TYPE_CHECKING:

@@ -1,7 +1,8 @@
-"""Run operations: start, status, list, pause, resume, cancel, continuations (§5.2, §8, §12.3).
+"""Runs: reading them, reserving them, and start, status, list and host status (§5.2, §8).
 
-Imports commands, events, protocol and errors.  Returned refusals are
-recorded with the command; raised ones (``refuse``) are not (§7.3).
+Imports commands, events, protocol and errors.  Pause, resume, cancel and
+the end of a run are in :mod:`pwf.commands.runcontrol`.  Returned refusals
+are recorded with the command; raised ones (``refuse``) are not (§7.3).
 """
 
 from __future__ import annotations
@@ -13,23 +14,10 @@ import msgspec
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import absolute_path, members, optional_text, positive_int, text
-from pwf.commands.deadlines import resume_shift
-from pwf.commands.ids import message_id, terminal_fingerprint, terminal_source_id
-from pwf.commands.messages import cancel_source, ensure, ensure_interaction_message
-from pwf.commands.views import blob_bytes, host_counts, run_view, stored_json
+from pwf.commands.views import blob_bytes, host_counts, run_view
 from pwf.events import (
-    AttemptChanged,
-    FollowUpClosed,
-    InteractionCancelled,
-    InteractionRevised,
-    RunFinished,
-    RunPaused,
     RunQueueDoneForContinuation,
     RunReserved,
-    RunResumed,
-    RunWaiting,
-    SubmissionFinished,
-    WorkerEnded,
 )
 
 if TYPE_CHECKING:
@@ -37,24 +25,18 @@ if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest
 
 __all__ = [
-    "cancel_request",
     "host_status",
     "host_stop",
     "live_owner",
     "require_run_id",
     "reserve",
-    "run_cancel",
     "run_list",
-    "run_pause",
-    "run_resume",
     "run_start",
     "run_status",
     "template_of",
 ]
 
 TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
-WAITING_DETAIL: Final = "waiting for origin-session input"
-ACTIVE_ATTEMPT: Final = ("pending", "running", "waiting", "interrupted")
 
 
 def require_run_id(request: ClientRequest) -> str:
@@ -288,301 +270,3 @@ def host_stop(_ctx: Context, _request: ClientRequest) -> Result:
 
 
 # ------------------------------------------------------------------ pause / resume
-
-
-def pending_requests(ctx: Context, run_id: str) -> list[Row]:
-    """Pending interactive requests of a run, oldest first."""
-    return ctx.all(
-        "SELECT * FROM interactive_requests WHERE run_id = ? AND status = 'pending'"
-        " ORDER BY created_at, request_id",
-        run_id,
-    )
-
-
-def _paused_receipt(run_id: str) -> dict[str, object]:
-    return {
-        "alreadyPaused": False,
-        "detail": "paused",
-        "paused": True,
-        "runId": run_id,
-        "status": "parked",
-    }
-
-
-def run_pause(ctx: Context, request: ClientRequest) -> Result:
-    """``run.pause`` (§5.2, §8): stop an active worker, or pause a parked run."""
-    run_id = require_run_id(request)
-    run = get_run(ctx, run_id)
-    queue = queue_of(ctx, run_id)
-    if run is None or queue is None:
-        return Result(outcome="rejected", error="Run is not pausable", run_id=run_id)
-    if live_owner(ctx, run_id) and queue["status"] in ("starting", "running"):
-        _stop_worker(ctx, run, queue, "paused")
-        ctx.emit(RunPaused(run_id=run_id, paused_at=ctx.now))
-        return Result(
-            receipt=_paused_receipt(run_id), revision=revision_of(ctx, run_id), run_id=run_id
-        )
-    pausable = (
-        queue["status"] == "parked"
-        and not live_owner(ctx, run_id)
-        and pending_requests(ctx, run_id)
-        and run["status"] in ("running", "waiting")
-    )
-    if not pausable:
-        return Result(outcome="rejected", error="Run is not pausable", run_id=run_id)
-    if not run["paused"]:
-        ctx.emit(RunPaused(run_id=run_id, paused_at=ctx.now))
-    return Result(receipt=_paused_receipt(run_id), revision=revision_of(ctx, run_id), run_id=run_id)
-
-
-def _stop_worker(ctx: Context, run: Row, queue: Row, detail: str) -> None:
-    """End the active worker and park the run (its attempt is interrupted)."""
-    ctx.emit(
-        WorkerEnded(
-            run_id=run["run_id"], worker_epoch=queue["owner_worker_epoch"], status="cancelled"
-        )
-    )
-    for attempt in ctx.all(
-        "SELECT attempt_id FROM node_attempts WHERE run_id = ?"
-        " AND status IN ('pending', 'running')",
-        run["run_id"],
-    ):
-        ctx.emit(
-            AttemptChanged(
-                run_id=run["run_id"], attempt_id=attempt["attempt_id"], status="interrupted"
-            )
-        )
-    ctx.emit(RunWaiting(run_id=run["run_id"], detail=detail))
-
-
-def resume_interaction(ctx: Context, run_id: str) -> None:
-    """``resumePendingInteraction`` (§9.5): the oldest pending request gets a new message."""
-    requests = pending_requests(ctx, run_id)
-    if not requests:
-        raise refuse("Pending workflow interaction is missing")
-    request = requests[0]
-    if request["kind"] == "decision":
-        return
-    cancel_source(ctx, request["request_id"], ("step",))
-    ctx.emit(
-        InteractionRevised(
-            request_id=request["request_id"],
-            run_id=run_id,
-            revision=request["revision"] + 1,
-            reason="resumed",
-        )
-    )
-    fresh = ctx.one(
-        "SELECT * FROM interactive_requests WHERE request_id = ?", request["request_id"]
-    )
-    assert fresh is not None
-    ensure_interaction_message(ctx, fresh, "resumed")
-
-
-def run_resume(ctx: Context, request: ClientRequest) -> Result:
-    """``run.resume`` (§8): resume a paused parked interaction, or report what the run is doing."""
-    run_id = require_run_id(request)
-    run = get_run(ctx, run_id)
-    queue = queue_of(ctx, run_id)
-    if run is None or queue is None:
-        return Result(outcome="rejected", error="Run is not resumable", run_id=run_id)
-    parked = queue["status"] == "parked" and not live_owner(ctx, run_id)
-    if parked and run["status"] == "waiting" and run["paused"] and pending_requests(ctx, run_id):
-        paused_at = run["paused_at"] if run["paused_at"] is not None else run["updated_at"]
-        ctx.emit(RunResumed(run_id=run_id, detail=WAITING_DETAIL))
-        resume_shift(ctx, run_id, paused_at)
-        resume_interaction(ctx, run_id)
-        receipt = {
-            "alreadyRunning": False,
-            "detail": WAITING_DETAIL,
-            "paused": False,
-            "resumable": True,
-            "runId": run_id,
-            "status": "parked",
-            "waitingForInteraction": True,
-        }
-        return Result(receipt=receipt, revision=revision_of(ctx, run_id), run_id=run_id)
-    if live_owner(ctx, run_id):
-        receipt = {
-            "active": True,
-            "alreadyRunning": True,
-            "detail": run["status_detail"],
-            "resumable": False,
-            "runId": run_id,
-        }
-        return Result(outcome="adopted", receipt=receipt, run_id=run_id)
-    if parked and not run["paused"] and run["status"] not in TERMINAL:
-        receipt = {
-            "alreadyRunning": False,
-            "detail": run["status_detail"],
-            "generation": queue["generation"],
-            "resumable": True,
-            "runId": run_id,
-        }
-        return Result(receipt=receipt, revision=run["revision"], run_id=run_id)
-    return Result(outcome="rejected", error="Run is not resumable", run_id=run_id)
-
-
-# ------------------------------------------------------------------ cancel and terminal results
-
-
-def run_cancel(ctx: Context, request: ClientRequest) -> Result:
-    """``run.cancel``: cancel a run nobody holds."""
-    run_id = require_run_id(request)
-    run = get_run(ctx, run_id)
-    if run is None or run["status"] in TERMINAL or live_owner(ctx, run_id):
-        return Result(
-            outcome="rejected", error="Run has a live owner or is already terminal", run_id=run_id
-        )
-    finish_run(ctx, run_id, status="cancelled", detail="cancelled")
-    return Result(
-        receipt={"runId": run_id, "status": "cancelled"},
-        revision=revision_of(ctx, run_id),
-        run_id=run_id,
-    )
-
-
-def cancel_request(
-    ctx: Context, request: Row, reason: str, kinds: tuple[str, ...] | None = None
-) -> None:
-    """Cancel a pending request at revision + 1 for ``reason``.
-
-    Its validating submission is rejected with that reason and its pending
-    messages (of ``kinds``; all when None) are cancelled first.
-    """
-    for submission in ctx.all(
-        "SELECT submission_id FROM interactive_submissions WHERE request_id = ?"
-        " AND outcome = 'validating' ORDER BY submitted_at, submission_id",
-        request["request_id"],
-    ):
-        ctx.emit(
-            SubmissionFinished(
-                submission_id=submission["submission_id"],
-                request_id=request["request_id"],
-                run_id=request["run_id"],
-                outcome="rejected",
-                receipt=canonical.raw({"error": reason, "status": "rejected"}),
-            )
-        )
-    cancel_source(ctx, request["request_id"], kinds)
-    ctx.emit(
-        InteractionCancelled(
-            request_id=request["request_id"],
-            run_id=request["run_id"],
-            revision=request["revision"] + 1,
-            reason=reason,
-        )
-    )
-
-
-def _close_interactions(ctx: Context, run_id: str, reason: str) -> None:
-    for row in pending_requests(ctx, run_id):
-        cancel_request(ctx, row, reason)
-
-
-def finish_run(  # noqa: PLR0913 - the terminal facts
-    ctx: Context,
-    run_id: str,
-    *,
-    status: str,
-    detail: str,
-    final_output: object = canonical.MISSING,
-    error: object = canonical.MISSING,
-    error_code: str | None = None,
-    reason: str | None = None,
-) -> None:
-    """End a run: close its interactions and attempts, leave the queue, post the terminal result."""
-    _close_interactions(ctx, run_id, f"Workflow run {status}")
-    for attempt in ctx.all(
-        "SELECT attempt_id FROM node_attempts WHERE run_id = ? AND status IN (?, ?, ?, ?)",
-        run_id,
-        *ACTIVE_ATTEMPT,
-    ):
-        ctx.emit(
-            AttemptChanged(run_id=run_id, attempt_id=attempt["attempt_id"], status="cancelled")
-        )
-    if status != "completed":
-        _cancel_follow_ups(ctx, run_id)
-    queue_status = {"completed": "done", "cancelled": "cancelled"}.get(status, "failed")
-    ctx.emit(
-        RunFinished(
-            run_id=run_id,
-            status=status,  # type: ignore[arg-type]
-            queue_status=queue_status,  # type: ignore[arg-type]
-            detail=detail,
-            final_output=canonical.MISSING
-            if final_output is canonical.MISSING
-            else canonical.raw(final_output),
-            error=canonical.MISSING if error is canonical.MISSING else canonical.raw(error),
-            error_code=error_code,
-            reason=reason,
-        )
-    )
-    ensure_terminal_message(ctx, run_id, reason)
-
-
-def _cancel_follow_ups(ctx: Context, run_id: str) -> None:
-    """A failed, timed-out or cancelled source run cancels its queued follow-ups (§5.8)."""
-    for row in ctx.all(
-        "SELECT follow_up_id FROM workflow_follow_ups WHERE run_id = ? AND status = 'queued'"
-        " ORDER BY order_number",
-        run_id,
-    ):
-        ctx.emit(
-            FollowUpClosed(
-                follow_up_id=row["follow_up_id"],
-                run_id=run_id,
-                status="cancelled",
-                reason="Workflow run ended before delivery",
-            )
-        )
-        cancel_source(ctx, row["follow_up_id"])
-
-
-def _earlier_outcomes(ctx: Context, run: Row) -> list[dict[str, object]]:
-    chain = []
-    parent_id = run["parent_run_id"]
-    while parent_id is not None:
-        parent = get_run(ctx, parent_id)
-        if parent is None:
-            break
-        if parent["status"] in TERMINAL:
-            chain.append({"runId": parent_id, "status": parent["status"]})
-        parent_id = parent["parent_run_id"]
-    return list(reversed(chain))
-
-
-def ensure_terminal_message(ctx: Context, run_id: str, reason: str | None) -> str | None:
-    """The terminal result message of an interactive run with an origin session (§12.1)."""
-    run = get_run(ctx, run_id)
-    if run is None or run["execution_mode"] != "interactive" or run["origin_session_id"] is None:
-        return None
-    facts = {
-        "error": stored_json(ctx, run["error_hash"]),
-        "finalOutput": stored_json(ctx, run["final_output_hash"]),
-        "input": stored_json(ctx, run["input_hash"]),
-        "reason": reason,
-        "status": run["status"],
-        "workflowRef": run["workflow_ref"],
-    }
-    fingerprint = terminal_fingerprint(facts)
-    source = terminal_source_id(run_id)
-    terminal = {
-        **facts,
-        "earlierOutcomes": _earlier_outcomes(ctx, run),
-        "restartNumber": run["restart_number"],
-        "runId": run_id,
-        "schema": "pi-workflows.terminal-result.v1",
-        "workflowName": run["workflow_name"],
-    }
-    ensure(
-        ctx,
-        kind="terminal",
-        source_id=source,
-        key=fingerprint,
-        run_id=run_id,
-        session_id=run["origin_session_id"],
-        text=f"Workflow {run['workflow_name']} {run['status']}",
-        details={"terminal": terminal, "terminalFingerprint": fingerprint},
-    )
-    return message_id("terminal", source, fingerprint)

@@ -13,7 +13,8 @@ from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members, text
 from pwf.commands.deadlines import begin_turn_shift, shift
 from pwf.commands.messages import cancel_source, ensure_interaction_message
-from pwf.commands.runs import cancel_request, finish_run, get_run, live_owner, queue_of
+from pwf.commands.runcontrol import cancel_request, finish_run
+from pwf.commands.runs import get_run, live_owner, queue_of
 from pwf.events import (
     AttemptChanged,
     BranchReported,

@@ -16,7 +16,8 @@ from pwf.commands._payload import members, positive_int, text
 from pwf.commands.ids import interaction_request_id, notification_id
 from pwf.commands.interactions import create_request, finish_validation
 from pwf.commands.messages import ensure
-from pwf.commands.runs import TERMINAL, finish_run, get_run, queue_of, revision_of
+from pwf.commands.runcontrol import finish_run
+from pwf.commands.runs import TERMINAL, get_run, queue_of, revision_of
 from pwf.commands.views import run_view
 from pwf.events import (
     AttemptChanged,
