@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from pwf.commands import (
     Context,
     Result,
+    branches,
     interactions,
     maintenance,
     refuse,
     runcontrol,
     runs,
-    sessions,
     sessionview,
+    turns,
     views,
 )
 
@@ -79,8 +80,8 @@ _LATER_MAINTENANCE: Final = (
 )
 _DIRECT: Final = {
     "interaction.submit": interactions.interaction_submit,
-    "workflowMessage.reportBranch": sessions.report_branch,
-    "workflowTurn.report": sessions.report_turn,
+    "workflowMessage.reportBranch": branches.report_branch,
+    "workflowTurn.report": turns.report_turn,
 }
 _VIEWS: Final = {
     "view.session": sessionview.view_session,

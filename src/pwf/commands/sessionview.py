@@ -17,13 +17,8 @@ from pwf.commands._payload import members, optional_text, text
 from pwf.commands.ids import restart_run_id, session_request_id, terminal_source_id
 from pwf.commands.messages import cancel_source, ensure
 from pwf.commands.runs import TERMINAL, get_run, reserve, revision_of, template_of
-from pwf.commands.sessions import (
-    attach,
-    coordinator,
-    latest_turn,
-    open_message,
-    session_check,
-)
+from pwf.commands.sessions import attach, coordinator, session_check
+from pwf.commands.turns import latest_turn, open_message
 from pwf.commands.views import blob_bytes, stored_json
 from pwf.events import FollowUpClosed, FollowUpQueued, TerminalCleared
 
