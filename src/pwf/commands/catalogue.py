@@ -9,6 +9,7 @@ from pwf.commands import (
     Context,
     Result,
     branches,
+    followups,
     interactions,
     maintenance,
     refuse,
@@ -62,8 +63,8 @@ _EXECUTED: Final = {
     "interaction.update": interactions.interaction_update,
     "run.restart": sessionview.run_restart,
     "sessionView.clearTerminal": sessionview.clear_terminal,
-    "followUp.queue": sessionview.follow_up_queue,
-    "followUp.remove": sessionview.follow_up_remove,
+    "followUp.queue": followups.follow_up_queue,
+    "followUp.remove": followups.follow_up_remove,
 }
 _LATER_EXECUTED: Final = (
     "controller.list",

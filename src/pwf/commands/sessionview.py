@@ -1,26 +1,25 @@
 """What a session shows and the session-scoped controls (DOMAIN §5.6, §5.8, §5.9, §12.2).
 
 The session view (reservation or retained terminal, next eligible message),
-``view.session[.watch]``, ``sessionView.clearTerminal``, follow-ups and
-``run.restart``.  Imports commands, events and errors.
+``view.session[.watch]``, ``sessionView.clearTerminal`` and ``run.restart``.
+Imports commands, events and errors; follow-ups are in
+:mod:`pwf.commands.followups`.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members, optional_text, text
-from pwf.commands.ids import restart_run_id, session_request_id, terminal_source_id
-from pwf.commands.messages import cancel_source, ensure
+from pwf.commands.ids import restart_run_id, terminal_source_id
 from pwf.commands.runs import TERMINAL, get_run, reserve, revision_of, template_of
 from pwf.commands.sessions import attach, coordinator, session_check
 from pwf.commands.turns import latest_turn, open_message
 from pwf.commands.views import blob_bytes, stored_json
-from pwf.events import FollowUpClosed, FollowUpQueued, TerminalCleared
+from pwf.events import TerminalCleared
 
 if TYPE_CHECKING:
     from pwf.commands import Row
@@ -28,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "clear_terminal",
-    "follow_up_queue",
-    "follow_up_remove",
     "reservation",
     "retained_terminal",
     "run_restart",
@@ -38,7 +35,6 @@ __all__ = [
 ]
 
 RETAIN_MS: Final = 60_000
-MAX_PROMPT_BYTES: Final = 65_536
 RESTART_LIMIT: Final = 3
 
 
@@ -249,129 +245,6 @@ def clear_terminal(ctx: Context, request: ClientRequest) -> Result:
         )
     ctx.emit(TerminalCleared(target_session_id=session_id, run_id=retained["run_id"]))
     return Result(receipt={"cleared": True, "runId": retained["run_id"]}, run_id=retained["run_id"])
-
-
-# ------------------------------------------------------------------ follow-ups
-
-
-def _follow_up_id(run_id: str, request_id: str) -> str:
-    aggregate = f"{run_id}:{request_id}"
-    return "follow_up-" + hashlib.sha256(f"follow_up\0{aggregate}".encode()).hexdigest()[:40]
-
-
-def _follow_up_receipt(row: Row) -> dict[str, object]:
-    return {
-        "followUpId": row["follow_up_id"],
-        "order": row["order_number"],
-        "runId": row["run_id"],
-        "state": row["status"],
-    }
-
-
-def _origin_run(ctx: Context, request: ClientRequest, session_id: str) -> Row | Result:
-    run_id = request.run_id
-    if run_id is None:
-        raise refuse(f"{request.operation} requires runId")
-    run = get_run(ctx, run_id)
-    if run is None:
-        return Result(outcome="notFound", error=f"Workflow run not found: {run_id}", run_id=run_id)
-    if run["origin_session_id"] != session_id:
-        return Result(
-            outcome="rejected", error="Workflow run belongs to another Pi session", run_id=run_id
-        )
-    return run
-
-
-def follow_up_queue(ctx: Context, request: ClientRequest) -> Result:
-    """``followUp.queue`` (§5.8)."""
-    payload = members(request.payload)
-    session_id = session_check(ctx, payload)
-    run = _origin_run(ctx, request, session_id)
-    if isinstance(run, Result):
-        return run
-    prompt = payload.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise refuse("Workflow follow-up prompt must be a non-empty string")
-    if len(prompt.encode("utf-8", "surrogatepass")) > MAX_PROMPT_BYTES:
-        raise refuse(f"Workflow follow-up prompt cannot exceed {MAX_PROMPT_BYTES} bytes")
-    request_id = session_request_id(request.client_id, request.idempotency_key)
-    existing = ctx.one(
-        "SELECT * FROM workflow_follow_ups WHERE run_id = ? AND request_id = ?",
-        run["run_id"],
-        request_id,
-    )
-    if existing is not None:
-        return Result(outcome="adopted", receipt=_follow_up_receipt(existing), run_id=run["run_id"])
-    if run["status"] not in ("running", "waiting"):
-        raise refuse(
-            f"Workflow run {run['run_id']} does not accept changes with status {run['status']}"
-        )
-    follow_up_id = _follow_up_id(run["run_id"], request_id)
-    order = 1 + int(
-        ctx.value(
-            "SELECT coalesce(max(order_number), 0) FROM workflow_follow_ups WHERE run_id = ?",
-            run["run_id"],
-        )
-    )
-    ctx.emit(
-        FollowUpQueued(
-            follow_up_id=follow_up_id,
-            run_id=run["run_id"],
-            request_id=request_id,
-            order_number=order,
-            target_session_id=session_id,
-            actor_type="session",
-            actor_id=session_id,
-            source_type="client",
-            prompt=prompt,
-        )
-    )
-    ensure(
-        ctx,
-        kind="followUp",
-        source_id=follow_up_id,
-        key="initial",
-        run_id=run["run_id"],
-        session_id=session_id,
-        text=prompt,
-        details={"followUpId": follow_up_id, "order": order, "runId": run["run_id"]},
-    )
-    row = ctx.one("SELECT * FROM workflow_follow_ups WHERE follow_up_id = ?", follow_up_id)
-    assert row is not None
-    return Result(receipt=_follow_up_receipt(row), run_id=run["run_id"])
-
-
-def follow_up_remove(ctx: Context, request: ClientRequest) -> Result:
-    """``followUp.remove`` (§5.8); its refusals are raised, so they are not recorded."""
-    payload = members(request.payload)
-    session_id = session_check(ctx, payload)
-    run = _origin_run(ctx, request, session_id)
-    if isinstance(run, Result):
-        return run
-    follow_up_id = text(payload, "followUpId")
-    row = ctx.one("SELECT * FROM workflow_follow_ups WHERE follow_up_id = ?", follow_up_id)
-    if row is None or row["run_id"] != run["run_id"]:
-        raise refuse(f"Workflow follow-up is not part of run {run['run_id']}")
-    if row["status"] == "cancelled":
-        raise refuse("A cancelled workflow follow-up cannot be removed")
-    if row["status"] == "queued":
-        if ctx.one(
-            "SELECT 1 FROM workflow_messages WHERE source_id = ? AND status = 'sent'", follow_up_id
-        ):
-            raise refuse("A sent workflow follow-up cannot be removed")
-        ctx.emit(
-            FollowUpClosed(
-                follow_up_id=follow_up_id,
-                run_id=run["run_id"],
-                status="removed",
-                reason="Removed before delivery",
-            )
-        )
-        cancel_source(ctx, follow_up_id)
-    return Result(
-        receipt={"followUpId": follow_up_id, "runId": run["run_id"], "state": "removed"},
-        run_id=run["run_id"],
-    )
 
 
 # ------------------------------------------------------------------ restart
