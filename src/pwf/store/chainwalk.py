@@ -1,6 +1,6 @@
-"""Walk the hash chain of a SQLite log from its bytes alone, split over processes.
+"""Walk the hash chain of a SQLite log, from its bytes alone or deeply, split over processes.
 
-Imports the store's types, errors and pwf.forked (plus sqlite3 and
+Imports the store's types and rows, errors and pwf.forked (plus sqlite3 and
 hashlib: this is an edge room).  :func:`walk_chain` makes the checks
 of ``pwf log verify --chain-only``: seqs follow without a gap from
 ``origin.seq + 1``; each body's SHA-256 without its ``contentHash`` member
@@ -9,7 +9,10 @@ row's position; ``prevHash`` names the event before (``origin.content_hash``
 for the first, JSON ``null`` when that is None); ``batch`` stays or steps by
 one, and is ``origin.batch + 1`` for the first event.  It raises
 :class:`~pwf.errors.ChainError` at the first bad seq, with the reason the
-sequential walk gives.
+sequential walk gives.  With ``deep`` it makes those of ``pwf log verify``
+instead: every event parsed (canonical form, typed data), its indexed
+columns compared with its bytes, then the same links
+(:mod:`pwf.store.rows`).
 
 A long log is cut into consecutive seq ranges, one per process, the caller's
 process walking the first.  Each range is walked on its own connection and
