@@ -11,13 +11,13 @@ it whatever happens; replay, rebuild and check build on it.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
+import structlog
+
+from pwf import scratchfiles
 from pwf.decoding import Chain, decoded
 from pwf.errors import ChainError
 from pwf.readmodel import ReadModel
@@ -27,6 +27,7 @@ from pwf.store.sqlite import FORMAT, SCHEMA, translate_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from pwf.store.sqlite import SqliteStore
 
@@ -181,15 +182,19 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
     With ``anywhere`` it goes to the system's temporary directory when
     ``beside``'s directory is not writable.  The live database is attached
     read-only unless ``writable``; sqlite3 errors leave the block as pwf's.
+    The file is held while it lives (:mod:`pwf.scratchfiles`), and scratch
+    files of ``beside`` that a killed fold left are swept first, each with a
+    warning.
     """
+    prefix = f"{beside.name}.{infix}-"
     try:
-        descriptor, name = tempfile.mkstemp(prefix=f"{beside.name}.{infix}-", dir=beside.parent)
+        path, held = scratchfiles.make(prefix, beside.parent)
     except OSError:
         if not anywhere:
             raise
-        descriptor, name = tempfile.mkstemp(prefix=f"{beside.name}.{infix}-")
-    os.close(descriptor)
-    path = Path(name)
+        path, held = scratchfiles.make(prefix, None)
+    for orphan in scratchfiles.sweep(beside, path):
+        structlog.get_logger().warning("scratch.orphan_removed", path=str(orphan))
     try:
         connection = sqlite3.connect(path, isolation_level=None)
         try:
@@ -215,8 +220,7 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
         finally:
             connection.close()
     finally:
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        scratchfiles.release(path, held)
 
 
 @contextlib.contextmanager

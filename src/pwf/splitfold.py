@@ -1,6 +1,6 @@
 """A long fold split in two: a forked process folds some read models, the caller the rest.
 
-Imports readmodel, projections, events, errors and pwf.forked (plus sqlite3 and files).
+Imports readmodel, projections, events, errors, pwf.forked and pwf.scratchfiles (plus sqlite3).
 Every statement a projection emits reads and writes one table of its own
 read model, so read models fold independently of each other: the forked process
 folds its read models over the same events into a file of its own, and the
@@ -12,12 +12,11 @@ and checking the whole chain, its own read models, the progress reports.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
+from pwf import scratchfiles
 from pwf.errors import StoreError
 from pwf.events import EVENT_TYPES
 from pwf.forked import Forked, can_fork, processors
@@ -81,17 +80,14 @@ def fold(scratch: Scratch, first: int, last: int, decode: Callable[[int, bytes],
         StoreError: the forked process read another number of events than the span holds.
     """
     found = split(scratch.model.projections, last - first + 1)
-    part = None
+    made = None
     if found is not None:
         with contextlib.suppress(OSError):
-            descriptor, name = tempfile.mkstemp(
-                prefix=f"{scratch.path.name}.part-", dir=scratch.path.parent
-            )
-            os.close(descriptor)
-            part = Path(name)
-    if found is None or part is None:
+            made = scratchfiles.make(f"{scratch.path.name}.part-", scratch.path.parent)
+    if found is None or made is None:
         scratch.fold_until(last)
         return
+    part, held = made
     rest, names = found
     try:
         live = next(
@@ -119,8 +115,7 @@ def fold(scratch: Scratch, first: int, last: int, decode: Callable[[int, bytes],
             )
         merge(scratch.connection, part, names, last)
     finally:
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            Path(f"{part}{suffix}").unlink(missing_ok=True)
+        scratchfiles.release(part, held)
 
 
 def split(

@@ -8,6 +8,7 @@ at clock 1 000, 2 000 and 3 000; each is one batch of two events (seqs 1-2,
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -192,6 +193,19 @@ class TestRebuild:
         result = run("rebuild", "--db", str(live))
         expected = f"rebuilt 6 events up to seq 6 into {_tables(live)} tables\n"
         assert (0, expected, "") == (result.exit_code, result.stdout, result.stderr)
+
+    def test_sweeps_the_scratch_files_a_killed_fold_left(self, run: Run, live: Path) -> None:
+        """Unheld scratch files over a minute old are deleted, each with a warning line."""
+        left = [live.with_name(f"{live.name}.rebuild-abcd1234{end}") for end in ("", "-journal")]
+        left.append(live.with_name(f"{live.name}.verify-abcd1234.part-efgh5678"))
+        for path in left:
+            path.write_bytes(b"left by a killed fold")
+            os.utime(path, (path.stat().st_mtime - 3600,) * 2)
+        result = run("rebuild", "--db", str(live))
+        assert (0, [False] * 3) == (result.exit_code, [path.exists() for path in left])
+        warned = [json.loads(line) for line in result.stderr.splitlines()]
+        assert sorted(str(path) for path in left) == sorted(line["path"] for line in warned)
+        assert {"scratch.orphan_removed"} == {line["event"] for line in warned}
 
     def test_fixes_a_corrupted_row(self, run: Run, live: Path) -> None:
         """After a hand edit ``verify`` fails; after ``rebuild`` it passes."""

@@ -50,8 +50,9 @@ PARTS: Final = (
         " backup proves (`pwf log verify --backup`). `pwf rebuild` is killed the same way on"
         " copies whose projections were edited by hand: each keeps the log, verifies, and"
         " holds the edited projections byte for byte or projections equal to a rebuild,"
-        " never half swapped. `pwf replay` killed the same way leaves no output file or a"
-        " whole one that verifies and equals a rebuild of its log.",
+        " never half swapped; the scratch files a killed rebuild leaves are deleted by the"
+        " next one once nobody holds them. `pwf replay` killed the same way leaves no"
+        " output file or a whole one that verifies and equals a rebuild of its log.",
         (
             "kills survived",
             "batches acknowledged",
@@ -64,6 +65,7 @@ PARTS: Final = (
             "rebuild kills survived",
             "rebuilds cut before their commit (projections as they were)",
             "rebuilds cut after their commit (projections rebuilt)",
+            "scratch files left by killed folds, then swept",
             "replay kills survived",
             "replays cut before their rename (no file)",
             "replays cut after their rename (whole file)",

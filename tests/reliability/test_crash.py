@@ -275,6 +275,18 @@ def test_sigkill_during_a_rebuild_leaves_the_old_projections_or_the_rebuilt_ones
             assert _projections(db) == edited, "a killed rebuild left half-swapped projections"
             figures.add(PART, "rebuilds cut before their commit (projections as they were)")
         figures.add(PART, "rebuild kills survived")
+        figures.add(PART, "scratch files left by killed folds, then swept", _swept(db))
+
+
+def _swept(db: Path) -> int:
+    """Age the scratch files a killed fold left beside ``db``; a rebuild must delete them all."""
+    left = sorted(db.parent.glob(f"{db.name}.*-*"))
+    for path in left:
+        os.utime(path, (path.stat().st_mtime - 3600,) * 2)
+    done = pwf("rebuild", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert [] == sorted(db.parent.glob(f"{db.name}.*-*")), "a scratch file was not swept"
+    return len(left)
 
 
 def test_sigkill_during_a_replay_leaves_no_file_or_a_whole_one(
