@@ -1,9 +1,9 @@
 """Scratch files beside a database: held by their maker while they live, swept once it died.
 
 Imports nothing of pwf (os, fcntl, re, tempfile: this is an edge room).
-Replay, rebuild and verify fold into ``DB.rebuild-XXXXXXXX``,
-``DB.verify-XXXXXXXX`` or ``FILE.tmp-XXXXXXXX``, and a long fold's second
-process into ``….part-XXXXXXXX`` beside it; each is deleted when its fold
+Replay, rebuild and verify fold into ``DB.rebuild-*``, ``DB.verify-*`` or
+``FILE.tmp-*`` (eight random characters after the dash), and a long fold's
+second process into ``….part-*`` beside it; each is deleted when its fold
 ends, whatever happens, but a process killed outright leaves its files
 behind (ADR 0013).  :func:`make` creates one and takes an exclusive
 ``flock`` on it for as long as its maker (or a process it forked) keeps the
@@ -36,7 +36,7 @@ _SCRATCH: Final = re.compile(
 
 
 def make(prefix: str, directory: Path | None) -> tuple[Path, int]:
-    """A new empty file ``{prefix}XXXXXXXX`` and the descriptor that holds it.
+    """A new empty file, ``prefix`` and eight random characters, and the descriptor that holds it.
 
     ``directory`` None means the system's temporary directory.
 
