@@ -15,16 +15,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 
 from pwf.errors import ChainError, InputError
-from pwf.events import REGISTRY, Entry, Envelope, open_body
+from pwf.events import REGISTRY, Entry, Envelope, read_body
 from pwf.store import Head
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
 __all__ = ["Chain", "decoded"]
-
-_ENVELOPE: Final = msgspec.json.Decoder(Envelope)
-_DATA: Final = {tag: msgspec.json.Decoder(cls) for tag, cls in REGISTRY.items()}
 
 
 _CHAINED: Final[dict[str, object]] = {"content_hash": str, "prev_hash": str | None}
@@ -154,23 +151,7 @@ def decoded(seq: int, body: bytes) -> Entry:
 
 def _opened(seq: int, body: bytes) -> Entry:
     try:
-        envelope = _ENVELOPE.decode(body)
-        decoder = _DATA.get(envelope.type)
-        if decoder is None:  # an old tag: let the upcasters have it
-            entry = open_body(body)
-        else:
-            entry = Entry(
-                seq=envelope.seq,
-                batch=envelope.batch,
-                at=envelope.at,
-                type=envelope.type,
-                actor=envelope.actor,
-                cause=envelope.cause,
-                event=decoder.decode(envelope.data),
-                event_id=envelope.event_id,
-                content_hash=envelope.content_hash,
-                prev_hash=envelope.prev_hash,
-            )
+        entry = read_body(body)
     except (msgspec.ValidationError, msgspec.DecodeError, InputError) as error:
         raise ChainError(seq, str(error)) from None
     if entry.seq != seq:

@@ -9,6 +9,7 @@ done by hand with plain SQL, outside pwf.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import tempfile
 from typing import TYPE_CHECKING, Final
@@ -278,6 +279,36 @@ class TestReplay:
         with _store(live) as store, pytest.raises(ChainError, match="seq 3"):
             replay(store, tmp_path / "out.db")
         assert before == sorted(path.name for path in tmp_path.iterdir())
+
+    @pytest.mark.parametrize(
+        ("change", "reason"),
+        [
+            ({"type": "no.such.event"}, "unknown event type: no.such.event"),
+            ({"data": {"unexpected": 1}}, "Object contains unknown field `unexpected`"),
+            ({"batch": "two"}, "envelope: Expected `int`, got `str`"),
+        ],
+    )
+    def test_bytes_no_event_type_reads_stop_the_fold_at_their_seq(
+        self,
+        live: Path,
+        tmp_path: Path,
+        forge: Callable[[dict[str, object]], bytes],
+        change: dict[str, object],
+        reason: str,
+    ) -> None:
+        """A self-consistent body that is no known event fails the fold there; no file is left."""
+        connection = sqlite3.connect(live)
+        try:
+            [body] = connection.execute("SELECT body FROM events WHERE seq = 3").fetchone()
+            document = json.loads(body) | change
+            with connection:
+                connection.execute("UPDATE events SET body = ? WHERE seq = 3", (forge(document),))
+        finally:
+            connection.close()
+        with _store(live) as store, pytest.raises(ChainError) as caught:
+            replay(store, tmp_path / "out.db")
+        assert (3, True) == (caught.value.seq, reason in caught.value.reason)
+        assert [] == [path for path in tmp_path.iterdir() if path.name.startswith("out.db")]
 
 
 class TestRebuild:
