@@ -218,7 +218,7 @@ def _task_floor_write(db: Path, work: Path) -> tuple[float, int, str]:
     Only the inserts are timed; the result is events of the log per second of
     inserting, so it compares with the rebuild's rate directly.
     """
-    from pwf.readmodel import ReadModel, projection_tables  # noqa: PLC0415 - child only
+    from pwf.readmodel import CHECKPOINT_TABLE, ReadModel, projection_tables  # noqa: PLC0415
 
     out = work / "written.db"
     _remove(out)
@@ -228,10 +228,7 @@ def _task_floor_write(db: Path, work: Path) -> tuple[float, int, str]:
     try:
         target.execute("PRAGMA journal_mode = OFF")
         target.execute("PRAGMA synchronous = OFF")
-        target.execute(
-            "CREATE TABLE _pwf_checkpoint (projection TEXT PRIMARY KEY,"
-            " version INTEGER NOT NULL, last_seq INTEGER NOT NULL) STRICT"
-        )
+        target.execute(CHECKPOINT_TABLE)
         ReadModel().install(target, defer_indexes=True)
         target.execute("BEGIN")
         for table in projection_tables(source):

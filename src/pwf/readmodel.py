@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     Handlers = tuple[Handler, ...]
 
 __all__ = [
+    "CHECKPOINT_TABLE",
     "ReadModel",
     "RowReader",
     "check_expressions",
@@ -45,6 +46,13 @@ _INDEX: Final = re.compile(
 _TABLE: Final = re.compile(r"\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 _CHECK: Final = re.compile(r"\bCHECK\s*\(", re.IGNORECASE)
 
+
+CHECKPOINT_TABLE: Final = """CREATE TABLE IF NOT EXISTS _pwf_checkpoint (
+  projection TEXT PRIMARY KEY,
+  version INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL
+) STRICT"""
+"""Each projection's version and last folded seq; the store's schema creates the same table."""
 
 STATEMENTS_HELD: Final = 25_000
 """A fold executes its statements in runs of about this many (a chunk of ten thousand events)."""
@@ -309,10 +317,7 @@ def rebuild_into(
     Indexes the tables lack are created after the fold, as a rebuild does.
     """
     model = ReadModel(projections)
-    connection.execute(
-        "CREATE TABLE IF NOT EXISTS _pwf_checkpoint (projection TEXT PRIMARY KEY,"
-        " version INTEGER NOT NULL, last_seq INTEGER NOT NULL) STRICT"
-    )
+    connection.execute(CHECKPOINT_TABLE)
     model.install(connection, defer_indexes=True)
     try:
         count = model.fold(connection, entries)

@@ -20,10 +20,10 @@ import structlog
 from pwf import scratchfiles
 from pwf.decoding import Chain, decoded
 from pwf.errors import ChainError
-from pwf.readmodel import ReadModel
+from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
 from pwf.splitfold import fold
 from pwf.store import EMPTY, Head, origin_of
-from pwf.store.sqlite import FORMAT, SCHEMA, translate_error
+from pwf.store.sqlite import FORMAT, HEAD_UPSERT, SCHEMA, translate_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -58,7 +58,6 @@ _PROJECTION_TABLES: Final = (
     " AND name NOT LIKE '\\_pwf\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
     " AND name != 'events' ORDER BY name"
 )
-_CHECKPOINT: Final = next(statement for statement in SCHEMA if "_pwf_checkpoint (" in statement)
 
 
 class ScratchFold:
@@ -105,7 +104,7 @@ class ScratchFold:
                     "INSERT INTO _pwf_meta (key, value) VALUES ('format', ?)", (FORMAT,)
                 )
             else:
-                self.connection.execute(_CHECKPOINT)
+                self.connection.execute(CHECKPOINT_TABLE)
             self.model.install(self.connection, defer_indexes=True)
 
     def index(self) -> None:
@@ -154,12 +153,7 @@ class ScratchFold:
             if head.seq != last:
                 raise ChainError(head.seq + 1, f"seq {head.seq + 1} is missing from the log")
             if self.copy_events:
-                connection.execute(
-                    "INSERT INTO _pwf_head (id, seq, content_hash, batch) VALUES (1, ?, ?, ?)"
-                    " ON CONFLICT (id) DO UPDATE SET seq = excluded.seq,"
-                    " content_hash = excluded.content_hash, batch = excluded.batch",
-                    (head.seq, head.content_hash, head.batch),
-                )
+                connection.execute(HEAD_UPSERT, (head.seq, head.content_hash, head.batch))
         if self.progress is not None:
             self.progress(last, self.total)
 

@@ -21,7 +21,7 @@ from pwf.errors import StoreError
 from pwf.events import EVENT_TYPES
 from pwf.forked import Forked, can_fork, processors
 from pwf.projections import PROJECTIONS
-from pwf.readmodel import ReadModel
+from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -177,10 +177,7 @@ def fold_part(part: Part) -> int:
         connection.execute("PRAGMA main.synchronous = OFF")
         connection.execute("ATTACH DATABASE ? AS live", (part.live,))
         connection.execute("BEGIN")
-        connection.execute(
-            "CREATE TABLE _pwf_checkpoint (projection TEXT PRIMARY KEY,"
-            " version INTEGER NOT NULL, last_seq INTEGER NOT NULL) STRICT"
-        )
+        connection.execute(CHECKPOINT_TABLE)
         model.install(connection, defer_indexes=True)
         connection.execute("COMMIT")
         for low in range(part.first, part.last + 1, chunk):

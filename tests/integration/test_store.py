@@ -25,9 +25,9 @@ from pwf.events import (
     content_hash_of,
 )
 from pwf.projections import Sql
-from pwf.readmodel import ReadModel
+from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
 from pwf.store import Head
-from pwf.store.sqlite import SqliteStore
+from pwf.store.sqlite import SCHEMA, SqliteStore
 
 MakeCommand = Callable[..., CommandRecorded]
 MakeCause = Callable[[CommandRecorded], Cause]
@@ -646,3 +646,8 @@ def test_a_path_with_uri_characters_opens_that_very_file(tmp_path: Path, name: s
     ]
     with SqliteStore(path, read_only=True) as store:
         assert store.verify().ok
+
+
+def test_the_read_model_checkpoint_table_is_the_store_schemas() -> None:
+    """Scratch files create ``_pwf_checkpoint`` from the read model; live files from the schema."""
+    assert CHECKPOINT_TABLE in SCHEMA

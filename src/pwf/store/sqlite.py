@@ -25,7 +25,7 @@ from pwf.store.rows import COLUMNS, columns, verify_rows
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["FORMAT", "SCHEMA", "SqliteStore", "SqliteTransaction", "translate_error"]
+__all__ = ["FORMAT", "HEAD_UPSERT", "SCHEMA", "SqliteStore", "SqliteTransaction", "translate_error"]
 
 FORMAT: Final = "pwf.store.v1"
 Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
@@ -77,6 +77,12 @@ SCHEMA: Final = (
 ) STRICT""",
 )
 
+HEAD_UPSERT: Final = (
+    "INSERT INTO _pwf_head (id, seq, content_hash, batch) VALUES (1, ?, ?, ?)"
+    " ON CONFLICT (id) DO UPDATE SET seq = excluded.seq,"
+    " content_hash = excluded.content_hash, batch = excluded.batch"
+)
+"""Move the head row to ``(seq, content_hash, batch)``."""
 _LOOKUPS: Final = frozenset({"type", "run_id", "session_id", "request_id", "client_id", "batch"})
 
 
@@ -209,12 +215,7 @@ class SqliteTransaction:
         )
         last = sealed[-1].entry
         self._head = Head(seq=last.seq, content_hash=last.content_hash, batch=last.batch)
-        self.connection.execute(
-            "INSERT INTO _pwf_head (id, seq, content_hash, batch) VALUES (1, ?, ?, ?)"
-            " ON CONFLICT (id) DO UPDATE SET seq = excluded.seq,"
-            " content_hash = excluded.content_hash, batch = excluded.batch",
-            (last.seq, last.content_hash, last.batch),
-        )
+        self.connection.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
         for hook in self.store.hooks:
             hook(self.connection, sealed)
 
