@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members, text
 from pwf.commands.messages import cancel_source, ensure_interaction_message
-from pwf.commands.sessions import coordinator, session_resumed
+from pwf.commands.sessions import live_coordinator, session_resumed
 from pwf.commands.turns import end_turn, message_of
 from pwf.events import (
     BranchReported,
@@ -55,11 +55,8 @@ def report_branch(ctx: Context, request: ClientRequest) -> Result:
     entries = _entries(payload)
     is_idle = _flag(payload, "isIdle")
     has_pending = _flag(payload, "hasPendingMessages")
-    session_id = text(payload, "targetSessionId")
-    epoch = text(payload, "coordinatorEpoch")
-    row = coordinator(ctx, session_id)
-    if row is None or row["coordinator_epoch"] != epoch:
-        raise refuse("Workflow session coordinator was replaced")
+    row = live_coordinator(ctx, payload)
+    session_id, epoch = str(row["target_session_id"]), str(row["coordinator_epoch"])
     if not row["branch_reported"]:
         session_resumed(ctx, session_id)
     _evidence(ctx, session_id, entries)

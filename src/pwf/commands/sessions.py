@@ -27,6 +27,7 @@ __all__ = [
     "attach",
     "coordinator",
     "detach",
+    "live_coordinator",
     "recover_turns",
     "session_check",
     "session_inactive",
@@ -39,13 +40,20 @@ def coordinator(ctx: Context, session_id: str) -> Row | None:
     return ctx.one("SELECT * FROM session_coordinators WHERE target_session_id = ?", session_id)
 
 
-def session_check(ctx: Context, payload: dict[str, object], *, turns: bool = False) -> str:
-    """§5.13: the payload's epoch must be the session's live one, its branch reported."""
+def live_coordinator(ctx: Context, payload: dict[str, object]) -> Row:
+    """§5.13: the coordinator of the payload's session, whose epoch the payload must name."""
     session_id = text(payload, "targetSessionId")
     epoch = text(payload, "coordinatorEpoch")
     row = coordinator(ctx, session_id)
     if row is None or row["coordinator_epoch"] != epoch:
         raise refuse("Workflow session coordinator was replaced")
+    return row
+
+
+def session_check(ctx: Context, payload: dict[str, object], *, turns: bool = False) -> str:
+    """§5.13: the payload's epoch must be the session's live one, its branch reported."""
+    row = live_coordinator(ctx, payload)
+    session_id = str(row["target_session_id"])
     if not row["branch_reported"]:
         if turns:
             raise refuse("Workflow branch must be reported before model turns")
