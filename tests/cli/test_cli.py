@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import pytest
@@ -27,6 +28,11 @@ from pwf.artifacts import expected_artifacts
 from pwf.cli import cli
 from pwf.events import EVENT_TYPES, Sealed
 from pwf.store.sqlite import FORMAT, SqliteStore
+
+if TYPE_CHECKING:
+    from tests.cli._cli import one_line
+else:
+    from _cli import one_line
 
 AppendBatches = Callable[..., list[list[Sealed]]]
 
@@ -48,14 +54,6 @@ def _console_script() -> str:
 def _env() -> dict[str, str]:
     """The environment for subprocesses, without a $PWF_DB from outside."""
     return {key: value for key, value in os.environ.items() if key != "PWF_DB"}
-
-
-def _one_line(text: str) -> str:
-    """The single line an error must be; fails on tracebacks and multi-line output."""
-    lines = text.splitlines()
-    assert [lines[0]] == lines, text
-    assert "Traceback" not in text
-    return lines[0]
 
 
 def _tamper(path: Path, seq: int) -> None:
@@ -197,7 +195,7 @@ class TestInit:
         path.write_bytes(b"not a database\n" * 100)
         result = run("init", "--db", str(path))
         assert 3 == result.exit_code
-        assert "not a pwf database or damaged" in _one_line(result.stderr)
+        assert "not a pwf database or damaged" in one_line(result.stderr)
 
 
 class TestShowAndTail:
@@ -288,7 +286,7 @@ class TestVerify:
         _tamper(db, 4)
         result = run("log", "verify", "--db", str(db))
         assert (1, "") == (result.exit_code, result.stdout)
-        assert _one_line(result.stderr).startswith("bad: seq 4: ")
+        assert one_line(result.stderr).startswith("bad: seq 4: ")
 
     def test_clean_log_json(self, run: Run, db: Path) -> None:
         """``--json`` prints one canonical report line."""
@@ -370,7 +368,7 @@ class TestExportAndImport:
         source.write_bytes(b"".join([*lines[:2], *lines[3:]]))
         result = run("log", "import", "--db", str(copy), str(source))
         assert (2, "") == (result.exit_code, result.stdout)
-        assert _one_line(result.stderr).startswith("Error: line 3: ")
+        assert one_line(result.stderr).startswith("Error: line 3: ")
         assert _gone(copy)
 
     def test_bad_file_into_an_existing_empty_database(self, run: Run, tmp_path: Path) -> None:
@@ -379,7 +377,7 @@ class TestExportAndImport:
         run("init", "--db", str(copy))
         result = run("log", "import", "--db", str(copy), stdin=b"{}\n")
         assert 2 == result.exit_code
-        assert _one_line(result.stderr).startswith("Error: line 1: ")
+        assert one_line(result.stderr).startswith("Error: line 1: ")
         assert (True, b"") == (copy.exists(), _exported(copy))
 
     def test_import_into_a_non_empty_database(self, run: Run, db: Path) -> None:
@@ -387,7 +385,7 @@ class TestExportAndImport:
         before = _exported(db)
         result = run("log", "import", "--db", str(db), stdin=before)
         assert 2 == result.exit_code
-        assert f"already holds {EVENTS} events" in _one_line(result.stderr)
+        assert f"already holds {EVENTS} events" in one_line(result.stderr)
         assert before == _exported(db)
 
     def test_missing_source_file(self, run: Run, tmp_path: Path) -> None:
@@ -395,7 +393,7 @@ class TestExportAndImport:
         copy = tmp_path / "copy.db"
         result = run("log", "import", "--db", str(copy), str(tmp_path / "nowhere.jsonl"))
         assert 2 == result.exit_code
-        assert "no such file" in _one_line(result.stderr)
+        assert "no such file" in one_line(result.stderr)
         assert _gone(copy)
 
 
@@ -412,7 +410,7 @@ class TestErrors:
         path = tmp_path / "missing.db"
         result = run(*command, "--db", str(path))
         assert (2, "") == (result.exit_code, result.stdout)
-        assert f"Error: no state database at {path} (run `pwf init` first)" == _one_line(
+        assert f"Error: no state database at {path} (run `pwf init` first)" == one_line(
             result.stderr
         )
         assert _gone(path)
@@ -425,7 +423,7 @@ class TestErrors:
         other.close()
         result = run("log", "show", "--db", str(path))
         assert 3 == result.exit_code
-        assert "not a pwf database" in _one_line(result.stderr)
+        assert "not a pwf database" in one_line(result.stderr)
 
     @pytest.mark.parametrize(
         "args",
@@ -521,7 +519,7 @@ class TestDevExport:
             result.exit_code,
             result.stdout,
         )
-        assert "out of date" in _one_line(result.stderr)
+        assert "out of date" in one_line(result.stderr)
 
     def test_check_finds_a_missing_file(self, run: Run, tmp_path: Path) -> None:
         """A deleted artifact counts as drifted."""
@@ -638,7 +636,7 @@ class TestEntryPoints:
             env=_env(),
         )
         assert (2, b"") == (done.returncode, done.stdout)
-        assert _one_line(done.stderr.decode()).startswith("Error: line 5: ")
+        assert one_line(done.stderr.decode()).startswith("Error: line 5: ")
         assert _gone(copy)
 
     def test_missing_database_is_one_line(self, tmp_path: Path) -> None:
@@ -652,7 +650,7 @@ class TestEntryPoints:
             env=_env(),
         )
         assert (2, "") == (done.returncode, done.stdout)
-        assert "no state database" in _one_line(done.stderr)
+        assert "no state database" in one_line(done.stderr)
 
     def test_tampered_log_exits_1(self, db: Path) -> None:
         """``pwf log verify`` exits 1 on a tampered database, naming the seq."""
@@ -665,4 +663,4 @@ class TestEntryPoints:
             env=_env(),
         )
         assert (1, "") == (done.returncode, done.stdout)
-        assert _one_line(done.stderr).startswith("bad: seq 2: ")
+        assert one_line(done.stderr).startswith("bad: seq 2: ")

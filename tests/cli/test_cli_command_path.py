@@ -22,6 +22,10 @@ from pwf.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests.cli._cli import one_line
+else:
+    from _cli import one_line
+
 Run = Callable[..., Result]
 
 AT = 1_764_403_200_000
@@ -77,14 +81,6 @@ def _run_start() -> bytes:
 
 def _is_canonical(line: str) -> bool:
     return canonical.encode(json.loads(line)) == line.encode()
-
-
-def _one_line(text: str) -> str:
-    """The single line an error must be; fails on tracebacks and multi-line output."""
-    lines = text.splitlines()
-    assert [lines[0]] == lines, text
-    assert "Traceback" not in text
-    return lines[0]
 
 
 def _entries(path: Path) -> list[tuple[int, str, str | None]]:
@@ -240,14 +236,14 @@ class TestRequest:
         """A ``#at`` line without one whole number of ms is refused; later lines still run."""
         result = run("request", "--db", str(db), stdin=directive + b"\n" + _status("req-1"))
         assert 2 == result.exit_code
-        assert _one_line(result.stderr).startswith("line 1: #at takes one whole number")
+        assert one_line(result.stderr).startswith("line 1: #at takes one whole number")
         assert 1 == len(result.stdout.splitlines())
 
     def test_empty_lines_are_skipped_but_counted(self, run: Run, db: Path) -> None:
         """Empty lines are not requests, yet line numbers in errors count them."""
         result = run("request", "--db", str(db), stdin=b"\n\n{}\n")
         assert 2 == result.exit_code
-        assert _one_line(result.stderr).startswith("line 3: ")
+        assert one_line(result.stderr).startswith("line 3: ")
         assert "" == result.stdout
 
     def test_an_overlong_line_is_refused_and_the_next_runs(self, run: Run, db: Path) -> None:
@@ -255,14 +251,14 @@ class TestRequest:
         huge = b"x" * (2 * 1024 * 1024) + b"\n"
         result = run("request", "--db", str(db), "--at", str(AT), stdin=huge + _status("req-1"))
         assert 2 == result.exit_code
-        assert "line 1: Client protocol message exceeds 1 MiB" == _one_line(result.stderr)
+        assert "line 1: Client protocol message exceeds 1 MiB" == one_line(result.stderr)
         assert ["req-1"] == [json.loads(line)["requestId"] for line in result.stdout.splitlines()]
 
     def test_a_missing_database_is_one_line(self, run: Run, tmp_path: Path) -> None:
         """Without ``pwf init`` the command exits 2 with one line."""
         result = run("request", "--db", str(tmp_path / "none.db"), stdin=_status("req-1"))
         assert 2 == result.exit_code
-        assert "pwf init" in _one_line(result.stderr)
+        assert "pwf init" in one_line(result.stderr)
 
 
 class TestRunStartAndLaunch:
@@ -354,14 +350,14 @@ class TestRunStartAndLaunch:
         events = _entries(started)
         result = run("worker", "launch", "run-1", "--db", str(started), "--at", str(AT + 2))
         assert 2 == result.exit_code
-        assert _one_line(result.stderr).startswith("Error: ")
+        assert one_line(result.stderr).startswith("Error: ")
         assert events == _entries(started)
 
     def test_launching_an_unknown_run_is_refused(self, run: Run, db: Path) -> None:
         """An unknown run id exits 2 with one line and appends nothing."""
         result = run("worker", "launch", "run-9", "--db", str(db), "--at", str(AT))
         assert 2 == result.exit_code
-        _one_line(result.stderr)
+        one_line(result.stderr)
         assert [] == _entries(db)
 
     def test_worker_ready_is_answered_and_replayed(self, run: Run, started: Path) -> None:
@@ -404,7 +400,7 @@ class TestRunStartAndLaunch:
         """``pwf worker`` refuses a bad line with its number and exit 2."""
         result = run("worker", "--db", str(db), stdin=b"#at 5\n{}\n")
         assert 2 == result.exit_code
-        assert _one_line(result.stderr).startswith("line 2: ")
+        assert one_line(result.stderr).startswith("line 2: ")
         assert [] == _entries(db)
 
 
@@ -428,7 +424,7 @@ class TestServedClaim:
         _claim(db, host_id="host-a", expires_at=AT + 1)
         result = run("request", "--db", str(db), "--at", str(AT), stdin=_status("req-1"))
         assert 3 == result.exit_code
-        assert f"Error: {self.REFUSAL}" == _one_line(result.stderr)
+        assert f"Error: {self.REFUSAL}" == one_line(result.stderr)
         assert ("", []) == (result.stdout, _entries(db))
 
     def test_a_live_claim_refuses_worker_messages_and_launch(self, run: Run, started: Path) -> None:
@@ -437,8 +433,8 @@ class TestServedClaim:
         launch = run("worker", "launch", "run-1", "--db", str(started), "--at", str(AT + 1))
         loop = run("worker", "--db", str(started), "--at", str(AT + 1), stdin=b"{}\n")
         assert (3, 3) == (launch.exit_code, loop.exit_code)
-        assert f"Error: {self.REFUSAL}" == _one_line(launch.stderr)
-        assert f"Error: {self.REFUSAL}" == _one_line(loop.stderr)
+        assert f"Error: {self.REFUSAL}" == one_line(launch.stderr)
+        assert f"Error: {self.REFUSAL}" == one_line(loop.stderr)
 
     @pytest.mark.parametrize(
         ("host_id", "expires_at"),

@@ -21,27 +21,13 @@ from pwf import canonical
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests.cli._cli import edit, one_line
+else:
+    from _cli import edit, one_line
+
 Run = Callable[..., Result]
 RUNS = 3
 HEX_LINE = re.compile(r"^[0-9a-f]{64}  [a-z_]+$")
-
-
-def _sql(path: Path, *statements: str) -> None:
-    """Change a database by hand."""
-    connection = sqlite3.connect(path)
-    try:
-        for statement in statements:
-            connection.execute(statement)
-        connection.commit()
-    finally:
-        connection.close()
-
-
-def _one_line(text: str) -> str:
-    """The single line an error must be."""
-    lines = text.splitlines()
-    assert [lines[0]] == lines, text
-    return lines[0]
 
 
 @pytest.fixture
@@ -87,7 +73,7 @@ class TestDiff:
 
     def test_a_changed_cell_is_reported_exactly(self, run: Run, live: Path, copy: Path) -> None:
         """Table, key, column and both values, then the total."""
-        _sql(copy, "UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
+        edit(copy, "UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
         result = run("diff", str(live), str(copy))
         expected = (
             "runs: 1 difference\n"
@@ -98,7 +84,7 @@ class TestDiff:
 
     def test_a_changed_cell_as_json(self, run: Run, live: Path, copy: Path) -> None:
         """``--json`` prints one canonical object with every difference."""
-        _sql(copy, "UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
+        edit(copy, "UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
         result = run("diff", str(live), str(copy), "--json")
         change = {"key": ["run-1"], "column": "status", "a": "queued", "b": "running"}
         expected = {
@@ -115,7 +101,7 @@ class TestDiff:
 
     def test_rows_only_on_one_side(self, run: Run, live: Path, copy: Path) -> None:
         """A deleted row is only in A, an added one only in B, each by key."""
-        _sql(
+        edit(
             copy,
             "DELETE FROM run_bindings WHERE run_id = 'run-2'",
             "INSERT INTO run_bindings VALUES ('run-9', 's-9', 'interactive', 1)",
@@ -153,7 +139,7 @@ class TestDiff:
 
     def test_long_values_are_cut_in_the_table_only(self, run: Run, live: Path, copy: Path) -> None:
         """A long BLOB is shown as cut hex; ``--json`` carries it whole."""
-        _sql(
+        edit(
             copy,
             "UPDATE blobs SET content = zeroblob(200), byte_length = 200"
             " WHERE blob_hash = (SELECT min(blob_hash) FROM blobs)",
@@ -167,7 +153,7 @@ class TestDiff:
 
     def test_table_restricts_the_comparison(self, run: Run, live: Path, copy: Path) -> None:
         """``--table`` compares only the named tables."""
-        _sql(copy, "UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
+        edit(copy, "UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
         result = run("diff", str(live), str(copy), "--table", "run_bindings", "--table", "blobs")
         assert (0, "equal\n") == (result.exit_code, result.stdout)
         assert 1 == run("diff", str(live), str(copy), "--table", "runs").exit_code
@@ -195,32 +181,32 @@ class TestDiff:
         self, run: Run, live: Path, copy: Path, statement: str, message: str
     ) -> None:
         """Different versions, tables or columns: exit 2, one line naming the difference."""
-        _sql(copy, statement)
+        edit(copy, statement)
         result = run("diff", str(live), str(copy))
         assert (2, "") == (result.exit_code, result.stdout)
-        assert f"Error: {message}" == _one_line(result.stderr)
+        assert f"Error: {message}" == one_line(result.stderr)
 
     def test_a_missing_file_exits_2(self, run: Run, live: Path, tmp_path: Path) -> None:
         """A path that does not exist is named, and not created."""
         missing = tmp_path / "nope.db"
         result = run("diff", str(live), str(missing))
         assert 2 == result.exit_code
-        assert f"Error: no such database: {missing}" == _one_line(result.stderr)
+        assert f"Error: no such database: {missing}" == one_line(result.stderr)
         assert not missing.exists()
 
     def test_not_a_pwf_database_exits_2(self, run: Run, live: Path, tmp_path: Path) -> None:
         """A SQLite file of another program is refused."""
         other = tmp_path / "other.db"
-        _sql(other, "CREATE TABLE t (x)")
+        edit(other, "CREATE TABLE t (x)")
         result = run("diff", str(other), str(live))
         assert 2 == result.exit_code
-        assert _one_line(result.stderr).startswith(f"Error: not a pwf database: {other} ")
+        assert one_line(result.stderr).startswith(f"Error: not a pwf database: {other} ")
 
     def test_an_unknown_table_exits_2(self, run: Run, live: Path, copy: Path) -> None:
         """``--table`` must name a projection table."""
         result = run("diff", str(live), str(copy), "--table", "events")
         assert 2 == result.exit_code
-        assert _one_line(result.stderr).startswith("Error: no projection table events (tables: ")
+        assert one_line(result.stderr).startswith("Error: no projection table events (tables: ")
 
 
 class TestDigest:
@@ -245,7 +231,7 @@ class TestDigest:
         self, run: Run, live: Path, copy: Path
     ) -> None:
         """Only the corrupted table's line and ``all`` change."""
-        _sql(copy, "UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
+        edit(copy, "UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
         before = run("digest", str(live)).stdout.splitlines()
         after = run("digest", str(copy)).stdout.splitlines()
         moved = [b.split("  ")[1] for a, b in zip(before, after, strict=True) if a != b]
@@ -262,7 +248,7 @@ class TestDigest:
         """A path that does not exist is named."""
         result = run("digest", str(tmp_path / "nope.db"))
         assert 2 == result.exit_code
-        assert f"Error: no such database: {tmp_path / 'nope.db'}" == _one_line(result.stderr)
+        assert f"Error: no such database: {tmp_path / 'nope.db'}" == one_line(result.stderr)
 
 
 class TestLogDiff:
@@ -275,7 +261,7 @@ class TestLogDiff:
 
     def test_a_tampered_body(self, run: Run, live: Path, copy: Path) -> None:
         """Exit 1 and the first seq whose stored bytes differ."""
-        _sql(copy, "UPDATE events SET body = CAST(body || ' ' AS BLOB) WHERE seq >= 3")
+        edit(copy, "UPDATE events SET body = CAST(body || ' ' AS BLOB) WHERE seq >= 3")
         result = run("log", "diff", str(live), str(copy))
         assert (1, "first divergence at seq 3\n") == (result.exit_code, result.stdout)
 
@@ -311,4 +297,4 @@ class TestLogDiff:
         """A path that does not exist is named."""
         result = run("log", "diff", str(tmp_path / "nope.db"), str(live))
         assert 2 == result.exit_code
-        assert f"Error: no such database: {tmp_path / 'nope.db'}" == _one_line(result.stderr)
+        assert f"Error: no such database: {tmp_path / 'nope.db'}" == one_line(result.stderr)

@@ -24,19 +24,12 @@ from pwf.readmodel import projection_tables
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests.cli._cli import edit, one_line
+else:
+    from _cli import edit, one_line
+
 Run = Callable[..., Result]
 RUNS = 3
-
-
-def _sql(path: Path, *statements: str) -> None:
-    """Change a database by hand."""
-    connection = sqlite3.connect(path)
-    try:
-        for statement in statements:
-            connection.execute(statement)
-        connection.commit()
-    finally:
-        connection.close()
 
 
 def _tables(path: Path) -> int:
@@ -45,13 +38,6 @@ def _tables(path: Path) -> int:
         return len(projection_tables(connection))
     finally:
         connection.close()
-
-
-def _one_line(text: str) -> str:
-    """The single line an error must be."""
-    lines = text.splitlines()
-    assert [lines[0]] == lines, text
-    return lines[0]
 
 
 @pytest.fixture
@@ -134,7 +120,7 @@ class TestReplay:
         out = tmp_path / "out.db"
         result = run("replay", "--db", str(live), "--until-time", when, "--out", str(out))
         assert (2, False) == (result.exit_code, out.exists())
-        assert "--until-time takes epoch milliseconds or an ISO 8601 time" in _one_line(
+        assert "--until-time takes epoch milliseconds or an ISO 8601 time" in one_line(
             result.stderr
         )
 
@@ -157,7 +143,7 @@ class TestReplay:
         out.write_bytes(b"keep")
         result = run("replay", "--db", str(live), "--out", str(out))
         assert 2 == result.exit_code
-        assert f"Error: {out} already exists; replay writes a new file" == _one_line(result.stderr)
+        assert f"Error: {out} already exists; replay writes a new file" == one_line(result.stderr)
         assert b"keep" == out.read_bytes()
 
     def test_both_limits_are_a_usage_error(self, run: Run, live: Path, tmp_path: Path) -> None:
@@ -209,7 +195,7 @@ class TestRebuild:
 
     def test_fixes_a_corrupted_row(self, run: Run, live: Path) -> None:
         """After a hand edit ``verify`` fails; after ``rebuild`` it passes."""
-        _sql(live, "UPDATE runs SET status = 'running' WHERE run_id = 'run-2'")
+        edit(live, "UPDATE runs SET status = 'running' WHERE run_id = 'run-2'")
         assert 1 == run("verify", "--db", str(live)).exit_code
         assert 0 == run("rebuild", "--db", str(live)).exit_code
         assert 0 == run("verify", "--db", str(live)).exit_code
@@ -235,7 +221,7 @@ class TestVerify:
 
     def test_a_corrupted_cell_names_table_key_and_values(self, run: Run, live: Path) -> None:
         """Exit 1: the table, the row's key, the column and both values."""
-        _sql(live, "UPDATE runs SET status = 'running' WHERE run_id = 'run-2'")
+        edit(live, "UPDATE runs SET status = 'running' WHERE run_id = 'run-2'")
         result = run("verify", "--db", str(live))
         expected = (
             "bad: table runs: rows differ from the log's rebuild\n"
@@ -245,7 +231,7 @@ class TestVerify:
 
     def test_a_deleted_row_as_json(self, run: Run, live: Path) -> None:
         """``--json`` names the row only the rebuild has."""
-        _sql(live, "DELETE FROM run_queue WHERE run_id = 'run-3'")
+        edit(live, "DELETE FROM run_queue WHERE run_id = 'run-3'")
         result = run("verify", "--db", str(live), "--json")
         report = json.loads(result.stdout)
         assert (1, False, "run_queue") == (result.exit_code, report["ok"], report["table"])
@@ -255,13 +241,13 @@ class TestVerify:
 
     def test_a_tampered_body_names_its_seq(self, run: Run, live: Path) -> None:
         """Exit 1 at the first bad seq of the chain."""
-        _sql(
+        edit(
             live,
             "UPDATE events SET body = CAST(replace(body, 'run-2', 'run-7') AS BLOB) WHERE seq = 3",
         )
         result = run("verify", "--db", str(live))
         assert 1 == result.exit_code
-        assert _one_line(result.stdout).startswith("bad: seq 3: ")
+        assert one_line(result.stdout).startswith("bad: seq 3: ")
         report = json.loads(run("verify", "--db", str(live), "--json").stdout)
         assert (False, 3, None) == (report["ok"], report["firstBadSeq"], report["table"])
 
@@ -269,4 +255,4 @@ class TestVerify:
         """Exit 2 and one line."""
         result = run("verify", "--db", str(tmp_path / "nope.db"))
         assert 2 == result.exit_code
-        assert _one_line(result.stderr).startswith("Error: no state database at ")
+        assert one_line(result.stderr).startswith("Error: no state database at ")

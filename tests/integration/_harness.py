@@ -314,6 +314,17 @@ class Fixture:
         self.store.close()
 
 
+def edit(path: Path, *statements: str) -> None:
+    """Change a database by hand, the way a careless operator or a disk would."""
+    connection = sqlite3.connect(path)
+    try:
+        for statement in statements:
+            connection.execute(statement)
+        connection.commit()
+    finally:
+        connection.close()
+
+
 def race_run_start(db: str, request_id: str, barrier: Any, results: Any) -> None:
     """In a child process: open the store, wait at the barrier, send ``run.start``; report."""
     store = open_store(db, create=False)

@@ -33,20 +33,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     # mypy finds the harness by its path; pytest puts its directory on sys.path
-    from tests.integration._harness import RUN, Fixture
+    from tests.integration._harness import RUN, Fixture, edit
 else:
-    from _harness import RUN, Fixture
-
-
-def _sql(path: Path, *statements: str) -> None:
-    """Change a database by hand, the way a careless operator or a disk would."""
-    connection = sqlite3.connect(path)
-    try:
-        for statement in statements:
-            connection.execute(statement)
-        connection.commit()
-    finally:
-        connection.close()
+    from _harness import RUN, Fixture, edit
 
 
 def _copy_log(source: Path, target: Path, last: int | None = None) -> Path:
@@ -106,7 +95,7 @@ class TestDiffDatabases:
 
     def test_a_changed_cell_is_named_exactly(self, live: Path, copy: Path) -> None:
         """Table, key, column and both values of one hand-corrupted cell."""
-        _sql(copy, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
+        edit(copy, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
         report = diff_databases(live, copy)
         expected = {"runs": [Difference("changed", (RUN,), "status", "waiting", "failed")]}
         assert (expected, 1) == (report.tables, report.count)
@@ -116,7 +105,7 @@ class TestDiffDatabases:
         connection = sqlite3.connect(live)
         [revision] = connection.execute("SELECT revision FROM runs").fetchone()
         connection.close()
-        _sql(copy, "UPDATE runs SET revision = 99, status = 'failed' WHERE run_id = 'run-1'")
+        edit(copy, "UPDATE runs SET revision = 99, status = 'failed' WHERE run_id = 'run-1'")
         expected = [
             Difference("changed", (RUN,), "status", "waiting", "failed"),
             Difference("changed", (RUN,), "revision", revision, 99),
@@ -125,12 +114,12 @@ class TestDiffDatabases:
 
     def test_a_deleted_row_is_only_in_a(self, live: Path, copy: Path) -> None:
         """A row missing from B is reported by its key, only in A."""
-        _sql(copy, "DELETE FROM runs WHERE run_id = 'run-1'")
+        edit(copy, "DELETE FROM runs WHERE run_id = 'run-1'")
         assert {"runs": [Difference("onlyInA", (RUN,))]} == diff_databases(live, copy).tables
 
     def test_an_added_row_is_only_in_b(self, live: Path, copy: Path) -> None:
         """A row only B has is reported by its key, only in B."""
-        _sql(
+        edit(
             copy,
             "INSERT INTO run_bindings (run_id, origin_session_id, execution_mode, created_at)"
             " VALUES ('run-9', 's-9', 'interactive', 1)",
@@ -140,7 +129,7 @@ class TestDiffDatabases:
 
     def test_blobs_are_shown_as_lower_case_hex(self, live: Path, copy: Path) -> None:
         """BLOB values (and BLOB keys) are reported as lower-case hex text."""
-        _sql(copy, "UPDATE runs SET input_hash = zeroblob(32) WHERE run_id = 'run-1'")
+        edit(copy, "UPDATE runs SET input_hash = zeroblob(32) WHERE run_id = 'run-1'")
         [item] = diff_databases(live, copy).tables["runs"]
         connection = sqlite3.connect(live)
         [before] = connection.execute("SELECT input_hash FROM runs").fetchone()
@@ -154,7 +143,7 @@ class TestDiffDatabases:
             "SELECT worker_epoch, message_id FROM worker_messages ORDER BY 1, 2 LIMIT 1"
         ).fetchone()
         connection.close()
-        _sql(
+        edit(
             copy,
             "DELETE FROM worker_messages WHERE (worker_epoch, message_id) ="
             " (SELECT worker_epoch, message_id FROM worker_messages ORDER BY 1, 2 LIMIT 1)",
@@ -164,7 +153,7 @@ class TestDiffDatabases:
 
     def test_tables_restrict_the_comparison(self, live: Path, copy: Path) -> None:
         """Only the named tables are compared."""
-        _sql(copy, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
+        edit(copy, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
         report = diff_databases(live, copy, ["blobs", "run_bindings"])
         assert (("blobs", "run_bindings"), True) == (report.compared, report.equal)
         assert not diff_databases(live, copy, ["runs"]).equal
@@ -186,8 +175,8 @@ class TestKeyOrder:
         """NULL, numbers, text and BLOBs in one key column merge in SQLite's order."""
         create = "CREATE TABLE mixed (k PRIMARY KEY, v)"
         rows = "INSERT INTO mixed VALUES (NULL, 1), (1.5, 1), (2, 1), ('a', 1), (x'00', 1)"
-        _sql(live, create, rows)
-        _sql(copy, create, rows, "DELETE FROM mixed WHERE k = 'a'", "UPDATE mixed SET v = 2")
+        edit(live, create, rows)
+        edit(copy, create, rows, "DELETE FROM mixed WHERE k = 'a'", "UPDATE mixed SET v = 2")
         found = diff_databases(live, copy).tables["mixed"]
         expected = [
             Difference("changed", (None,), "v", 1, 2),
@@ -201,8 +190,8 @@ class TestKeyOrder:
     def test_a_table_without_a_key_pairs_whole_rows(self, live: Path, copy: Path) -> None:
         """Without a primary key every column is the key; duplicates pair one by one."""
         create = "CREATE TABLE loose (a, b)"
-        _sql(live, create, "INSERT INTO loose VALUES (1, 'x'), (1, 'x'), (2, NULL)")
-        _sql(copy, create, "INSERT INTO loose VALUES (1, 'x'), (2, NULL), (3, 'z')")
+        edit(live, create, "INSERT INTO loose VALUES (1, 'x'), (1, 'x'), (2, NULL)")
+        edit(copy, create, "INSERT INTO loose VALUES (1, 'x'), (2, NULL), (3, 'z')")
         found = diff_databases(live, copy).tables["loose"]
         assert [Difference("onlyInA", (1, "x")), Difference("onlyInB", (3, "z"))] == found
 
@@ -212,7 +201,7 @@ class TestSchemaMismatch:
 
     def test_projection_versions_differ(self, live: Path, copy: Path) -> None:
         """A checkpoint at another projection version is named with both versions."""
-        _sql(copy, "UPDATE _pwf_checkpoint SET version = 2 WHERE projection = 'runs'")
+        edit(copy, "UPDATE _pwf_checkpoint SET version = 2 WHERE projection = 'runs'")
         with pytest.raises(
             InputError, match=r"^A has projection runs at version 1, B at version 2$"
         ):
@@ -220,7 +209,7 @@ class TestSchemaMismatch:
 
     def test_a_projection_only_one_side_has(self, live: Path, copy: Path) -> None:
         """A projection with no checkpoint on one side is named."""
-        _sql(copy, "DELETE FROM _pwf_checkpoint WHERE projection = 'runs'")
+        edit(copy, "DELETE FROM _pwf_checkpoint WHERE projection = 'runs'")
         with pytest.raises(InputError, match=r"^A has projection runs at version 1, B has none$"):
             diff_databases(live, copy)
         with pytest.raises(InputError, match=r"^A has no projection runs, B has it at version 1$"):
@@ -228,13 +217,13 @@ class TestSchemaMismatch:
 
     def test_a_table_only_one_side_has(self, live: Path, copy: Path) -> None:
         """An extra or missing table is named with its side."""
-        _sql(copy, "CREATE TABLE extra (x TEXT PRIMARY KEY)")
+        edit(copy, "CREATE TABLE extra (x TEXT PRIMARY KEY)")
         with pytest.raises(InputError, match=r"^table extra is only in B$"):
             diff_databases(live, copy)
 
     def test_columns_differ(self, live: Path, copy: Path) -> None:
         """Another column list is named with both lists."""
-        _sql(copy, "ALTER TABLE run_bindings ADD COLUMN note TEXT")
+        edit(copy, "ALTER TABLE run_bindings ADD COLUMN note TEXT")
         expected = (
             r"^table run_bindings has columns \(run_id, origin_session_id, execution_mode,"
             r" created_at\) in A, \(run_id, origin_session_id, execution_mode, created_at, note\)"
@@ -245,8 +234,8 @@ class TestSchemaMismatch:
 
     def test_keys_differ(self, live: Path, copy: Path) -> None:
         """The same columns under another primary key are named with both keys."""
-        _sql(live, "CREATE TABLE pair (a TEXT, b TEXT, PRIMARY KEY (a, b))")
-        _sql(copy, "CREATE TABLE pair (a TEXT, b TEXT, PRIMARY KEY (b, a))")
+        edit(live, "CREATE TABLE pair (a TEXT, b TEXT, PRIMARY KEY (a, b))")
+        edit(copy, "CREATE TABLE pair (a TEXT, b TEXT, PRIMARY KEY (b, a))")
         with pytest.raises(
             InputError, match=r"^table pair is keyed by \(a, b\) in A, \(b, a\) in B$"
         ):
@@ -266,7 +255,7 @@ class TestOpening:
     def test_a_plain_sqlite_file_is_not_a_pwf_database(self, live: Path, tmp_path: Path) -> None:
         """A SQLite file without pwf's format row is refused."""
         other = tmp_path / "other.db"
-        _sql(other, "CREATE TABLE t (x)")
+        edit(other, "CREATE TABLE t (x)")
         with pytest.raises(InputError, match=f"^not a pwf database: {re.escape(str(other))} "):
             diff_databases(other, live)
 
@@ -298,7 +287,7 @@ class TestDigest:
 
     def test_a_corrupted_cell_changes_its_table_and_all(self, live: Path, copy: Path) -> None:
         """Only the corrupted table's digest moves, and with it ``all``."""
-        _sql(copy, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
+        edit(copy, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
         before, after = digest_database(live), digest_database(copy)
         moved = {name for name in before.tables if before.tables[name] != after.tables[name]}
         assert ({"runs"}, True) == (moved, before.all != after.all)
@@ -338,7 +327,7 @@ class TestDiffLogs:
 
     def test_a_tampered_body_is_the_first_divergence(self, live: Path, copy: Path) -> None:
         """The first seq whose bytes differ is named; the events before it are common."""
-        _sql(copy, "UPDATE events SET body = CAST(body || ' ' AS BLOB) WHERE seq IN (5, 9)")
+        edit(copy, "UPDATE events SET body = CAST(body || ' ' AS BLOB) WHERE seq IN (5, 9)")
         assert LogDiff(4, 5) == diff_logs(live, copy)
 
     def test_a_prefix_names_the_shorter_side(self, live: Path, tmp_path: Path) -> None:
@@ -356,5 +345,5 @@ class TestDiffLogs:
 
     def test_a_gap_diverges_at_the_missing_seq(self, live: Path, copy: Path) -> None:
         """A deleted event makes its seq the first divergence."""
-        _sql(copy, "DELETE FROM events WHERE seq = 3")
+        edit(copy, "DELETE FROM events WHERE seq = 3")
         assert LogDiff(2, 3) == diff_logs(live, copy)

@@ -31,11 +31,11 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     # mypy finds the harness by its path; pytest puts its directory on sys.path
-    from tests.integration._harness import ATTEMPT, RUN, Fixture
+    from tests.integration._harness import ATTEMPT, RUN, Fixture, edit
 
     from pwf.events import Entry
 else:
-    from _harness import ATTEMPT, RUN, Fixture
+    from _harness import ATTEMPT, RUN, Fixture, edit
 
 STEPS: Final[tuple[Callable[[Fixture], object], ...]] = (
     lambda fx: fx.request("run.status", {}, RUN, at=2000),
@@ -61,17 +61,6 @@ def _dump(path: Path) -> dict[str, list[tuple[object, ...]]]:
     connection = sqlite3.connect(path)
     try:
         return dump(connection)
-    finally:
-        connection.close()
-
-
-def _sql(path: Path, *statements: str) -> None:
-    """Change a database by hand, the way a careless operator or a disk would."""
-    connection = sqlite3.connect(path)
-    try:
-        for statement in statements:
-            connection.execute(statement)
-        connection.commit()
     finally:
         connection.close()
 
@@ -271,7 +260,7 @@ class TestReplay:
 
     def test_a_broken_chain_stops_and_leaves_nothing(self, live: Path, tmp_path: Path) -> None:
         """A tampered body fails the fold at its seq; no output or scratch file remains."""
-        _sql(
+        edit(
             live,
             "UPDATE events SET body = CAST(replace(body, 'run-1', 'run-9') AS BLOB) WHERE seq = 3",
         )
@@ -325,7 +314,7 @@ class TestRebuild:
     def test_fixes_a_hand_corrupted_row(self, live: Path) -> None:
         """A changed cell and a deleted row come back as the log says."""
         before = _dump(live)
-        _sql(
+        edit(
             live,
             "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'",
             "DELETE FROM blobs WHERE rowid = (SELECT min(rowid) FROM blobs)",
@@ -337,7 +326,7 @@ class TestRebuild:
 
     def test_resets_checkpoints_to_the_head_and_the_code_version(self, live: Path) -> None:
         """A projection at another version is rebuilt at this one, and every checkpoint moves."""
-        _sql(live, "UPDATE _pwf_checkpoint SET version = 99, last_seq = 1")
+        edit(live, "UPDATE _pwf_checkpoint SET version = 99, last_seq = 1")
         with _store(live) as store:
             rebuild(store)
             rows = store.connection.execute("SELECT version, last_seq FROM _pwf_checkpoint")
@@ -359,7 +348,7 @@ class TestRebuild:
         self, live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """The swap dies after dropping and refilling the tables: its transaction rolls back."""
-        _sql(live, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
+        edit(live, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
         digest, before = _digest(live), sorted(path.name for path in tmp_path.iterdir())
         swap = pwf.replay._swap
 
@@ -440,7 +429,7 @@ class TestCheck:
 
     def test_a_corrupted_cell_names_table_key_and_column(self, live: Path) -> None:
         """The first differing table, the row's primary key and both values of the column."""
-        _sql(live, "UPDATE runs SET status_detail = 'tampered' WHERE run_id = 'run-1'")
+        edit(live, "UPDATE runs SET status_detail = 'tampered' WHERE run_id = 'run-1'")
         with _store(live) as store:
             found = check(store)
         assert not found.ok
@@ -453,7 +442,7 @@ class TestCheck:
 
     def test_missing_and_extra_rows(self, live: Path) -> None:
         """A deleted row is only in the rebuild; an invented one only in live."""
-        _sql(
+        edit(
             live,
             "DELETE FROM blobs WHERE rowid = (SELECT min(rowid) FROM blobs)",
             "INSERT INTO blobs (blob_hash, media_type, byte_length, content, created_at)"
@@ -468,7 +457,7 @@ class TestCheck:
 
     def test_rows_are_limited(self, live: Path) -> None:
         """At most ``rows`` differing rows are reported."""
-        _sql(live, "UPDATE blobs SET created_at = created_at + 1")
+        edit(live, "UPDATE blobs SET created_at = created_at + 1")
         with _store(live) as store:
             found = check(store, rows=2)
         assert found.difference is not None
@@ -476,7 +465,7 @@ class TestCheck:
 
     def test_a_tampered_body_names_its_seq(self, live: Path) -> None:
         """A changed event body fails the chain at its seq, before any table is compared."""
-        _sql(
+        edit(
             live,
             "UPDATE events SET body = CAST(replace(body, 'run-1', 'run-9') AS BLOB) WHERE seq = 3",
         )
@@ -486,7 +475,7 @@ class TestCheck:
 
     def test_a_dropped_table_is_named(self, live: Path) -> None:
         """A projection table missing from the live database is the difference."""
-        _sql(live, "DROP TABLE run_workers")
+        edit(live, "DROP TABLE run_workers")
         with _store(live) as store:
             found = check(store)
         assert found.difference is not None
@@ -501,7 +490,7 @@ class TestCheck:
 
     def test_a_lagging_checkpoint_is_named(self, live: Path) -> None:
         """A projection whose checkpoint is behind the log is reported before any table."""
-        _sql(live, "UPDATE _pwf_checkpoint SET last_seq = 1 WHERE projection = 'runs'")
+        edit(live, "UPDATE _pwf_checkpoint SET last_seq = 1 WHERE projection = 'runs'")
         with _store(live) as store:
             found = check(store)
         assert found.difference is not None
