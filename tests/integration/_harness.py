@@ -263,6 +263,12 @@ class Fixture:
         assert len(rows) <= 1, rows
         return rows[0] if rows else None
 
+    def existing(self, table: str, **where: object) -> dict[str, Any]:
+        """The single row of ``table`` matching ``where``; fails when there is none."""
+        row = self.row(table, **where)
+        assert row is not None, (table, where)
+        return row
+
     def rows(self, table: str, **where: object) -> list[dict[str, Any]]:
         """Every row of ``table`` matching ``where``, as dicts."""
         condition = " AND ".join(f"{column} = ?" for column in where) or "1"

@@ -59,14 +59,6 @@ M3 = message_id("step", REQUEST, "3:reminder")
 
 
 @pytest.fixture
-def fx(tmp_path: Path) -> Iterator[Fixture]:
-    """Fixture F: run-1 parked on its request with M1 pending; closed after the test."""
-    fixture = Fixture.f(tmp_path / "s.db")
-    yield fixture
-    fixture.close()
-
-
-@pytest.fixture
 def running(tmp_path: Path) -> Iterator[Fixture]:
     """run-1 held by worker w-1 with attempt-1 running."""
     fixture = Fixture.running(tmp_path / "r.db")

@@ -17,7 +17,7 @@ from pwf.commands import Context, Result, runcontrol, runs
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Operation, Route
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from pathlib import Path
 
     # mypy finds the harness by its path; pytest puts its directory on sys.path
@@ -26,14 +26,6 @@ if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest
 else:
     from _harness import CLIENT, RUN, START, Fixture, race_run_start
-
-
-@pytest.fixture
-def fx(tmp_path: Path) -> Iterator[Fixture]:
-    """Fixture F, closed after the test."""
-    fixture = Fixture.f(tmp_path / "s.db")
-    yield fixture
-    fixture.close()
 
 
 @pytest.fixture

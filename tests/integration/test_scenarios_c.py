@@ -6,15 +6,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
 from pwf.cli._options import open_store
 from pwf.commands.ids import message_id
 from pwf.host import Host
 from pwf.protocol.client import ClientRequest, ClientResponse
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
     # mypy finds the harness by its path; pytest puts its directory on sys.path
@@ -24,14 +21,6 @@ else:
 
 M2_RESUMED = message_id("step", REQUEST, "2:resumed")
 M3 = "workflow-message-3346315143ce97ffec29073767b298a8b20d19bdecf61bc91c7f534f646adb12"
-
-
-@pytest.fixture
-def fx(tmp_path: Path) -> Iterator[Fixture]:
-    """Fixture F, closed after the test."""
-    fixture = Fixture.f(tmp_path / "s.db")
-    yield fixture
-    fixture.close()
 
 
 def _request(fx: Fixture) -> dict[str, Any]:

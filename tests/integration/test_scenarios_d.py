@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
 from pwf.commands.ids import message_id
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
-
     # mypy finds the harness by its path; pytest puts its directory on sys.path
     from tests.integration._harness import (
         M1,
@@ -41,14 +36,6 @@ else:
 
 REMINDER_2 = message_id("step", REQUEST, "2:reminder")
 RESUMED_2 = "workflow-message-3d314f2a86be8d39cd38f0654cf44c419acf1333e1fd469f4b8bbcd1c1366e59"
-
-
-@pytest.fixture
-def fx(tmp_path: Path) -> Iterator[Fixture]:
-    """Fixture F, closed after the test."""
-    fixture = Fixture.f(tmp_path / "s.db")
-    yield fixture
-    fixture.close()
 
 
 def _message(fx: Fixture, workflow_message_id: str) -> dict[str, Any]:

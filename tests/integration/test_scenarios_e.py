@@ -5,16 +5,11 @@ DOMAIN §5.7, §9.6, §11.2.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-import pytest
+from typing import TYPE_CHECKING
 
 from pwf.commands.ids import message_id, terminal_source_id
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
-
     # mypy finds the harness by its path; pytest puts its directory on sys.path
     from tests.integration._harness import (
         ATTEMPT,
@@ -47,23 +42,9 @@ M3_REMINDER = message_id("step", REQUEST, "3:reminder")
 UNPRODUCTIVE = "Workflow step ended three times without a valid submission"
 
 
-@pytest.fixture
-def fx(tmp_path: Path) -> Iterator[Fixture]:
-    """Fixture F, closed after the test."""
-    fixture = Fixture.f(tmp_path / "s.db")
-    yield fixture
-    fixture.close()
-
-
-def _row(fx: Fixture, table: str, **where: object) -> dict[str, Any]:
-    row = fx.row(table, **where)
-    assert row is not None, (table, where)
-    return row
-
-
 def _counters(fx: Fixture) -> tuple[int, int, str]:
     """(unproductive count, revision, status) of the fixture's request."""
-    request = _row(fx, "interactive_requests", request_id=REQUEST)
+    request = fx.existing("interactive_requests", request_id=REQUEST)
     return request["unproductive_turn_ends"], request["revision"], request["status"]
 
 
@@ -72,8 +53,8 @@ def test_e33_a_manual_turn_binds_to_the_open_step_and_supersedes_reminders(fx: F
     epoch = coordinate(fx, {M1: "e-1"}, at=2000)
     turn(fx, epoch, M1, "t-1", at=5000)
     turn(fx, epoch, M1, "t-1", stop="completed", response="e-7", at=20000)
-    assert "pending" == _row(fx, "workflow_messages", workflow_message_id=M2)["status"]
-    assert 65000 == _row(fx, "node_attempts", attempt_id=ATTEMPT)["deadline_at"]
+    assert "pending" == fx.existing("workflow_messages", workflow_message_id=M2)["status"]
+    assert 65000 == fx.existing("node_attempts", attempt_id=ATTEMPT)["deadline_at"]
 
     started = turn(fx, epoch, M1, "t-2", at=26000)
 
@@ -84,8 +65,8 @@ def test_e33_a_manual_turn_binds_to_the_open_step_and_supersedes_reminders(fx: F
         started.receipt["state"],
         started.receipt["startedAt"],
     )
-    assert "cancelled" == _row(fx, "workflow_messages", workflow_message_id=M2)["status"]
-    assert 71000 == _row(fx, "node_attempts", attempt_id=ATTEMPT)["deadline_at"]
+    assert "cancelled" == fx.existing("workflow_messages", workflow_message_id=M2)["status"]
+    assert 71000 == fx.existing("node_attempts", attempt_id=ATTEMPT)["deadline_at"]
     events = fx.events()
 
     again = turn(fx, epoch, M1, "t-2", at=27000)
@@ -93,7 +74,7 @@ def test_e33_a_manual_turn_binds_to_the_open_step_and_supersedes_reminders(fx: F
     assert ("accepted", started.receipt) == (again.outcome, again.receipt)
     assert events == fx.events()
     assert 2 == fx.count("workflow_turns")
-    assert 71000 == _row(fx, "node_attempts", attempt_id=ATTEMPT)["deadline_at"]
+    assert 71000 == fx.existing("node_attempts", attempt_id=ATTEMPT)["deadline_at"]
     fx.assert_rebuild_equals_live()
 
 
@@ -110,9 +91,9 @@ def test_e34_only_the_open_message_can_start_a_turn(fx: Fixture) -> None:
         {"decisionId": "decision-d", "contract": {"prompt": "Ship it?", "options": ["yes"]}},
         attempt="attempt-run-2",
     )
-    decision = _row(fx, "workflow_messages", source_id="decision-d")["workflow_message_id"]
+    decision = fx.existing("workflow_messages", source_id="decision-d")["workflow_message_id"]
     epoch = coordinate(fx, {M1: "e-1", decision: "e-2"}, at=2000)
-    assert _row(fx, "workflow_messages", workflow_message_id=decision)["order_number"] > 1
+    assert fx.existing("workflow_messages", workflow_message_id=decision)["order_number"] > 1
 
     refused = turn(fx, epoch, decision, "t-d", run_id="run-2", at=3000)
 
@@ -146,14 +127,14 @@ def test_e36_three_unproductive_ends_fail_the_run(fx: Fixture) -> None:
     turn(fx, epoch, M1, "t-1", at=3000)
     turn(fx, epoch, M1, "t-1", stop="completed", response="e-2", at=4000)
     assert (1, 2, "pending") == _counters(fx)
-    assert "pending" == _row(fx, "workflow_messages", workflow_message_id=M2)["status"]
+    assert "pending" == fx.existing("workflow_messages", workflow_message_id=M2)["status"]
 
     branch(fx, epoch, {M1: "e-1", M2: "e-3"}, at=5000)
     turn(fx, epoch, M2, "t-2", at=6000)
     turn(fx, epoch, M2, "t-2", stop="error", at=7000)
     assert (2, 3, "pending") == _counters(fx)
     assert M3_REMINDER.startswith("workflow-message-6217f211")
-    assert "pending" == _row(fx, "workflow_messages", workflow_message_id=M3_REMINDER)["status"]
+    assert "pending" == fx.existing("workflow_messages", workflow_message_id=M3_REMINDER)["status"]
 
     branch(fx, epoch, {M1: "e-1", M2: "e-3", M3_REMINDER: "e-4"}, at=8000)
     turn(fx, epoch, M3_REMINDER, "t-3", at=9000)
@@ -161,7 +142,7 @@ def test_e36_three_unproductive_ends_fail_the_run(fx: Fixture) -> None:
 
     assert "accepted" == ended.outcome
     assert (3, 5, "cancelled") == _counters(fx)
-    run = _row(fx, "runs", run_id=RUN)
+    run = fx.existing("runs", run_id=RUN)
     assert ("failed", "unproductiveTurns") == (run["status"], run["error_code"])
     assert UNPRODUCTIVE == fx.blob(run["error_hash"])
     terminal = fx.rows("workflow_messages", source_id=terminal_source_id(RUN))
@@ -178,13 +159,13 @@ def test_e37_an_aborted_turn_pauses(fx: Fixture) -> None:
     """Ending t-1 aborted pauses the parked run at 25 000 without counting or reminding."""
     epoch = coordinate(fx, {M1: "e-1"}, at=2000)
     turn(fx, epoch, M1, "t-1", at=5000)
-    queue = _row(fx, "run_queue", run_id=RUN)
+    queue = fx.existing("run_queue", run_id=RUN)
     assert ("parked", None) == (queue["status"], queue["owner_worker_epoch"])
 
     ended = turn(fx, epoch, M1, "t-1", stop="aborted", at=25000)
 
     assert "accepted" == ended.outcome
-    run = _row(fx, "runs", run_id=RUN)
+    run = fx.existing("runs", run_id=RUN)
     assert (1, "paused", 25000, "waiting") == (
         run["paused"],
         run["status_detail"],
@@ -230,7 +211,7 @@ def test_e39_no_counting_during_validation(fx: Fixture) -> None:
     epoch = coordinate(fx, {M1: "e-1"}, at=2000)
     turn(fx, epoch, M1, "t-1", at=5000)
     fx.submit({"reply": "x"}, at=6000)
-    assert "validating" == _row(fx, "interactive_submissions", submission_id="sub-1")["outcome"]
+    assert "validating" == fx.existing("interactive_submissions", submission_id="sub-1")["outcome"]
 
     ended = turn(fx, epoch, M1, "t-1", stop="completed", response="e-7", at=7000)
 
@@ -280,5 +261,5 @@ def test_j61_malformed_turn_and_branch_reports(fx: Fixture) -> None:
     ] == [(answer.outcome, answer.error) for answer in answers]
     assert events == fx.events()
     assert recorded == fx.count("host_commands")
-    assert "started" == _row(fx, "workflow_turns", workflow_turn_id="t-1")["state"]
+    assert "started" == fx.existing("workflow_turns", workflow_turn_id="t-1")["state"]
     fx.assert_rebuild_equals_live()

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, Any
-
-import pytest
+from typing import TYPE_CHECKING
 
 from pwf.commands import Context, Row
 from pwf.commands.deadlines import begin_turn_shift
@@ -15,7 +13,6 @@ from pwf.events import DeadlineShifted, Event, InteractionTimeoutStarted
 from pwf.readmodel import rebuild_into
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
     # mypy finds the harness by its path; pytest puts its directory on sys.path
@@ -51,28 +48,14 @@ RESUMED_2 = message_id("step", REQUEST, "2:resumed")
 EXPIRED = "Workflow node model-turn deadline expired"
 
 
-@pytest.fixture
-def fx(tmp_path: Path) -> Iterator[Fixture]:
-    """Fixture F, closed after the test."""
-    fixture = Fixture.f(tmp_path / "s.db")
-    yield fixture
-    fixture.close()
-
-
-def _row(fx: Fixture, table: str, **where: object) -> dict[str, Any]:
-    row = fx.row(table, **where)
-    assert row is not None, (table, where)
-    return row
-
-
 def _attempt(fx: Fixture, attempt_id: str = ATTEMPT) -> tuple[object, ...]:
     """(started_at, deadline_at, status, updated_at) of the attempt."""
-    row = _row(fx, "node_attempts", attempt_id=attempt_id)
+    row = fx.existing("node_attempts", attempt_id=attempt_id)
     return row["started_at"], row["deadline_at"], row["status"], row["updated_at"]
 
 
 def _counters(fx: Fixture) -> tuple[int, int]:
-    request = _row(fx, "interactive_requests", request_id=REQUEST)
+    request = fx.existing("interactive_requests", request_id=REQUEST)
     return request["unproductive_turn_ends"], request["revision"]
 
 
@@ -214,7 +197,7 @@ def test_f44_pause_while_a_turn_runs_and_it_is_still_open_at_resume(tmp_path: Pa
 
     assert "accepted" == resumed.outcome
     assert (30000, 120000, "waiting", 50000) == _attempt(fx)
-    assert "started" == _row(fx, "workflow_turns", workflow_turn_id="t-1")["state"]
+    assert "started" == fx.existing("workflow_turns", workflow_turn_id="t-1")["state"]
     fx.assert_rebuild_equals_live()
     fx.close()
 
@@ -235,7 +218,7 @@ def test_f45_session_disconnect_and_reconnect(tmp_path: Path) -> None:
     assert "accepted" == branch(fx, second, {M1: "e-1"}, at=55000).outcome
 
     assert (20000, 105000, "waiting", 55000) == _attempt(fx)
-    assert "started" == _row(fx, "workflow_turns", workflow_turn_id="t-1")["state"]
+    assert "started" == fx.existing("workflow_turns", workflow_turn_id="t-1")["state"]
     fx.assert_rebuild_equals_live()
     fx.close()
 
@@ -257,7 +240,7 @@ def test_f46_host_recovery_with_a_previous_heartbeat(tmp_path: Path) -> None:
     assert "accepted" == branch(fx, second, {M1: "e-1"}, at=145000).outcome
 
     assert (130000, 245000, "waiting", 145000) == _attempt(fx)
-    assert "started" == _row(fx, "workflow_turns", workflow_turn_id="t-1")["state"]
+    assert "started" == fx.existing("workflow_turns", workflow_turn_id="t-1")["state"]
     fx.assert_rebuild_equals_live()
     fx.close()
 
@@ -310,7 +293,7 @@ def test_f47_expiry_selection(tmp_path: Path) -> None:
     assert ["run-b", "run-a", "run-x"] == [row["run_id"] for row in selected]
 
     assert "accepted" == fx.request("run.cancel", None, run_id="run-c", at=3000).outcome
-    assert "cancelled" == _row(fx, "run_queue", run_id="run-c")["status"]
+    assert "cancelled" == fx.existing("run_queue", run_id="run-c")["status"]
     live = candidates(_reading(fx.store.connection, 60000)[0])
     assert ["run-b", "run-a", "run-x"] == [row["run_id"] for row in live]
     assert [] == candidates(_reading(fx.store.connection, 49999)[0])
@@ -325,14 +308,14 @@ def test_f47_expiry_skips_interrupted_attempts_and_absent_coordinators(tmp_path:
     fx = Fixture(tmp_path / "s.db")
     _with_turn(fx, "run-a", "s-a", 53000)
     _with_turn(fx, "run-b", "s-b", 48000)
-    epoch_b = _row(fx, "session_coordinators", target_session_id="s-b")["coordinator_epoch"]
+    epoch_b = fx.existing("session_coordinators", target_session_id="s-b")["coordinator_epoch"]
     assert fx.host.detach("s-b", 3000, epoch_b)
 
     assert ["run-b", "run-a"] == [
         row["run_id"] for row in candidates(_reading(fx.store.connection, 60000)[0])
     ]
     assert [("run-a", "s-a")] == fx.host.expire(60000)
-    assert "pending" == _row(fx, "interactive_requests", run_id="run-b")["status"]
+    assert "pending" == fx.existing("interactive_requests", run_id="run-b")["status"]
     fx.assert_rebuild_equals_live()
     fx.close()
 
@@ -342,26 +325,26 @@ def test_f48_beginning_a_timeout(fx: Fixture) -> None:
     epoch = coordinate(fx, {M1: "e-1"}, at=1000)
     turn(fx, epoch, M1, "t-1", at=1000)
     fx.submit({"reply": "x"}, at=2000)
-    assert "validating" == _row(fx, "interactive_submissions", submission_id="sub-1")["outcome"]
+    assert "validating" == fx.existing("interactive_submissions", submission_id="sub-1")["outcome"]
     assert (1000, 61000, "waiting", 1000) == _attempt(fx)
 
     assert [(RUN, "s-1")] == fx.host.expire(61000)
 
-    request = _row(fx, "interactive_requests", request_id=REQUEST)
+    request = fx.existing("interactive_requests", request_id=REQUEST)
     assert ("cancelled", 2) == (request["status"], request["revision"])
-    run = _row(fx, "runs", run_id=RUN)
+    run = fx.existing("runs", run_id=RUN)
     assert ("running", "finishing expired interaction deadline", None) == (
         run["status"],
         run["status_detail"],
         run["finished_at"],
     )
-    queue = _row(fx, "run_queue", run_id=RUN)
+    queue = fx.existing("run_queue", run_id=RUN)
     assert ("starting", None, None) == (
         queue["status"],
         queue["error_code"],
         queue["error_message"],
     )
-    submission = _row(fx, "interactive_submissions", submission_id="sub-1")
+    submission = fx.existing("interactive_submissions", submission_id="sub-1")
     assert ("rejected", {"error": EXPIRED, "status": "rejected"}) == (
         submission["outcome"],
         fx.blob(submission["receipt_hash"]),

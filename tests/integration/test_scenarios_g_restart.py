@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pwf.commands.ids import restart_run_id
 
@@ -41,12 +41,6 @@ FINGERPRINT_49 = "96eeb2504de7d6d9f3b48c7fb61a8db885d657d807eb63a3b5a2c47f069ac4
 RESTART_49 = "restart-313587807a0de288a46cb23ec054460202f652d8"
 TERMINAL_51 = "workflow-message-fd48b930d6e183a6a51a0ea511c653102e99f84477cacc5adf83f3810a48f0fc"
 NOT_REPORTED = "Workflow session branch must be reported before session control"
-
-
-def _row(fx: Fixture, table: str, **where: object) -> dict[str, Any]:
-    row = fx.row(table, **where)
-    assert row is not None, (table, where)
-    return row
 
 
 def _failed(
@@ -114,7 +108,7 @@ def test_b13_a_raised_session_refusal_is_not_recorded(tmp_path: Path) -> None:
     assert ("accepted", None) == _answer(executed)
     assert isinstance(executed.receipt, dict)
     assert RESTART_49 == executed.receipt["runId"]
-    assert "accepted" == _row(fx, "host_commands", request_id="rr-1")["outcome"]
+    assert "accepted" == fx.existing("host_commands", request_id="rr-1")["outcome"]
     fx.assert_rebuild_equals_live()
     fx.close()
 
@@ -123,15 +117,15 @@ def test_g49_accepted_restart(tmp_path: Path) -> None:
     """Restarting the failed run-1 reserves restart-3135... as its first restart in s-1."""
     fx, epoch = _failed(tmp_path)
     assert TERMINAL_49 == terminal_message(fx)
-    assert "sent" == _row(fx, "workflow_messages", workflow_message_id=TERMINAL_49)["status"]
+    assert "sent" == fx.existing("workflow_messages", workflow_message_id=TERMINAL_49)["status"]
 
     restarted = _restart(fx, epoch, TERMINAL_49, at=20000)
 
     assert ("accepted", None) == _answer(restarted)
     assert {"parentRunId": RUN, "restartNumber": 1, "runId": RESTART_49} == restarted.receipt
     assert restart_run_id(TERMINAL_49) == RESTART_49
-    source = _row(fx, "runs", run_id=RUN)
-    child = _row(fx, "runs", run_id=RESTART_49)
+    source = fx.existing("runs", run_id=RUN)
+    child = fx.existing("runs", run_id=RESTART_49)
     assert (RUN, RUN, "restart", 1, bytes.fromhex(FINGERPRINT_49), "s-1", "interactive") == (
         child["parent_run_id"],
         child["root_run_id"],
@@ -190,7 +184,7 @@ def test_g50_restart_limit(tmp_path: Path) -> None:
     assert isinstance(first.receipt, dict)
     second = _fail_and_restart(fx, epoch, str(first.receipt["runId"]), "boom-2", 30000)
     third = _fail_and_restart(fx, epoch, second, "boom-3", 40000)
-    assert 3 == _row(fx, "runs", run_id=third)["restart_number"]
+    assert 3 == fx.existing("runs", run_id=third)["restart_number"]
     fx.launch(run_id=third, at=50000)
     run_worker(fx, third, "worker.ready", {}, rev=0)
     run_worker(fx, third, "run.finished", {"status": "failed", "error": "boom-4"})
@@ -210,7 +204,7 @@ def test_g50_restart_limit(tmp_path: Path) -> None:
 def test_g50_restart_from_a_pending_terminal_message(tmp_path: Path) -> None:
     """A terminal message that was never shown is stale for a restart."""
     fx, epoch = _failed(tmp_path, report=False)
-    assert "pending" == _row(fx, "workflow_messages", workflow_message_id=TERMINAL_49)["status"]
+    assert "pending" == fx.existing("workflow_messages", workflow_message_id=TERMINAL_49)["status"]
 
     refused = _restart(fx, epoch, TERMINAL_49)
 
@@ -271,7 +265,7 @@ def test_g51_a_repeated_outcome_in_the_chain(tmp_path: Path) -> None:
     run_worker(fx, RESTART_49, "worker.ready", {}, rev=0)
     run_worker(fx, RESTART_49, "run.finished", {"status": "failed", "error": "boom"})
     assert TERMINAL_51 == terminal_message(fx, RESTART_49)
-    terminal = _row(fx, "workflow_messages", workflow_message_id=TERMINAL_51)
+    terminal = fx.existing("workflow_messages", workflow_message_id=TERMINAL_51)
     assert FINGERPRINT_49 == fx.blob(terminal["content_hash"])["details"]["terminalFingerprint"]
     branch(fx, epoch, {TERMINAL_51: "e-51"}, at=31000)
     turn(fx, epoch, TERMINAL_51, "t-51", run_id=RESTART_49, at=32000)

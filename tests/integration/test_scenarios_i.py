@@ -42,12 +42,6 @@ FOLLOW_UP_REQUEST = "session-70f7519c3c2b160b041d21ef1ba353d418a9267dd1cf5608553
 PROMPT = "Write the changelog"
 
 
-def _row(fx: Fixture, table: str, **where: object) -> dict[str, Any]:
-    row = fx.row(table, **where)
-    assert row is not None, (table, where)
-    return row
-
-
 def _run_9(db: Path) -> Fixture:
     """Fixture F's shape for ``run-9``: waiting on an agent request, origin ``s-1``."""
     fx = Fixture(db, run_id="run-9")
@@ -56,7 +50,7 @@ def _run_9(db: Path) -> Fixture:
     fx.ready()
     fx.ok("node.started", {"nodeId": "ask", "timeoutMs": 60000}, attempt=ATTEMPT)
     fx.request_interaction(at=1000)
-    assert "waiting" == _row(fx, "runs", run_id="run-9")["status"]
+    assert "waiting" == fx.existing("runs", run_id="run-9")["status"]
     return fx
 
 
@@ -90,7 +84,7 @@ def test_i58_queueing_follow_ups(tmp_path: Path) -> None:
         queued.receipt
     )
     assert FOLLOW_UP_REQUEST == session_request_id(CLIENT, "fu-1")
-    row = _row(fx, "workflow_follow_ups", follow_up_id=follow_up)
+    row = fx.existing("workflow_follow_ups", follow_up_id=follow_up)
     assert (FOLLOW_UP_REQUEST, "queued", 1, PROMPT) == (
         row["request_id"],
         row["status"],
@@ -121,7 +115,7 @@ def test_i58_queueing_follow_ups(tmp_path: Path) -> None:
     fx.ok("interaction.accept", {})
     fx.ok("node.finished", {"output": {"reply": "x"}}, attempt=ATTEMPT)
     fx.ok("run.finished", {"status": "completed", "finalOutput": {"reply": "x"}})
-    assert "completed" == _row(fx, "runs", run_id="run-9")["status"]
+    assert "completed" == fx.existing("runs", run_id="run-9")["status"]
     late = _queue(fx, epoch, "Now the release notes", key="fu-4", at=5000)
 
     assert [
@@ -143,8 +137,8 @@ def test_i59_removing_follow_ups(tmp_path: Path) -> None:
     assert isinstance(first.receipt, dict)
     assert isinstance(second.receipt, dict)
     f1, f2 = str(first.receipt["followUpId"]), str(second.receipt["followUpId"])
-    m1 = _row(fx, "workflow_messages", source_id=f1)["workflow_message_id"]
-    m2 = _row(fx, "workflow_messages", source_id=f2)["workflow_message_id"]
+    m1 = fx.existing("workflow_messages", source_id=f1)["workflow_message_id"]
+    m2 = fx.existing("workflow_messages", source_id=f2)["workflow_message_id"]
     assert "accepted" == branch(fx, epoch, {m1: "e-1"}, at=3500).outcome
 
     sent = _remove(fx, epoch, f1, key="rm-1", at=4000)
@@ -153,20 +147,20 @@ def test_i59_removing_follow_ups(tmp_path: Path) -> None:
 
     assert ("rejected", "A sent workflow follow-up cannot be removed") == _answer(sent)
     assert fx.row("host_commands", request_id="rm-1") is None
-    assert "queued" == _row(fx, "workflow_follow_ups", follow_up_id=f1)["status"]
+    assert "queued" == fx.existing("workflow_follow_ups", follow_up_id=f1)["status"]
     assert ("accepted", {"followUpId": f2, "runId": "run-9", "state": "removed"}) == (
         removed.outcome,
         removed.receipt,
     )
-    row = _row(fx, "workflow_follow_ups", follow_up_id=f2)
+    row = fx.existing("workflow_follow_ups", follow_up_id=f2)
     assert ("removed", "Removed before delivery") == (
         row["status"],
         text_blob(fx, row["reason_hash"]),
     )
-    assert "cancelled" == _row(fx, "workflow_messages", workflow_message_id=m2)["status"]
+    assert "cancelled" == fx.existing("workflow_messages", workflow_message_id=m2)["status"]
     assert ("accepted", removed.receipt) == (again.outcome, again.receipt)
     assert ["accepted", "accepted"] == [
-        _row(fx, "host_commands", request_id=key)["outcome"] for key in ("rm-2", "rm-3")
+        fx.existing("host_commands", request_id=key)["outcome"] for key in ("rm-2", "rm-3")
     ]
     fx.assert_rebuild_equals_live()
     fx.close()
@@ -182,8 +176,8 @@ def _retained(db: Path) -> tuple[Fixture, str]:
     assert "accepted" == turn(fx, epoch, terminal, "t-1", at=90000).outcome
     ended = turn(fx, epoch, terminal, "t-1", stop="completed", response="e-r", at=100000)
     assert "accepted" == ended.outcome
-    queue = _row(fx, "run_queue", run_id=RUN)
-    assert ("completed", "done") == (_row(fx, "runs", run_id=RUN)["status"], queue["status"])
+    queue = fx.existing("run_queue", run_id=RUN)
+    assert ("completed", "done") == (fx.existing("runs", run_id=RUN)["status"], queue["status"])
     return fx, epoch
 
 
@@ -220,7 +214,7 @@ def test_i60_clearing_the_terminal_view(tmp_path: Path) -> None:
     assert ("accepted", {"cleared": True, "runId": RUN}) == (first.outcome, first.receipt)
     assert shown is None
     assert ("adopted", {"cleared": False}) == (second.outcome, second.receipt)
-    view = _row(fx, "session_terminal_views", target_session_id="s-1")
+    view = fx.existing("session_terminal_views", target_session_id="s-1")
     assert (RUN, 130000) == (view["cleared_run_id"], view["cleared_at"])
     fx.assert_rebuild_equals_live()
     fx.close()
