@@ -104,8 +104,15 @@ class Session:
         self.request(at, "workflowTurn.report", payload)
 
     def next_message(self, at: int) -> str:
-        view = self.request(at, "view.session", self.session())
-        return str(view["receipt"]["nextMessage"]["workflowMessageId"])
+        done = subprocess.run(
+            ["pwf", "session", "view", SESSION, "--epoch", self.epoch, "--db", self.db, "--at", str(T0 + at)],
+            capture_output=True, check=False,
+        )
+        if done.returncode != 0:
+            sys.exit(f"pwf session view failed: {done.stderr.decode().strip()}")
+        upcoming = json.loads(done.stdout)["nextMessage"]
+        print(f"  +{at / 1000:>5.1f}s session view                       next {upcoming['kind']} message")
+        return str(upcoming["workflowMessageId"])
 
 
 def main() -> None:
@@ -125,7 +132,8 @@ def main() -> None:
     s.worker(2_000, "node.started", {"nodeId": "draft", "timeoutMs": 600_000}, "attempt-release-1")
     s.worker(3_000, "interaction.request", {"contract": {"prompt": "Draft the release notes for 2.1.0"}}, "attempt-release-1")
     print("the coordinator attaches; the step message is delivered; a turn ends without a submission")
-    s.epoch = s.request(4_000, "view.session.watch", {"coordinator": True, "targetSessionId": SESSION})["receipt"]["coordinatorEpoch"]
+    watch = {"coordinator": True, "sessionId": SESSION, "subscriptionId": "session-release"}
+    s.epoch = s.request(4_000, "view.session.watch", watch)["receipt"]["coordinatorEpoch"]
     s.request(4_500, "workflowMessage.reportBranch", s.session(entries=[], hasPendingMessages=False, isIdle=False))
     step = s.next_message(5_000)
     s.deliver(6_000, step, "entry-1")

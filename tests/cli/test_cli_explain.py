@@ -145,7 +145,9 @@ def pwf(tmp_path: Path) -> Pwf:
 
 def _watch(pwf: Pwf, at: int) -> str:
     response = pwf.request(
-        "view.session.watch", {"targetSessionId": SESSION, "coordinator": True}, at
+        "view.session.watch",
+        {"coordinator": True, "sessionId": SESSION, "subscriptionId": "session-1"},
+        at,
     )
     return str(response["receipt"]["coordinatorEpoch"])
 

@@ -1,4 +1,4 @@
-"""``pwf session detach|expire`` and ``pwf query turns`` against a session with an open turn."""
+"""``pwf session detach|expire|view`` and ``pwf query turns`` with an open turn."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ def turning(tmp_path: Path) -> tuple[Path, str]:
     db = tmp_path / "s.db"
     fx = Fixture.f(db)
     watch = fx.request(
-        "view.session.watch", {"targetSessionId": "s-1", "coordinator": True}, at=2000
+        "view.session.watch",
+        {"sessionId": "s-1", "subscriptionId": "session-1", "coordinator": True},
+        at=2000,
     )
     epoch = watch.receipt["coordinatorEpoch"]  # type: ignore[index]
     base = {"targetSessionId": "s-1", "coordinatorEpoch": epoch}
@@ -74,6 +76,15 @@ class TestSessionVerbs:
         assert (0, [{"runId": "run-1", "targetSessionId": "s-1"}]) == (code, json.loads(out))
         code, out = _pwf("query", "interactions", "--db", str(db), "--json")
         assert ["cancelled"] == [row["status"] for row in json.loads(out)]
+
+    def test_view_prints_the_snapshot(self, turning: tuple[Path, str]):
+        """``pwf session view`` names the live epoch and the open message M1; it appends nothing."""
+        db, epoch = turning
+        before = _pwf("log", "tail", "-n", "1", "--db", str(db), "--json")
+        code, out = _pwf("session", "view", "s-1", "--epoch", epoch, "--db", str(db))
+        snapshot = json.loads(out)
+        assert (0, epoch, M1) == (code, snapshot["coordinatorEpoch"], snapshot["openMessageId"])
+        assert before == _pwf("log", "tail", "-n", "1", "--db", str(db), "--json")
 
     def test_query_turns_table(self, turning: tuple[Path, str]):
         """The turns listing shows the started turn."""

@@ -78,6 +78,9 @@ REFUSED: dict[str, bytes] = {
     "no payload": _text({k: v for k, v in _request().items() if k != "payload"}),
     "array line": b"[]",
     "one byte over 1 MiB": _padded(1_048_577),
+    # DOMAIN §6 / issue 13: the frame decoder counts the newline, so a framed
+    # message holds at most 1 048 575 bytes; a 1 048 576-byte line is refused.
+    "exactly 1 MiB": _padded(1_048_576),
     "nested 10000 deep": DEEP % (b"[" * 10_000 + b"]" * 10_000),
     "nested 129 deep": DEEP % (b"[" * 128 + b"]" * 128),
     "lone surrogate in an input": _text(
@@ -85,7 +88,7 @@ REFUSED: dict[str, bytes] = {
     ),
 }
 ANSWERED: dict[str, tuple[bytes, str]] = {
-    "exactly 1 MiB": (_padded(1_048_576), "accepted"),
+    "one byte under 1 MiB": (_padded(1_048_575), "accepted"),
     "nested 128 deep": (DEEP % (b"[" * 127 + b"]" * 127), "accepted"),
     "sql in a run id": (
         _text(_request(operation="run.status", runId="x'; DROP TABLE runs;--", payload=None)),
@@ -240,3 +243,46 @@ class TestRefusedWorkerLines:
             response["error"],  # type: ignore[index]
         )
         assert before == _events(db)
+
+
+class TestWorkerFrameLimit:
+    """``pwf worker`` applies the frame decoder's rule: at most 1 048 575 bytes a message."""
+
+    @staticmethod
+    def _message(size: int) -> bytes:
+        message: dict[str, Any] = {
+            "schema": "pi-workflows.worker-message.v1",
+            "launchSchema": "pi-workflows.worker-launch.v1",
+            "messageId": "m-1",
+            "kind": "worker.ready",
+            "operation": "worker.ready",
+            "runId": "run-1",
+            "generation": 1,
+            "workerEpoch": "w-1",
+            "expectedRevision": 0,
+            "payload": {"pad": ""},
+        }
+        empty = len(canonical.encode(message))
+        message["payload"] = {"pad": "x" * (size - empty)}
+        line = canonical.encode(message)
+        assert size == len(line)
+        return line
+
+    def test_exactly_1_mib_is_refused(self, db: Path):
+        """A 1 048 576-byte worker line is refused on stderr and appends nothing."""
+        before = _events(db)
+        code, out, err = _pwf("worker", "--db", str(db), stdin=self._message(1_048_576) + b"\n")
+        assert (2, b"", "line 1: Client protocol message exceeds 1 MiB\n") == (code, out, err)
+        assert before == _events(db)
+
+    def test_one_byte_under_is_answered(self, db: Path):
+        """A 1 048 575-byte worker line reaches the host and gets a response."""
+        code, out, err = _pwf("worker", "--db", str(db), stdin=self._message(1_048_575) + b"\n")
+        response = canonical.parse_line(out.rstrip(b"\n"))
+        assert (0, "", "claimLost") == (code, err, response["outcome"])  # type: ignore[index]
+
+
+def test_request_exactly_1_mib_names_the_limit(db: Path) -> None:
+    """The refusal of a 1 048 576-byte request line is the original's size error."""
+    code, out, err = _pwf("request", "--db", str(db), stdin=_padded(1_048_576) + b"\n")
+    assert (2, b"", "line 1: Client protocol message exceeds 1 MiB\n") == (code, out, err)

@@ -359,7 +359,12 @@ def watch(
     """``view.session.watch`` as the session's coordinator on ``connection``; its epoch."""
     response = fx.request(
         "view.session.watch",
-        {"targetSessionId": session, "coordinator": True, "connectionId": connection},
+        {
+            "subscriptionId": f"session:{session}",
+            "sessionId": session,
+            "coordinator": True,
+            "connectionId": connection,
+        },
         at=at,
     )
     assert response.outcome == "accepted", response

@@ -266,8 +266,14 @@ def test_c24_rejecting_a_submission(tmp_path: Path) -> None:
     )
     assert ("waiting", "waiting", "Try again", "parked") == _status(fx)
 
-    retry = fx.submit({"reply": "x"}, key="tool-1")
-    assert ("adopted", receipt) == (retry.outcome, retry.receipt)
+    # HOST.md §6.3: a retry with the same key and value answers rejected, with the
+    # stored receipt and its error; nothing is recorded and no submission is added.
+    head = fx.store.head().seq
+    retry = fx.submit({"reply": "x"}, key="tool-1", submission="sub-retry")
+    assert ("rejected", receipt, "Try again") == (retry.outcome, retry.receipt, retry.error)
+    assert 1 == fx.count("interactive_submissions")
+    assert 0 == fx.count("host_commands", operation="interaction.submit")
+    assert head == fx.store.head().seq
     fx.assert_rebuild_equals_live()
     fx.close()
 

@@ -81,10 +81,7 @@ def _running(fx: Fixture, run_id: str, session: str, *, at: int | None = None) -
 
 
 def _next(fx: Fixture, epoch: str, *, at: int | None = None) -> object:
-    view = fx.request("view.session", {"targetSessionId": "s-1", "coordinatorEpoch": epoch}, at=at)
-    assert view.outcome == "accepted", view
-    assert isinstance(view.receipt, dict)
-    upcoming = view.receipt["nextMessage"]
+    upcoming: Any = fx.host.session_view("s-1", fx.now if at is None else at, epoch)["nextMessage"]
     return None if upcoming is None else upcoming["workflowMessageId"]
 
 

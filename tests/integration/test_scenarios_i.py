@@ -183,9 +183,7 @@ def _retained(db: Path) -> tuple[Fixture, str]:
 
 def _shown(fx: Fixture, epoch: str, at: int) -> object:
     """The run id the session view of ``s-1`` shows at ``at``, or None."""
-    view = fx.request("view.session", {"targetSessionId": "s-1", "coordinatorEpoch": epoch}, at=at)
-    assert isinstance(view.receipt, dict)
-    run = view.receipt["run"]
+    run: Any = fx.host.session_view("s-1", at, epoch)["run"]
     return None if run is None else run["runId"]
 
 

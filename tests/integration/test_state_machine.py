@@ -104,7 +104,7 @@ JUMPS = st.sampled_from([0, 2_000, 61_000, 200_000])
 """How far the clock jumps before an expiry pass (past the 1 s and 60 s node budgets)."""
 
 SESSION_DIRECT: Final = frozenset(
-    {"workflowMessage.reportBranch", "workflowTurn.report", "view.session", "view.session.watch"}
+    {"workflowMessage.reportBranch", "workflowTurn.report", "view.session.watch"}
 )
 REPLACED: Final = "Workflow session coordinator was replaced"
 UNREPORTED_CONTROL: Final = "Workflow session branch must be reported before session control"
@@ -987,7 +987,12 @@ class CommandPathMachine(RuleBasedStateMachine):
     def _attach(self, session: str, connection: str, who: tuple[str, str | None]) -> str:
         """Attach a coordinator through ``view.session.watch`` and check the fencing."""
         previous = self._coordinator(session)
-        payload = {"targetSessionId": session, "coordinator": True, "connectionId": connection}
+        payload = {
+            "subscriptionId": f"session:{session}",
+            "sessionId": session,
+            "coordinator": True,
+            "connectionId": connection,
+        }
         response = self.send(self._request("view.session.watch", who, payload))
         assert response.outcome == "accepted"
         assert isinstance(response.receipt, dict)
@@ -1051,11 +1056,7 @@ class CommandPathMachine(RuleBasedStateMachine):
 
     def _open(self, session: str) -> str | None:
         """The session's open message, as ``view.session`` names it."""
-        view = self.send(
-            self._request("view.session", ("cli-B", None), {"targetSessionId": session})
-        )
-        assert isinstance(view.receipt, dict)
-        opened = view.receipt["openMessageId"]
+        opened = self.host.session_view(session, self.now)["openMessageId"]
         assert opened is None or isinstance(opened, str)
         return opened
 
@@ -1204,17 +1205,18 @@ class CommandPathMachine(RuleBasedStateMachine):
 
     @rule(session=st.sampled_from(SESSIONS), who=WHO, data=st.data(), dt=TICKS)
     def view_session(self, session, who, data, dt):
-        """``view.session`` without attaching: the live epoch and open message, nothing appended."""
+        """A watch without attaching only subscribes; the snapshot names the live epoch."""
         self._tick(dt)
-        payload: dict[str, object] = {"targetSessionId": session}
-        if data.draw(st.booleans(), label="with epoch"):
-            payload["coordinatorEpoch"] = self._epoch(data, session)
-        response = self.send(self._request("view.session", who, payload))
-        assert response.outcome == "accepted"
-        assert isinstance(response.receipt, dict)
+        payload: dict[str, object] = {"subscriptionId": f"view:{session}", "sessionId": session}
+        if data.draw(st.booleans(), label="explicit false"):
+            payload["coordinator"] = False
+        response = self.send(self._request("view.session.watch", who, payload))
+        assert ("accepted", {"subscribed": True}) == (response.outcome, response.receipt)
+        epoch = self._epoch(data, session) if data.draw(st.booleans(), label="as epoch") else None
+        view = self.host.session_view(session, self.now, epoch)
         live = self._coordinator(session)
-        assert response.receipt["coordinatorEpoch"] == (None if live is None else live[0])
-        opened = response.receipt["openMessageId"]
+        assert view["coordinatorEpoch"] == (None if live is None else live[0])
+        opened = view["openMessageId"]
         if opened is not None:
             assert [(session, "sent")] == self._rows(
                 "SELECT target_session_id, status FROM workflow_messages"

@@ -118,7 +118,7 @@ CORPUS: Final = (
     Hostile("a space after a colon", "refused", "refused", _spaced),
     Hostile("unknown member", "refused", "answered", _unknown_member),
     Hostile("line of 1 MiB - 1 bytes", "answered", "answered", _sized(MIB - 1)),
-    Hostile("line of 1 MiB", "answered", "refused", _sized(MIB)),
+    Hostile("line of 1 MiB", "refused", "refused", _sized(MIB)),
     Hostile("line of 1 MiB + 1 bytes", "refused", "refused", _sized(MIB + 1)),
     Hostile("SQL-looking ids", "answered", "answered", _sql_ids),
     Hostile(

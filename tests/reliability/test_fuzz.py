@@ -137,7 +137,7 @@ def client_messages() -> list[Message]:
         request("run.resume", {}, "seed-run-2"),
         request("run.cancel", {}, "seed-run-1"),
         request("interaction.submit", submission, "seed-run-1"),
-        request("view.session", {"targetSessionId": "seed-s-1"}),
+        request("view.session.watch", {"sessionId": "seed-s-1", "subscriptionId": "v-1"}),
     ]
 
 

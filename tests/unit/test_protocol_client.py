@@ -88,11 +88,35 @@ def refusal(data: bytes) -> str:
 
 class TestConstants:
     def test_operation_sets(self):
-        """29 recorded operations, 8 view operations, no overlap."""
-        assert (29, 8, set()) == (
+        """29 recorded operations, 11 answered without host_commands, no overlap: 40 in all."""
+        assert (29, 11, set(), 40) == (
             len(OPERATIONS),
             len(VIEW_OPERATIONS),
             set(OPERATIONS & VIEW_OPERATIONS),
+            len(OPERATIONS | VIEW_OPERATIONS),
+        )
+
+    def test_view_operations_are_spelled_as_the_original(self):
+        """HOST.md §2 names the 11 operations answered without host_commands."""
+        assert {
+            "view.runs.watch",
+            "view.runs.page",
+            "view.run.get",
+            "view.run.watch",
+            "view.run.unwatch",
+            "view.page",
+            "view.content",
+            "view.session.watch",
+            "state.status",
+            "state.verify",
+            "channel.status",
+        } == VIEW_OPERATIONS
+
+    @pytest.mark.parametrize("operation", ["view.runs", "view.run", "view.session"])
+    def test_names_the_original_never_had_are_unknown(self, operation):
+        """``view.runs``, ``view.run`` and ``view.session`` are not 0.16 operations."""
+        assert f"Unknown client operation: {operation}" == refusal(
+            line(request(operation=operation))
         )
 
     def test_outcomes_and_events(self):

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 import click
 
 from pwf.cli._options import db_option, open_store
-from pwf.errors import InputError, StoreError
+from pwf.errors import InputError, ProtocolError, StoreError
 from pwf.host import Host
 from pwf.protocol.client import (
     MAX_PROTOCOL_MESSAGE_BYTES,
     MAX_SAFE_INTEGER,
+    TOO_LARGE,
     encode_response,
     parse_request,
 )
@@ -32,6 +33,9 @@ __all__ = ["answer_lines", "at_option", "now_ms", "request"]
 
 _READ_LIMIT: Final = MAX_PROTOCOL_MESSAGE_BYTES + 1
 """A longer line cannot be a message: read this much and let the parser refuse it."""
+
+MAX_FRAMED_MESSAGE_BYTES: Final = MAX_PROTOCOL_MESSAGE_BYTES - 1
+"""A framed message and its newline fit in 1 MiB, as the frame decoder counts (DOMAIN §6)."""
 
 at_option = click.option(
     "--at",
@@ -111,7 +115,9 @@ def answer_lines(store: SqliteStore, answer: Callable[[bytes, int], bytes], at: 
     """Answer every stdin line in order, one canonical line on stdout each.
 
     ``#at MS`` lines set the clock for the lines after them; other ``#``
-    lines are comments.  A refused line is one ``line N: why`` on stderr and
+    lines are comments.  A line is a frame: with its newline it must fit in
+    1 MiB, so a message of 1 048 576 bytes is refused as the socket's frame
+    decoder refuses it.  A refused line is one ``line N: why`` on stderr and
     appends nothing; the loop goes on.  Returns the exit code: 2 if any line
     was refused, else 0.
 
@@ -126,6 +132,8 @@ def answer_lines(store: SqliteStore, answer: Callable[[bytes, int], bytes], at: 
                 directive = _directive(line)
                 at = at if directive is None else directive
                 continue
+            if len(line) > MAX_FRAMED_MESSAGE_BYTES:
+                raise ProtocolError(TOO_LARGE)
             now = now_ms(at)
             _refuse_if_served(store, now)
             reply = answer(line, now)

@@ -1,4 +1,4 @@
-"""``pwf session detach|expire``: what a host does when a connection ends or a deadline passes."""
+"""``pwf session detach|expire|view``: a host's work when a connection ends or a deadline passes."""
 
 from __future__ import annotations
 
@@ -65,3 +65,21 @@ def expire(db: str | None, at: int | None, as_json: bool) -> None:
         click.echo(f"timeout started: {run_id} in {sid}")
     if not started:
         click.echo("no expired interactions")
+
+
+@session.command()
+@click.argument("session_id", metavar="SESSION_ID")
+@click.option("--epoch", metavar="EPOCH", default=None, help="See it as this coordinator epoch.")
+@db_option
+@at_option
+def view(session_id: str, epoch: str | None, db: str | None, at: int | None) -> None:
+    """Print the snapshot a watch of SESSION_ID would publish, as one canonical line.
+
+    A served host pushes it to the connections that watch the session
+    (view.session.watch); direct mode has no connection, so scripts read it
+    here: the coordinator epoch, the next message offered to EPOCH once its
+    branch is reported, the open message and the session's run.
+    """
+    with open_store(db) as store:
+        snapshot = Host(store).session_view(session_id, now_ms(at), epoch)
+    click.echo(canonical.encode(snapshot).decode())

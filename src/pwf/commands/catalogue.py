@@ -85,17 +85,30 @@ _DIRECT: Final = {
     "workflowTurn.report": turns.report_turn,
 }
 _VIEWS: Final = {
-    "view.session": sessionview.view_session,
-    "view.session.watch": sessionview.view_session,
+    "view.session.watch": sessionview.view_session_watch,
     "view.content": views.view_content_chunk,
 }
-_LATER_VIEWS: Final = (
-    "view.runs",
-    "view.run",
+_SERVED_VIEWS: Final = (
+    "view.runs.watch",
+    "view.runs.page",
+    "view.run.get",
+    "view.run.watch",
+    "view.run.unwatch",
+    "view.page",
     "state.status",
     "state.verify",
     "channel.status",
 )
+
+
+def _served(_ctx: Context, request: ClientRequest) -> Result:
+    """View operations that need a connection of the served host answer ``unavailable``."""
+    raise refuse(
+        f"Workflow operation {request.operation} needs the served host;"
+        " direct mode cannot answer it",
+        "unavailable",
+    )
+
 
 CLIENT_OPERATIONS: Final[dict[str, Operation]] = {
     **{name: Operation(Route.EXECUTED, handler) for name, handler in _EXECUTED.items()},
@@ -105,5 +118,5 @@ CLIENT_OPERATIONS: Final[dict[str, Operation]] = {
     **{name: Operation(Route.MAINTENANCE, _later) for name in _LATER_MAINTENANCE},
     **{name: Operation(Route.DIRECT, handler) for name, handler in _DIRECT.items()},
     **{name: Operation(Route.VIEW, handler) for name, handler in _VIEWS.items()},
-    **{name: Operation(Route.VIEW, _later) for name in _LATER_VIEWS},
+    **{name: Operation(Route.VIEW, _served) for name in _SERVED_VIEWS},
 }

@@ -5,7 +5,7 @@ Imports commands, events and errors.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -125,6 +125,10 @@ def settle(ctx: Context, request: Row, submission_id: str) -> None:
     cancel_source(ctx, request["request_id"], ("step", "decision"))
 
 
+REJECTED_DEFAULT: Final = "Workflow step output failed validation"
+"""The error of a rejected submission whose receipt names none (HOST.md §6.3)."""
+
+
 def record_submission(  # noqa: PLR0913 - a submission has this many facts
     ctx: Context,
     *,
@@ -151,7 +155,7 @@ def record_submission(  # noqa: PLR0913 - a submission has this many facts
             if same_key["receipt"] is not None
             else {"requestId": request["request_id"], "submissionId": same_key["submission_id"]}
         )
-        return Result(outcome="adopted", receipt=receipt, run_id=request["run_id"])
+        return _adopted(same_key, receipt, request["run_id"])
     if outcome == "validating" and ctx.one(
         "SELECT 1 FROM interactive_submissions WHERE request_id = ? AND outcome = 'validating'",
         request["request_id"],
@@ -183,6 +187,23 @@ def record_submission(  # noqa: PLR0913 - a submission has this many facts
     if outcome == "accepted":
         settle(ctx, request, submission_id)
     return None
+
+
+def _adopted(stored: Row, receipt: object, run_id: str) -> Result:
+    """The answer to a retried submission, from the first one's stored state (HOST.md §6).
+
+    A rejected first submission answers ``rejected`` with its stored receipt
+    and error; any other is adopted with its stored receipt (ADR 0011).
+    """
+    if stored["outcome"] == "rejected":
+        error = receipt.get("error") if isinstance(receipt, dict) else None
+        return Result(
+            outcome="rejected",
+            receipt=receipt,
+            error=error if isinstance(error, str) and error else REJECTED_DEFAULT,
+            run_id=run_id,
+        )
+    return Result(outcome="adopted", receipt=receipt, run_id=run_id)
 
 
 def finish_validation(

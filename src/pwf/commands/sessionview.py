@@ -1,7 +1,7 @@
 """What a session shows and the session-scoped controls (DOMAIN §5.6, §5.8, §5.9, §12.2).
 
 The session view (reservation or retained terminal, next eligible message),
-``view.session[.watch]``, ``sessionView.clearTerminal`` and ``run.restart``.
+``view.session.watch``, ``sessionView.clearTerminal`` and ``run.restart``.
 Imports commands, events and errors; follow-ups are in
 :mod:`pwf.commands.followups`.
 """
@@ -31,7 +31,7 @@ __all__ = [
     "retained_terminal",
     "run_restart",
     "session_view",
-    "view_session",
+    "view_session_watch",
 ]
 
 RETAIN_MS: Final = 60_000
@@ -217,15 +217,27 @@ def session_view(ctx: Context, session_id: str, epoch: str | None) -> dict[str, 
     }
 
 
-def view_session(ctx: Context, request: ClientRequest) -> Result:
-    """``view.session`` / ``view.session.watch``: the snapshot; ``coordinator: true`` attaches."""
-    payload = members(request.payload)
-    session_id = text(payload, "targetSessionId")
-    epoch = optional_text(payload, "coordinatorEpoch")
-    if request.operation == "view.session.watch" and payload.get("coordinator") is True:
+def view_session_watch(ctx: Context, request: ClientRequest) -> Result:
+    """``view.session.watch`` ``{subscriptionId, sessionId, coordinator?}`` (HOST.md §2.4).
+
+    The checks run in the original's order.  Direct mode has no connection to
+    keep the subscription on, so after its id is checked only the coordinator
+    is installed (for ``connectionId`` when given, else the client id); the
+    snapshot itself is :func:`session_view`.
+    """
+    if not isinstance(request.payload, dict):
+        raise refuse("view.session.watch payload must be an object")
+    payload = request.payload
+    session_id = text(payload, "sessionId")
+    text(payload, "subscriptionId")
+    wanted = payload.get("coordinator", False)
+    if wanted is True:
         connection = optional_text(payload, "connectionId") or request.client_id
         epoch = attach(ctx, session_id, connection)
-    return Result(receipt=session_view(ctx, session_id, epoch))
+        return Result(receipt={"coordinatorEpoch": epoch, "subscribed": True})
+    if wanted is False:
+        return Result(receipt={"subscribed": True})
+    raise refuse("view.session.watch coordinator must be a boolean")
 
 
 # ------------------------------------------------------------------ terminal views

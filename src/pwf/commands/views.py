@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -138,48 +139,60 @@ def host_counts(ctx: Context) -> dict[str, object]:
 
 
 CHUNK_BYTES: Final = 196_608
-"""``view.content`` serves stored view values in chunks of this many raw bytes (§5.10)."""
+"""``view.content`` serves stored view values in chunks of this many raw bytes (HOST.md §2.11)."""
+
+CONTENT_CHUNK_SCHEMA: Final = "pi-workflows.content-chunk.v1"
+_CONTENT_PATH: Final = re.compile(r"artifacts/sha256/([0-9a-f]{64})\.(json|txt)")
+_MEDIA_TYPES: Final = {"json": "application/json", "txt": "text/plain"}
+_MAX_SAFE: Final = 2**53 - 1
 
 
 def view_content_chunk(ctx: Context, request: ClientRequest) -> Result:
-    """``view.content``: one base64 chunk of a large run value named by its SHA-256."""
-    payload = request.payload if isinstance(request.payload, dict) else None
-    if payload is None:
-        raise refuse("payload must be an object")
-    run_id = request.run_id or payload.get("runId")
-    digest = payload.get("sha256")
-    offset = payload.get("offset", 0)
-    if not isinstance(run_id, str) or not run_id:
+    """``view.content`` ``{path, offset}``: one base64 chunk of a large run value (HOST.md §2.11).
+
+    ``path`` is ``artifacts/sha256/<hex>.<json|txt>``; the extension names
+    the media type the stored value must have.
+    """
+    if not isinstance(request.payload, dict):
+        raise refuse("view.content payload must be an object")
+    payload = request.payload
+    if request.run_id is None:
         raise refuse("view.content requires runId")
-    if not isinstance(digest, str) or len(digest) != 64:
-        raise refuse("sha256 must be text")
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+    path = payload.get("path")
+    if not isinstance(path, str) or not path:
+        raise refuse("path must be text")
+    offset = payload.get("offset")
+    if type(offset) is not int or not 0 <= offset <= _MAX_SAFE:
         raise refuse("offset must be a non-negative integer")
-    try:
-        key = bytes.fromhex(digest)
-    except ValueError:
-        raise refuse("sha256 must be text") from None
-    row = ctx.one(
-        "SELECT media_type, byte_length, substr(content, ?, ?) AS chunk FROM run_view_content"
-        " WHERE run_id = ? AND content_hash = ? ORDER BY media_type LIMIT 1",
-        offset + 1,
-        CHUNK_BYTES,
-        run_id,
-        key,
-    )
+    match = _CONTENT_PATH.fullmatch(path)
+    row = None
+    if match is not None:
+        row = ctx.one(
+            "SELECT byte_length, substr(content, ?, ?) AS chunk FROM run_view_content"
+            " WHERE run_id = ? AND content_hash = ? AND media_type = ?",
+            offset + 1,
+            CHUNK_BYTES,
+            request.run_id,
+            bytes.fromhex(match[1]),
+            _MEDIA_TYPES[match[2]],
+        )
     if row is None:
-        return Result(outcome="notFound", error=f"Workflow view content not found: {digest}")
-    chunk = bytes(row["chunk"])
-    end = offset + len(chunk)
+        return Result(outcome="notFound", error="Workflow content not found")
+    size: int = row["byte_length"]
+    if offset > size:
+        raise refuse("Workflow content offset is outside the content range")
+    end = min(size, offset + CHUNK_BYTES)
     return Result(
         receipt={
-            "bytes": row["byte_length"],
-            "complete": end >= row["byte_length"],
-            "data": base64.b64encode(chunk).decode("ascii"),
-            "mediaType": row["media_type"],
-            "nextOffset": None if end >= row["byte_length"] else end,
+            "bytes": size,
+            "complete": end == size,
+            "data": base64.b64encode(bytes(row["chunk"] or b"")).decode("ascii"),
+            "mediaType": _MEDIA_TYPES[match[2]],  # type: ignore[index]
+            "nextOffset": end,
             "offset": offset,
-            "runId": run_id,
-            "sha256": digest,
+            "path": path,
+            "runId": request.run_id,
+            "schema": CONTENT_CHUNK_SCHEMA,
+            "sha256": match[1],  # type: ignore[index]
         }
     )

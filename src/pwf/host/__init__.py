@@ -24,6 +24,7 @@ from pwf.commands import Context, Result
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
 from pwf.commands.expiry import begin_timeouts
 from pwf.commands.sessions import detach, recover_turns
+from pwf.commands.sessionview import session_view
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
 from pwf.errors import CommandError
 from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
@@ -289,6 +290,20 @@ class Host:
         backup_database(self.store.path, Path(target))
 
     # ------------------------------------------------------------------ sessions and time
+
+    def session_view(
+        self, session_id: str, now: int, epoch: str | None = None
+    ) -> dict[str, object]:
+        """The session snapshot a watch publishes, as coordinator ``epoch`` (or a viewer) sees it.
+
+        Direct mode has no connection to push it on; scripts and tests read it here.
+        """
+
+        def read_only(_events: object) -> object:
+            raise CommandError("a session view reads only")
+
+        ctx = Context(RowReader(self.store.connection), read_only, now)
+        return session_view(ctx, session_id, epoch)
 
     def detach(self, session_id: str, now: int, epoch: str | None = None) -> bool:
         """The coordinator's connection ended (§10.5); False when there was none to detach."""

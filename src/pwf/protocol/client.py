@@ -115,17 +115,20 @@ OPERATIONS: Final = frozenset(
 
 VIEW_OPERATIONS: Final = frozenset(
     {
-        "view.runs",
-        "view.run",
-        "view.session",
-        "view.session.watch",
+        "view.runs.watch",
+        "view.runs.page",
+        "view.run.get",
+        "view.run.watch",
+        "view.run.unwatch",
+        "view.page",
         "view.content",
+        "view.session.watch",
         "state.status",
         "state.verify",
         "channel.status",
     }
 )
-"""Operations that parse as valid but are never recorded (DOMAIN §7.3)."""
+"""The 11 operations answered without ``host_commands`` (HOST.md §2); 40 with :data:`OPERATIONS`."""
 
 TOO_LARGE: Final = "Client protocol message exceeds 1 MiB"
 """The one error text for every size refusal, as the original words it."""
