@@ -1,34 +1,41 @@
-"""Operator settings, validated with pydantic; imports errors only.
+"""Operator settings; imports errors only, and pydantic only when a value needs checking.
 
 Settings come from command-line options first, then the environment
 (``PWF_DB``, ``PWF_SYNCHRONOUS``, ``PWF_BUSY_TIMEOUT_MS``), then
-defaults.  Events never use pydantic (ADR 0004).
+defaults.  The pydantic model :class:`pwf.settings_model.SettingsModel`
+checks every given value; when nothing but the database path is given,
+the defaults need no checking and pydantic is not imported (ADR 0032).
+Events never use pydantic (ADR 0004).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT_MS",
+    "DEFAULT_DB",
+    "DEFAULT_SYNCHRONOUS",
+    "Settings",
+    "Synchronous",
+]
 
-from pwf.errors import ConfigError
+Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
 
-__all__ = ["DEFAULT_DB", "Settings"]
+DEFAULT_DB: Final = Path(".pwf") / "state.db"
+DEFAULT_SYNCHRONOUS: Final[Synchronous] = "FULL"
+DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
+_ENVIRONMENT: Final = {"synchronous": "PWF_SYNCHRONOUS", "busy_timeout_ms": "PWF_BUSY_TIMEOUT_MS"}
 
-DEFAULT_DB = Path(".pwf") / "state.db"
-_ENVIRONMENT = {"synchronous": "PWF_SYNCHRONOUS", "busy_timeout_ms": "PWF_BUSY_TIMEOUT_MS"}
 
+class Settings(NamedTuple):
+    """Where the state database lives (an absolute path) and how it is opened."""
 
-class Settings(BaseModel):
-    """Where the state database lives and how it is opened."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    db: Path = DEFAULT_DB
-    synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
-    busy_timeout_ms: int = Field(default=5_000, ge=0, le=600_000)
+    db: Path
+    synchronous: Synchronous = DEFAULT_SYNCHRONOUS
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
 
     @classmethod
     def load(cls, *, db: str | None = None, **overrides: object) -> Settings:
@@ -41,10 +48,8 @@ class Settings(BaseModel):
         environment = {name: os.environ.get(variable) for name, variable in _ENVIRONMENT.items()}
         merged = {**environment, **overrides}
         given = {key: value for key, value in merged.items() if value is not None}
-        try:
-            settings = cls.model_validate({"db": Path(chosen), **given})
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise ConfigError(f"invalid setting {where}: {first['msg']}") from None
-        return settings.model_copy(update={"db": settings.db.absolute()})
+        if not given:
+            return cls(Path(chosen).absolute())
+        from pwf.settings_model import validated  # noqa: PLC0415 - pydantic only to check values
+
+        return validated(chosen, given)
