@@ -15,9 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal
 
-import structlog
-
-from pwf import scratchfiles
+from pwf import logs, scratchfiles
 from pwf.decoding import Chain, decoded
 from pwf.errors import ChainError
 from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
@@ -188,7 +186,7 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
             raise
         path, held = scratchfiles.make(prefix, None)
     for orphan in scratchfiles.sweep(beside, path):
-        structlog.get_logger().warning("scratch.orphan_removed", path=str(orphan))
+        logs.warning("scratch.orphan_removed", path=str(orphan))
     try:
         connection = sqlite3.connect(path, isolation_level=None)
         try:

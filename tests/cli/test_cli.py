@@ -440,7 +440,10 @@ class TestErrors:
 def _tree(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     yield path
     if isinstance(command, click.Group):
-        for name, sub in sorted(command.commands.items()):
+        context = click.Context(command)
+        for name in command.list_commands(context):  # lazy groups load only when asked
+            sub = command.get_command(context, name)
+            assert sub is not None
             yield from _tree(sub, (*path, name))
 
 
@@ -476,7 +479,9 @@ class TestHelp:
         command: click.Command = cli
         for name in path:
             assert isinstance(command, click.Group)
-            command = command.commands[name]
+            found = command.get_command(click.Context(command), name)
+            assert found is not None
+            command = found
         assert command.help
         summary = command.help.split("\n\n")[0]
         assert " ".join(summary.split()) in " ".join(result.output.split())

@@ -3,20 +3,91 @@
 Exit codes (ADR 0006): 0 ok; 1 differences found (``verify``, ``diff``);
 2 usage or bad input; 3 and up, other failures.  Every error is one line on
 stderr, never a traceback.
+
+Verbs are imported only when invoked (ADR 0031): :data:`VERBS` names each
+verb's module, its attribute and its short help, so ``pwf --help`` lists
+every verb without importing any of them.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
 
-from pwf.cli._logging import configure_logging
+from pwf import __version__, logs
 from pwf.errors import PwfError
 
-__all__ = ["cli", "main"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["VERBS", "Verb", "cli", "main"]
+
+
+class Verb(NamedTuple):
+    """Where a verb lives, and the short help ``pwf --help`` shows for it."""
+
+    module: str
+    attribute: str
+    short_help: str
+
+
+VERBS: Final[dict[str, Verb]] = {
+    "dev": Verb("pwf.cli.dev", "dev", "Developer tasks."),
+    "diff": Verb(
+        "pwf.cli.diff",
+        "diff",
+        "Compare the projections of two databases row by row (exit 1 when they differ).",
+    ),
+    "digest": Verb(
+        "pwf.cli.diff",
+        "digest",
+        "Print one SHA-256 per projection table and one over all, for comparing machines.",
+    ),
+    "explain": Verb(
+        "pwf.cli.explain",
+        "explain",
+        "Explain an interaction or a run: its timeline, its state and a diagnosis.",
+    ),
+    "init": Verb(
+        "pwf.cli.init", "init", "Create a state database (log and projections in one file)."
+    ),
+    "log": Verb("pwf.cli.log", "log", "Inspect, verify, export and import the event log."),
+    "query": Verb(
+        "pwf.cli.query",
+        "query",
+        "Read the projections: runs, interactions, workflow messages and model turns.",
+    ),
+    "rebuild": Verb(
+        "pwf.cli.replay", "rebuild_command", "Rebuild every projection from the log, atomically."
+    ),
+    "replay": Verb(
+        "pwf.cli.replay",
+        "replay_command",
+        "Fold the log up to a point into a new database with every projection.",
+    ),
+    "request": Verb("pwf.cli.request", "request", "Run client-protocol requests read from stdin."),
+    "session": Verb(
+        "pwf.cli.session",
+        "session",
+        "Session coordinators and interaction deadlines, in direct mode.",
+    ),
+    "state": Verb(
+        "pwf.cli.state",
+        "state",
+        "Maintenance of the state database, recorded like the original's commands.",
+    ),
+    "verify": Verb(
+        "pwf.cli.replay",
+        "verify_command",
+        "Verify the hash chain, then that the live projections equal a rebuild of the log.",
+    ),
+    "worker": Verb("pwf.cli.worker", "worker", "Run worker-protocol messages read from stdin."),
+}
+"""Every top-level verb; ``tests/cli/test_startup.py`` checks each short help
+against the command's own docstring."""
 
 
 class PwfGroup(click.Group):
@@ -36,6 +107,44 @@ class PwfGroup(click.Group):
             ) from None
 
 
+class LazyGroup(PwfGroup):
+    """The top-level group: a verb's module is imported when the verb is looked up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every verb, sorted, without importing any."""
+        return sorted({*VERBS, *super().list_commands(ctx)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Import the verb's module and return its command; None for an unknown verb."""
+        verb = VERBS.get(cmd_name)
+        if verb is None:
+            return super().get_command(ctx, cmd_name)
+        # __import__ rather than importlib: `python -X importtime` then times the verb's module.
+        command = getattr(__import__(verb.module, fromlist=[verb.attribute]), verb.attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List the verbs with their stored short help, as click would list loaded ones."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows: Sequence[tuple[str, str]] = [
+            (name, _short_help(ctx, self, name, limit)) for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _short_help(ctx: click.Context, group: click.Group, name: str, limit: int) -> str:
+    verb = VERBS.get(name)
+    if verb is not None:
+        return click.Command(name, help=verb.short_help).get_short_help_str(limit)
+    command = click.Group.get_command(group, ctx, name)
+    return "" if command is None else command.get_short_help_str(limit)
+
+
 class _Failure(click.ClickException):
     """One line on stderr with pwf's exit code."""
 
@@ -53,51 +162,16 @@ def _failure(message: str, code: int) -> click.ClickException:
     return _Failure(message, code)
 
 
-@click.group(cls=PwfGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="Log more (repeat for debug).")
-@click.version_option(package_name="pwf")
+@click.version_option(version=__version__, package_name="pwf")
 def cli(verbose: int) -> None:
     """Pwf: an event-sourced host state for agent workflows.
 
     Every command appends canonical, hash-chained events to a log; the
     tables people query are projections of that log.
     """
-    configure_logging(verbose)
-
-
-def _register() -> None:
-    from pwf.cli import (  # noqa: PLC0415 - commands register after the group exists
-        dev,
-        diff,
-        explain,
-        init,
-        log,
-        query,
-        replay,
-        request,
-        session,
-        state,
-        worker,
-    )
-
-    cli.add_command(init.init)
-    cli.add_command(request.request)
-    cli.add_command(worker.worker)
-    cli.add_command(query.query)
-    cli.add_command(session.session)
-    cli.add_command(state.state)
-    cli.add_command(log.log)
-    cli.add_command(dev.dev)
-    cli.add_command(diff.diff)
-    cli.add_command(diff.digest)
-    log.log.add_command(diff.log_diff)
-    cli.add_command(replay.replay_command)
-    cli.add_command(replay.rebuild_command)
-    cli.add_command(replay.verify_command)
-    cli.add_command(explain.explain)
-
-
-_register()
+    logs.set_verbosity(verbose)
 
 
 def main() -> None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import click
-import structlog
 
-from pwf import canonical
+from pwf import canonical, logs
 from pwf.cli._options import db_option, json_option, open_store
 from pwf.store.sqlite import FORMAT
 
@@ -20,7 +19,7 @@ def init(db: str | None, as_json: bool) -> None:
     """
     with open_store(db, create=True) as store:
         head = store.head()
-        structlog.get_logger().info("store.initialised", path=str(store.path), seq=head.seq)
+        logs.info("store.initialised", path=str(store.path), seq=head.seq)
         if as_json:
             report = {"db": str(store.path), "format": FORMAT, "events": head.seq}
             click.echo(canonical.encode(report).decode())

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-import structlog
 
-from pwf import canonical
+from pwf import canonical, logs
 from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli.diff import log_diff
 from pwf.config import Settings
 from pwf.errors import ImportRefusedError, PwfError
 from pwf.events import Entry, open_body
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 @click.group()
 def log() -> None:
     """Inspect, verify, export and import the event log."""
+
+
+log.add_command(log_diff)
 
 
 def _row(entry: Entry) -> str:
@@ -184,7 +187,7 @@ def export(db: str | None, out_path: str, first: int, last: int | None) -> None:
         else:
             with Path(out_path).open("wb") as out:
                 written = export_jsonl(store, out, first, last)
-    structlog.get_logger().info("log.exported", events=written)
+    logs.info("log.exported", events=written)
 
 
 @log.command(name="import")

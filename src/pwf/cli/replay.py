@@ -6,14 +6,13 @@ import sys
 from typing import TYPE_CHECKING, Final
 
 import click
-import structlog
 
-from pwf import canonical
+from pwf import canonical, logs
 from pwf.check import check
 from pwf.cli._options import db_option, json_option, open_store
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError, InputError
-from pwf.host import resolve_cutoff
+from pwf.host._prune import resolve_cutoff
 from pwf.replay import rebuild, replay
 
 if TYPE_CHECKING:
@@ -107,7 +106,7 @@ def replay_command(
             store, out, until_seq=until_seq, until_time=_until_time(until_time), progress=bar
         )
     _finish(bar)
-    structlog.get_logger().info("log.replayed", seq=report.head.seq, out=str(report.out))
+    logs.info("log.replayed", seq=report.head.seq, out=str(report.out))
     if as_json:
         click.echo(canonical.encode(_replay_json(report)).decode())
     else:
@@ -188,9 +187,7 @@ def rebuild_command(db: str | None, as_json: bool) -> None:
     with open_store(db) as store:
         report = rebuild(store, progress=bar)
     _finish(bar)
-    structlog.get_logger().info(
-        "projections.rebuilt", events=report.events, seq=report.seq, tables=report.tables
-    )
+    logs.info("projections.rebuilt", events=report.events, seq=report.seq, tables=report.tables)
     if as_json:
         shown = {"events": report.events, "seq": report.seq, "tables": report.tables}
         click.echo(canonical.encode(shown).decode())

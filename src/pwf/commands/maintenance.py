@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members
-from pwf.commands.prune import prune_options
 
 if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest
@@ -30,5 +29,7 @@ def state_backup(_ctx: Context, request: ClientRequest) -> Result:
 
 def state_prune(_ctx: Context, request: ClientRequest) -> Result:
     """``state.prune``: options checked in the original's order (§13.2); the host does the rest."""
+    from pwf.commands.prune import prune_options  # noqa: PLC0415 - four dataclasses, on prune only
+
     options = prune_options(request.payload)
     return Result(effect=("prune", options.before))

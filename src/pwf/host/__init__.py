@@ -28,8 +28,6 @@ from pwf.commands.sessionview import session_view
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
 from pwf.errors import CommandError
 from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
-from pwf.host._backup import backup_database
-from pwf.host._prune import Recording, resolve_cutoff, run_prune
 from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
 from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
 from pwf.readmodel import RowReader
@@ -39,7 +37,7 @@ if TYPE_CHECKING:
 
     from pwf.store.sqlite import SqliteStore, SqliteTransaction
 
-__all__ = ["DIRECT_ACTOR", "Host", "resolve_cutoff"]
+__all__ = ["DIRECT_ACTOR", "Host"]
 
 DIRECT_ACTOR: Final = Actor(type="host", id="pwf-direct")
 LEASE_MS: Final = 30_000
@@ -268,6 +266,8 @@ class Host:
         now: int,
     ) -> ClientResponse:
         """``state.prune`` (DOMAIN §13.2, ADR 0018), recorded like any maintenance command."""
+        from pwf.host._prune import Recording, run_prune  # noqa: PLC0415 - only state.prune
+
         cause = self._cause(request)
         return run_prune(
             self.store,
@@ -287,6 +287,8 @@ class Host:
         """File work a maintenance command asked for, done while the write lock is held."""
         if kind != "backup":
             raise CommandError(f"Unknown maintenance effect: {kind}")
+        from pwf.host._backup import backup_database  # noqa: PLC0415 - only state.backup
+
         backup_database(self.store.path, Path(target))
 
     # ------------------------------------------------------------------ sessions and time

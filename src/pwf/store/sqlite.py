@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Final, Literal, Self
 from pwf.errors import ChainError, InputError, PwfError, StoreBusyError, StoreError
 from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body, seal
 from pwf.store import EMPTY, AppendHook, Head, StoredEvent, VerifyReport, origin_of
-from pwf.store.chainwalk import walk_chain, walk_rows
 from pwf.store.rows import COLUMNS, columns, verify_rows
 
 if TYPE_CHECKING:
@@ -450,6 +449,8 @@ class SqliteStore:
         again here, in this snapshot, so a fault is named exactly and a
         concurrent compaction is not mistaken for one.
         """
+        from pwf.store.chainwalk import walk_chain, walk_rows  # noqa: PLC0415 - verify only
+
         top = self.connection.execute("SELECT max(seq) FROM events").fetchone()[0]
         if top is not None:
             try:
