@@ -1,0 +1,116 @@
+"""Whole-process start-up of the hot verbs against ``python -c "import sqlite3, json"``.
+
+Each round runs, one after the other and each round starting one case later, the floor
+(the interpreter importing sqlite3 and json), ``pwf --version``, a one-line
+``pwf request`` (``run.status`` of a run that does not exist, so every round
+does the same work without growing the log) and, when the installed pwf has
+it, a one-line ``pwf call``; the ratio of each to the floor is taken within
+the round and the median over rounds is reported, so a busy neighbour slows
+numerator and floor alike.
+
+Start-up is measured on a regular (non-editable) install: an editable one
+has no compiled bytecode when ``PYTHONDONTWRITEBYTECODE`` is set, which adds
+tens of milliseconds to every start.  ``make bench`` runs this with the
+interpreter of such an install (``.venv-bench``); run with another one, the
+report says which kind of install it measured.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Final
+
+__all__ = ["main", "run"]
+
+OUT: Final = Path(__file__).resolve().parent / "out"
+_STATUS: Final = (
+    b'{"clientId":"bench","idempotencyKey":"k","operation":"run.status","payload":{},'
+    b'"requestId":"r","runId":"run-none","schema":"pi-workflows.client.v1","type":"request"}\n'
+)
+
+
+def _install_kind(python: str) -> str:
+    """``regular`` when pwf is installed with compiled bytecode, else ``editable``."""
+    probe = "import pathlib, pwf; print(pathlib.Path(pwf.__file__).parent)"
+    where = Path(
+        subprocess.run([python, "-c", probe], capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
+    compiled = (where / "__pycache__").is_dir()
+    return "regular" if compiled and "site-packages" in where.parts else "editable"
+
+
+def _timed(argv: list[str], stdin: bytes, cwd: Path) -> float:
+    """Seconds from spawn to exit of one process; fails on a non-zero exit."""
+    began = time.perf_counter()
+    finished = subprocess.run(argv, input=stdin, capture_output=True, cwd=cwd, check=False)
+    elapsed = time.perf_counter() - began
+    if finished.returncode != 0:
+        raise RuntimeError(f"{argv} exited {finished.returncode}: {finished.stderr.decode()}")
+    return elapsed
+
+
+def _cases(python: str, pwf: str, db: Path) -> dict[str, tuple[list[str], bytes]]:
+    cases = {
+        "floor": ([python, "-c", "import sqlite3, json"], b""),
+        "pwf --version": ([pwf, "--version"], b""),
+        "pwf request": ([pwf, "request", "--db", str(db)], _STATUS),
+    }
+    helped = subprocess.run([pwf, "--help"], capture_output=True, check=True).stdout
+    if b"\n  call " in helped:
+        cases["pwf call"] = ([pwf, "call", "--db", str(db)], _STATUS)
+    return cases
+
+
+def run(rounds: int, python: str | None = None) -> list[str]:
+    """Report lines: median milliseconds of each case and its median ratio to the floor."""
+    python = python or sys.executable
+    pwf = str(Path(python).with_name("pwf"))
+    OUT.mkdir(exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(dir=OUT))
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PWF_")}
+    try:
+        db = workdir / "state.db"
+        subprocess.run(
+            [pwf, "init", "--db", str(db)], capture_output=True, check=True, env=environment
+        )
+        cases = _cases(python, pwf, db)
+        for argv, stdin in cases.values():  # warm the page cache once
+            _timed(argv, stdin, workdir)
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        ratios: dict[str, list[float]] = {name: [] for name in cases}
+        order = list(cases)
+        for round_no in range(rounds):
+            turn = round_no % len(order)
+            sample = {name: _timed(*cases[name], workdir) for name in order[turn:] + order[:turn]}
+            for name, seconds in sample.items():
+                times[name].append(seconds)
+                ratios[name].append(seconds / sample["floor"])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    lines = [f"start-up, whole process ({_install_kind(python)} install, {rounds} rounds):"]
+    for name in cases:
+        ms = statistics.median(times[name]) * 1000
+        shown = "" if name == "floor" else f"  {statistics.median(ratios[name]):.2f}x floor"
+        label = 'python -c "import sqlite3, json"' if name == "floor" else name
+        lines.append(f"  {label:34} {ms:6.1f} ms{shown}")
+    return lines
+
+
+def main() -> int:
+    """Run a short measurement from the command line."""
+    for line in run(15):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
