@@ -79,6 +79,11 @@ VERBS: Final[dict[str, Verb]] = {
         "state",
         "Maintenance of the state database, recorded like the original's commands.",
     ),
+    "status": Verb(
+        "pwf.cli.status",
+        "status",
+        "Show counts, every waiting run and interaction, and lifecycle contradictions.",
+    ),
     "verify": Verb(
         "pwf.cli.replay",
         "verify_command",

@@ -23,6 +23,7 @@ from pwf.explain._summaries import item, summary
 from pwf.explain._timeline import interaction_log, run_log
 
 if TYPE_CHECKING:
+    from pwf.commands import Context, Row
     from pwf.store.sqlite import SqliteStore
 
 __all__ = [
@@ -32,8 +33,13 @@ __all__ = [
     "Explanation",
     "Finding",
     "Item",
+    "clock",
+    "context",
+    "diagnose_interaction",
+    "diagnose_run",
     "explain_interaction",
     "explain_run",
+    "state_at",
     "summary",
 ]
 
@@ -90,3 +96,21 @@ def explain_run(
             timeline=tuple(item(entry) for entry in entries),
             diagnosis=evaluate(RUN_RULES, facts),
         )
+
+
+def diagnose_interaction(
+    store: SqliteStore, ctx: Context, request: Row, last: int
+) -> tuple[Finding, ...]:
+    """The diagnosis of one interactive request read through ``ctx``, up to seq ``last``.
+
+    The same rules as :func:`explain_interaction`, for callers that already
+    hold a read transaction (``pwf status`` diagnoses every waiting request).
+    """
+    entries = interaction_log(store, request, last)
+    return evaluate(INTERACTION_RULES, Facts(ctx, request, Log(entries)))
+
+
+def diagnose_run(store: SqliteStore, ctx: Context, run: Row, last: int) -> tuple[Finding, ...]:
+    """The diagnosis of one run read through ``ctx``, up to seq ``last`` (see above)."""
+    entries = run_log(store, run, last)
+    return evaluate(RUN_RULES, RunFacts(ctx, run, Log(entries)))
