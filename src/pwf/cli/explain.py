@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
 from pwf import canonical
 from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._times import TIME, resolve_format, shown, time_format_option
 from pwf.explain import explain_interaction, explain_run
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from pwf.cli._times import TimeFormat
     from pwf.explain import Explanation, Finding
 
 __all__ = ["explain"]
@@ -28,36 +30,47 @@ _at_seq_option = click.option(
 _now_option = click.option(
     "--now",
     "now",
-    metavar="MS",
-    type=click.IntRange(min=0),
+    type=TIME,
     default=None,
-    help="The time deadline rules compare with (default: the time of the last event read).",
+    help="The time deadline rules compare with, epoch ms or ISO 8601"
+    " (default: the time of the last event read).",
 )
 
 
-def _cell(value: object) -> str:
-    return "-" if value is None else str(value)
+class _Times(NamedTuple):
+    """How the explanation being printed shows times: the format and its ``now``."""
+
+    form: TimeFormat
+    now: int
 
 
-def _state_lines(name: str, value: object, indent: str = "  ") -> Iterator[str]:
+def _cell(value: object, name: str, times: _Times) -> str:
+    if value is None:
+        return "-"
+    if name.endswith("At"):
+        return shown(value, times.form, times.now)
+    return str(value)
+
+
+def _state_lines(name: str, value: object, times: _Times, indent: str = "  ") -> Iterator[str]:
     """A state member as lines: objects on one line, lists one element per line."""
     if isinstance(value, list):
         yield f"{indent}{name}:" + ("" if value else " none")
         for element in value:
-            yield from _state_lines("-", element, indent + "  ")
+            yield from _state_lines("-", element, times, indent + "  ")
         return
     if isinstance(value, dict):
         members = " ".join(
-            f"{key}={_cell(member)}"
+            f"{key}={_cell(member, key, times)}"
             for key, member in value.items()
             if not isinstance(member, dict)
         )
         yield f"{indent}{name} {members}".rstrip()
         for key, member in value.items():
             if isinstance(member, dict):
-                yield from _state_lines(key, member, indent + "  ")
+                yield from _state_lines(key, member, times, indent + "  ")
         return
-    yield f"{indent}{name}: {_cell(value)}"
+    yield f"{indent}{name}: {_cell(value, name, times)}"
 
 
 def _findings(findings: tuple[Finding, ...], indent: str = "  ") -> Iterator[str]:
@@ -67,14 +80,16 @@ def _findings(findings: tuple[Finding, ...], indent: str = "  ") -> Iterator[str
         yield from _findings(finding.diagnosis, indent + "  ")
 
 
-def _human(explanation: Explanation) -> str:
+def _human(explanation: Explanation, form: TimeFormat) -> str:
+    times = _Times(form, explanation.now)
     header = f"{explanation.subject} {explanation.id} at seq {explanation.at_seq}"
-    lines = [f"{header} (now {explanation.now})", "state:"]
+    lines = [f"{header} (now {shown(explanation.now, form, explanation.now)})", "state:"]
     for name, value in explanation.state.items():
-        lines.extend(_state_lines(name, value))
+        lines.extend(_state_lines(name, value, times))
     lines.append("timeline:")
     rows = [
-        (str(item.seq), str(item.batch), str(item.at), item.type) for item in explanation.timeline
+        (str(item.seq), str(item.batch), shown(item.at, form, explanation.now), item.type)
+        for item in explanation.timeline
     ]
     widths = [max((len(row[column]) for row in rows), default=0) for column in range(4)]
     for row, item in zip(rows, explanation.timeline, strict=True):
@@ -86,11 +101,11 @@ def _human(explanation: Explanation) -> str:
     return "\n".join(lines)
 
 
-def _show(explanation: Explanation, as_json: bool) -> None:
+def _show(explanation: Explanation, as_json: bool, time_format: str | None) -> None:
     if as_json:
         click.echo(canonical.encode(explanation).decode())
     else:
-        click.echo(_human(explanation))
+        click.echo(_human(explanation, resolve_format(time_format)))
 
 
 @click.group()
@@ -109,9 +124,15 @@ def explain() -> None:
 @db_option
 @_at_seq_option
 @_now_option
+@time_format_option
 @json_option
-def interaction(
-    request_id: str, db: str | None, at_seq: int | None, now: int | None, as_json: bool
+def interaction(  # noqa: PLR0913, PLR0917 - one option per setting
+    request_id: str,
+    db: str | None,
+    at_seq: int | None,
+    now: int | None,
+    time_format: str | None,
+    as_json: bool,
 ) -> None:
     """Explain an interactive request: what it is waiting for and since which seq.
 
@@ -121,7 +142,7 @@ def interaction(
     """
     with open_store(db, read_only=True) as store:
         explanation = explain_interaction(store, request_id, at_seq, now)
-    _show(explanation, as_json)
+    _show(explanation, as_json, time_format)
 
 
 @explain.command()
@@ -129,8 +150,16 @@ def interaction(
 @db_option
 @_at_seq_option
 @_now_option
+@time_format_option
 @json_option
-def run(run_id: str, db: str | None, at_seq: int | None, now: int | None, as_json: bool) -> None:
+def run(  # noqa: PLR0913, PLR0917 - one option per setting
+    run_id: str,
+    db: str | None,
+    at_seq: int | None,
+    now: int | None,
+    time_format: str | None,
+    as_json: bool,
+) -> None:
     """Explain a run: its queue, worker, attempts and what it is waiting for.
 
     A run parked on an interaction includes that interaction's own diagnosis.
@@ -138,4 +167,4 @@ def run(run_id: str, db: str | None, at_seq: int | None, now: int | None, as_jso
     """
     with open_store(db, read_only=True) as store:
         explanation = explain_run(store, run_id, at_seq, now)
-    _show(explanation, as_json)
+    _show(explanation, as_json, time_format)

@@ -2,27 +2,48 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
+import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
 
 from pwf import canonical, logs
 from pwf.cli._options import db_option, json_option, open_store
 from pwf.cli.diff import log_diff
+from pwf.cli._output import (
+    output_form,
+    output_options,
+    page_options,
+    pick_columns,
+    print_rows,
+    range_options,
+    with_options,
+)
+from pwf.cli._times import resolve_format, shown
 from pwf.config import Settings
 from pwf.errors import ImportRefusedError, PwfError
-from pwf.events import Entry, open_body
+from pwf.events import EVENT_TYPES, open_body
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
+    from pwf.cli._output import Form
+    from pwf.cli._times import TimeFormat
     from pwf.store import Head, StoredEvent
     from pwf.store.sqlite import SqliteStore
+
+
+F = Any
+
+
+def _with_output(command: F) -> F:
+    return with_options(command, output_options, (json_option,))
 
 
 @click.group()
@@ -33,44 +54,119 @@ def log() -> None:
 log.add_command(log_diff)
 
 
-def _row(entry: Entry) -> str:
+_COLUMNS: Final = ("seq", "batch", "at", "type", "run", "session", "request", "hash", "cause")
+_SHOWN: Final = ("seq", "batch", "at", "type", "run", "cause")
+_WIDTHS: Final = {"seq": 8, "batch": 7, "type": 28, "run": 24, "session": 24, "request": 24}
+_RIGHT: Final = frozenset({"seq", "batch"})
+_AT_WIDTHS: Final = {"iso": 24, "relative": 16, "raw": 14}
+
+
+def _values(stored: StoredEvent) -> dict[str, object]:
+    """The columns of one event, read from its stored bytes."""
+    entry = open_body(stored.body)
     cause = entry.cause
-    origin = ""
+    origin = None
     if cause is not None:
         origin = f"{cause.operation} {cause.client_id or cause.worker_epoch or ''}".rstrip()
-    run = entry.event.index_run_id() or "-"
-    return f"{entry.seq:>8} {entry.batch:>7} {entry.at:>14} {entry.type:<28} {run:<24} {origin}"
+    return {
+        "seq": entry.seq,
+        "batch": entry.batch,
+        "at": entry.at,
+        "type": entry.type,
+        "run": entry.event.index_run_id(),
+        "session": entry.event.index_session_id(),
+        "request": None if cause is None else cause.request_id,
+        "hash": entry.content_hash,
+        "cause": origin,
+    }
 
 
-_HEADER = f"{'seq':>8} {'batch':>7} {'at':>14} {'type':<28} {'run':<24} cause"
-
-
-def _print(events: Iterable[StoredEvent], as_json: bool) -> int:
-    shown = 0
-    out = sys.stdout.buffer
-    if not as_json:
-        click.echo(_HEADER)
-    for stored in events:
-        if as_json:
-            out.write(stored.body + b"\n")
+def _line(values: dict[str, object], columns: Sequence[str], form: TimeFormat) -> str:
+    cells = []
+    for name in columns:
+        value = values[name]
+        if name == "at":
+            text = shown(value, form).rjust(_AT_WIDTHS[form])
         else:
-            click.echo(_row(open_body(stored.body)))
-        shown += 1
-    return shown
+            text = "-" if value is None else str(value)
+            width = _WIDTHS.get(name, 0)
+            text = text.rjust(width) if name in _RIGHT else text.ljust(width)
+        cells.append(text)
+    return " ".join(cells).rstrip()
+
+
+def _heading(name: str, form: TimeFormat) -> str:
+    width = _AT_WIDTHS[form] if name == "at" else _WIDTHS.get(name, 0)
+    return name.rjust(width) if name in _RIGHT or name == "at" else name.ljust(width)
+
+
+class _Shape(NamedTuple):
+    """How ``log show`` and ``log tail`` print: the form, columns and times."""
+
+    form: Form
+    columns: str | None
+    time_format: str | None
+
+
+def _print(events: Iterable[StoredEvent], shape: _Shape) -> int:
+    """Print events in the chosen form; ``--json`` writes each stored body as it is."""
+    shown_count = 0
+    if shape.form == "json":
+        out = sys.stdout.buffer
+        for stored in events:
+            out.write(stored.body + b"\n")
+            shown_count += 1
+        return shown_count
+    default = _COLUMNS if shape.form == "nl" else _SHOWN
+    columns = pick_columns(_COLUMNS, shape.columns, default)
+    if shape.form != "table":
+        rows = ([_values(stored)[name] for name in columns] for stored in events)
+        print_rows(columns, rows, shape.form, shape.time_format)
+        return -1
+    form = resolve_format(shape.time_format)
+    click.echo(" ".join(_heading(name, form) for name in columns).rstrip())
+    for stored in events:
+        click.echo(_line(_values(stored), columns, form))
+        shown_count += 1
+    return shown_count
+
+
+def _shape(columns: str | None, time_format: str | None, **flags: bool) -> _Shape:
+    return _Shape(output_form(**flags), columns, time_format)
+
+
+_TYPES: Final = tuple(kind.TAG for kind in EVENT_TYPES)
+
+
+def _log_show(command: F) -> F:
+    filters = (
+        db_option,
+        click.option("--from", "first", type=click.IntRange(min=1), default=1, help="First seq."),
+        click.option("--to", "last", type=click.IntRange(min=1), default=None, help="Last seq."),
+        click.option(
+            "--type",
+            "type_",
+            type=click.Choice(_TYPES),
+            default=None,
+            help="Only events of this type.",
+        ),
+        click.option("--run", "run_id", default=None, help="Only events about this run."),
+        click.option(
+            "--session", "session_id", default=None, help="Only events about this session."
+        ),
+        click.option(
+            "--request", "request_id", default=None, help="Only events caused by this request id."
+        ),
+    )
+    return with_options(
+        command, filters, range_options, page_options, output_options, (json_option,)
+    )
 
 
 @log.command()
-@db_option
-@click.option("--from", "first", type=click.IntRange(min=1), default=1, help="First seq.")
-@click.option("--to", "last", type=click.IntRange(min=1), default=None, help="Last seq.")
-@click.option("--type", "type_", default=None, help="Only events of this type.")
-@click.option("--run", "run_id", default=None, help="Only events about this run.")
-@click.option("--session", "session_id", default=None, help="Only events about this session.")
-@click.option(
-    "--request", "request_id", default=None, help="Only events caused by this request id."
-)
-@json_option
-def show(  # noqa: PLR0913, PLR0917 - one option per filter
+@_log_show
+def show(  # noqa: PLR0913 - one option per filter
+    *,
     db: str | None,
     first: int,
     last: int | None,
@@ -78,9 +174,28 @@ def show(  # noqa: PLR0913, PLR0917 - one option per filter
     run_id: str | None,
     session_id: str | None,
     request_id: str | None,
+    since: int | None,
+    until: int | None,
+    limit: int | None,
+    offset: int,
+    columns: str | None,
+    time_format: str | None,
     as_json: bool,
+    as_nl: bool,
+    as_csv: bool,
+    as_tsv: bool,
 ) -> None:
-    """Show events in seq order (``--json``: their stored canonical bytes, one per line)."""
+    """Show events in seq order (``--json``: their stored canonical bytes, one per line).
+
+    --nl prints one JSON object of columns per event, --csv and --tsv a header
+    and one line per event; --columns picks them from seq, batch, at, type,
+    run, session, request, hash and cause.  --since/--until bound the event
+    time, --limit/--offset page after the filters.  Times print in
+    --time-format (ISO on a terminal).
+    """
+    shape = _shape(columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv)
+    if shape.form != "json":
+        pick_columns(_COLUMNS, columns, _SHOWN)  # a bad --columns fails before the store opens
     with open_store(db, read_only=True) as store:
         if type_ or run_id or session_id or request_id:
             found = store.find(
@@ -91,7 +206,15 @@ def show(  # noqa: PLR0913, PLR0917 - one option per filter
             )
         else:
             events = store.read(first, last)
-        _print(events, as_json)
+        if since is not None or until is not None:
+            events = (item for item in events if _within(item, since, until))
+        stop = None if limit is None else offset + limit
+        _print(itertools.islice(events, offset, stop), shape)
+
+
+def _within(stored: StoredEvent, since: int | None, until: int | None) -> bool:
+    at = open_body(stored.body).at
+    return (since is None or at >= since) and (until is None or at <= until)
 
 
 @log.command()
@@ -99,12 +222,78 @@ def show(  # noqa: PLR0913, PLR0917 - one option per filter
 @click.option(
     "-n", "count", type=click.IntRange(min=1), default=10, show_default=True, help="How many."
 )
-@json_option
-def tail(db: str | None, count: int, as_json: bool) -> None:
-    """Show the last events of the log."""
+@click.option(
+    "-f",
+    "--follow",
+    "follow",
+    is_flag=True,
+    help="Keep printing new events as they are appended (polls; stop with Ctrl-C).",
+)
+@click.option(
+    "--interval",
+    "interval",
+    type=click.FloatRange(min=0.01),
+    default=0.5,
+    show_default=True,
+    metavar="SECONDS",
+    help="How often --follow looks for new events.",
+)
+@_with_output
+def tail(  # noqa: PLR0913 - one option per setting
+    *,
+    db: str | None,
+    count: int,
+    follow: bool,
+    interval: float,
+    columns: str | None,
+    time_format: str | None,
+    as_json: bool,
+    as_nl: bool,
+    as_csv: bool,
+    as_tsv: bool,
+) -> None:
+    """Show the last events of the log; with --follow, keep showing new ones.
+
+    --follow polls the log every --interval seconds and ends quietly on
+    Ctrl-C or when the reader of its output goes away.
+    """
+    shape = _shape(columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv)
     with open_store(db, read_only=True) as store:
         head = store.head()
-        _print(deque(store.read(max(1, head.seq - count + 1)), maxlen=count), as_json)
+        _print(deque(store.read(max(1, head.seq - count + 1)), maxlen=count), shape)
+        if follow:
+            _follow(store, head.seq, shape, interval)
+
+
+def _follow(store: SqliteStore, seq: int, shape: _Shape, interval: float) -> None:
+    """Print every event after ``seq`` as it appears, until Ctrl-C."""
+    plain = shape
+    try:
+        while True:
+            sys.stdout.flush()
+            time.sleep(interval)
+            fresh = list(store.read(seq + 1))
+            if not fresh:
+                continue
+            seq = fresh[-1].seq
+            if plain.form == "table":
+                form = resolve_format(plain.time_format)
+                columns = pick_columns(_COLUMNS, plain.columns, _SHOWN)
+                for stored in fresh:
+                    click.echo(_line(_values(stored), columns, form))
+            elif plain.form in ("csv", "tsv"):
+                columns = pick_columns(_COLUMNS, plain.columns, _SHOWN)
+                print_rows(
+                    columns,
+                    ([_values(item)[name] for name in columns] for item in fresh),
+                    plain.form,
+                    plain.time_format,
+                    header=False,
+                )
+            else:
+                _print(fresh, plain)
+    except KeyboardInterrupt:
+        return
 
 
 @log.command()

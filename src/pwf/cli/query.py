@@ -6,12 +6,21 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
 
-from pwf import canonical
-from pwf.cli._options import F, db_option, json_option, open_store
+from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._output import (
+    output_form,
+    output_options,
+    page_options,
+    pick_columns,
+    print_rows,
+    range_options,
+    with_options,
+)
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Sequence
+
+    from pwf.cli._output import Form
 
 __all__ = ["query"]
 
@@ -24,6 +33,8 @@ class _Source(NamedTuple):
     run: str
     session: str
     status: str
+    statuses: tuple[str, ...]
+    time: str
     shown: tuple[str, ...]
 
 
@@ -38,6 +49,8 @@ _SOURCES: Final = {
         run="r.run_id",
         session="r.origin_session_id",
         status="r.status",
+        statuses=("queued", "running", "waiting", "completed", "failed", "timed_out", "cancelled"),
+        time="r.created_at",
         shown=(
             "run_id",
             "status",
@@ -54,6 +67,8 @@ _SOURCES: Final = {
         run="run_id",
         session="target_session_id",
         status="status",
+        statuses=("pending", "settled", "cancelled"),
+        time="created_at",
         shown=(
             "request_id",
             "run_id",
@@ -70,6 +85,8 @@ _SOURCES: Final = {
         run="run_id",
         session="target_session_id",
         status="status",
+        statuses=("pending", "sent", "cancelled"),
+        time="created_at",
         shown=(
             "order_number",
             "target_session_id",
@@ -85,6 +102,8 @@ _SOURCES: Final = {
         run="run_id",
         session="target_session_id",
         status="state",
+        statuses=("started", "ended"),
+        time="started_at",
         shown=(
             "workflow_turn_id",
             "target_session_id",
@@ -102,81 +121,49 @@ class _Filters(NamedTuple):
     run_id: str | None
     session: str | None
     status: str | None
+    since: int | None
+    until: int | None
     limit: int | None
+    offset: int
 
 
 def _rows(
     connection: sqlite3.Connection, source: _Source, filters: _Filters
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Column names and rows of one listing, filtered, ordered and limited."""
+    """Column names and rows of one listing, filtered, ordered and paged."""
     where: list[str] = []
     params: list[object] = []
-    for column, value in (
-        (source.run, filters.run_id),
-        (source.session, filters.session),
-        (source.status, filters.status),
+    for column, operator, value in (
+        (source.run, "=", filters.run_id),
+        (source.session, "=", filters.session),
+        (source.status, "=", filters.status),
+        (source.time, ">=", filters.since),
+        (source.time, "<=", filters.until),
     ):
         if value is not None:
-            where.append(f"{column} = ?")
+            where.append(f"{column} {operator} ?")
             params.append(value)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
-    text = f"{source.select}{clause} ORDER BY {source.order} LIMIT ?"
-    cursor = connection.execute(text, (*params, -1 if filters.limit is None else filters.limit))
+    text = f"{source.select}{clause} ORDER BY {source.order} LIMIT ? OFFSET ?"
+    limit = -1 if filters.limit is None else filters.limit
+    cursor = connection.execute(text, (*params, limit, filters.offset))
     return [column[0] for column in cursor.description], cursor.fetchall()
 
 
-def _value(value: object) -> object:
-    """A column value as JSON: BLOBs become lowercase hex."""
-    return value.hex() if isinstance(value, bytes) else value
+class _Shape(NamedTuple):
+    form: Form
+    columns: str | None
+    time_format: str | None
 
 
-def _cell(value: object) -> str:
-    """A column value as table text: NULL is ``-``."""
-    return "-" if value is None else str(_value(value))
-
-
-def _table(names: Sequence[str], rows: Sequence[tuple[Any, ...]], shown: Sequence[str]) -> str:
-    """An aligned text table of the shown columns, header first."""
-    picks = [names.index(name) for name in shown]
-    cells = [list(shown), *([_cell(row[index]) for index in picks] for row in rows)]
-    widths = [max(len(line[column]) for line in cells) for column in range(len(shown))]
-    return "\n".join(
-        "  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)).rstrip()
-        for line in cells
-    )
-
-
-def _show(name: str, db: str | None, filters: _Filters, as_json: bool) -> None:
+def _show(name: str, db: str | None, filters: _Filters, shape: _Shape) -> None:
     source = _SOURCES[name]
     with open_store(db, read_only=True) as store:
         names, rows = _rows(store.connection, source, filters)
-    if as_json:
-        listing = [
-            {column: _value(value) for column, value in zip(names, row, strict=True)}
-            for row in rows
-        ]
-        click.echo(canonical.encode(listing).decode())
-    else:
-        click.echo(_table(names, rows, source.shown))
-
-
-_FILTERS: Final = (
-    db_option,
-    click.option("--run", "run_id", metavar="RUN_ID", default=None, help="Only this run."),
-    click.option("--session", "session", metavar="S", default=None, help="Only this Pi session."),
-    click.option("--status", "status", metavar="S", default=None, help="Only this status."),
-    click.option(
-        "--limit", "limit", metavar="N", type=click.IntRange(min=1), help="At most N rows."
-    ),
-    json_option,
-)
-
-
-def _filtered(command: F) -> F:
-    """Give a listing the options every listing takes."""
-    for option in reversed(_FILTERS):
-        command = option(command)
-    return command
+    default = names if shape.form in ("json", "nl") else source.shown
+    picked = pick_columns(names, shape.columns, default)
+    indexes = [names.index(column) for column in picked]
+    print_rows(picked, [[row[i] for i in indexes] for row in rows], shape.form, shape.time_format)
 
 
 @click.group()
@@ -185,7 +172,11 @@ def query() -> None:
 
     Rows come in a fixed order, so two databases built from the same log
     print the same listing.  --json prints one canonical JSON array of
-    objects with every column; BLOB columns are lowercase hex.
+    objects with every column, --nl one object per line, --csv and --tsv a
+    header and one line per row; BLOB columns (hashes) are lowercase hex.
+    --since/--until bound the creation time (a turn's start), --columns
+    picks columns, --limit/--offset page.  Times print in --time-format
+    (ISO on a terminal); JSON keeps epoch milliseconds.
     """
 
 
@@ -203,6 +194,7 @@ _HELP: Final = {
 
 def _listing(name: str) -> click.Command:
     """The ``pwf query NAME`` command: one listing, the same filters for all."""
+    source = _SOURCES[name]
 
     def show(  # noqa: PLR0913 - one option per filter
         *,
@@ -210,13 +202,36 @@ def _listing(name: str) -> click.Command:
         run_id: str | None,
         session: str | None,
         status: str | None,
+        since: int | None,
+        until: int | None,
         limit: int | None,
+        offset: int,
+        columns: str | None,
+        time_format: str | None,
         as_json: bool,
+        as_nl: bool,
+        as_csv: bool,
+        as_tsv: bool,
     ) -> None:
-        _show(name, db, _Filters(run_id, session, status, limit), as_json)
+        form = output_form(as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv)
+        filters = _Filters(run_id, session, status, since, until, limit, offset)
+        _show(name, db, filters, _Shape(form, columns, time_format))
 
     show.__doc__ = _HELP[name]
-    return click.command(name)(_filtered(show))
+    filters = (
+        db_option,
+        click.option("--run", "run_id", metavar="RUN_ID", default=None, help="Only this run."),
+        click.option(
+            "--session", "session", metavar="S", default=None, help="Only this Pi session."
+        ),
+        click.option(
+            "--status", "status", type=click.Choice(source.statuses), help="Only this status."
+        ),
+    )
+    command = with_options(
+        show, filters, range_options, page_options, output_options, (json_option,)
+    )
+    return click.command(name)(command)
 
 
 for _name in _SOURCES:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 import click
 
 from pwf.cli._options import db_option, open_store
+from pwf.cli._times import TIME
 from pwf.errors import InputError, ProtocolError, StoreError
 from pwf.host import Host
 from pwf.protocol.client import (
@@ -40,10 +41,9 @@ MAX_FRAMED_MESSAGE_BYTES: Final = MAX_PROTOCOL_MESSAGE_BYTES - 1
 at_option = click.option(
     "--at",
     "at",
-    metavar="MS",
-    type=click.IntRange(min=0, max=MAX_SAFE_INTEGER),
+    type=TIME,
     default=None,
-    help="Run at this time (ms since the epoch) instead of the wall clock.",
+    help="Run at this time (epoch ms or ISO 8601) instead of the wall clock.",
 )
 
 

@@ -1,0 +1,197 @@
+"""Rows out, the way sqlite-utils prints them: a table, JSON, NL-JSON, CSV or TSV.
+
+A listing is a sequence of column names and rows of values.  ``--columns``
+picks and orders columns; ``--limit``/``--offset`` page; BLOBs (32-byte
+hashes) are lowercase hex in every form; columns named ``at`` or ending in
+``_at`` are times, printed in the ``--time-format`` in tables, CSV and TSV
+and as raw epoch milliseconds in JSON and NL-JSON (ADR 0035).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import click
+
+from pwf import canonical
+from pwf.cli._times import TIME, resolve_format, shown, time_format_option
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+
+    from pwf.cli._times import TimeFormat
+
+__all__ = [
+    "Form",
+    "is_time_column",
+    "output_form",
+    "output_options",
+    "page_options",
+    "pick_columns",
+    "print_rows",
+    "range_options",
+    "with_options",
+]
+
+Form = Literal["table", "json", "nl", "csv", "tsv"]
+FORMS: Final = ("json", "nl", "csv", "tsv")
+
+F = Any
+
+
+def _flag(form: str, text: str) -> Callable[[F], F]:
+    return click.option(f"--{form}", f"as_{form}", is_flag=True, help=text)
+
+
+output_options: Final = (
+    _flag("nl", "Print one JSON object per row (newline-delimited JSON)."),
+    _flag("csv", "Print CSV with a header row."),
+    _flag("tsv", "Print tab-separated values with a header row."),
+    click.option(
+        "--columns",
+        "columns",
+        metavar="A,B,...",
+        default=None,
+        help="Only these columns, in this order (comma-separated).",
+    ),
+    time_format_option,
+)
+"""``--nl --csv --tsv --columns --time-format`` (each command keeps its own ``--json``)."""
+
+page_options: Final = (
+    click.option(
+        "--limit", "limit", metavar="N", type=click.IntRange(min=1), help="At most N rows."
+    ),
+    click.option(
+        "--offset",
+        "offset",
+        metavar="N",
+        type=click.IntRange(min=0),
+        default=0,
+        help="Skip the first N rows.",
+    ),
+)
+
+range_options: Final = (
+    click.option(
+        "--since",
+        "since",
+        type=TIME,
+        default=None,
+        help="Only rows at or after TIME (epoch ms or ISO 8601).",
+    ),
+    click.option("--until", "until", type=TIME, default=None, help="Only rows at or before TIME."),
+)
+
+
+def with_options(command: F, *groups: Sequence[Callable[[F], F]]) -> F:
+    """Apply option decorators in the order they are listed."""
+    for group in reversed(groups):
+        for option in reversed(group):
+            command = option(command)
+    return command
+
+
+def output_form(**flags: bool) -> Form:
+    """The one output form chosen among ``--json --nl --csv --tsv`` (table when none).
+
+    Raises:
+        click.UsageError: more than one was given.
+    """
+    chosen = [form for form in FORMS if flags.get(f"as_{form}")]
+    if len(chosen) > 1:
+        raise click.UsageError(" and ".join(f"--{form}" for form in chosen) + " exclude each other")
+    form: Form = chosen[0] if chosen else "table"  # type: ignore[assignment]
+    return form
+
+
+def is_time_column(name: str) -> bool:
+    """Whether a column holds epoch milliseconds: ``at`` and names ending in ``_at``."""
+    return name == "at" or name.endswith("_at")
+
+
+def pick_columns(
+    available: Sequence[str], columns: str | None, default: Sequence[str]
+) -> list[str]:
+    """The columns to print: ``--columns`` checked against ``available``, else ``default``.
+
+    Raises:
+        click.BadParameter: a named column does not exist.
+    """
+    if columns is None:
+        return list(default)
+    names = [name.strip() for name in columns.split(",") if name.strip()]
+    unknown = [name for name in names if name not in available]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"no column {', '.join(unknown) or '(none given)'}; choose from {', '.join(available)}",
+            param_hint="--columns",
+        )
+    return names
+
+
+def _json_value(value: object) -> object:
+    return value.hex() if isinstance(value, bytes) else value
+
+
+def _text(name: str, value: object, form: TimeFormat, now: int | None) -> str:
+    if value is None:
+        return "-"
+    if is_time_column(name):
+        return shown(value, form, now)
+    return str(_json_value(value))
+
+
+def print_rows(
+    names: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    form: Form,
+    time_format: str | None,
+    *,
+    header: bool = True,
+) -> None:
+    """Print the rows (values in ``names`` order) in the chosen form, streaming where it can.
+
+    ``header=False`` leaves out the CSV/TSV header (rows that continue a listing).
+    """
+    if form == "json":
+        listing = [{n: _json_value(v) for n, v in zip(names, row, strict=True)} for row in rows]
+        click.echo(canonical.encode(listing).decode())
+        return
+    if form == "nl":
+        out = sys.stdout
+        for row in rows:
+            item = {n: _json_value(v) for n, v in zip(names, row, strict=True)}
+            out.write(canonical.encode(item).decode() + "\n")
+        return
+    times = resolve_format(time_format)
+    now = None
+    if form in ("csv", "tsv"):
+        writer = csv.writer(sys.stdout, dialect="excel" if form == "csv" else "excel-tab")
+        if header:
+            writer.writerow(names)
+        for row in rows:
+            writer.writerow(
+                [
+                    "" if v is None else _text(n, v, times, now)
+                    for n, v in zip(names, row, strict=True)
+                ]
+            )
+        return
+    for line in _table(names, rows, times):
+        click.echo(line)
+
+
+def _table(
+    names: Sequence[str], rows: Iterable[Sequence[object]], form: TimeFormat
+) -> Iterator[str]:
+    """An aligned text table, header first; NULL is ``-``."""
+    cells = [list(names)]
+    cells += [[_text(n, v, form, None) for n, v in zip(names, row, strict=True)] for row in rows]
+    widths = [max(len(line[column]) for line in cells) for column in range(len(names))]
+    for line in cells:
+        yield "  ".join(
+            text.ljust(width) for text, width in zip(line, widths, strict=True)
+        ).rstrip()
