@@ -13,7 +13,6 @@ import click
 
 from pwf import canonical, logs
 from pwf.cli._options import db_option, json_option, open_store
-from pwf.cli.diff import log_diff
 from pwf.cli._output import (
     output_form,
     output_options,
@@ -24,6 +23,7 @@ from pwf.cli._output import (
     with_options,
 )
 from pwf.cli._times import resolve_format, shown
+from pwf.cli.diff import log_diff
 from pwf.config import Settings
 from pwf.errors import ImportRefusedError, PwfError
 from pwf.events import EVENT_TYPES, open_body
