@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pwf import canonical
-from pwf.errors import InputError
+from pwf.errors import InputError, NotPwfDatabaseError
 from pwf.readmodel import projection_tables
 from pwf.store.sqlite import FORMAT, translate_error
 
@@ -85,7 +85,7 @@ def _check_format(connection: sqlite3.Connection, path: str | PathLike[str]) -> 
     except sqlite3.DatabaseError:
         row = None  # "file is not a database"
     if row is None or row[0] != FORMAT:
-        raise InputError(f"not a pwf database: {path} (expected format {FORMAT})")
+        raise NotPwfDatabaseError(f"not a pwf database: {path} (expected format {FORMAT})")
 
 
 @contextmanager

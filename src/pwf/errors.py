@@ -18,6 +18,7 @@ Every error pwf raises on purpose derives from :class:`PwfError` and carries an
     ├── StoreError (3)                      the event store failed
     │   ├── StoreBusyError                  the write lock was not granted in time
     │   ├── ChainError                      the log breaks its own rules
+    │   ├── NotPwfDatabaseError (2)         the file is not a pwf database (also an InputError)
     │   └── ImportRefusedError (2)          a JSONL import was refused whole
     └── ConfigError (2)                     operator settings are invalid
 
@@ -119,6 +120,21 @@ class ChainError(StoreError):
         """Name the first bad seq and why."""
         super().__init__(f"seq {seq}: {reason}")
         self.seq, self.reason = seq, reason
+
+
+class NotPwfDatabaseError(StoreError, InputError):
+    """The file named is not a pwf database (another program's, not SQLite, or damaged).
+
+    It is bad input wherever it is found, so every verb exits 2 for it.
+    """
+
+    exit_code: ClassVar[int] = 2
+
+
+def os_error_text(error: OSError) -> str:
+    """An operating-system error as one line without ``[Errno N]``: why, then the path."""
+    why = error.strerror or str(error)
+    return f"{why}: {error.filename}" if error.filename is not None else why
 
 
 class ImportRefusedError(StoreError):

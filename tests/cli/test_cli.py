@@ -190,11 +190,11 @@ class TestInit:
         assert 0o700 == stat.S_IMODE(path.parent.stat().st_mode)
 
     def test_init_on_a_file_that_is_not_sqlite(self, run: Run, tmp_path: Path) -> None:
-        """A file that is not a database fails with exit 3 and one line."""
+        """A file that is not a database fails with exit 2, as everywhere, and one line."""
         path = tmp_path / "notes.txt"
         path.write_bytes(b"not a database\n" * 100)
         result = run("init", "--db", str(path))
-        assert 3 == result.exit_code
+        assert 2 == result.exit_code
         assert "not a pwf database or damaged" in one_line(result.stderr)
 
 
@@ -416,13 +416,13 @@ class TestErrors:
         assert _gone(path)
 
     def test_foreign_database(self, run: Run, tmp_path: Path) -> None:
-        """An SQLite file pwf did not create is a store error: exit 3."""
+        """An SQLite file pwf did not create is not a pwf database: exit 2."""
         path = tmp_path / "other.db"
         with sqlite3.connect(path) as other:
             other.execute("CREATE TABLE notes (x)")
         other.close()
         result = run("log", "show", "--db", str(path))
-        assert 3 == result.exit_code
+        assert 2 == result.exit_code
         assert "not a pwf database" in one_line(result.stderr)
 
     @pytest.mark.parametrize(

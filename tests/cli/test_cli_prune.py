@@ -105,7 +105,7 @@ def test_bad_options_are_one_line_and_delete_nothing(
 ) -> None:
     done = run("state", "prune", "--db", str(live), *args)
     assert done.exit_code == 2
-    assert done.stderr.strip().splitlines() == [f"prune refused: {error}"]
+    assert done.stderr.strip().splitlines() == [f"Error: {error}"]
     assert _runs(run, live) == ["run-1", "run-2", "run-3"]
 
 

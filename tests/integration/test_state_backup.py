@@ -75,7 +75,7 @@ def test_cli_state_backup(tmp_path: Path) -> None:
     ok = runner.invoke(cli, ["state", "backup", str(destination), "--db", str(tmp_path / "s.db")])
     bad = runner.invoke(cli, ["state", "backup", "rel.sqlite", "--db", str(tmp_path / "s.db")])
     assert (0, f"backed up to {destination}\n") == (ok.exit_code, ok.output)
-    assert (2, "backup refused: destination must be an absolute path\n") == (
+    assert (2, "Error: destination must be an absolute path\n") == (
         bad.exit_code,
         bad.stderr,
     )

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pwf import canonical
-from pwf.errors import InputError, PwfError, StoreBusyError, StoreError
+from pwf.errors import InputError, NotPwfDatabaseError, PwfError, StoreBusyError, StoreError
 from pwf.events import Actor, CommandRecorded, CommandRefused, Sealed, seal
 from pwf.store import Head, VerifyReport
 from pwf.store.sqlite import SqliteStore, translate_error
@@ -484,10 +484,14 @@ class TestTranslateError:
             ),
             (sqlite3.OperationalError("database or disk is full"), StoreError, "disk failed"),
             (sqlite3.OperationalError("disk I/O error"), StoreError, "disk failed or is full"),
-            (sqlite3.DatabaseError("file is not a database"), StoreError, "not a pwf database"),
+            (
+                sqlite3.DatabaseError("file is not a database"),
+                NotPwfDatabaseError,
+                "not a pwf database",
+            ),
             (
                 sqlite3.DatabaseError("database disk image is malformed"),
-                StoreError,
+                NotPwfDatabaseError,
                 "not a pwf database or damaged",
             ),
             (
@@ -529,7 +533,7 @@ class TestTranslateError:
         assert message.startswith(f"{PATH}: ")
         assert says in message
         assert str(error) in message
-        assert 3 == translated.exit_code
+        assert (2 if expected_type is NotPwfDatabaseError else 3) == translated.exit_code
 
     def test_a_held_write_lock_is_a_busy_error(
         self, log: SqliteStore, command: Callable[..., CommandRecorded], actor: Actor
@@ -565,8 +569,8 @@ class TestTranslateError:
             SqliteStore(path)
 
     def test_directory_cannot_be_opened(self, tmp_path: Path) -> None:
-        """A directory in place of the database file cannot be opened."""
-        with pytest.raises(StoreError, match="cannot open the database"):
+        """A directory in place of the database file says so."""
+        with pytest.raises(InputError, match="is a directory, not a database file"):
             SqliteStore(tmp_path)
 
 

@@ -11,6 +11,7 @@ every verb without importing any of them.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import click
 
 from pwf import __version__, logs
-from pwf.errors import PwfError
+from pwf.errors import PwfError, os_error_text
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -102,14 +103,30 @@ class PwfGroup(click.Group):
         """Run the subcommand, translating errors at the edge."""
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise click.exceptions.Exit(0) from None
         except PwfError as error:
             raise _failure(str(error), error.exit_code) from None
         except sqlite3.Error as error:
             raise _failure(f"database error: {error}", 3) from None
         except OSError as error:
-            raise _failure(
-                f"{error.strerror or error}: {error.filename or ''}".rstrip(": "), 3
-            ) from None
+            raise _failure(os_error_text(error), 3) from None
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: its reader went away, so nothing more can be said to it.
+
+    A closed pipe (``pwf log show | head``) is a normal end, not an error: the
+    verb stops, and the flush at exit must not fail again on the closed pipe.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
 
 
 class LazyGroup(PwfGroup):
@@ -180,5 +197,16 @@ def cli(verbose: int) -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    sys.exit(cli.main(prog_name="pwf"))
+    """Console-script entry point; a closed stdout ends quietly with exit 0."""
+    try:
+        cli.main(prog_name="pwf")
+    except SystemExit as done:
+        code = done.code
+    else:
+        code = 0
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        code = 0
+    sys.exit(code)

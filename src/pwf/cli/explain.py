@@ -80,10 +80,16 @@ def _findings(findings: tuple[Finding, ...], indent: str = "  ") -> Iterator[str
         yield from _findings(finding.diagnosis, indent + "  ")
 
 
-def _human(explanation: Explanation, form: TimeFormat) -> str:
+def _human(explanation: Explanation, form: TimeFormat, requested: int | None = None) -> str:
     times = _Times(form, explanation.now)
     header = f"{explanation.subject} {explanation.id} at seq {explanation.at_seq}"
-    lines = [f"{header} (now {shown(explanation.now, form, explanation.now)})", "state:"]
+    lines = [f"{header} (now {shown(explanation.now, form, explanation.now)})"]
+    if requested is not None and requested != explanation.at_seq:
+        lines.append(
+            f"seq {requested} is inside a batch, which is read whole or not at all:"
+            f" this is the state after seq {explanation.at_seq}, the end of the batch before it"
+        )
+    lines.append("state:")
     for name, value in explanation.state.items():
         lines.extend(_state_lines(name, value, times))
     lines.append("timeline:")
@@ -101,11 +107,13 @@ def _human(explanation: Explanation, form: TimeFormat) -> str:
     return "\n".join(lines)
 
 
-def _show(explanation: Explanation, as_json: bool, time_format: str | None) -> None:
+def _show(
+    explanation: Explanation, as_json: bool, time_format: str | None, requested: int | None
+) -> None:
     if as_json:
         click.echo(canonical.encode(explanation).decode())
     else:
-        click.echo(_human(explanation, resolve_format(time_format)))
+        click.echo(_human(explanation, resolve_format(time_format), requested))
 
 
 @click.group()
@@ -142,7 +150,7 @@ def interaction(  # noqa: PLR0913, PLR0917 - one option per setting
     """
     with open_store(db, read_only=True) as store:
         explanation = explain_interaction(store, request_id, at_seq, now)
-    _show(explanation, as_json, time_format)
+    _show(explanation, as_json, time_format, at_seq)
 
 
 @explain.command()
@@ -167,4 +175,4 @@ def run(  # noqa: PLR0913, PLR0917 - one option per setting
     """
     with open_store(db, read_only=True) as store:
         explanation = explain_run(store, run_id, at_seq, now)
-    _show(explanation, as_json, time_format)
+    _show(explanation, as_json, time_format, at_seq)

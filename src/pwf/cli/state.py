@@ -12,6 +12,7 @@ from pwf import canonical
 from pwf.cli._options import db_option, json_option, open_store
 from pwf.cli.request import _refuse_if_served, at_option, now_ms
 from pwf.commands.prune import parse_cutoff
+from pwf.errors import CommandError
 from pwf.host import Host
 from pwf.protocol.client import ClientRequest, ClientResponse
 
@@ -44,7 +45,7 @@ def backup(destination: str, db: str | None, at: int | None, as_json: bool) -> N
     elif response.outcome in ("accepted", "adopted"):
         click.echo(f"backed up to {destination}")
     else:
-        click.echo(f"backup refused: {response.error}", err=True)
+        raise CommandError(response.error or "state.backup was refused")
     if response.outcome not in ("accepted", "adopted"):
         sys.exit(2)
 
@@ -116,7 +117,7 @@ def prune(  # noqa: PLR0913, PLR0917 - one option per prune setting
         data = {"error": response.error, "outcome": response.outcome, "report": response.receipt}
         click.echo(canonical.encode(data).decode())
     elif refused:
-        click.echo(f"prune refused: {response.error}", err=True)
+        raise CommandError(response.error or "state.prune was refused")
     else:
         report = response.receipt if isinstance(response.receipt, dict) else {}
         for member, label in _REPORT_LINES:

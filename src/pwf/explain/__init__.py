@@ -57,7 +57,7 @@ def explain_interaction(
         ctx = context(connection, clock(store, last, now))
         request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", request_id)
         if request is None:
-            raise missing("interaction", request_id, at_seq)
+            raise missing("interaction", request_id, at_seq, last)
         entries = interaction_log(store, request, last)
         facts = Facts(ctx, request, Log(entries))
         return Explanation(
@@ -84,7 +84,7 @@ def explain_run(
         ctx = context(connection, clock(store, last, now))
         run = ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
         if run is None:
-            raise missing("run", run_id, at_seq)
+            raise missing("run", run_id, at_seq, last)
         entries = run_log(store, run, last)
         facts = RunFacts(ctx, run, Log(entries))
         return Explanation(

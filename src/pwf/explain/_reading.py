@@ -102,7 +102,15 @@ def context(connection: sqlite3.Connection, now: int) -> Context:
     return Context(RowReader(connection), _read_only, now)
 
 
-def missing(subject: str, subject_id: str, at_seq: int | None) -> InputError:
-    """The error for a subject that is not in the log (up to ``at_seq``)."""
-    where = "in the log" if at_seq is None else f"in the log at seq {at_seq}"
+def missing(subject: str, subject_id: str, at_seq: int | None, last: int) -> InputError:
+    """The error for a subject that is not in the log up to ``last``, the seq reached.
+
+    When ``at_seq`` fell inside a batch, ``last`` is the end of the batch
+    before it, and the message names both.
+    """
+    if at_seq is None:
+        return InputError(f"no {subject} {subject_id} in the log")
+    where = f"in the log at seq {last}"
+    if last != at_seq:
+        where += f" (seq {at_seq} is inside a batch, so the log is read up to the batch before it)"
     return InputError(f"no {subject} {subject_id} {where}")

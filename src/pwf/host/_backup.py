@@ -11,7 +11,7 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING
 
-from pwf.errors import CommandError, PwfError
+from pwf.errors import CommandError, PwfError, os_error_text
 from pwf.readmodel import dump, rebuild_into
 from pwf.store.sqlite import SqliteStore
 
@@ -46,7 +46,9 @@ def backup_database(live: Path, destination: Path) -> None:
             target.close()
         partial.chmod(0o600)
         partial.replace(destination)
-    except (OSError, sqlite3.Error) as error:
+    except OSError as error:
+        raise CommandError(f"backup to {destination} failed: {os_error_text(error)}") from None
+    except sqlite3.Error as error:
         raise CommandError(f"backup to {destination} failed: {error}") from None
     finally:
         source.close()

@@ -16,7 +16,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Self
 
-from pwf.errors import ChainError, InputError, PwfError, StoreBusyError, StoreError
+from pwf.errors import (
+    ChainError,
+    InputError,
+    NotPwfDatabaseError,
+    PwfError,
+    StoreBusyError,
+    StoreError,
+)
 from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body, seal
 from pwf.store import EMPTY, AppendHook, Head, StoredEvent, VerifyReport, origin_of
 from pwf.store.rows import COLUMNS, columns, verify_rows
@@ -96,7 +103,7 @@ def translate_error(error: sqlite3.Error, path: Path) -> PwfError:
     if "disk is full" in lowered or "disk i/o" in lowered:
         return StoreError(f"{path}: the disk failed or is full ({text})")
     if "not a database" in lowered or "malformed" in lowered:
-        return StoreError(f"{path}: not a pwf database or damaged ({text})")
+        return NotPwfDatabaseError(f"{path}: not a pwf database or damaged ({text})")
     if "unable to open" in lowered:
         return StoreError(f"{path}: cannot open the database ({text})")
     return StoreError(f"{path}: {text}")
@@ -272,6 +279,8 @@ class SqliteStore:
         """
         self.path = Path(path).absolute()
         self.hooks: list[AppendHook] = list(hooks)
+        if self.path.is_dir():
+            raise InputError(f"{self.path} is a directory, not a database file")
         if not self.path.exists():
             if not create:
                 raise InputError(f"no state database at {self.path} (run `pwf init` first)")
@@ -296,7 +305,9 @@ class SqliteStore:
         with self._immediate():
             names = {row[0] for row in self.connection.execute("SELECT name FROM sqlite_master")}
             if names and "_pwf_meta" not in names:
-                raise StoreError(f"{self.path}: holds another program's tables; not a pwf database")
+                raise NotPwfDatabaseError(
+                    f"{self.path}: holds another program's tables; not a pwf database"
+                )
             for statement in SCHEMA:
                 self.connection.execute(statement)
             self.connection.execute(
@@ -311,7 +322,9 @@ class SqliteStore:
         except sqlite3.OperationalError:
             row = None
         if row is None or row[0] != FORMAT:
-            raise StoreError(f"{self.path}: not a pwf database (expected format {FORMAT})")
+            raise NotPwfDatabaseError(
+                f"{self.path}: not a pwf database (expected format {FORMAT})"
+            )
 
     def close(self) -> None:
         """Close the connection."""
