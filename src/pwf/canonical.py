@@ -42,6 +42,7 @@ from pwf.errors import (
 __all__ = [
     "MAX_LINE_BYTES",
     "MISSING",
+    "canonical_line",
     "digest",
     "encode",
     "has_lone_surrogate",
@@ -482,6 +483,34 @@ def nesting_depth(line: bytes, limit: int) -> int:
             if deepest > limit:
                 break
     return deepest
+
+
+def canonical_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> bytes:
+    """The canonical form of one JSON line, whatever its spacing, key order or number forms.
+
+    For tools that write JSON by hand (``pwf request --canonicalize``): the
+    value is read as :func:`parse_line` reads it and written again.
+
+    Raises:
+        LineTooLongError: more than ``limit`` bytes.
+        InvalidUtf8Error: a byte order mark or bytes that are not UTF-8.
+        NotJsonError: the text does not parse.
+        NonCanonicalLineError: the value has no canonical form.
+    """
+    if len(line) > limit:
+        raise LineTooLongError(len(line), limit)
+    if line.startswith(_BOM):
+        raise InvalidUtf8Error("a byte order mark is not allowed", offset=0)
+    try:
+        text = line.decode()
+    except UnicodeDecodeError as error:
+        raise InvalidUtf8Error(f"invalid UTF-8 at byte {error.start}", offset=error.start) from None
+    try:
+        return encode(_loads(line, text))
+    except CanonicalError as error:
+        raise NonCanonicalLineError(f"no canonical JSON form: {error}") from None
+    except RecursionError:
+        raise NotJsonError(_TOO_DEEP) from None
 
 
 def parse_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> object:

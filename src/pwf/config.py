@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
     "DEFAULT_DB",
     "DEFAULT_SYNCHRONOUS",
+    "ENVIRONMENT",
     "Settings",
     "Synchronous",
 ]
@@ -28,6 +29,18 @@ DEFAULT_DB: Final = Path(".pwf") / "state.db"
 DEFAULT_SYNCHRONOUS: Final[Synchronous] = "FULL"
 DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
 _ENVIRONMENT: Final = {"synchronous": "PWF_SYNCHRONOUS", "busy_timeout_ms": "PWF_BUSY_TIMEOUT_MS"}
+
+ENVIRONMENT: Final = (
+    ("PWF_DB", "the state database when --db is not given", f"./{DEFAULT_DB}"),
+    ("PWF_SYNCHRONOUS", "SQLite synchronous mode: FULL, NORMAL or EXTRA", DEFAULT_SYNCHRONOUS),
+    (
+        "PWF_BUSY_TIMEOUT_MS",
+        "how long a writer waits for the write lock, 0 to 600000 ms",
+        str(DEFAULT_BUSY_TIMEOUT_MS),
+    ),
+)
+"""(variable, what it sets, default) of every setting read from the environment;
+``pwf --help`` lists them."""
 
 
 class Settings(NamedTuple):

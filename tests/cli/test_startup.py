@@ -138,6 +138,7 @@ class TestVerbs:
             "pwf",
             params=cli.params,
             help=cli.help,
+            epilog=cli.epilog,
             context_settings=cli.context_settings,
             commands=[_command(name) for name in VERBS],
         )

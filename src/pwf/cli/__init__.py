@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import click
 
 from pwf import __version__, logs
+from pwf.config import ENVIRONMENT
 from pwf.errors import PwfError, os_error_text
 
 if TYPE_CHECKING:
@@ -36,6 +37,11 @@ class Verb(NamedTuple):
 
 
 VERBS: Final[dict[str, Verb]] = {
+    "completion": Verb(
+        "pwf.cli.completion",
+        "completion",
+        "Print the completion script for SHELL; load it from your shell's start-up file.",
+    ),
     "dev": Verb("pwf.cli.dev", "dev", "Developer tasks."),
     "diff": Verb(
         "pwf.cli.diff",
@@ -184,7 +190,20 @@ def _failure(message: str, code: int) -> click.ClickException:
     return _Failure(message, code)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def _environment_help() -> str:
+    """The ``pwf --help`` epilog: every setting read from the environment, with its default."""
+    width = max(len(name) for name, _, _ in ENVIRONMENT)
+    lines = [
+        f"  {name:<{width}}  {text} (default: {default})" for name, text, default in ENVIRONMENT
+    ]
+    return "\b\nEnvironment:\n" + "\n".join(lines)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=_environment_help(),
+)
 @click.option("-v", "--verbose", count=True, help="Log more (repeat for debug).")
 @click.version_option(version=__version__, package_name="pwf")
 def cli(verbose: int) -> None:

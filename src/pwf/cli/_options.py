@@ -18,7 +18,8 @@ db_option = click.option(
     "db",
     metavar="PATH",
     default=None,
-    help="State database (default: $PWF_DB, else ./.pwf/state.db).",
+    help="State database (default: $PWF_DB, else ./.pwf/state.db; pwf --help lists the"
+    " other settings: PWF_SYNCHRONOUS, PWF_BUSY_TIMEOUT_MS).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 

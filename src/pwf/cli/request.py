@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 
 import click
 
+from pwf import canonical
 from pwf.cli._options import db_option, open_store
 from pwf.cli._times import TIME
 from pwf.errors import InputError, ProtocolError, StoreError
@@ -20,17 +21,19 @@ from pwf.host import Host
 from pwf.protocol.client import (
     MAX_PROTOCOL_MESSAGE_BYTES,
     MAX_SAFE_INTEGER,
+    OPERATIONS,
     TOO_LARGE,
+    VIEW_OPERATIONS,
     encode_response,
     parse_request,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from pwf.store.sqlite import SqliteStore
 
-__all__ = ["answer_lines", "at_option", "now_ms", "request"]
+__all__ = ["answer_lines", "at_option", "canonicalize_option", "listing", "now_ms", "request"]
 
 _READ_LIMIT: Final = MAX_PROTOCOL_MESSAGE_BYTES + 1
 """A longer line cannot be a message: read this much and let the parser refuse it."""
@@ -111,7 +114,39 @@ def _directive(line: bytes) -> int | None:
     return int(words[1])
 
 
-def answer_lines(store: SqliteStore, answer: Callable[[bytes, int], bytes], at: int | None) -> int:
+canonicalize_option = click.option(
+    "--canonicalize",
+    "canonicalize",
+    is_flag=True,
+    help="Rewrite each line into canonical JSON before parsing it (key order, spacing,"
+    " number forms); says so once on stderr.",
+)
+
+
+class _Canonicalizer:
+    """``--canonicalize``: each line's canonical form, and one note the first time it differs."""
+
+    def __init__(self) -> None:
+        self.noted = False
+
+    def __call__(self, line: bytes) -> bytes:
+        rewritten = canonical.canonical_line(line, limit=MAX_FRAMED_MESSAGE_BYTES)
+        if rewritten != line and not self.noted:
+            self.noted = True
+            click.echo(
+                "note: --canonicalize rewrites input lines into canonical JSON before parsing",
+                err=True,
+            )
+        return rewritten
+
+
+def answer_lines(
+    store: SqliteStore,
+    answer: Callable[[bytes, int], bytes],
+    at: int | None,
+    *,
+    canonicalize: bool = False,
+) -> int:
     """Answer every stdin line in order, one canonical line on stdout each.
 
     ``#at MS`` lines set the clock for the lines after them; other ``#``
@@ -126,6 +161,7 @@ def answer_lines(store: SqliteStore, answer: Callable[[bytes, int], bytes], at: 
     """
     out = sys.stdout.buffer
     refused = False
+    rewrite = _Canonicalizer() if canonicalize else None
     for number, line in _lines(sys.stdin.buffer):
         try:
             if line.startswith(b"#"):
@@ -134,6 +170,8 @@ def answer_lines(store: SqliteStore, answer: Callable[[bytes, int], bytes], at: 
                 continue
             if len(line) > MAX_FRAMED_MESSAGE_BYTES:
                 raise ProtocolError(TOO_LARGE)
+            if rewrite is not None:
+                line = rewrite(line)  # noqa: PLW2901 - the rewritten line replaces the read one
             now = now_ms(at)
             _refuse_if_served(store, now)
             reply = answer(line, now)
@@ -158,7 +196,8 @@ def answer_lines(store: SqliteStore, answer: Callable[[bytes, int], bytes], at: 
     show_default=True,
     help="Milliseconds an interaction.submit waits for its worker's verdict.",
 )
-def request(db: str | None, at: int | None, wait_ms: int) -> None:
+@canonicalize_option
+def request(db: str | None, at: int | None, wait_ms: int, canonicalize: bool) -> None:
     """Run client-protocol requests read from stdin.
 
     Each non-empty stdin line is one canonical pi-workflows.client.v1
@@ -183,5 +222,25 @@ def request(db: str | None, at: int | None, wait_ms: int) -> None:
             response = host.request(parse_request(line), now, wait_ms=wait_ms)
             return encode_response(response)
 
-        code = answer_lines(store, answer, at)
+        code = answer_lines(store, answer, at, canonicalize=canonicalize)
     sys.exit(code)
+
+
+def listing(title: str, names: Iterable[str]) -> str:
+    """A help paragraph naming every value of a set, sorted."""
+    ordered = sorted(names)
+    return f"{title} ({len(ordered)}): {', '.join(ordered)}."
+
+
+request.help = "\n\n".join(
+    (
+        request.help or "",
+        listing("Operations", OPERATIONS | VIEW_OPERATIONS),
+        (
+            'A request line looks like {"clientId":"cli-A","idempotencyKey":"k-1",'
+            '"operation":"host.status","payload":{},"requestId":"r-1",'
+            '"schema":"pi-workflows.client.v1","type":"request"}; --canonicalize'
+            " accepts the same members in any order and spacing."
+        ),
+    )
+)

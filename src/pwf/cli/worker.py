@@ -7,16 +7,30 @@ import sys
 import click
 
 from pwf.cli._options import db_option, open_store
-from pwf.cli.request import _refuse_if_served, answer_lines, at_option, now_ms
+from pwf.cli.request import (
+    _refuse_if_served,
+    answer_lines,
+    at_option,
+    canonicalize_option,
+    listing,
+    now_ms,
+)
+from pwf.commands.workers import WORKER_OPERATIONS
 from pwf.host import Host
-from pwf.protocol.worker import encode_launch, encode_worker_response, parse_worker_message
+from pwf.protocol.worker import (
+    KINDS,
+    encode_launch,
+    encode_worker_response,
+    parse_worker_message,
+)
 
 
 @click.group(invoke_without_command=True)
 @db_option
 @at_option
+@canonicalize_option
 @click.pass_context
-def worker(ctx: click.Context, db: str | None, at: int | None) -> None:
+def worker(ctx: click.Context, db: str | None, at: int | None, canonicalize: bool) -> None:
     """Run worker-protocol messages read from stdin.
 
     Without a subcommand, each non-empty stdin line is one canonical
@@ -41,7 +55,7 @@ def worker(ctx: click.Context, db: str | None, at: int | None) -> None:
         def answer(line: bytes, now: int) -> bytes:
             return encode_worker_response(host.worker(parse_worker_message(line), now))
 
-        code = answer_lines(store, answer, at)
+        code = answer_lines(store, answer, at, canonicalize=canonicalize)
     sys.exit(code)
 
 
@@ -69,3 +83,12 @@ def launch(ctx: click.Context, run_id: str, db: str | None, at: int | None) -> N
         _refuse_if_served(store, now)
         envelope = Host(store).launch(run_id, now)
     sys.stdout.buffer.write(encode_launch(envelope) + b"\n")
+
+
+worker.help = "\n\n".join(
+    (
+        worker.help or "",
+        listing("Operations", WORKER_OPERATIONS),
+        listing("Message kinds", KINDS),
+    )
+)

@@ -322,9 +322,7 @@ class SqliteStore:
         except sqlite3.OperationalError:
             row = None
         if row is None or row[0] != FORMAT:
-            raise NotPwfDatabaseError(
-                f"{self.path}: not a pwf database (expected format {FORMAT})"
-            )
+            raise NotPwfDatabaseError(f"{self.path}: not a pwf database (expected format {FORMAT})")
 
     def close(self) -> None:
         """Close the connection."""
