@@ -96,6 +96,11 @@ VERBS: Final[dict[str, Verb]] = {
         "verify_command",
         "Verify the hash chain, then that the live projections equal a rebuild of the log.",
     ),
+    "web": Verb(
+        "pwf.cli.web",
+        "web",
+        "Serve a read-only web view of the database: overview, runs, interactions, log.",
+    ),
     "worker": Verb("pwf.cli.worker", "worker", "Run worker-protocol messages read from stdin."),
 }
 """Every top-level verb; ``tests/cli/test_startup.py`` checks each short help

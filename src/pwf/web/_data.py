@@ -1,0 +1,429 @@
+"""What each page shows, read from one view: the explain reports, projection rows and events.
+
+The diagnosis and timelines are :func:`pwf.explain.explain_interaction` and
+:func:`pwf.explain.explain_run`, the counts are ``host.status``'s
+(:func:`pwf.commands.views.host_counts`); this module only gathers them with
+the rows around them (blobs, lineage, workers, events) for the templates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from pwf.commands import Context
+from pwf.commands.views import host_counts
+from pwf.errors import InputError
+from pwf.events import CommandRecorded, DeadlineShifted, RunPaused, RunResumed, open_body
+from pwf.explain import explain_interaction, explain_run
+from pwf.readmodel import RowReader
+
+if TYPE_CHECKING:
+    from pwf.commands import Row
+    from pwf.explain import Explanation, Finding
+    from pwf.store.sqlite import SqliteStore
+    from pwf.web._source import View
+
+__all__ = [
+    "PAGE",
+    "EventRow",
+    "Waiting",
+    "interaction_page",
+    "log_page",
+    "overview_page",
+    "run_page",
+    "runs_page",
+]
+
+PAGE: Final = 50
+"""Rows on one page of the runs list and of the log."""
+WAITING_SHOWN: Final = 100
+"""Waiting interactions and runs the overview diagnoses; the runs list has the rest."""
+RUN_STATUSES: Final = (
+    "queued",
+    "running",
+    "waiting",
+    "completed",
+    "failed",
+    "timed_out",
+    "cancelled",
+)
+
+
+def _never(_events: object) -> object:
+    raise InputError("the web view never writes")
+
+
+def clock(store: SqliteStore, seq: int) -> int:
+    """The time a page is read at: that of its last seq, as ``pwf explain`` takes it."""
+    row = store.connection.execute("SELECT at FROM events WHERE seq = ?", (seq,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _rows(store: SqliteStore, sql: str, *params: object) -> list[Row]:
+    return RowReader(store.connection).all(sql, params)
+
+
+def _one(store: SqliteStore, sql: str, *params: object) -> Row | None:
+    return RowReader(store.connection).one(sql, params)
+
+
+def _blob(store: SqliteStore, digest: bytes | None) -> str | None:
+    """A stored value as text (JSON or plain), or None when there is none."""
+    if digest is None:
+        return None
+    row = _one(store, "SELECT content FROM blobs WHERE blob_hash = ?", digest)
+    if row is None:
+        return f"(blob {digest.hex()} is not stored)"
+    return bytes(row["content"]).decode("utf-8", "backslashreplace")
+
+
+# --------------------------------------------------------------------------- overview
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One waiting interaction or run with its diagnosis and since when."""
+
+    kind: str
+    id: str
+    run_id: str
+    status: str
+    session: str | None
+    diagnosis: tuple[Finding, ...]
+    since_seq: int | None
+    since_at: int | None
+
+
+def _since(store: SqliteStore, findings: tuple[Finding, ...]) -> tuple[int | None, int | None]:
+    seqs = [finding.since_seq for finding in findings if finding.since_seq is not None]
+    if not seqs:
+        return None, None
+    seq = max(seqs)
+    return seq, clock(store, seq)
+
+
+def overview_page(view: View) -> dict[str, Any]:
+    """Counts, and every pending interaction and unfinished run with its diagnosis."""
+    store = view.store
+    now = clock(store, view.seq)
+    connection = store.connection
+    connection.execute("BEGIN")
+    try:
+        counts = host_counts(Context(RowReader(connection), _never, now))
+        pending = _rows(
+            store,
+            "SELECT request_id, run_id, status, target_session_id FROM interactive_requests"
+            " WHERE status = 'pending' ORDER BY created_at, request_id LIMIT ?",
+            WAITING_SHOWN,
+        )
+        runs = _rows(
+            store,
+            "SELECT run_id, status, origin_session_id FROM runs"
+            " WHERE status IN ('queued', 'running', 'waiting') ORDER BY created_at, run_id LIMIT ?",
+            WAITING_SHOWN,
+        )
+        totals = _one(
+            store,
+            "SELECT count(*) AS runs, (SELECT count(*) FROM interactive_requests) AS requests,"
+            " (SELECT count(*) FROM events) AS events FROM runs",
+        )
+    finally:
+        connection.execute("COMMIT")
+    waiting = [
+        _waiting(store, "interaction", row["request_id"], row, explain_interaction)
+        for row in pending
+    ]
+    waiting += [_waiting(store, "run", row["run_id"], row, explain_run) for row in runs]
+    return {"counts": counts, "totals": totals, "waiting": waiting, "now": now}
+
+
+def _waiting(store: SqliteStore, kind: str, subject: str, row: Row, explain: Any) -> Waiting:  # noqa: ANN401
+    explanation: Explanation = explain(store, subject)
+    since_seq, since_at = _since(store, explanation.diagnosis)
+    session = row["target_session_id"] if kind == "interaction" else row["origin_session_id"]
+    return Waiting(
+        kind=kind,
+        id=subject,
+        run_id=row["run_id"],
+        status=row["status"],
+        session=session,
+        diagnosis=explanation.diagnosis,
+        since_seq=since_seq,
+        since_at=since_at,
+    )
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def runs_page(view: View, status: str | None, session: str | None, page: int) -> dict[str, Any]:
+    """One page of runs, newest first, filtered by status and origin session."""
+    where, params = [], []
+    if status:
+        where.append("r.status = ?")
+        params.append(status)
+    if session:
+        where.append("r.origin_session_id = ?")
+        params.append(session)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    store = view.store
+    total_row = _one(store, f"SELECT count(*) AS n FROM runs r{clause}", *params)  # noqa: S608 - fixed fragments
+    total = 0 if total_row is None else int(total_row["n"])
+    rows = _rows(
+        store,
+        "SELECT r.run_id, r.status, r.paused, r.workflow_name, r.origin_session_id,"  # noqa: S608 - fixed fragments
+        " r.created_at, r.updated_at, r.finished_at, r.lineage_kind, q.status AS queue_status"
+        f" FROM runs r LEFT JOIN run_queue q ON q.run_id = r.run_id{clause}"
+        " ORDER BY r.created_at DESC, r.run_id DESC LIMIT ? OFFSET ?",
+        *params,
+        PAGE,
+        (page - 1) * PAGE,
+    )
+    pages = max(1, -(-total // PAGE))
+    return {
+        "runs": rows,
+        "total": total,
+        "page": page,
+        "pages": pages,
+        "status": status or "",
+        "session": session or "",
+        "statuses": RUN_STATUSES,
+    }
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def run_page(view: View, run_id: str) -> dict[str, Any]:
+    """``pwf explain run`` with the run's values, lineage and workers.
+
+    Raises:
+        InputError: the run is not in the log (up to the view's seq).
+    """
+    store = view.store
+    explanation = explain_run(store, run_id)
+    run = _one(store, "SELECT * FROM runs WHERE run_id = ?", run_id)
+    assert run is not None
+    lineage = {
+        "parent": run["parent_run_id"],
+        "root": run["root_run_id"],
+        "kind": run["lineage_kind"],
+        "restartNumber": run["restart_number"],
+        "children": _rows(
+            store,
+            "SELECT run_id, lineage_kind, status FROM runs WHERE parent_run_id = ?"
+            " ORDER BY created_at, run_id",
+            run_id,
+        ),
+    }
+    workers = _rows(
+        store,
+        "SELECT worker_epoch, generation, status, started_at, ready_at, finished_at, exit_code"
+        " FROM run_workers WHERE run_id = ? ORDER BY generation",
+        run_id,
+    )
+    values = {
+        "input": _blob(store, run["input_hash"]),
+        "final output": _blob(store, run["final_output_hash"]),
+        "error": _blob(store, run["error_hash"]),
+    }
+    return {
+        "explanation": explanation,
+        "run": run,
+        "lineage": lineage,
+        "workers": workers,
+        "values": {name: text for name, text in values.items() if text is not None},
+    }
+
+
+# --------------------------------------------------------------------------- one interaction
+
+
+@dataclass(frozen=True)
+class Shift:
+    """One ``attempt.deadline_shifted``: when, by how much, from where to where, and why."""
+
+    seq: int
+    at: int
+    idle_ms: int
+    from_deadline: int
+    to_deadline: int
+    from_started_at: int | None
+    cause: str
+
+
+@dataclass(frozen=True)
+class Pause:
+    """One pause of the interaction's run: from ``run.paused`` to ``run.resumed`` (or open)."""
+
+    start: int
+    end: int | None
+
+
+def interaction_page(view: View, request_id: str) -> dict[str, Any]:
+    """``pwf explain interaction`` with its prompt, deadline shifts and pauses.
+
+    Raises:
+        InputError: the interaction is not in the log (up to the view's seq).
+    """
+    store = view.store
+    explanation = explain_interaction(store, request_id)
+    request = _one(store, "SELECT * FROM interactive_requests WHERE request_id = ?", request_id)
+    assert request is not None
+    attempt = _one(store, "SELECT * FROM node_attempts WHERE attempt_id = ?", request["attempt_id"])
+    shifts, pauses = _deadline_history(store, request["run_id"], request["attempt_id"])
+    payloads = {
+        row["submission_id"]: _blob(store, row["payload_hash"])
+        for row in _rows(
+            store,
+            "SELECT submission_id, payload_hash FROM interactive_submissions WHERE request_id = ?",
+            request_id,
+        )
+    }
+    return {
+        "explanation": explanation,
+        "request": request,
+        "attempt": attempt,
+        "contract": _blob(store, request["contract_hash"]),
+        "shifts": shifts,
+        "pauses": pauses,
+        "payloads": payloads,
+        "budget": _budget(attempt, shifts),
+    }
+
+
+def _budget(attempt: Row | None, shifts: list[Shift]) -> dict[str, int] | None:
+    """Why the deadline is where it is: first start + active-time budget + idle credited."""
+    if attempt is None or attempt["deadline_at"] is None or attempt["started_at"] is None:
+        return None
+    idle = sum(shift.idle_ms for shift in shifts)
+    first_start = int(attempt["started_at"]) - idle
+    first_deadline = int(attempt["deadline_at"]) - idle
+    return {
+        "firstStart": first_start,
+        "budget": first_deadline - first_start,
+        "idle": idle,
+        "shifts": len(shifts),
+        "deadline": int(attempt["deadline_at"]),
+    }
+
+
+def _deadline_history(
+    store: SqliteStore, run_id: str, attempt_id: str
+) -> tuple[list[Shift], list[Pause]]:
+    shifts: list[Shift] = []
+    pauses: list[Pause] = []
+    for stored in store.find(run_id=run_id):
+        entry = open_body(stored.body)
+        event = entry.event
+        if isinstance(event, DeadlineShifted) and event.attempt_id == attempt_id:
+            shifts.append(
+                Shift(
+                    seq=entry.seq,
+                    at=entry.at,
+                    idle_ms=event.idle_ms,
+                    from_deadline=event.from_deadline,
+                    to_deadline=event.to_deadline,
+                    from_started_at=event.from_started_at,
+                    cause=event.cause,
+                )
+            )
+        elif isinstance(event, RunPaused):
+            pauses.append(Pause(start=entry.at, end=None))
+        elif isinstance(event, RunResumed) and pauses and pauses[-1].end is None:
+            pauses[-1] = Pause(start=pauses[-1].start, end=entry.at)
+    return shifts, pauses
+
+
+# --------------------------------------------------------------------------- log
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One stored event: its columns, its canonical bytes, and what it links to."""
+
+    seq: int
+    batch: int
+    type: str
+    at: int
+    run_id: str | None
+    session_id: str | None
+    request_id: str | None
+    body: str
+    run_link: str | None
+    interaction_link: str | None
+
+
+_FILTERS: Final = {
+    "type": "type",
+    "run": "run_id",
+    "session": "session_id",
+    "request": "request_id",
+}
+
+
+def log_page(view: View, filters: dict[str, str], start: int) -> dict[str, Any]:
+    """A page of events in seq order from ``start``, filtered on the indexed columns."""
+    store = view.store
+    where = ["seq >= ?"]
+    params: list[object] = [start]
+    for name, column in _FILTERS.items():
+        if filters.get(name):
+            where.append(f"{column} = ?")
+            params.append(filters[name])
+    rows = store.connection.execute(
+        "SELECT seq, batch, type, at, run_id, session_id, request_id, body FROM events"  # noqa: S608 - fixed fragments
+        f" WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
+        (*params, PAGE + 1),
+    ).fetchall()
+    more = len(rows) > PAGE
+    rows = rows[:PAGE]
+    runs = _known(store, "runs", "run_id", {row[4] for row in rows if row[4]})
+    entries = [(row, open_body(row[7])) for row in rows]
+    requests = {
+        target for _, entry in entries if (target := _interaction_of(entry.event)) is not None
+    }
+    interactions = _known(store, "interactive_requests", "request_id", requests)
+    events = [
+        EventRow(
+            seq=row[0],
+            batch=row[1],
+            type=row[2],
+            at=row[3],
+            run_id=row[4],
+            session_id=row[5],
+            request_id=row[6],
+            body=bytes(row[7]).decode("utf-8", "backslashreplace"),
+            run_link=row[4] if row[4] in runs else None,
+            interaction_link=target
+            if (target := _interaction_of(entry.event)) in interactions
+            else None,
+        )
+        for row, entry in entries
+    ]
+    return {
+        "events": events,
+        "filters": {name: filters.get(name, "") for name in _FILTERS},
+        "start": start,
+        "next": rows[-1][0] + 1 if more and rows else None,
+    }
+
+
+def _interaction_of(event: object) -> str | None:
+    """The interactive request an event is about (a command's request id is the client's)."""
+    if isinstance(event, CommandRecorded):
+        return None
+    found = getattr(event, "request_id", None)
+    return found if isinstance(found, str) else None
+
+
+def _known(store: SqliteStore, table: str, column: str, ids: set[str]) -> set[str]:
+    if not ids:
+        return set()
+    marks = ", ".join("?" * len(ids))
+    cursor = store.connection.execute(
+        f"SELECT {column} FROM {table} WHERE {column} IN ({marks})",  # noqa: S608 - names are constants
+        tuple(ids),
+    )
+    return {row[0] for row in cursor}

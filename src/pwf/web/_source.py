@@ -1,0 +1,128 @@
+"""Where the pages read from: the live database, read-only, or a cached replay up to a seq.
+
+Every request opens its own read-only connection (SQLite URI ``mode=ro``),
+so it never takes the write lock, never appends, and reads one consistent
+snapshot per query beside any writer.  A page "as of seq N" reads a replay of
+the log up to N (:func:`pwf.replay.replay`, the fold of ``pwf replay
+--until``) built once into a scratch directory that the server owns and
+deletes when it stops; the few most recent replays are kept.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from pwf.errors import InputError
+from pwf.replay import replay
+from pwf.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pwf.store import Head, VerifyReport
+
+__all__ = ["KEPT_REPLAYS", "Chain", "Database", "View"]
+
+KEPT_REPLAYS: Final = 8
+"""Replays kept in the scratch directory; the least recently viewed goes first."""
+
+
+@dataclass(frozen=True)
+class View:
+    """One page's source: a read-only store and the seq it stands at."""
+
+    store: SqliteStore
+    at: int | None
+    """The seq asked for (None: the live head)."""
+    seq: int
+    """The seq the store's state stands at: the head, or the end of the last whole batch."""
+    live_head: int
+    """The live log's head seq when the page was read."""
+
+
+@dataclass(frozen=True)
+class Chain:
+    """``pwf log verify`` of the log a page reads."""
+
+    report: VerifyReport
+    head: Head
+
+
+class Database:
+    """A pwf database opened for reading only, with its replays cached in a scratch directory."""
+
+    def __init__(self, path: Path, busy_timeout_ms: int = 5_000) -> None:
+        """Check that ``path`` is a pwf database; make the scratch directory.
+
+        Raises:
+            InputError: there is no database at ``path``.
+            StoreError: it is not a pwf database.
+        """
+        self.path = path.absolute()
+        self.busy_timeout_ms = busy_timeout_ms
+        with self._open(self.path):
+            pass
+        self.scratch = Path(tempfile.mkdtemp(prefix="pwf-web-"))
+        self._replays: OrderedDict[int, Path] = OrderedDict()
+        self._verified: dict[tuple[Path, Head], VerifyReport] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Delete the scratch directory and every replay in it."""
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _open(self, path: Path) -> SqliteStore:
+        return SqliteStore(path, read_only=True, busy_timeout_ms=self.busy_timeout_ms)
+
+    @contextmanager
+    def view(self, at: int | None) -> Iterator[View]:
+        """The live database, or (with ``at``) the replay of its log up to seq ``at``.
+
+        Raises:
+            InputError: the log has no seq ``at``, or it was compacted away.
+        """
+        with self._open(self.path) as live:
+            head = live.head().seq
+            if at is None:
+                yield View(store=live, at=None, seq=head, live_head=head)
+                return
+            if at < 1 or at > head:
+                raise InputError(f"the log ends at seq {head}; there is no seq {at}")
+            replayed = self._replay(live, at)
+        with self._open(replayed) as store:
+            yield View(store=store, at=at, seq=store.head().seq, live_head=head)
+
+    def _replay(self, live: SqliteStore, at: int) -> Path:
+        with self._lock:
+            found = self._replays.get(at)
+            if found is not None and found.exists():
+                self._replays.move_to_end(at)
+                return found
+            out = self.scratch / f"at-{at}.db"
+            out.unlink(missing_ok=True)
+            replay(live, out, until_seq=at)
+            self._replays[at] = out
+            while len(self._replays) > KEPT_REPLAYS:
+                _, old = self._replays.popitem(last=False)
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{old}{suffix}").unlink(missing_ok=True)
+            return out
+
+    def chain(self, view: View) -> Chain:
+        """``pwf log verify`` of the view's log, walked once per head and remembered."""
+        store = view.store
+        head = store.head()
+        key = (store.path, head)
+        with self._lock:
+            report = self._verified.get(key)
+            if report is None:
+                report = store.verify()
+                self._verified = {**self._verified, key: report}
+        return Chain(report=report, head=head)
