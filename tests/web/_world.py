@@ -191,9 +191,8 @@ class World:
             r.revision,
             attemptId=ATTEMPT,
         )
-        watched = self.request(
-            at + 4_000, "view.session.watch", {"coordinator": True, "targetSessionId": SESSION}
-        )
+        watch = {"coordinator": True, "sessionId": SESSION, "subscriptionId": "web-watch"}
+        watched = self.request(at + 4_000, "view.session.watch", watch)
         self.coordinator = str(watched.receipt["coordinatorEpoch"])  # type: ignore[index]
         self.request(
             at + 4_500,
@@ -216,8 +215,8 @@ class World:
         self._turn(at + 83_000, resumed, "turn-2", "started")
 
     def _deliver(self, at: int, entry: str) -> str:
-        view = self.request(at, "view.session", self.session())
-        message = str(view.receipt["nextMessage"]["workflowMessageId"])  # type: ignore[index]
+        view = self.host.session_view(SESSION, T0 + at, self.coordinator)
+        message = str(view["nextMessage"]["workflowMessageId"])  # type: ignore[index]
         entries = [{"piSessionEntryId": entry, "workflowMessageId": message}]
         self.request(
             at + 500,

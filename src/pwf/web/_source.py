@@ -71,7 +71,7 @@ class Database:
             pass
         self.scratch = Path(tempfile.mkdtemp(prefix="pwf-web-"))
         self._replays: OrderedDict[int, Path] = OrderedDict()
-        self._verified: dict[tuple[Path, Head], VerifyReport] = {}
+        self._verified: dict[Path, tuple[Head, VerifyReport]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -111,18 +111,19 @@ class Database:
             self._replays[at] = out
             while len(self._replays) > KEPT_REPLAYS:
                 _, old = self._replays.popitem(last=False)
+                self._verified.pop(old, None)
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{old}{suffix}").unlink(missing_ok=True)
             return out
 
     def chain(self, view: View) -> Chain:
-        """``pwf log verify`` of the view's log, walked once per head and remembered."""
+        """``pwf log verify`` of the view's log, walked again only when its head moved."""
         store = view.store
         head = store.head()
-        key = (store.path, head)
         with self._lock:
-            report = self._verified.get(key)
-            if report is None:
+            known = self._verified.get(store.path)
+            if known is None or known[0] != head:
                 report = store.verify()
-                self._verified = {**self._verified, key: report}
-        return Chain(report=report, head=head)
+                known = (report.head, report)
+                self._verified[store.path] = known
+        return Chain(report=known[1], head=known[1].head)
