@@ -10,13 +10,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
-    from pathlib import Path
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
+"""Where the browser tests write their screenshots (ignored by git)."""
 
 
 def free_port() -> int:

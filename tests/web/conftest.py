@@ -18,13 +18,12 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from tests.web import _world
-    from tests.web._served import serve
+    from tests.web._served import ARTIFACTS, serve
 else:
     import _world
-    from _served import serve
+    from _served import ARTIFACTS, serve
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

@@ -18,13 +18,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tests.web import _world
-    from tests.web._served import serve
-    from tests.web.conftest import ARTIFACTS
+    from tests.web._served import ARTIFACTS, serve
 else:
     import _world
-    from _served import serve
-
-    from conftest import ARTIFACTS
+    from _served import ARTIFACTS, serve
 
 
 def shoot(page: Any, name: str) -> None:

@@ -60,7 +60,7 @@ def test_missing_and_foreign_databases_are_one_line(tmp_path: Path) -> None:
     foreign = tmp_path / "foreign.db"
     foreign.write_bytes(b"not a database at all" * 100)
     result = invoke("web", "--db", str(foreign))
-    assert 3 == result.exit_code
+    assert 2 == result.exit_code
     assert "not a pwf database" in one_line(result.stderr)
 
 
