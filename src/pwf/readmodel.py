@@ -1,12 +1,13 @@
 """Run projections inside the append transaction; imports projections, events, errors, sqlite3.
 
-:class:`ReadModel` is an append hook: for every sealed event it executes each
-projection's statements and then moves ``_pwf_checkpoint`` to that seq, all
-through the store's own connection, so rows and checkpoint commit together
-with the batch (ADR 0005).  Replay and rebuild run the same projections through
-:meth:`ReadModel.fold`, which moves the checkpoints once per call and sends
-each event only to the handlers of its class; a fold into new tables may leave
-their secondary indexes and CHECK constraints to
+:class:`ReadModel` is an append hook: for every sealed event it executes the
+statements of the projections that handle its class, and once per
+transaction, just before the commit, it moves ``_pwf_checkpoint`` to the
+transaction's head, all through the store's own connection, so rows and
+checkpoint commit together with the batch (ADR 0005, ADR 0033).  Replay and
+rebuild run the same projections through :meth:`ReadModel.fold`, which moves
+the checkpoints once per call and routes events the same way; a fold into new
+tables may leave their secondary indexes and CHECK constraints to
 :meth:`ReadModel.create_indexes` (ADR 0013).
 """
 
@@ -69,6 +70,8 @@ class ReadModel:
         self.unchecked: list[tuple[str, str, list[str]]] = []
         """(projection name, table, CHECK expressions) that ``install`` left for later."""
         self._routes: dict[type[Event], Handlers] = {}
+        self._names = tuple(projection.NAME for projection in self.projections)
+        self._settle: str | None = None
 
     def install(self, connection: sqlite3.Connection, *, defer_indexes: bool = False) -> None:
         """Create every projection's tables and a checkpoint row at its version.
@@ -236,10 +239,32 @@ class ReadModel:
         return count
 
     def __call__(self, connection: object, batch: Sequence[Sealed]) -> None:
-        """Append hook: project a freshly written batch."""
+        """Append hook: project a freshly written batch; :meth:`settle` moves the checkpoints.
+
+        Each event goes to the handlers of its class only, as in :meth:`fold`,
+        so a projection that ignores it executes nothing (ADR 0033).
+        """
         assert isinstance(connection, sqlite3.Connection)
+        routes, route = self._routes, self.handlers
+        execute = connection.execute
         for item in batch:
-            self.apply_entry(connection, item.entry)
+            entry = item.entry
+            cls = type(entry.event)
+            for handler in routes[cls] if cls in routes else route(cls):
+                for text, params in handler(entry):
+                    execute(text, params)
+
+    def settle(self, connection: object, seq: int) -> None:
+        """Before the commit: move every projection's checkpoint to ``seq``, the new head.
+
+        The append hook projected every event up to ``seq``, so one statement
+        per transaction keeps the checkpoints exact (ADR 0033).
+        """
+        assert isinstance(connection, sqlite3.Connection)
+        if self._settle is None:
+            marks = ", ".join("?" for _ in self.projections)
+            self._settle = f"UPDATE _pwf_checkpoint SET last_seq = ? WHERE projection IN ({marks})"
+        connection.execute(self._settle, (seq, *self._names))
 
 
 def check_expressions(ddl: str) -> list[str]:

@@ -576,21 +576,40 @@ class TestReadModel:
         ).fetchall()
         assert [("req-1", 1), ("req-2", 2)] == rows
 
-    def test_checkpoint_moves_inside_the_transaction(
+    def test_checkpoint_moves_once_at_the_commit(
         self, store: SqliteStore, fill: AppendBatches, command: MakeCommand, actor: Actor
     ) -> None:
-        """Inside the transaction the checkpoint has moved; other connections see it at commit."""
+        """Rows are projected at once; checkpoint and head move just before COMMIT (ADR 0033)."""
         _install(store, ReadModel([Requests()]))
         fill(store, [1])
         other = sqlite3.connect(store.path)
+        statements: list[str] = []
         try:
             with store.transaction() as tx:
-                tx.append([command(2), command(3)], at=AT, actor=actor)
-                assert (1, 3) == _checkpoint(tx.connection)
-                assert (1, 1) == _checkpoint(other)
+                tx.append([command(2)], at=AT, actor=actor)
+                tx.append([command(3)], at=AT, actor=actor)
+                rows = tx.connection.execute("SELECT seq FROM test_requests").fetchall()
+                assert [(1,), (2,), (3,)] == rows
+                assert (1, 1) == _checkpoint(tx.connection)
+                tx.connection.set_trace_callback(statements.append)
+            tx.connection.set_trace_callback(None)
             assert (1, 3) == _checkpoint(other)
+            assert 3 == store.head().seq
+            assert 1 == sum("_pwf_checkpoint" in statement for statement in statements)
+            assert 1 == sum("_pwf_head" in statement for statement in statements)
         finally:
             other.close()
+
+    def test_a_transaction_that_writes_nothing_moves_nothing(
+        self, store: SqliteStore, fill: AppendBatches
+    ) -> None:
+        _install(store, ReadModel([Requests()]))
+        fill(store, [1])
+        statements: list[str] = []
+        with store.transaction() as tx:
+            tx.connection.set_trace_callback(statements.append)
+        store.connection.set_trace_callback(None)
+        assert ["COMMIT"] == statements
 
     def test_rows_and_checkpoint_roll_back_with_the_batch(
         self, store: SqliteStore, fill: AppendBatches, command: MakeCommand

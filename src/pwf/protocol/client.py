@@ -450,14 +450,29 @@ def request_fingerprint(members: Mapping[str, object]) -> str:
 # --------------------------------------------------------------------------- encoding
 
 
+_FIELDS: dict[type, tuple[tuple[str, str, bool], ...]] = {}
+"""Per message class: (attribute, wire name, whether None is the default) of each field.
+``msgspec.structs.fields`` evaluates the class's annotations on every call."""
+
+
+def _fields(cls: type[msgspec.Struct]) -> tuple[tuple[str, str, bool], ...]:
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = _FIELDS[cls] = tuple(
+            (field.name, field.encode_name, field.default is None)
+            for field in msgspec.structs.fields(cls)
+        )
+    return found
+
+
 def _wire(message: msgspec.Struct) -> dict[str, object]:
     """The wire members of a message: camelCase, absent optional members omitted."""
     members: dict[str, object] = {}
-    for field in msgspec.structs.fields(message):
-        value = getattr(message, field.name)
-        if value is canonical.MISSING or (value is None and field.default is None):
+    for name, wire_name, none_by_default in _fields(type(message)):
+        value = getattr(message, name)
+        if value is canonical.MISSING or (value is None and none_by_default):
             continue
-        members[field.encode_name] = value
+        members[wire_name] = value
     return members
 
 

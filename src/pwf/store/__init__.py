@@ -96,7 +96,10 @@ class AppendHook(Protocol):
     """Runs inside the append transaction, after the batch's rows are written.
 
     The read model uses it to project the batch and advance its checkpoint in
-    the same transaction (ADR 0005).
+    the same transaction (ADR 0005).  A hook may also have a
+    ``settle(connection, seq)`` method, which the transaction calls once just
+    before it commits, with the seq of the head it commits, when it wrote any
+    event: the read model moves its checkpoints there (ADR 0033).
     """
 
     def __call__(self, connection: object, batch: Sequence[Sealed]) -> None:

@@ -130,6 +130,7 @@ class SqliteTransaction:
         self._head = (
             Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
         )
+        self._opened = self._head
         self._staged_batch: int | None = None
         self._savepoints = 0
 
@@ -221,9 +222,22 @@ class SqliteTransaction:
         )
         last = sealed[-1].entry
         self._head = Head(seq=last.seq, content_hash=last.content_hash, batch=last.batch)
-        self.connection.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
         for hook in self.store.hooks:
             hook(self.connection, sealed)
+
+    def settle(self) -> None:
+        """Before the commit: write the head row and let the hooks settle, once (ADR 0033).
+
+        Nothing is written when the transaction left the head where it found it.
+        """
+        head = self._head
+        if head == self._opened:
+            return
+        self.connection.execute(HEAD_UPSERT, (head.seq, head.content_hash, head.batch))
+        for hook in self.store.hooks:
+            settle = getattr(hook, "settle", None)
+            if settle is not None:
+                settle(self.connection, head.seq)
 
     def drop_events(self) -> Head:
         """Delete every stored event but keep the head, so the next batch continues from it.
@@ -351,7 +365,9 @@ class SqliteStore:
         """Take the write lock; decide and append inside; commit on exit, roll back on error."""
         try:
             with self._immediate() as connection:
-                yield SqliteTransaction(self, connection)
+                transaction = SqliteTransaction(self, connection)
+                yield transaction
+                transaction.settle()
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
 

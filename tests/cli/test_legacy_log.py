@@ -1,0 +1,70 @@
+"""A database written before ADR 0033 verifies, rebuilds and takes new writes unchanged.
+
+``tests/golden/main-before-0033.db.gz`` was written by pwf at commit 62dba64
+(main before the command path wrote one head row and one checkpoint
+statement per transaction): ``pwf init``, ``scripts/demo_traffic.py --runs 12
+--seed 11`` and ``scripts/demo_session.py``, 448 events in 195 batches, then
+checkpointed and vacuumed.  ``main-before-0033.digest`` is what ``pwf digest``
+printed for it then.  The file is committed rather than generated here
+because generating it here would run today's command path, not that one.
+"""
+
+from __future__ import annotations
+
+import gzip
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from click.testing import Result
+
+    Run = Callable[..., Result]
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+DIGEST = (GOLDEN / "main-before-0033.digest").read_text()
+HEAD_SEQ = 448
+
+
+@pytest.fixture
+def legacy(tmp_path: Path) -> Path:
+    """A fresh copy of the database written before the change."""
+    path = tmp_path / "legacy.db"
+    path.write_bytes(gzip.decompress((GOLDEN / "main-before-0033.db.gz").read_bytes()))
+    return path
+
+
+def _checkpoints(path: Path) -> set[int]:
+    connection = sqlite3.connect(path)
+    try:
+        return {row[0] for row in connection.execute("SELECT last_seq FROM _pwf_checkpoint")}
+    finally:
+        connection.close()
+
+
+def test_it_verifies_and_digests_as_it_did(run: Run, legacy: Path) -> None:
+    assert 0 == run("log", "verify", "--db", str(legacy)).exit_code
+    verified = run("verify", "--db", str(legacy))
+    assert (0, f"{HEAD_SEQ} events") == (verified.exit_code, verified.output.split("(")[1][:10])
+    assert DIGEST == run("digest", str(legacy)).output
+
+
+def test_it_rebuilds_to_the_same_digest(run: Run, legacy: Path) -> None:
+    assert 0 == run("rebuild", "--db", str(legacy)).exit_code
+    assert DIGEST == run("digest", str(legacy)).output
+    assert {HEAD_SEQ} == _checkpoints(legacy)
+
+
+def test_new_writes_on_it_keep_live_equal_to_a_rebuild(
+    run: Run, legacy: Path, client_line: Callable[..., bytes]
+) -> None:
+    lines = b"".join(client_line(n, at=1_785_800_000_000 + n) for n in range(101, 104))
+    answered = run("request", "--db", str(legacy), stdin=lines)
+    assert (0, 3) == (answered.exit_code, answered.output.count('"outcome":"accepted"'))
+    assert {HEAD_SEQ + 6} == _checkpoints(legacy)
+    assert 0 == run("verify", "--db", str(legacy)).exit_code
+    assert 0 == run("log", "verify", "--db", str(legacy)).exit_code
