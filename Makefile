@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+BENCH_VENV := .venv-bench
 
 .PHONY: install check test demo bench artifacts clean
 
@@ -30,11 +31,16 @@ test: check
 demo: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
-bench: install
-	$(BIN)/python bench/run.py
+# The benchmarks run on a regular (non-editable) install with compiled bytecode,
+# as users have pwf, plus the `bench` extra (the eventsourcing library).
+bench:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench]'
+	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall .
+	$(BENCH_VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 artifacts: install
 	$(BIN)/pwf dev export
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-state bench/out
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-state bench/out

@@ -4,9 +4,14 @@ Measures nothing itself: it runs :mod:`bench.bench_canonical` (canonical
 encode + SHA-256 per second on one core) and :mod:`bench.bench_append`
 (append batches/s against a raw-SQLite floor) and :mod:`bench.bench_command`
 (recorded client requests/s through the command path against a floor) and
-:mod:`bench.bench_log` (rebuild, replay, verify, check, diff and digest of a
-generated log of ``--log-events`` events, 1 000 000 by default, against
-raw-SQLite read floors) and prints their lines under a header naming the
+:mod:`bench.bench_durable` (durable ``run.start`` requests/s in-process and
+through ``pwf request`` against a raw floor and the ``eventsourcing``
+library, bytes on disk per event, WAL bytes per request) and
+:mod:`bench.bench_startup` (whole-process start-up of the hot verbs against
+``python -c "import sqlite3, json"``) and :mod:`bench.bench_log` (rebuild,
+replay, verify, check, diff and digest of a generated log of
+``--log-events`` events, 1 000 000 by default, against raw-SQLite read
+floors) and prints their lines under a header naming the
 interpreter, SQLite, msgspec and the CPU count.  Each
 benchmark repeats its measurement and reports medians with min-max, since
 machines are shared and noisy; these are never pass/fail tests.  The first
@@ -16,9 +21,11 @@ reuse it.  One round of the log section at 1 000 000 events then takes a few
 minutes (the rebuild, replay and check each read the whole log); ``--quick``
 keeps the whole run to a few minutes.
 
-Usage, from the repository root::
+``make bench`` runs it with ``.venv-bench``, a regular (non-editable)
+install of the working tree with the ``bench`` extra, so start-up is
+measured as users have it.  Usage, from the repository root::
 
-    .venv/bin/python bench/run.py [--quick] [--log-events N]
+    .venv-bench/bin/python bench/run.py [--quick] [--log-events N]
 """
 
 from __future__ import annotations
@@ -35,7 +42,14 @@ if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import msgspec
-from bench import bench_append, bench_canonical, bench_command, bench_log
+from bench import (
+    bench_append,
+    bench_canonical,
+    bench_command,
+    bench_durable,
+    bench_log,
+    bench_startup,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     print()
     for line in bench_command.run(append_rounds, appends // 2):
+        print(line, flush=True)
+    print()
+    for line in bench_durable.run(3 if args.quick else 5, 200 if args.quick else 500):
+        print(line, flush=True)
+    print()
+    for line in bench_startup.run(11 if args.quick else 21):
         print(line, flush=True)
     print()
     for line in bench_log.run(log_events):
