@@ -11,6 +11,11 @@ after the other, each round starting with a different contender:
   the previous hash and its body;
 * **eventsourcing**: the ``eventsourcing`` library's application on its
   SQLite store, one command creating one aggregate (one event) and saving it;
+* **pwf's SQL**: plain :mod:`sqlite3` executing, on a fresh pwf database,
+  the very statements with the very parameters that pwf executed for the
+  same requests (recorded beforehand, untimed): pwf's writes and reads
+  without pwf's Python, the floor that the schema's B-trees set (every
+  request touches one page of each table and index it writes);
 * **pwf request**: the same requests as canonical lines, 1 000 of them on one
   stdin of one ``pwf request`` process (the ``pwf`` beside the interpreter),
   timed from spawn to exit, start-up included.
@@ -92,6 +97,54 @@ def time_pwf(path: Path, batch: list[ClientRequest]) -> float:
         elapsed = time.perf_counter() - began
     store.close()
     return len(batch) / elapsed
+
+
+class _Recording(sqlite3.Connection):
+    """A connection that keeps every statement it executes, with its parameters."""
+
+    log: list[tuple[str, Any, bool]]
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:  # noqa: ANN401
+        """Keep, then execute."""
+        self.log.append((sql, parameters, False))
+        return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:  # noqa: ANN401
+        """Keep, then execute."""
+        rows = list(parameters)
+        self.log.append((sql, rows, True))
+        return super().executemany(sql, rows)
+
+
+def recorded(path: Path, batch: list[ClientRequest]) -> list[tuple[str, Any, bool]]:
+    """The statements pwf executes for ``batch`` on a fresh database (untimed)."""
+    store = pwf_store(path)
+    store.connection.close()
+    connection = sqlite3.connect(store.path, isolation_level=None, factory=_Recording)
+    connection.log = []
+    for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON"):
+        connection.execute(f"PRAGMA {pragma}")
+    connection.log.clear()
+    store.connection = connection
+    host = Host(store)
+    for n, request in enumerate(batch):
+        host.request(request, 1_000 + n)
+    store.close()
+    return connection.log
+
+
+def time_statements(path: Path, statements: list[tuple[str, Any, bool]], count: int) -> float:
+    """Requests per second of plain sqlite3 executing pwf's recorded statements."""
+    pwf_store(path).close()
+    connection = _floor_open(path)
+    execute, many = connection.execute, connection.executemany
+    with gc_paused():
+        began = time.perf_counter()
+        for sql, parameters, is_many in statements:
+            (many if is_many else execute)(sql, parameters)
+        elapsed = time.perf_counter() - began
+    connection.close()
+    return count / elapsed
 
 
 def _floor_open(path: Path) -> sqlite3.Connection:
@@ -273,20 +326,29 @@ def run(rounds: int, count: int, piped: int = 1_000) -> list[str]:
     OUT.mkdir(exist_ok=True)
     workdir = Path(tempfile.mkdtemp(dir=OUT))
     batch, stdin = requests(count), lines(requests(piped))
+    statements = recorded(workdir / "recorded.db", batch)
+    per_request = sum(len(p) if many else 1 for _, p, many in statements) / count
     contenders = {
         "pwf": lambda path: time_pwf(path, batch),
         "floor": lambda path: time_floor(path, batch),
+        "pwf sql": lambda path: time_statements(path, statements, count),
         "eventsourcing": lambda path: time_eventsourcing(path, batch),
         "pwf request": lambda path: time_request(path, stdin, piped),
     }
     rates: dict[str, list[float]] = {name: [] for name in contenders}
-    ratios: dict[str, list[float]] = {"floor": [], "eventsourcing": [], "request": []}
+    ratios: dict[str, list[float]] = {
+        "floor": [],
+        "eventsourcing": [],
+        "request": [],
+        "sql": [],
+        "sql floor": [],
+    }
     order = list(contenders)
     try:
         for round_no in range(rounds):
             turn = round_no % len(order)
             sample = {
-                name: contenders[name](workdir / f"{name.replace(' ', '-')}-{round_no}.db")
+                name: contenders[name](workdir / f"{name.replace(' ', '-')[:8]}-{round_no}.db")
                 for name in order[turn:] + order[:turn]
             }
             for name, rate in sample.items():
@@ -294,6 +356,8 @@ def run(rounds: int, count: int, piped: int = 1_000) -> list[str]:
             ratios["floor"].append(sample["pwf"] / sample["floor"])
             ratios["eventsourcing"].append(sample["pwf"] / sample["eventsourcing"])
             ratios["request"].append(sample["pwf request"] / sample["floor"])
+            ratios["sql"].append(sample["pwf"] / sample["pwf sql"])
+            ratios["sql floor"].append(sample["pwf sql"] / sample["floor"])
         lines_ = disk(workdir, count)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -315,6 +379,11 @@ def run(rounds: int, count: int, piped: int = 1_000) -> list[str]:
         (
             f"  pwf request, {piped} lines on one stdin: {shown['pwf request']}"
             f"   ratio to floor {ratio['request']} (target >= 0.5)"
+        ),
+        (
+            f"  pwf's SQL ({per_request:.0f} statements a request) replayed in plain sqlite3:"
+            f" {shown['pwf sql']}   ratio to floor {ratio['sql floor']}"
+            f"   pwf/pwf's SQL {ratio['sql']}"
         ),
         *lines_,
     ]
