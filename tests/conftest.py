@@ -7,6 +7,7 @@ modules stay independent of how pytest puts ``tests/`` on ``sys.path``.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,10 @@ from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from tests._pg import MISSING, Server, find_bin
+else:
+    from _pg import MISSING, Server, find_bin
 
 AT = 1_764_403_200_000
 """A fixed clock reading (ms since the epoch): time is an input."""
@@ -142,3 +147,36 @@ def store(db_path: Path) -> Iterator[SqliteStore]:
     """A fresh, empty store, closed after the test."""
     with SqliteStore(db_path, create=True) as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Server]:
+    """A throwaway PostgreSQL server for the whole run, started from the machine's packages.
+
+    Skipped with the reason when PostgreSQL or psycopg is missing, except
+    under CI (``CI=true``), where a missing server fails the run instead.
+    """
+    reason = None
+    bin_dir = find_bin()
+    if bin_dir is None:
+        reason = MISSING
+    else:
+        try:
+            import psycopg  # noqa: F401, PLC0415 - only probing for the optional extra
+        except ImportError:
+            reason = "psycopg is not installed (pip install -e '.[postgres]')"
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs PostgreSQL: {reason}")
+        pytest.skip(reason)
+    assert bin_dir is not None
+    server = Server(bin_dir)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres_server: Server) -> str:
+    """The URL of a fresh, empty PostgreSQL database on the throwaway server."""
+    return postgres_server.create_database()

@@ -1,0 +1,102 @@
+"""What the PostgreSQL log adds to the contract: schema, format row, idempotency keys, errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from pwf.errors import ChainError, StoreError
+from pwf.events import Actor, Sealed
+from pwf.store.postgres import FORMAT, PostgresStore, shown_url
+
+AT = 1_764_403_200_000
+ACTOR = Actor(type="session", id="session-main")
+
+
+class TestSchema:
+    """``create`` installs the schema once; opening checks the format row."""
+
+    def test_install_is_idempotent(self, pg_url: str, command: Any) -> None:
+        """Creating again keeps the log, its events and its id."""
+        with PostgresStore(pg_url, create=True) as first:
+            first.append([command(1)], at=AT, actor=ACTOR)
+            log_id = first.log_id
+        with PostgresStore(pg_url, create=True) as again:
+            assert (1, log_id) == (again.head().seq, again.log_id)
+        assert 36 == len(log_id)
+
+    def test_format_row(self, pg_url: str) -> None:
+        """The format row names the same log format as SQLite's."""
+        PostgresStore(pg_url, create=True).close()
+        with psycopg.connect(pg_url) as connection:
+            row = connection.execute("SELECT value FROM _pwf_meta WHERE key = 'format'").fetchone()
+        assert ("pwf.store.v1",) == row
+        assert "pwf.store.v1" == FORMAT
+
+    def test_an_empty_database_is_not_a_log(self, pg_url: str) -> None:
+        """Opening without ``create`` a database that holds no log says how to make one."""
+        with pytest.raises(StoreError, match=r"not a pwf log .*pwf init --store"):
+            PostgresStore(pg_url)
+
+    def test_another_programs_events_table_is_refused(self, pg_url: str) -> None:
+        """A database with someone else's ``events`` table is left alone."""
+        with psycopg.connect(pg_url, autocommit=True) as connection:
+            connection.execute("CREATE TABLE events (id int)")
+        with pytest.raises(StoreError, match="another program's events table"):
+            PostgresStore(pg_url, create=True)
+
+    def test_unreachable_server_is_one_line(self, tmp_path: Any) -> None:
+        """A server that is not there is a StoreError of one line naming the URL."""
+        url = f"postgresql://pwf:secret@/nowhere?host={tmp_path}"
+        with pytest.raises(StoreError, match="cannot reach PostgreSQL") as caught:
+            PostgresStore(url, connect_timeout=2)
+        assert "\n" not in str(caught.value)
+        assert "secret" not in str(caught.value)
+
+    def test_shown_url_hides_the_password(self) -> None:
+        """Messages never carry the password."""
+        assert "postgresql://me:***@db/x" == shown_url("postgresql://me:pw@db/x")
+
+
+class TestIdempotencyKeys:
+    """PostgreSQL holds ``host_commands``'s uniqueness over every host's records."""
+
+    def test_second_record_of_a_client_key_is_refused(self, pg_url: str, command: Any) -> None:
+        """A second ``command.recorded`` for one client + key appends nothing."""
+        with PostgresStore(pg_url, create=True) as one, PostgresStore(pg_url) as two:
+            one.append([command(1, idempotency_key="k")], at=AT, actor=ACTOR)
+            head = one.head()
+            with pytest.raises(StoreError, match="already recorded this request"):
+                two.append([command(2, idempotency_key="k")], at=AT, actor=ACTOR)
+            assert head == two.head()
+            assert two.verify().ok
+
+    def test_second_record_of_a_request_id_is_refused(self, pg_url: str, command: Any) -> None:
+        """A second ``command.recorded`` for one request id appends nothing."""
+        with PostgresStore(pg_url, create=True) as one:
+            one.append([command(1, request_id="r")], at=AT, actor=ACTOR)
+            with pytest.raises(StoreError, match="already recorded this request"):
+                one.append([command(2, request_id="r")], at=AT, actor=ACTOR)
+            assert 1 == one.head().seq
+
+
+class TestHead:
+    """The head moves by compare-and-set: a stale writer cannot fork the chain."""
+
+    def test_rows_that_do_not_continue_the_head_are_refused(
+        self, pg_url: str, command: Any
+    ) -> None:
+        """Rows sealed against an old head are refused, and nothing is written."""
+        with PostgresStore(pg_url, create=True) as store:
+            [first] = store.append([command(1)], at=AT, actor=ACTOR)
+            with pytest.raises(ChainError, match="does not continue"):
+                _insert_again(store, first)
+            assert 1 == store.head().seq
+            assert store.verify().ok
+
+
+def _insert_again(store: PostgresStore, item: Sealed) -> None:
+    with store.transaction() as tx:
+        tx.insert_verified(item.entry, item.body)
