@@ -1,33 +1,114 @@
-"""Options shared by several commands, and opening the store they name."""
+"""Options shared by several commands, and opening the store they name.
+
+``--store postgresql://…`` (or ``$PWF_STORE``) puts the log in PostgreSQL;
+``--db`` then names this host's local projection file, caught up from the
+shared log when it is opened (unless ``--no-catch-up``) and inside every
+write (ADR 0038).  The choice is kept in the click context, so every verb
+that opens its store through :func:`open_store` runs on either.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
 from pwf.config import Settings
+from pwf.errors import ConfigError
 from pwf.readmodel import ReadModel
 from pwf.store.sqlite import SqliteStore
 
+if TYPE_CHECKING:
+    from pwf.store.postgres import PostgresStore
+
 F = TypeVar("F", bound=Callable[..., Any])
 
-db_option = click.option(
+STORE_KEY: Final = "pwf.store"
+CATCH_UP_KEY: Final = "pwf.no_catch_up"
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, object], object]:
+    def callback(ctx: click.Context, _: click.Parameter, value: object) -> object:
+        if value is not None:
+            ctx.meta[key] = value
+        return value
+
+    return callback
+
+
+_db = click.option(
     "--db",
     "db",
     metavar="PATH",
     default=None,
     help="State database (default: $PWF_DB, else ./.pwf/state.db; pwf --help lists the"
-    " other settings: PWF_SYNCHRONOUS, PWF_BUSY_TIMEOUT_MS).",
+    " other settings: PWF_SYNCHRONOUS, PWF_BUSY_TIMEOUT_MS); with --store, this host's"
+    " local projection file.",
 )
+_store = click.option(
+    "--store",
+    metavar="URL",
+    default=None,
+    expose_value=False,
+    callback=_remember(STORE_KEY),
+    help="Keep the log in PostgreSQL (postgresql://…; default: $PWF_STORE).",
+)
+_no_catch_up = click.option(
+    "--no-catch-up",
+    is_flag=True,
+    default=None,
+    expose_value=False,
+    callback=_remember(CATCH_UP_KEY),
+    help="With --store: read the local projections as they are, without catching up first.",
+)
+
+
+def db_option(function: F) -> F:
+    """``--db``, ``--store`` and ``--no-catch-up``; only ``db`` reaches the command."""
+    return _db(_store(_no_catch_up(function)))
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
+def store_url() -> str | None:
+    """The shared log's URL: ``--store``, else ``$PWF_STORE``, else None (SQLite only).
+
+    Raises:
+        ConfigError: the value is not a PostgreSQL URL.
+    """
+    context = click.get_current_context(silent=True)
+    given = context.meta.get(STORE_KEY) if context is not None else None
+    url = given or os.environ.get("PWF_STORE") or None
+    if url is not None and not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(f"invalid setting store: {url!r} is not a postgresql:// URL")
+    return url
+
+
+def open_log(url: str, *, create: bool = False) -> PostgresStore:
+    """Connect to the shared log at ``url``.
+
+    Raises:
+        ConfigError: psycopg (the ``postgres`` extra) is not installed.
+    """
+    try:
+        from pwf.store.postgres import PostgresStore  # noqa: PLC0415 - an optional extra
+    except ImportError:
+        raise ConfigError(
+            "--store needs psycopg: pip install 'pwf[postgres]' (or psycopg[binary])"
+        ) from None
+    return PostgresStore(url, create=create)
+
+
 def open_store(db: str | None, *, create: bool = False, read_only: bool = False) -> SqliteStore:
-    """Open the store named by ``--db`` / ``$PWF_DB`` with the read model attached."""
+    """Open the store named by ``--db`` / ``$PWF_DB`` (and ``--store``) with the read model."""
     settings = Settings.load(db=db)
     read_model = ReadModel()
+    url = store_url()
+    if url is not None:
+        return _open_mirror(settings, read_model, open_log(url, create=create))
     store = SqliteStore(
         settings.db,
         create=create,
@@ -39,4 +120,29 @@ def open_store(db: str | None, *, create: bool = False, read_only: bool = False)
     if create:
         with store.transaction() as tx:
             read_model.install(tx.connection)
+    return store
+
+
+def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) -> SqliteStore:
+    from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - an optional extra
+
+    try:
+        store = MirroredStore(
+            settings.db,
+            log,
+            synchronous=settings.synchronous,
+            busy_timeout_ms=settings.busy_timeout_ms,
+            hooks=[read_model],
+            install=read_model.install,
+        )
+    except BaseException:
+        log.close()
+        raise
+    context = click.get_current_context(silent=True)
+    if context is None or not context.meta.get(CATCH_UP_KEY):
+        try:
+            store.catch_up()
+        except BaseException:
+            store.close()
+            raise
     return store

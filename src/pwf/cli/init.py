@@ -15,13 +15,24 @@ from pwf.store.sqlite import FORMAT
 def init(db: str | None, as_json: bool) -> None:
     """Create a state database (log and projections in one file).
 
-    Running it again on an existing pwf database changes nothing.
+    With --store, create the log's schema in PostgreSQL instead (with its
+    format row) and this host's local projection file named by --db.
+    Running it again on an existing pwf database or log changes nothing.
     """
     with open_store(db, create=True) as store:
         head = store.head()
-        logs.info("store.initialised", path=str(store.path), seq=head.seq)
+        log = getattr(store, "log", None)
+        where = str(store.path) if log is None else log.path
+        logs.info("store.initialised", path=where, seq=head.seq)
         if as_json:
             report = {"db": str(store.path), "format": FORMAT, "events": head.seq}
+            if log is not None:
+                report["store"] = log.path
             click.echo(canonical.encode(report).decode())
-        else:
+        elif log is None:
             click.echo(f"initialised {store.path} ({FORMAT}, {head.seq} events)")
+        else:
+            click.echo(
+                f"initialised {log.path} ({FORMAT}, {head.seq} events),"
+                f" local projections {store.path}"
+            )

@@ -42,6 +42,8 @@ __all__ = ["DIRECT_ACTOR", "Host"]
 DIRECT_ACTOR: Final = Actor(type="host", id="pwf-direct")
 LEASE_MS: Final = 30_000
 _POLL_SECONDS: Final = 0.05
+_FILE_MAINTENANCE: Final = frozenset({"state.backup", "state.prune"})
+"""Operations on the database file itself, which a shared log in PostgreSQL is not."""
 
 
 def _context(
@@ -92,6 +94,12 @@ class Host:
         operation = CLIENT_OPERATIONS.get(request.operation)
         if operation is None:
             return self._refused(request, f"Unsupported workflow operation: {request.operation}")
+        if request.operation in _FILE_MAINTENANCE and getattr(self.store, "shared_log", False):
+            return self._refused(
+                request,
+                f"{request.operation} works on a SQLite log only; back up a PostgreSQL log"
+                " with pg_dump or pwf log export",
+            )
         if request.operation == "state.prune":
             return self._prune(request, operation.handler, now)
         if operation.route in (Route.EXECUTED, Route.MAINTENANCE):

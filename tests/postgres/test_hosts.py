@@ -1,0 +1,183 @@
+"""Several hosts on one shared log: selecting it, catching up, idempotency, export and import."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from click.testing import CliRunner
+
+from pwf.cli import cli
+from pwf.diff import digest_database
+from pwf.store.postgres import PostgresStore
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    import pytest
+    from tests.postgres.conftest import Hosts
+
+AT = 1_764_403_200_000
+
+
+def _pg_count(url: str, sql: str) -> int:
+    with psycopg.connect(url) as connection:
+        row = connection.execute(sql).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _local_seq(path: Path) -> int:
+    connection = sqlite3.connect(path)
+    try:
+        return int(connection.execute("SELECT seq FROM _pwf_head").fetchone()[0])
+    finally:
+        connection.close()
+
+
+def _answers(result: Any) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in result.output.splitlines()]
+
+
+class TestInit:
+    """``pwf init --store`` makes the schema once and this host's local file."""
+
+    def test_init_twice_changes_nothing(self, hosts: Hosts) -> None:
+        """A second init, from this or another host, keeps the log."""
+        again = hosts("b", "init", "--json")
+        assert 0 == again.exit_code
+        report = json.loads(again.output)
+        assert ("pwf.store.v1", 0, str(hosts.db("b"))) == (
+            report["format"],
+            report["events"],
+            report["db"],
+        )
+        assert 1 == _pg_count(hosts.url, "SELECT count(*) FROM _pwf_meta WHERE key = 'format'")
+
+    def test_pwf_store_from_the_environment(
+        self, hosts: Hosts, monkeypatch: pytest.MonkeyPatch, client_line: Callable[..., bytes]
+    ) -> None:
+        """``$PWF_STORE`` selects the shared log when ``--store`` is not given."""
+        monkeypatch.setenv("PWF_STORE", hosts.url)
+        monkeypatch.setenv("PWF_DB", str(hosts.db("env")))
+        result = CliRunner().invoke(cli, ["request", "--at", str(AT)], input=client_line(1))
+        assert (0, "accepted") == (result.exit_code, _answers(result)[0]["outcome"])
+        assert 2 <= _pg_count(hosts.url, "SELECT count(*) FROM events")
+
+    def test_a_store_that_is_not_a_url_is_refused(self, tmp_path: Path) -> None:
+        """``--store`` takes a postgresql:// URL; anything else is one line and exit 2."""
+        result = CliRunner().invoke(cli, ["query", "runs", "--store", str(tmp_path / "x.db")])
+        assert 2 == result.exit_code
+        assert "is not a postgresql:// URL" in result.output
+
+    def test_a_file_of_another_log_is_refused(self, hosts: Hosts, postgres_server: Any) -> None:
+        """A local file that mirrors one log cannot be used with another."""
+        other = postgres_server.create_database()
+        PostgresStore(other, create=True).close()
+        result = CliRunner().invoke(
+            cli, ["query", "runs", "--db", str(hosts.db("a")), "--store", other]
+        )
+        assert 3 == result.exit_code
+        assert "mirrors another log" in result.output
+
+
+class TestCatchUp:
+    """Each host folds what the others appended before it reads or decides."""
+
+    def test_a_read_on_another_host_sees_the_request(
+        self, hosts: Hosts, client_line: Callable[..., bytes]
+    ) -> None:
+        """Host b lists the run host a started; with --no-catch-up it reads what it had."""
+        assert 0 == hosts("b", "init").exit_code
+        started = hosts("a", "request", "--at", str(AT), stdin=client_line(1))
+        assert "accepted" == _answers(started)[0]["outcome"]
+        stale = hosts("b", "query", "runs", "--json", "--no-catch-up")
+        assert [] == json.loads(stale.output)
+        fresh = hosts("b", "query", "runs", "--json")
+        assert ["run-1"] == [row["run_id"] for row in json.loads(fresh.output)]
+
+    def test_same_client_and_key_on_two_hosts_run_once(
+        self, hosts: Hosts, client_line: Callable[..., bytes]
+    ) -> None:
+        """The second host adopts the first host's outcome: one record, one run."""
+        first = hosts("a", "request", "--at", str(AT), stdin=client_line(1))
+        second = hosts("b", "request", "--at", str(AT + 5), stdin=client_line(1))
+        assert ["accepted", "adopted"] == [
+            _answers(first)[0]["outcome"],
+            _answers(second)[0]["outcome"],
+        ]
+        assert 1 == _pg_count(
+            hosts.url, "SELECT count(*) FROM events WHERE type = 'command.recorded'"
+        )
+
+    def test_digests_agree_and_equal_a_rebuild(
+        self, hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
+    ) -> None:
+        """After interleaved writes the hosts' projections equal a rebuild of the shared log."""
+        for number, name in enumerate(["a", "b", "c", "a", "b"], start=1):
+            result = hosts(name, "request", "--at", str(AT + number), stdin=client_line(number))
+            assert 0 == result.exit_code
+        for name in "abc":
+            assert 0 == hosts(name, "query", "runs").exit_code
+        exported = hosts("a", "log", "export")
+        rebuilt = tmp_path / "rebuilt.db"
+        loaded = CliRunner().invoke(
+            cli, ["log", "import", "--db", str(rebuilt)], input=exported.stdout_bytes
+        )
+        assert 0 == loaded.exit_code, loaded.output
+        expected = digest_database(str(rebuilt)).all
+        assert [expected] * 3 == [digest_database(str(hosts.db(name))).all for name in "abc"]
+        verified = hosts("c", "log", "verify", "--json")
+        assert (0, True) == (verified.exit_code, json.loads(verified.output)["ok"])
+        checked = hosts("b", "verify")
+        assert 0 == checked.exit_code, checked.output
+
+
+class TestMoving:
+    """A SQLite log moves into PostgreSQL and back, byte for byte."""
+
+    def test_sqlite_to_postgresql_and_back(
+        self, pg_url: str, tmp_path: Path, client_line: Callable[..., bytes]
+    ) -> None:
+        """Export from SQLite, import into PostgreSQL, export again: the same bytes."""
+        runner = CliRunner()
+        alone = str(tmp_path / "alone.db")
+        assert 0 == runner.invoke(cli, ["init", "--db", alone]).exit_code
+        lines = b"".join(client_line(n) for n in range(1, 4))
+        runner.invoke(cli, ["request", "--db", alone, "--at", str(AT)], input=lines)
+        original = runner.invoke(cli, ["log", "export", "--db", alone]).stdout_bytes
+        host = ["--db", str(tmp_path / "h.db"), "--store", pg_url]
+        imported = runner.invoke(cli, ["log", "import", *host], input=original)
+        assert 0 == imported.exit_code, imported.output
+        back = runner.invoke(cli, ["log", "export", *host]).stdout_bytes
+        assert original == back
+        with psycopg.connect(pg_url) as connection:
+            bodies = [bytes(row[0]) for row in connection.execute("SELECT body FROM events")]
+        assert original == b"".join(body + b"\n" for body in bodies)
+        assert digest_database(alone).all == digest_database(str(tmp_path / "h.db")).all
+
+    def test_import_into_a_log_that_holds_events_is_refused(
+        self, hosts: Hosts, client_line: Callable[..., bytes]
+    ) -> None:
+        """Importing onto a non-empty shared log appends nothing."""
+        hosts("a", "request", "--at", str(AT), stdin=client_line(1))
+        before = _pg_count(hosts.url, "SELECT count(*) FROM events")
+        exported = hosts("a", "log", "export").stdout_bytes
+        refused = hosts("b", "log", "import", stdin=exported)
+        assert 2 == refused.exit_code
+        assert "already holds" in refused.output
+        assert before == _pg_count(hosts.url, "SELECT count(*) FROM events")
+
+
+class TestFileMaintenance:
+    """Backup and prune work on SQLite files; on a shared log they refuse clearly."""
+
+    def test_state_backup_is_refused(self, hosts: Hosts, tmp_path: Path) -> None:
+        """``state.backup`` answers rejected and appends nothing."""
+        before = _pg_count(hosts.url, "SELECT count(*) FROM events")
+        result = hosts("a", "state", "backup", str(tmp_path / "b.db"), "--json")
+        assert "SQLite log only" in result.output
+        assert before == _pg_count(hosts.url, "SELECT count(*) FROM events")
