@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+import pytest
 from click.testing import CliRunner
 
 from pwf.cli import cli
@@ -17,7 +21,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    import pytest
     from tests.postgres.conftest import Hosts
 
 AT = 1_764_403_200_000
@@ -181,3 +184,57 @@ class TestFileMaintenance:
         result = hosts("a", "state", "backup", str(tmp_path / "b.db"), "--json")
         assert "SQLite log only" in result.output
         assert before == _pg_count(hosts.url, "SELECT count(*) FROM events")
+
+
+KILLED_BETWEEN_COMMITS = r"""
+import os, signal, sys
+from pwf.host import Host
+from pwf.protocol.client import parse_request
+from pwf.readmodel import ReadModel
+from pwf.store.mirror import MirroredStore
+from pwf.store.postgres import PostgresStore
+
+db, url, line = sys.argv[1], sys.argv[2], sys.stdin.buffer.read().strip()
+model = ReadModel()
+store = MirroredStore(db, PostgresStore(url), hooks=[model], install=model.install)
+store.before_local_commit = lambda: os.kill(os.getpid(), signal.SIGKILL)
+Host(store).request(parse_request(line), int(sys.argv[3]))
+"""
+
+
+class TestCrashBetweenCommits:
+    """A host killed after PostgreSQL committed and before SQLite did heals by catching up."""
+
+    @pytest.mark.parametrize("heal", ["read", "command"])
+    def test_killed_host_catches_up(
+        self, hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path, heal: str
+    ) -> None:
+        """The killed command is in the log once; the host's file folds it at its next use."""
+        assert 0 == hosts("a", "request", "--at", str(AT), stdin=client_line(1)).exit_code
+        line = client_line(2).strip()
+        killed = subprocess.run(
+            [sys.executable, "-c", KILLED_BETWEEN_COMMITS, str(hosts.db("a")), hosts.url, str(AT)],
+            input=line,
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+        assert -signal.SIGKILL == killed.returncode, killed.stderr
+        shared = _pg_count(hosts.url, "SELECT max(seq) FROM events")
+        assert _local_seq(hosts.db("a")) < shared
+        if heal == "read":
+            assert 0 == hosts("a", "query", "runs", "--json").exit_code
+        else:
+            again = hosts("a", "request", "--no-catch-up", "--at", str(AT), stdin=line + b"\n")
+            assert "adopted" == _answers(again)[0]["outcome"]
+        assert shared == _local_seq(hosts.db("a"))
+        assert 2 == _pg_count(
+            hosts.url, "SELECT count(*) FROM events WHERE type = 'command.recorded'"
+        )
+        exported = hosts("a", "log", "export").stdout_bytes
+        rebuilt = str(tmp_path / "rebuilt.db")
+        assert (
+            0
+            == CliRunner().invoke(cli, ["log", "import", "--db", rebuilt], input=exported).exit_code
+        )
+        assert digest_database(rebuilt).all == digest_database(str(hosts.db("a"))).all
