@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from tests.integration._harness import Fixture
+    from tests.integration._harness import Fixture, coordinate, step_message
     from tests.postgres.conftest import Hosts
 else:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))  # noqa: PTH118, PTH120
