@@ -7,7 +7,9 @@ encode + SHA-256 per second on one core) and :mod:`bench.bench_append`
 :mod:`bench.bench_durable` (durable ``run.start`` requests/s in-process and
 through ``pwf request`` against a raw floor and the ``eventsourcing``
 library, bytes on disk per event, WAL bytes per request) and
-:mod:`bench.bench_startup` (whole-process start-up of the hot verbs against
+:mod:`bench.bench_postgres` (durable recorded requests/s on a throwaway
+PostgreSQL with 1 and 3 hosts, against a raw psycopg floor and the
+``eventsourcing`` library) and :mod:`bench.bench_startup` (whole-process start-up of the hot verbs against
 ``python -c "import sqlite3, json"``) and :mod:`bench.bench_log` (rebuild,
 replay, verify, check, diff and digest of a generated log of
 ``--log-events`` events, 1 000 000 by default, against raw-SQLite read
@@ -48,6 +50,7 @@ from bench import (
     bench_command,
     bench_durable,
     bench_log,
+    bench_postgres,
     bench_startup,
 )
 
@@ -92,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     print()
     for line in bench_log.run(log_events):
+        print(line, flush=True)
+    print()
+    for line in bench_postgres.run(3, 150 if args.quick else 300):
         print(line, flush=True)
     print()
     print(f"total {time.perf_counter() - started:.1f} s")

@@ -130,7 +130,7 @@ def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) 
         store = MirroredStore(
             settings.db,
             log,
-            synchronous=settings.synchronous,
+            synchronous=settings.synchronous if os.environ.get("PWF_SYNCHRONOUS") else "NORMAL",
             busy_timeout_ms=settings.busy_timeout_ms,
             hooks=[read_model],
             install=read_model.install,

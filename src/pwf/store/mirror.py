@@ -48,7 +48,7 @@ class MirroredStore(SqliteStore):
         path: str | os.PathLike[str],
         log: PostgresStore,
         *,
-        synchronous: Synchronous = "FULL",
+        synchronous: Synchronous = "NORMAL",
         busy_timeout_ms: int = 5_000,
         hooks: Sequence[AppendHook] = (),
         install: Callable[[sqlite3.Connection], None] | None = None,
@@ -56,6 +56,9 @@ class MirroredStore(SqliteStore):
         """Open (creating if missing) the local file at ``path`` for the shared ``log``.
 
         ``install`` creates the projections' tables in a new file.
+        ``synchronous`` is NORMAL by default: an acknowledged command is
+        durable once PostgreSQL commits, and a local commit lost to a power
+        cut is folded again from the log at the next catch-up.
 
         Raises:
             StoreError: the file belongs to another log, or is ahead of this one.
