@@ -9,7 +9,8 @@ through ``pwf request`` against a raw floor and the ``eventsourcing``
 library, bytes on disk per event, WAL bytes per request) and
 :mod:`bench.bench_postgres` (durable recorded requests/s on a throwaway
 PostgreSQL with 1 and 3 hosts, against a raw psycopg floor and the
-``eventsourcing`` library) and :mod:`bench.bench_startup` (whole-process start-up of the hot verbs against
+``eventsourcing`` library) and :mod:`bench.bench_startup` (whole-process
+start-up of the hot verbs against
 ``python -c "import sqlite3, json"``) and :mod:`bench.bench_log` (rebuild,
 replay, verify, check, diff and digest of a generated log of
 ``--log-events`` events, 1 000 000 by default, against raw-SQLite read
