@@ -122,7 +122,7 @@ class TestCatchUp:
         """After interleaved writes the hosts' projections equal a rebuild of the shared log."""
         for number, name in enumerate(["a", "b", "c", "a", "b"], start=1):
             result = hosts(name, "request", "--at", str(AT + number), stdin=client_line(number))
-            assert 0 == result.exit_code
+            assert 0 == result.exit_code, result.output
         for name in "abc":
             assert 0 == hosts(name, "query", "runs").exit_code
         exported = hosts("a", "log", "export")

@@ -47,7 +47,7 @@ def served_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return calls
 
 
-def test_store_url_is_refused_until_a_postgresql_store_exists(world_db: Path) -> None:
+def test_store_url_is_refused_until_web_catches_up(world_db: Path) -> None:
     result = invoke("web", "--store", "postgresql://localhost/pwf")
     assert 2 == result.exit_code
     assert f"Error: {NO_STORE_URL}" == one_line(result.stderr)

@@ -6,7 +6,7 @@ import ipaddress
 
 import click
 
-from pwf.cli._options import db_option
+from pwf.cli._options import db_option, store_url
 from pwf.config import Settings
 from pwf.errors import InputError
 
@@ -14,7 +14,8 @@ __all__ = ["web"]
 
 EXTRA_MISSING = "pwf web needs the web extra: pip install 'pwf[web]'"
 NO_STORE_URL = (
-    "--store URL: this pwf has no PostgreSQL store yet; serve a SQLite database with --db PATH"
+    "--store URL: pwf web does not catch up from a shared log yet; serve a host's local"
+    " projection file with --db PATH"
 )
 
 
@@ -30,12 +31,11 @@ def is_loopback(host: str) -> bool:
 
 @click.command()
 @db_option
-@click.option("--store", "store_url", metavar="URL", default=None, help="A store URL (PostgreSQL).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port."
 )
-def web(db: str | None, store_url: str | None, host: str, port: int) -> None:
+def web(db: str | None, host: str, port: int) -> None:
     """Serve a read-only web view of the database: overview, runs, interactions, log.
 
     The database is opened read-only (SQLite mode=ro): the view never takes
@@ -43,7 +43,7 @@ def web(db: str | None, store_url: str | None, host: str, port: int) -> None:
     can be viewed as of an earlier seq (?at=SEQ).  It listens on loopback
     by default; it has no authentication, so binding elsewhere warns.
     """
-    if store_url is not None:
+    if store_url() is not None:
         raise InputError(NO_STORE_URL)
     try:
         import uvicorn  # noqa: PLC0415 - the web extra loads only for this command

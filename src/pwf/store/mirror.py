@@ -114,6 +114,7 @@ class MirroredStore(SqliteStore):
                 self._apply(local, remote.head)
                 start = local.head.seq
                 yield local
+                local.settle()
                 rows = self.connection.execute(
                     f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq", (start,)
                 ).fetchall()
