@@ -102,9 +102,10 @@ def _claim(path: Path, *, host_id: str | None, expires_at: int | None, epoch: in
             " process_start_identity TEXT, started_at INTEGER, heartbeat_at INTEGER,"
             " expires_at INTEGER)"
         )
+        claimed = (b"\0" * 32, 1, "linux-proc-start:1", 0, 0) if host_id else (None,) * 5
         connection.execute(
-            "INSERT OR REPLACE INTO host_state VALUES (1, ?, ?, NULL, NULL, NULL, NULL, NULL, ?)",
-            (epoch, host_id, expires_at),
+            "INSERT OR REPLACE INTO host_state VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (epoch, host_id, *claimed, expires_at),
         )
         connection.commit()
     finally:

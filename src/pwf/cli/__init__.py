@@ -48,6 +48,7 @@ VERBS: Final[dict[str, Verb]] = {
         "diff",
         "Compare the projections of two databases row by row (exit 1 when they differ).",
     ),
+    "call": Verb("pwf.cli.call", "call", "Send request lines on stdin to the running host."),
     "digest": Verb(
         "pwf.cli.diff",
         "digest",
@@ -76,6 +77,11 @@ VERBS: Final[dict[str, Verb]] = {
         "Fold the log up to a point into a new database with every projection.",
     ),
     "request": Verb("pwf.cli.request", "request", "Run client-protocol requests read from stdin."),
+    "serve": Verb(
+        "pwf.cli.serve",
+        "serve",
+        "Serve the database to clients over host/host.sock until stopped.",
+    ),
     "session": Verb(
         "pwf.cli.session",
         "session",

@@ -16,8 +16,9 @@ import click
 from pwf import canonical
 from pwf.cli._options import db_option, open_store
 from pwf.cli._times import TIME
-from pwf.errors import InputError, ProtocolError, StoreError
+from pwf.errors import InputError, ProtocolError
 from pwf.host import Host
+from pwf.host.served import refuse_if_served
 from pwf.protocol.client import (
     MAX_PROTOCOL_MESSAGE_BYTES,
     MAX_SAFE_INTEGER,
@@ -53,32 +54,6 @@ at_option = click.option(
 def now_ms(at: int | None) -> int:
     """The clock of one command: ``at`` when given, else the wall clock in ms."""
     return at if at is not None else time.time_ns() // 1_000_000
-
-
-def _refuse_if_served(store: SqliteStore, now: int) -> None:
-    """Refuse direct mode while a live ``pwf serve`` holds the host claim (DOMAIN §5.1).
-
-    A claim is live while its ``host_id`` is set and ``expires_at > now``.  A
-    database that never had a server has no ``host_state`` table.
-
-    Raises:
-        StoreError: a live host owns the database.
-    """
-    connection = store.connection
-    table = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'host_state'"
-    ).fetchone()
-    if table is None:
-        return
-    row = connection.execute(
-        "SELECT epoch FROM host_state WHERE host_id IS NOT NULL AND expires_at > ?"
-        " ORDER BY epoch DESC LIMIT 1",
-        (now,),
-    ).fetchone()
-    if row is not None:
-        raise StoreError(
-            f"a live pwf host (epoch {row[0]}) owns this database; send requests to it instead"
-        )
 
 
 def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
@@ -173,7 +148,7 @@ def answer_lines(
             if rewrite is not None:
                 line = rewrite(line)  # noqa: PLW2901 - the rewritten line replaces the read one
             now = now_ms(at)
-            _refuse_if_served(store, now)
+            refuse_if_served(store, now)
             reply = answer(line, now)
         except InputError as error:
             click.echo(f"line {number}: {' '.join(str(error).split())}", err=True)

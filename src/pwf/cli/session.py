@@ -6,8 +6,9 @@ import click
 
 from pwf import canonical
 from pwf.cli._options import db_option, json_option, open_store
-from pwf.cli.request import _refuse_if_served, at_option, now_ms
+from pwf.cli.request import at_option, now_ms
 from pwf.host import Host
+from pwf.host.served import refuse_if_served
 
 __all__ = ["session"]
 
@@ -35,7 +36,7 @@ def detach(session_id: str, epoch: str | None, db: str | None, at: int | None) -
     """
     with open_store(db) as store:
         now = now_ms(at)
-        _refuse_if_served(store, now)
+        refuse_if_served(store, now)
         detached = Host(store).detach(session_id, now, epoch)
     click.echo(
         f"detached {session_id}" if detached else f"no coordinator to detach for {session_id}"
@@ -55,7 +56,7 @@ def expire(db: str | None, at: int | None, as_json: bool) -> None:
     """
     with open_store(db) as store:
         now = now_ms(at)
-        _refuse_if_served(store, now)
+        refuse_if_served(store, now)
         started = Host(store).expire(now)
     if as_json:
         rows = [{"runId": run_id, "targetSessionId": sid} for run_id, sid in started]

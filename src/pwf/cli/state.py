@@ -10,10 +10,11 @@ import click
 
 from pwf import canonical
 from pwf.cli._options import db_option, json_option, open_store
-from pwf.cli.request import _refuse_if_served, at_option, now_ms
+from pwf.cli.request import at_option, now_ms
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError
 from pwf.host import Host
+from pwf.host.served import refuse_if_served
 from pwf.protocol.client import ClientRequest, ClientResponse
 
 __all__ = ["state"]
@@ -64,7 +65,7 @@ def _maintain(
     )
     with open_store(db) as store:
         now = now_ms(at)
-        _refuse_if_served(store, now)
+        refuse_if_served(store, now)
         return Host(store).request(request, now)
 
 

@@ -8,7 +8,6 @@ import click
 
 from pwf.cli._options import db_option, open_store
 from pwf.cli.request import (
-    _refuse_if_served,
     answer_lines,
     at_option,
     canonicalize_option,
@@ -17,6 +16,7 @@ from pwf.cli.request import (
 )
 from pwf.commands.workers import WORKER_OPERATIONS
 from pwf.host import Host
+from pwf.host.served import refuse_if_served
 from pwf.protocol.worker import (
     KINDS,
     encode_launch,
@@ -80,7 +80,7 @@ def launch(ctx: click.Context, run_id: str, db: str | None, at: int | None) -> N
     at = at if at is not None else given.get("at")
     now = now_ms(at)
     with open_store(db) as store:
-        _refuse_if_served(store, now)
+        refuse_if_served(store, now)
         envelope = Host(store).launch(run_id, now)
     sys.stdout.buffer.write(encode_launch(envelope) + b"\n")
 

@@ -66,16 +66,20 @@ class Context:
         stage: Callable[[Sequence[Event]], object],
         now: int,
         mint: Callable[[str], str] | None = None,
+        *,
+        connection: str | None = None,
     ) -> None:
         """Bind the transaction's reader and stager to one clock value.
 
         ``mint(prefix)`` makes a fresh id (a coordinator epoch): ids are
-        decided at the edge and carried in events.
+        decided at the edge and carried in events.  ``connection`` is the
+        served connection the command came on, None in direct mode.
         """
         self.reader = reader
         self._stage = stage
         self.now = now
         self.mint = mint or _no_mint
+        self.connection = connection
 
     def one(self, sql: str, *params: object) -> Row | None:
         """The first row of a query, or None."""

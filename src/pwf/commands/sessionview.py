@@ -232,7 +232,7 @@ def view_session_watch(ctx: Context, request: ClientRequest) -> Result:
     text(payload, "subscriptionId")
     wanted = payload.get("coordinator", False)
     if wanted is True:
-        connection = optional_text(payload, "connectionId") or request.client_id
+        connection = ctx.connection or optional_text(payload, "connectionId") or request.client_id
         epoch = attach(ctx, session_id, connection)
         return Result(receipt={"coordinatorEpoch": epoch, "subscribed": True})
     if wanted is False:

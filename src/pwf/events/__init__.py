@@ -31,6 +31,7 @@ from pwf.events._base import (
     seal,
 )
 from pwf.events.commands import CommandRecorded, CommandRefused, Outcome
+from pwf.events.host import HostClaimed, HostReleased, HostRenewed
 from pwf.events.interactions import (
     InteractionCancelled,
     InteractionConsumed,
@@ -98,6 +99,9 @@ __all__ = [
     "FollowUpClosed",
     "FollowUpQueued",
     "Hex256",
+    "HostClaimed",
+    "HostReleased",
+    "HostRenewed",
     "InteractionCancelled",
     "InteractionConsumed",
     "InteractionRequested",
@@ -171,6 +175,9 @@ EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     FollowUpClosed,
     TerminalCleared,
     LogCompacted,
+    HostClaimed,
+    HostRenewed,
+    HostReleased,
 )
 
 REGISTRY: Final[Mapping[str, type[Event]]] = {cls.TAG: cls for cls in EVENT_TYPES}

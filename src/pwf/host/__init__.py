@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,7 +34,7 @@ from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
 from pwf.readmodel import RowReader
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from pwf.store.sqlite import SqliteStore, SqliteTransaction
 
@@ -46,17 +47,19 @@ _FILE_MAINTENANCE: Final = frozenset({"state.backup", "state.prune"})
 """Operations on the database file itself, which a shared log in PostgreSQL is not."""
 
 
-def _context(
+def _context(  # noqa: PLR0913 - the transaction and everything a decider is given
     tx: SqliteTransaction,
     now: int,
     actor: Actor,
     cause: Cause | None,
     mint: Callable[[str], str] | None = None,
+    *,
+    connection: str | None = None,
 ) -> Context:
     def stage(events: Any) -> object:  # noqa: ANN401 - the store's own signature
         return tx.stage(events, at=now, actor=actor, cause=cause)
 
-    return Context(RowReader(tx.connection), stage, now, mint)
+    return Context(RowReader(tx.connection), stage, now, mint, connection=connection)
 
 
 def _json(value: object) -> object:
@@ -83,6 +86,20 @@ class Host:
         self.actor = actor
         self.host_epoch = host_epoch
         self.new_epoch = new_epoch or (lambda: str(uuid.uuid4()))
+        self.shared: SqliteTransaction | None = None
+        """A group's open write transaction: each decision is then its own batch in it."""
+        self.gate: Callable[[Context], str | None] | None = None
+        """Why executed and maintenance commands are ``unavailable`` now (a served host)."""
+
+    @contextmanager
+    def _transaction(self) -> Iterator[SqliteTransaction]:
+        """The write transaction of one decision: its own, or the next batch of a group's."""
+        if self.shared is None:
+            with self.store.transaction() as tx:
+                yield tx
+            return
+        self.shared.new_batch()
+        yield self.shared
 
     def _mint(self, prefix: str) -> str:
         return f"{prefix}{self.new_epoch()}"
@@ -91,23 +108,35 @@ class Host:
 
     def request(self, request: ClientRequest, now: int, *, wait_ms: int = 0) -> ClientResponse:
         """Answer one client request as the original would (DOMAIN §7, §8)."""
+        response, submission = self.decide(request, now)
+        if submission is not None:
+            return self._await_verdict(request, submission, response, wait_ms)
+        return response
+
+    def decide(
+        self, request: ClientRequest, now: int, connection: str | None = None
+    ) -> tuple[ClientResponse, str | None]:
+        """Decide one request; the submission whose verdict its answer awaits, if any.
+
+        ``connection`` is the served connection the request came on: a
+        coordinator attached by it belongs to it (DOMAIN §5.13).
+        """
         operation = CLIENT_OPERATIONS.get(request.operation)
         if operation is None:
-            return self._refused(request, f"Unsupported workflow operation: {request.operation}")
+            refused = self._refused(request, f"Unsupported workflow operation: {request.operation}")
+            return refused, None
         if request.operation in _FILE_MAINTENANCE and getattr(self.store, "shared_log", False):
-            return self._refused(
+            refused = self._refused(
                 request,
                 f"{request.operation} works on a SQLite log only; back up a PostgreSQL log"
                 " with pg_dump or pwf log export",
             )
+            return refused, None
         if request.operation == "state.prune":
-            return self._prune(request, operation.handler, now)
+            return self._prune(request, operation.handler, now), None
         if operation.route in (Route.EXECUTED, Route.MAINTENANCE):
-            return self._adopt_or_execute(request, operation.route, operation.handler, now)
-        response, submission = self._direct(request, operation.handler, now)
-        if submission is not None:
-            return self._await_verdict(request, submission, response, wait_ms)
-        return response
+            return self._adopt_or_execute(request, operation.route, operation.handler, now), None
+        return self._direct(request, operation.handler, now, connection)
 
     def _refused(
         self, request: ClientRequest, error: str, outcome: str = "rejected"
@@ -132,11 +161,16 @@ class Host:
         handler: Callable[[Context, ClientRequest], Result],
         now: int,
     ) -> ClientResponse:
-        with self.store.transaction() as tx:
+        with self._transaction() as tx:
             ctx = _context(tx, now, self.actor, self._cause(request), self._mint)
+            closed = self.gate(ctx) if self.gate is not None else None
+            if closed is not None and route is Route.EXECUTED:
+                return self._refused(request, closed, "unavailable")
             stored = self._replay(ctx, request)
             if stored is not None:
                 return stored
+            if closed is not None:
+                return self._refused(request, closed, "unavailable")
             try:
                 with tx.savepoint():
                     result = handler(ctx, request)
@@ -214,10 +248,13 @@ class Host:
         request: ClientRequest,
         handler: Callable[[Context, ClientRequest], Result],
         now: int,
+        connection: str | None = None,
     ) -> tuple[ClientResponse, str | None]:
         """Operations with their own idempotency: nothing is recorded in host_commands."""
-        with self.store.transaction() as tx:
-            ctx = _context(tx, now, self.actor, self._cause(request), self._mint)
+        with self._transaction() as tx:
+            ctx = _context(
+                tx, now, self.actor, self._cause(request), self._mint, connection=connection
+            )
             try:
                 with tx.savepoint():
                     result = handler(ctx, request)
@@ -239,25 +276,9 @@ class Host:
         """Wait (bounded) for the worker's verdict on a validating submission (ADR 0011)."""
         deadline = time.monotonic() + wait_ms / 1000
         while True:
-            row = self.store.connection.execute(
-                "SELECT s.outcome, b.content FROM interactive_submissions s"
-                " LEFT JOIN blobs b ON b.blob_hash = s.receipt_hash WHERE s.submission_id = ?",
-                (submission_id,),
-            ).fetchone()
-            if row is not None and row[0] == "accepted":
-                return msgspec.structs.replace(started, receipt=_json(row[1]))
-            if row is not None and row[0] == "rejected":
-                receipt = _json(row[1])
-                error = receipt.get("error") if isinstance(receipt, dict) else None
-                return ClientResponse(
-                    request_id=request.request_id,
-                    outcome="rejected",
-                    revision=started.revision,
-                    receipt=receipt,
-                    error=error
-                    if isinstance(error, str) and error
-                    else "Workflow step output failed validation",
-                )
+            verdict = self.verdict(request, submission_id, started)
+            if verdict is not None:
+                return verdict
             if time.monotonic() >= deadline:
                 return self._refused(
                     request,
@@ -266,6 +287,31 @@ class Host:
                     "unavailable",
                 )
             time.sleep(_POLL_SECONDS)
+
+    def verdict(
+        self, request: ClientRequest, submission_id: str, started: ClientResponse
+    ) -> ClientResponse | None:
+        """The answer of a submission once its worker's verdict is recorded, else None."""
+        row = self.store.connection.execute(
+            "SELECT s.outcome, b.content FROM interactive_submissions s"
+            " LEFT JOIN blobs b ON b.blob_hash = s.receipt_hash WHERE s.submission_id = ?",
+            (submission_id,),
+        ).fetchone()
+        if row is not None and row[0] == "accepted":
+            return msgspec.structs.replace(started, receipt=_json(row[1]))
+        if row is None or row[0] != "rejected":
+            return None
+        receipt = _json(row[1])
+        error = receipt.get("error") if isinstance(receipt, dict) else None
+        return ClientResponse(
+            request_id=request.request_id,
+            outcome="rejected",
+            revision=started.revision,
+            receipt=receipt,
+            error=error
+            if isinstance(error, str) and error
+            else "Workflow step output failed validation",
+        )
 
     def _prune(
         self,
@@ -317,13 +363,13 @@ class Host:
 
     def detach(self, session_id: str, now: int, epoch: str | None = None) -> bool:
         """The coordinator's connection ended (§10.5); False when there was none to detach."""
-        with self.store.transaction() as tx:
+        with self._transaction() as tx:
             ctx = _context(tx, now, self.actor, Cause(operation="session.detach"))
             return detach(ctx, session_id, epoch)
 
     def expire(self, now: int) -> list[tuple[str, str]]:
         """Begin the timeout of every expired interaction (§10.7); return (run, session) pairs."""
-        with self.store.transaction() as tx:
+        with self._transaction() as tx:
             ctx = _context(tx, now, self.actor, Cause(operation="host.expire"))
             try:
                 with tx.savepoint():
@@ -333,7 +379,7 @@ class Host:
 
     def recover(self, now: int, heartbeat: int | None) -> int:
         """Host recovery (§10.6) after a host whose last heartbeat was ``heartbeat``."""
-        with self.store.transaction() as tx:
+        with self._transaction() as tx:
             ctx = _context(tx, now, self.actor, Cause(operation="host.recover"))
             return recover_turns(ctx, heartbeat)
 
@@ -341,7 +387,7 @@ class Host:
 
     def launch(self, run_id: str, now: int) -> LaunchEnvelope:
         """Claim a queued or resumable parked run for a new worker and return its envelope."""
-        with self.store.transaction() as tx:
+        with self._transaction() as tx:
             cause = Cause(operation="worker.launch")
             ctx = _context(tx, now, Actor(type="host", id=self.actor.id), cause)
             try:
@@ -352,7 +398,7 @@ class Host:
 
     def worker(self, message: WorkerMessage, now: int) -> WorkerResponse:
         """Answer one worker message (DOMAIN §14 handling order)."""
-        with self.store.transaction() as tx:
+        with self._transaction() as tx:
             cause = Cause(
                 operation=message.operation,
                 worker_epoch=message.worker_epoch,

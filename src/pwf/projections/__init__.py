@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pwf.projections import (
     blobs,
+    host,
     host_commands,
     interactions,
     messages,
@@ -65,5 +66,6 @@ PROJECTIONS: tuple[Projection, ...] = (
     sessions,
     workers,
     run_view_content,
+    host,
 )
 """Every registered read model, in the order they are applied."""

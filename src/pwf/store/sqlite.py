@@ -168,6 +168,15 @@ class SqliteTransaction:
             self._staged_batch = self._head.batch + 1
         return self._seal_and_write(events, self._staged_batch, at, actor, cause)
 
+    def new_batch(self) -> None:
+        """Let the next :meth:`stage` open a new batch, as a new transaction would.
+
+        A served host decides several commands in one write transaction
+        (group commit); each still gets its own batch, so the log is the one
+        that one transaction per command would have written.
+        """
+        self._staged_batch = None
+
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """Undo everything written inside the block if it raises, keep the rest."""

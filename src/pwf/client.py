@@ -1,0 +1,246 @@
+"""A small typed client of a served host: connect, check the hello, request, read events.
+
+Imports the standard library and :mod:`pwf.errors` only, so ``pwf call``
+starts fast; a request given as a dict is encoded with :mod:`pwf.canonical`,
+imported when first needed.  One :class:`HostClient` is one connection.
+Responses are matched to requests by ``requestId`` (a host may answer out of
+order); events and answers to other requests that arrive meanwhile are kept
+until they are asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Self
+
+from pwf.errors import PwfError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = [
+    "CLIENT_SCHEMA",
+    "PACKAGE_VERSION",
+    "HelloError",
+    "HostClient",
+    "HostUnavailableError",
+    "default_db",
+    "socket_path",
+]
+
+CLIENT_SCHEMA: Final = "pi-workflows.client.v1"
+PACKAGE_VERSION: Final = "0.16.1"
+MAX_LINE_BYTES: Final = 1_048_576
+CONNECT_SECONDS: Final = 2.0
+"""The original client waits this long for the connection and again for the hello."""
+
+
+class HostUnavailableError(PwfError):
+    """No host answers on the socket, or the connection was lost."""
+
+
+class HelloError(PwfError):
+    """The host did not greet first, or runs another version of the protocol."""
+
+
+def default_db() -> Path:
+    """The database ``--db`` defaults to: ``$PWF_DB``, else ``./.pwf/state.db``."""
+    return Path(os.environ.get("PWF_DB") or Path(".pwf") / "state.db").absolute()
+
+
+def socket_path(db: str | os.PathLike[str]) -> Path:
+    """``<dirname(db)>/host/host.sock`` (HOST §1.1)."""
+    return Path(db).absolute().parent / "host" / "host.sock"
+
+
+class HostClient:
+    """One connection to a served host."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        """Wrap a connected socket; :meth:`connect` reads and checks the hello."""
+        self._sock = sock
+        self._buffer = b""
+        self.hello: dict[str, object] = {}
+        self._responses: dict[str, tuple[dict[str, object], bytes]] = {}
+        self._events: deque[dict[str, object]] = deque()
+
+    @property
+    def connection_id(self) -> str:
+        """The id the host gave this connection in its hello."""
+        return str(self.hello.get("connectionId"))
+
+    @classmethod
+    def connect(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = CONNECT_SECONDS,
+        version: str = PACKAGE_VERSION,
+    ) -> Self:
+        """Connect, read the hello and check its version (HOST §1.10-§1.11).
+
+        Raises:
+            HostUnavailableError: nothing listens on ``path``.
+            HelloError: the first line is not a hello, or its version is not ``version``.
+        """
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(os.fspath(path))
+        except OSError as error:
+            sock.close()
+            raise HostUnavailableError(f"no workflow host answers on {path}: {error}") from None
+        client = cls(sock)
+        try:
+            first = client._read_line()
+        except (HostUnavailableError, TimeoutError):
+            sock.close()
+            raise HelloError("Workflow host did not send hello first") from None
+        hello = _decode(first)
+        if hello.get("type") != "hello" or hello.get("schema") != CLIENT_SCHEMA:
+            sock.close()
+            raise HelloError("Workflow host did not send hello first")
+        if hello.get("packageVersion") != version:
+            sock.close()
+            raise HelloError(
+                f"Workflow client version mismatch: host {hello.get('packageVersion')},"
+                f" client {version}. Install matching pi-workflows and piw packages."
+            )
+        sock.settimeout(None)
+        client.hello = hello
+        return client
+
+    def send(self, line: bytes) -> None:
+        """Send one request line (canonical JSON, without its newline).
+
+        Raises:
+            HostUnavailableError: the connection is lost.
+        """
+        try:
+            self._sock.sendall(line + b"\n")
+        except OSError as error:
+            raise HostUnavailableError(f"the workflow host connection was lost: {error}") from None
+
+    def request(self, request: bytes | dict[str, object]) -> dict[str, object]:
+        """Send a request and wait for the response with its ``requestId``.
+
+        Raises:
+            HostUnavailableError: the connection is lost before the answer.
+        """
+        if isinstance(request, dict):
+            from pwf import canonical  # noqa: PLC0415 - only callers that pass objects need it
+
+            line = canonical.encode(request)
+            request_id = request["requestId"]
+        else:
+            line = request
+            request_id = _decode(request).get("requestId")
+        self.send(line)
+        return self.response(str(request_id))[0]
+
+    def response(self, request_id: str) -> tuple[dict[str, object], bytes]:
+        """The response to ``request_id`` and its line, keeping other messages read meanwhile.
+
+        Raises:
+            HostUnavailableError: the connection is lost before the answer.
+        """
+        while request_id not in self._responses:
+            self._receive()
+        return self._responses.pop(request_id)
+
+    def events(self, timeout: float | None = None) -> Iterator[dict[str, object]]:
+        """Yield events as they come; stop after ``timeout`` seconds without one.
+
+        Raises:
+            HostUnavailableError: the connection is lost.
+        """
+        while True:
+            while self._events:
+                yield self._events.popleft()
+            self._sock.settimeout(timeout)
+            try:
+                self._receive()
+            except TimeoutError:
+                return
+            finally:
+                self._sock.settimeout(None)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._sock.close()
+
+    def __enter__(self) -> Self:
+        """Use as a context manager that closes on exit."""
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        """Close the connection."""
+        self.close()
+
+    def _receive(self) -> None:
+        line = self._read_line()
+        message = _decode(line)
+        if message.get("type") == "response":
+            self._responses[str(message.get("requestId"))] = (message, line)
+        else:
+            self._events.append(message)
+
+    def _read_line(self) -> bytes:
+        while (newline := self._buffer.find(b"\n")) < 0:
+            if len(self._buffer) > MAX_LINE_BYTES:
+                raise HostUnavailableError("the workflow host sent a line over 1 MiB")
+            try:
+                chunk = self._sock.recv(1 << 16)
+            except TimeoutError:
+                raise
+            except OSError as error:
+                raise HostUnavailableError(
+                    f"the workflow host connection was lost: {error}"
+                ) from None
+            if not chunk:
+                raise HostUnavailableError("the workflow host closed the connection")
+            self._buffer += chunk
+        line, self._buffer = self._buffer[:newline], self._buffer[newline + 1 :]
+        return line
+
+
+def _decode(line: bytes) -> dict[str, object]:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        raise HostUnavailableError("the workflow host sent a line that is not JSON") from None
+    if not isinstance(value, dict):
+        raise HostUnavailableError("the workflow host sent a line that is not an object")
+    return value
+
+
+def wait_for_host(
+    path: str | os.PathLike[str],
+    *,
+    timeout: float,
+    version: str = PACKAGE_VERSION,
+) -> HostClient:
+    """Connect, retrying until a host answers or ``timeout`` seconds have passed.
+
+    Raises:
+        HostUnavailableError: no host answered in time.
+        HelloError: a host answered with the wrong hello.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            return HostClient.connect(path, version=version)
+        except HostUnavailableError:
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
+
+
+__all__ += ["wait_for_host"]

@@ -1,0 +1,310 @@
+"""``pwf serve``: the long-running host of one state database (HOST §1).
+
+An edge room: imports the served host, the store, the read model and the
+protocol.  The event loop owns the socket, the connections and the timers;
+every decision goes to the one writer thread (:mod:`pwf.server._writer`),
+which commits them in groups and settles each answer only after its commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import logging
+import os
+import secrets
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from pwf.errors import CommandError, PwfError
+from pwf.host.served import STOPPING, Identity, ServedHost
+from pwf.protocol.client import ClientResponse
+from pwf.readmodel import ReadModel
+from pwf.server._connections import PACKAGE_VERSION, Connection
+from pwf.server._process import (
+    HostPaths,
+    acquire_lock,
+    reap_orphans,
+    release_lock,
+    start_identity,
+)
+from pwf.server._writer import Writer
+from pwf.store.sqlite import SqliteStore, Synchronous
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from pwf.host.served import Recovery
+    from pwf.protocol.client import ClientRequest
+
+__all__ = ["PACKAGE_VERSION", "HostPaths", "Options", "Server", "serve"]
+
+log = logging.getLogger("pwf.server")
+
+SUBMIT_POLL_SECONDS: Final = 0.025
+"""``interaction.submit`` looks for its verdict this often, as the original does (HOST §1.13)."""
+STOP_GRACE_SECONDS: Final = 30.0
+"""How long a stop waits for the requests in flight before it closes their sockets."""
+
+
+def wall_clock() -> int:
+    """Milliseconds since the epoch."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class Options:
+    """How a host runs; tests inject the clock, ids and timer periods."""
+
+    db: Path
+    synchronous: Synchronous = "FULL"
+    busy_timeout_ms: int = 5_000
+    lease_ms: int = 30_000
+    heartbeat_ms: int = 10_000
+    poll_ms: int = 2_000
+    clock: Callable[[], int] = wall_clock
+    host_id: str = field(default_factory=lambda: f"host-{uuid.uuid4()}")  # noqa: TID251 - the edge
+    token: str = field(
+        default_factory=lambda: (
+            base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
+        )
+    )
+    new_epoch: Callable[[], str] | None = None
+    signals: bool = True
+
+
+class Server:
+    """One host: lock, claim, listener, timers, connections."""
+
+    def __init__(self, options: Options) -> None:
+        """Name the host's paths; nothing is touched before :meth:`start`.
+
+        Raises:
+            InputError: the socket path is too long for a Unix socket.
+        """
+        self.options = options
+        self.paths = HostPaths(options.db)
+        self.clock = options.clock
+        self.writer: Writer | None = None
+        self.recovery: Recovery | None = None
+        self.connections: set[Connection] = set()
+        self.stopping = False
+        self.stopped = asyncio.Event()
+        self.exit_code = 0
+        self._listener: asyncio.AbstractServer | None = None
+        self._timers: list[asyncio.Task[None]] = []
+        self._locked = False
+        self._stop_task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ start
+
+    async def start(self) -> None:
+        """HOST §1.5 in order; on any failure undo what was taken and re-raise."""
+        paths = self.paths
+        paths.create()
+        pid = os.getpid()
+        identity = start_identity(pid)
+        if identity is None:
+            raise PwfError("Cannot attest the workflow host process start identity")
+        acquire_lock(paths.lock, pid, identity, self.options.host_id)
+        self._locked = True
+        try:
+            reaped = reap_orphans(paths.children)
+            log.info("reaped %d exact orphan process(es)", reaped)
+            await self._claim(Identity(self.options.host_id, pid, identity))
+            await self._listen()
+        except BaseException:
+            await self._undo()
+            raise
+        self._timers = [
+            asyncio.create_task(self._every(self.options.heartbeat_ms, self._heartbeat)),
+            asyncio.create_task(self._every(self.options.poll_ms, self._poll)),
+        ]
+        if self.options.signals:
+            loop = asyncio.get_running_loop()
+            for number in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(number, self.request_stop)
+        assert self.recovery is not None
+        log.info("ready on %s at epoch %d", paths.socket, self.recovery.epoch)
+        await self._poll()
+
+    async def _claim(self, identity: Identity) -> None:
+        options = self.options
+
+        def open_host() -> tuple[SqliteStore, ServedHost]:
+            read_model = ReadModel()
+            store = SqliteStore(
+                options.db,
+                synchronous=options.synchronous,
+                busy_timeout_ms=options.busy_timeout_ms,
+                hooks=[read_model],
+            )
+            with store.transaction() as tx:
+                read_model.install(tx.connection)
+            return store, ServedHost(store, identity, new_epoch=options.new_epoch)
+
+        self.writer = await asyncio.to_thread(Writer, open_host)
+        token_hash = hashlib.sha256(options.token.encode()).hexdigest()
+        self.recovery = await self.writer.submit(
+            lambda host: host.start(token_hash, options.lease_ms, self.clock())
+        )
+
+    async def _listen(self) -> None:
+        socket_path = self.paths.socket
+        with contextlib.suppress(FileNotFoundError):
+            socket_path.unlink()
+        self._listener = await asyncio.start_unix_server(self._accept, path=str(socket_path))
+        socket_path.chmod(0o600)
+
+    async def _undo(self) -> None:
+        """A start failed: close the listener, release the claim, remove socket and lock."""
+        if self._listener is not None:
+            self._listener.close()
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                await self.writer.submit(lambda host: host.release(self.clock()))
+            await asyncio.to_thread(self.writer.close)
+        self._remove_files()
+
+    def _remove_files(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.paths.socket.unlink()
+        if self._locked:
+            release_lock(self.paths.lock, self.options.host_id)
+            self._locked = False
+
+    # ------------------------------------------------------------------ timers
+
+    async def _every(self, period_ms: int, tick: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(period_ms / 1000)
+            await tick()
+
+    async def _heartbeat(self) -> None:
+        writer = self.writer
+        assert writer is not None
+        try:
+            await writer.submit(lambda host: host.renew(self.options.lease_ms, self.clock()))
+        except CommandError as error:
+            log.error("host claim lost: %s", error)  # noqa: TRY400 - one line, no traceback
+            self.exit_code = 3
+            self.request_stop()
+
+    async def _poll(self) -> None:
+        """Interaction expiry (DOMAIN §10.7); a failed pass is logged and tried again."""
+        writer = self.writer
+        assert writer is not None
+        try:
+            await writer.submit(lambda host: host.expire(self.clock()))
+        except PwfError as error:
+            log.warning("interaction expiry failed: %s", error)
+
+    # ------------------------------------------------------------------ connections
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = Connection(reader, writer)
+        if self.stopping:
+            connection.close()
+            return
+        self.connections.add(connection)
+        try:
+            await connection.serve(self._answer, self._after)
+            await connection.drained()
+        finally:
+            self.connections.discard(connection)
+            if not self.stopping and self.writer is not None:
+                with contextlib.suppress(PwfError):
+                    await self.writer.submit(
+                        lambda host: host.detach_connection(connection.id, self.clock())
+                    )
+
+    async def _answer(self, connection: Connection, request: ClientRequest) -> ClientResponse:
+        writer = self.writer
+        assert writer is not None
+        alone = request.operation in ("state.backup", "state.prune")
+        response, submission = await writer.submit(
+            lambda host: host.decide(request, self.clock(), connection.id), alone=alone
+        )
+        while submission is not None:
+            if self.stopping or connection.closed:
+                return ClientResponse(
+                    request_id=request.request_id,
+                    outcome="unavailable",
+                    error="Workflow host stopped while validating the submission",
+                )
+            await asyncio.sleep(SUBMIT_POLL_SECONDS)
+            verdict = await writer.submit(_verdict(request, submission, response), read=True)
+            if verdict is not None:
+                return verdict
+        return response
+
+    def _after(self, request: ClientRequest, response: ClientResponse) -> None:
+        """``host.stop`` stops once its answer is written (HOST §1.17)."""
+        if request.operation == "host.stop" and response.outcome == "accepted":
+            asyncio.get_running_loop().call_soon(self.request_stop)
+
+    # ------------------------------------------------------------------ stop
+
+    def request_stop(self) -> None:
+        """Begin stopping (idempotent): from a signal, ``host.stop`` or a lost claim."""
+        if self._stop_task is None:
+            self._stop_task = asyncio.get_running_loop().create_task(self.stop())
+
+    async def stop(self) -> None:
+        """Finish what is in flight, answer the rest ``unavailable``, release, clean up."""
+        if self.stopping:
+            return
+        self.stopping = True
+        writer = self.writer
+        if writer is not None and writer.host is not None:
+            writer.host.stopping = True
+        for timer in self._timers:
+            timer.cancel()
+        if self._listener is not None:
+            self._listener.close()
+        inflight = [task for connection in self.connections for task in connection.tasks]
+        if inflight:
+            await asyncio.wait(inflight, timeout=STOP_GRACE_SECONDS)
+        for connection in list(self.connections):
+            connection.close()
+        if writer is not None:
+            try:
+                await writer.submit(lambda host: host.release(self.clock()))
+            except PwfError as error:
+                log.warning("releasing the claim failed: %s", error)
+            await asyncio.to_thread(writer.close)
+        self._remove_files()
+        log.info("stopped")
+        self.stopped.set()
+
+
+def _verdict(
+    request: ClientRequest, submission: str, started: ClientResponse
+) -> Callable[[ServedHost], ClientResponse | None]:
+    """One look for a submission's verdict, bound to this submission."""
+    return lambda host: host.verdict(request, submission, started)
+
+
+async def _main(options: Options) -> int:
+    server = Server(options)
+    await server.start()
+    await server.stopped.wait()
+    return server.exit_code
+
+
+def serve(options: Options) -> int:
+    """Run a host in the foreground until it stops; its exit code.
+
+    Raises:
+        PwfError: the host could not start (another host, no identity, bad path).
+    """
+    return asyncio.run(_main(options))
+
+
+__all__ += ["STOPPING", "wall_clock"]
