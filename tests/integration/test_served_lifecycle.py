@@ -11,7 +11,6 @@ import json
 import signal
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,6 +19,7 @@ from pwf.client import HostClient, HostUnavailableError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from tests.integration._harness import ATTEMPT, NODE, Fixture
     from tests.integration._served import Served, line, pwf, rows, run_start, short_dir, until
@@ -275,7 +275,7 @@ class TestCrash:
             assert ("host.recovery", claimed_at - max(heartbeat, turn_started)) == (cause, idle)
             status, deadline, _ = _attempt(db)
             assert ("interrupted", before[1] + idle) == (status, deadline)
-            retried = sorted(acknowledged)[0]
+            retried = min(acknowledged)
             number = int(retried.split("-")[1])
             result = pwf(
                 "call",

@@ -257,8 +257,12 @@ class Server:
             self._stop_task = asyncio.get_running_loop().create_task(self.stop())
 
     async def stop(self) -> None:
-        """Finish what is in flight, answer the rest ``unavailable``, release, clean up."""
+        """Finish what is in flight, answer the rest ``unavailable``, release, clean up.
+
+        A second call waits for the first to finish.
+        """
         if self.stopping:
+            await self.stopped.wait()
             return
         self.stopping = True
         writer = self.writer

@@ -15,6 +15,7 @@ outside any write transaction, against committed state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
@@ -51,7 +52,8 @@ class _Job(Generic[T]):
         self.read = read
 
     def settle(self, value: object, error: BaseException | None) -> None:
-        self.loop.call_soon_threadsafe(_settle, self.future, value, error)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            self.loop.call_soon_threadsafe(_settle, self.future, value, error)
 
 
 def _settle(future: asyncio.Future[Any], value: object, error: BaseException | None) -> None:
