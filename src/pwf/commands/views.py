@@ -112,6 +112,16 @@ def run_view(ctx: Context, run: Row) -> dict[str, object]:
     }
 
 
+def _host_state(ctx: Context) -> str:
+    """``running`` under a live served claim (HOST §3.1), else ``direct`` (ADR 0010)."""
+    if not ctx.value("SELECT count(*) FROM sqlite_master WHERE name = 'host_state'"):
+        return "direct"
+    live = ctx.value(
+        "SELECT count(*) FROM host_state WHERE host_id IS NOT NULL AND expires_at > ?", ctx.now
+    )
+    return "running" if live else "direct"
+
+
 def host_counts(ctx: Context) -> dict[str, object]:
     """``host.status``: counts read from the projections."""
 
@@ -130,7 +140,7 @@ def host_counts(ctx: Context) -> dict[str, object]:
         ),
         "queuedRuns": count("SELECT count(*) FROM run_queue WHERE status = 'queued'"),
         "runningRuns": count("SELECT count(*) FROM runs WHERE status = 'running'"),
-        "state": "direct",
+        "state": _host_state(ctx),
         "waitingRuns": count("SELECT count(*) FROM runs WHERE status = 'waiting'"),
         "workers": count(
             "SELECT count(*) FROM run_workers WHERE status IN ('starting', 'running')"
