@@ -11,7 +11,9 @@ library, bytes on disk per event, WAL bytes per request) and
 PostgreSQL with 1 and 3 hosts, against a raw psycopg floor and the
 ``eventsourcing`` library) and :mod:`bench.bench_startup` (whole-process
 start-up of the hot verbs against
-``python -c "import sqlite3, json"``) and :mod:`bench.bench_log` (rebuild,
+``python -c "import sqlite3, json"``) and :mod:`bench.bench_serve` (durable
+requests/s and p50/p99 latency through a served host at 1, 4, 16 and 64 clients
+beside ``pwf request`` and a raw-SQLite floor) and :mod:`bench.bench_log` (rebuild,
 replay, verify, check, diff and digest of a generated log of
 ``--log-events`` events, 1 000 000 by default, against raw-SQLite read
 floors) and prints their lines under a header naming the
@@ -52,6 +54,7 @@ from bench import (
     bench_durable,
     bench_log,
     bench_postgres,
+    bench_serve,
     bench_startup,
 )
 
@@ -93,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     print()
     for line in bench_startup.run(11 if args.quick else 21):
+        print(line, flush=True)
+    print()
+    for line in bench_serve.run(*((2, 1.5) if args.quick else (3, 3.0))):
         print(line, flush=True)
     print()
     for line in bench_log.run(log_events):

@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import stat
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -293,6 +294,40 @@ class TestCall:
         answers = [json.loads(text) for text in result.stdout.splitlines()]
         assert ["r-1", "s-1", "r-1"] == [answer["requestId"] for answer in answers]
         assert ["accepted", "accepted", "adopted"] == [answer["outcome"] for answer in answers]
+
+    def test_call_reconnects_to_the_next_host(self, db: Path) -> None:
+        """A line sent while no host runs waits for the next one; a repeated line is adopted."""
+        import subprocess  # noqa: PLC0415 - only these tests keep a pwf call running
+
+        first = Served(db)
+        call = subprocess.Popen(
+            [str(Path(sys.executable).with_name("pwf")), "call", "--db", str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert call.stdin is not None
+        assert call.stdout is not None
+        try:
+            call.stdin.write(run_start(1) + b"\n")
+            call.stdin.flush()
+            assert "accepted" == json.loads(call.stdout.readline())["outcome"]
+            assert 0 == first.terminate()
+            call.stdin.write(run_start(2) + b"\n" + run_start(1) + b"\n")
+            call.stdin.flush()
+            second = Served(db)
+            try:
+                assert "accepted" == json.loads(call.stdout.readline())["outcome"]
+                assert "adopted" == json.loads(call.stdout.readline())["outcome"]
+                call.stdin.close()
+                assert 0 == call.wait(60)
+            finally:
+                second.close()
+        finally:
+            first.close()
+            if call.poll() is None:
+                call.kill()
+                call.wait(60)
+            call.stdout.close()
 
     def test_call_refuses_a_line_that_is_not_a_request_and_goes_on(self, host: Served) -> None:
         """A bad line is one ``line N: why`` on stderr and exit 2; the next line still runs."""

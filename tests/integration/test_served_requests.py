@@ -7,15 +7,14 @@ process would record it.
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from tests.integration._harness import ATTEMPT, NODE, REQUEST, Fixture
     from tests.integration._hosted import AT, Hosted
@@ -161,4 +160,24 @@ def test_maintenance_replays_before_the_stopping_check(fx: Fixture, tmp_path: Pa
             assert "unavailable" == client.request(fresh)["outcome"]
     finally:
         hosted.close()
-    assert json.loads('{"ok":1}')["ok"] == 1
+
+
+def test_heartbeat_renews_and_a_lost_claim_stops_the_host(fx: Fixture) -> None:
+    """A heartbeat appends host.renewed; one after the lease ran out stops the host, exit 3."""
+    db = _db(fx)
+    now = [AT]
+    hosted = Hosted(db, clock=lambda: now[0])
+    try:
+        now[0] = AT + 10_000
+        hosted.run(hosted.server._heartbeat())
+        assert [(AT + 10_000, AT + 40_000)] == rows(
+            db, "SELECT heartbeat_at, expires_at FROM host_state"
+        )
+        now[0] = AT + 40_000
+        hosted.run(hosted.server._heartbeat())
+        hosted.run(hosted.server.stopped.wait())
+        assert 3 == hosted.server.exit_code
+        assert not hosted.server.paths.socket.exists()
+        assert not hosted.server.paths.lock.exists()
+    finally:
+        hosted.close()

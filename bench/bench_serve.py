@@ -1,0 +1,212 @@
+"""The served host: durable recorded requests/s and latency at 1, 4, 16 and 64 clients.
+
+Each round starts ``pwf serve`` as a process on a fresh database
+(``synchronous=FULL``, the default) and, for each client count, runs that
+many client threads for a few seconds, each with its own connection and one
+request outstanding at a time (``run.start`` of a new run, recorded).  Beside
+it, in the same round:
+
+* **pwf request**: one process answering 1 000 such lines from stdin, each in
+  its own transaction (start-up included);
+* **floor**: plain :mod:`sqlite3` at ``synchronous=FULL``, one transaction per
+  request writing an event row and a command row: the commit rate of this disk.
+
+The served rate can pass the floor because many waiting requests share one
+commit (group commit, ADR 0028).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Final
+
+if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.harness import Rates
+
+from pwf import canonical
+from pwf.client import HostClient, socket_path, wait_for_host
+
+__all__ = ["main", "run"]
+
+PWF: Final = str(Path(sys.executable).with_name("pwf"))
+CLIENTS: Final = (1, 4, 16, 64)
+DIRECT_LINES: Final = 1000
+
+
+def _start(number: int, client: str) -> bytes:
+    return canonical.encode(
+        {
+            "clientId": client,
+            "idempotencyKey": f"k-{number}",
+            "operation": "run.start",
+            "payload": {
+                "definitionDigest": "d1",
+                "definitionSnapshot": {"nodes": ["draft"]},
+                "input": {"version": "1.0.0", "n": number},
+                "originSessionId": f"s-{number}",
+                "projectPath": "/srv/project",
+                "workflowName": "release-notes",
+                "workflowSource": "builtin",
+                "workflowSourceRef": "builtin:release-notes",
+            },
+            "requestId": f"r-{number}",
+            "runId": f"run-{number}",
+            "schema": "pi-workflows.client.v1",
+            "type": "request",
+        }
+    )
+
+
+def _init(db: Path) -> None:
+    subprocess.run([PWF, "init", "--db", str(db)], check=True, capture_output=True)
+
+
+def _served_round(db: Path, clients: int, seconds: float, base: int) -> tuple[float, list[float]]:
+    """Requests/s and every latency (s) of ``clients`` threads for ``seconds``."""
+    path = socket_path(db)
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    start = threading.Barrier(clients + 1)
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def work(index: int) -> None:
+        with HostClient.connect(path, timeout=30) as client:
+            number = base + index * 1_000_000
+            start.wait()
+            while not stop.is_set():
+                number += 1
+                began = time.perf_counter()
+                answer = client.request(_start(number, f"c-{index}"))
+                latencies[index].append(time.perf_counter() - began)
+                if answer["outcome"] != "accepted":
+                    failures.append(str(answer))
+                    return
+
+    threads = [threading.Thread(target=work, args=(index,)) for index in range(clients)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    if failures:
+        raise RuntimeError(failures[0])
+    every = [value for values in latencies for value in values]
+    return len(every) / elapsed, every
+
+
+def _direct(db: Path) -> float:
+    lines = b"\n".join(_start(number, "direct") for number in range(DIRECT_LINES)) + b"\n"
+    began = time.perf_counter()
+    subprocess.run([PWF, "request", "--db", str(db)], input=lines, check=True, capture_output=True)
+    return DIRECT_LINES / (time.perf_counter() - began)
+
+
+def _floor(db: Path, count: int = 400) -> float:
+    connection = sqlite3.connect(db, isolation_level=None)
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA synchronous = FULL")
+    connection.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+    connection.execute("CREATE TABLE commands (request_id TEXT PRIMARY KEY, receipt BLOB)")
+    body = _start(0, "floor") * 2
+    began = time.perf_counter()
+    for number in range(count):
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("INSERT INTO events (body) VALUES (?)", (body,))
+        connection.execute("INSERT INTO commands VALUES (?, ?)", (f"r-{number}", body[:200]))
+        connection.execute("COMMIT")
+    elapsed = time.perf_counter() - began
+    connection.close()
+    return count / elapsed
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
+    """Report lines: served rates and latencies per client count, beside direct and floor."""
+    workdir = Path(tempfile.mkdtemp(prefix="pwf-bench-", dir="/tmp"))
+    served = {clients: Rates(()) for clients in CLIENTS}
+    p50: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
+    p99: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
+    direct, floor = Rates(()), Rates(())
+    scaling: list[float] = []
+    try:
+        for round_no in range(rounds):
+            floor = floor.add(_floor(workdir / f"floor-{round_no}.db"))
+            direct_db = workdir / f"direct-{round_no}.db"
+            _init(direct_db)
+            direct = direct.add(_direct(direct_db))
+            db = workdir / f"served-{round_no}" / "state.db"
+            db.parent.mkdir()
+            _init(db)
+            host = subprocess.Popen(
+                [PWF, "serve", "--db", str(db)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                wait_for_host(socket_path(db), timeout=60).close()
+                rates = {}
+                for offset, clients in enumerate(CLIENTS):
+                    rate, latencies = _served_round(db, clients, seconds, offset * 100_000_000)
+                    rates[clients] = rate
+                    served[clients] = served[clients].add(rate)
+                    p50[clients].append(_percentile(latencies, 0.50) * 1000)
+                    p99[clients].append(_percentile(latencies, 0.99) * 1000)
+                scaling.append(rates[16] / rates[1])
+            finally:
+                host.send_signal(signal.SIGTERM)
+                host.wait(120)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    header = (
+        f"served host, durable recorded run.start requests (synchronous=FULL, {seconds:g} s"
+        f" per client count, {rounds} rounds, medians [min-max]):"
+    )
+    lines = [header]
+    lines.extend(
+        f"  {clients:>2} client{'s' if clients > 1 else ' '}  {served[clients].summary()}"
+        f"  p50 {statistics.median(p50[clients]):.1f} ms"
+        f"  p99 {statistics.median(p99[clients]):.1f} ms"
+        f"  ({served[clients].median / floor.median:.2f}x floor)"
+        for clients in CLIENTS
+    )
+    direct_line = (
+        f"  pwf request, {DIRECT_LINES} lines in one process  {direct.summary()}"
+        f"  ({direct.median / floor.median:.2f}x floor)"
+    )
+    lines += [
+        direct_line,
+        f"  floor, raw sqlite3 one transaction per request  {floor.summary()}",
+        f"  16 clients / 1 client  {statistics.median(scaling):.2f} (median of per-round ratios)",
+    ]
+    return lines
+
+
+def main() -> int:
+    """Run the served-host benchmark from the command line."""
+    quick = "--quick" in sys.argv
+    for line in run(2 if quick else 3, 1.5 if quick else 3.0):
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
