@@ -1,5 +1,5 @@
-"""``python -m pwf`` runs the command line."""
+"""``python -m pwf`` runs the command line (``pwf call`` on its light path)."""
 
-from pwf.cli import main
+from pwf._entry import main
 
 main()
