@@ -68,6 +68,19 @@ def test_overview_counts_and_diagnoses_what_waits(world_url: str) -> None:
     assert "queued-awaiting-worker" in page
 
 
+def test_overview_lists_what_pwf_status_lists(world_url: str, world_db: Path) -> None:
+    status = json.loads(pwf("status", "--db", str(world_db), "--json"))
+    expected = [(w["id"], w["sinceSeq"]) for w in status["interactions"] + status["runs"]]
+    _, _, page = get(world_url + "/")
+    rows = page[page.index('id="waiting"') :]
+    shown = re.findall(
+        r'class="waiting-(?:interaction|run)" href="[^"]+">([^<]+)</a>.*?seq (\d+)', rows, re.DOTALL
+    )
+    assert expected == [(html.unescape(name), int(seq)) for name, seq in shown]
+    for name, count in status["counts"].items():
+        assert f"{name} {count}" in text_of(page)
+
+
 def test_runs_filter_by_status_and_session(world_url: str) -> None:
     _, _, page = get(world_url + "/runs?status=completed")
     shown = set(re.findall(r'href="/run\?id=([^"&]+)"', page))

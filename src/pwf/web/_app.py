@@ -49,6 +49,20 @@ def _when(ms: object) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _duration(ms: object) -> str:
+    """Milliseconds as a short duration: ``1 h 2 min``, ``3 min 4 s``, ``5.6 s``."""
+    if not isinstance(ms, int):
+        return "-"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, second = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {second} s"
+    hours, minute = divmod(minutes, 60)
+    return f"{hours} h {minute} min"
+
+
 def html_bytes(text: str) -> bytes:
     """A rendered page as UTF-8; a lone surrogate, which UTF-8 cannot carry, as its escape."""
     return text.encode("utf-8", "backslashreplace")
@@ -63,6 +77,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     environment.filters["when"] = _when
+    environment.filters["duration"] = _duration
     return environment
 
 

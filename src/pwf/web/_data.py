@@ -1,9 +1,9 @@
 """What each page shows, read from one view: the explain reports, projection rows and events.
 
-The diagnosis and timelines are :func:`pwf.explain.explain_interaction` and
-:func:`pwf.explain.explain_run`, the counts are ``host.status``'s
-(:func:`pwf.commands.views.host_counts`); this module only gathers them with
-the rows around them (blobs, lineage, workers, events) for the templates.
+The overview is ``pwf status``'s (:func:`pwf.status.overview`), the
+diagnosis and timelines are :func:`pwf.explain.explain_interaction` and
+:func:`pwf.explain.explain_run`; this module only gathers them with the rows
+around them (blobs, lineage, workers, events) for the templates.
 """
 
 from __future__ import annotations
@@ -11,23 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from pwf.commands import Context
-from pwf.commands.views import host_counts
-from pwf.errors import InputError
 from pwf.events import CommandRecorded, DeadlineShifted, RunPaused, RunResumed, open_body
 from pwf.explain import explain_interaction, explain_run
 from pwf.readmodel import RowReader
+from pwf.status import overview
 
 if TYPE_CHECKING:
     from pwf.commands import Row
-    from pwf.explain import Explanation, Finding
     from pwf.store.sqlite import SqliteStore
     from pwf.web._source import View
 
 __all__ = [
     "PAGE",
     "EventRow",
-    "Waiting",
     "interaction_page",
     "log_page",
     "overview_page",
@@ -37,8 +33,6 @@ __all__ = [
 
 PAGE: Final = 50
 """Rows on one page of the runs list and of the log."""
-WAITING_SHOWN: Final = 100
-"""Waiting interactions and runs the overview diagnoses; the runs list has the rest."""
 RUN_STATUSES: Final = (
     "queued",
     "running",
@@ -48,16 +42,6 @@ RUN_STATUSES: Final = (
     "timed_out",
     "cancelled",
 )
-
-
-def _never(_events: object) -> object:
-    raise InputError("the web view never writes")
-
-
-def clock(store: SqliteStore, seq: int) -> int:
-    """The time a page is read at: that of its last seq, as ``pwf explain`` takes it."""
-    row = store.connection.execute("SELECT at FROM events WHERE seq = ?", (seq,)).fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def _rows(store: SqliteStore, sql: str, *params: object) -> list[Row]:
@@ -81,77 +65,21 @@ def _blob(store: SqliteStore, digest: bytes | None) -> str | None:
 # --------------------------------------------------------------------------- overview
 
 
-@dataclass(frozen=True)
-class Waiting:
-    """One waiting interaction or run with its diagnosis and since when."""
-
-    kind: str
-    id: str
-    run_id: str
-    status: str
-    session: str | None
-    diagnosis: tuple[Finding, ...]
-    since_seq: int | None
-    since_at: int | None
-
-
-def _since(store: SqliteStore, findings: tuple[Finding, ...]) -> tuple[int | None, int | None]:
-    seqs = [finding.since_seq for finding in findings if finding.since_seq is not None]
-    if not seqs:
-        return None, None
-    seq = max(seqs)
-    return seq, clock(store, seq)
-
-
 def overview_page(view: View) -> dict[str, Any]:
-    """Counts, and every pending interaction and unfinished run with its diagnosis."""
+    """``pwf status``: counts, everything waiting with its diagnosis and since when."""
     store = view.store
-    now = clock(store, view.seq)
-    connection = store.connection
-    connection.execute("BEGIN")
-    try:
-        counts = host_counts(Context(RowReader(connection), _never, now))
-        pending = _rows(
-            store,
-            "SELECT request_id, run_id, status, target_session_id FROM interactive_requests"
-            " WHERE status = 'pending' ORDER BY created_at, request_id LIMIT ?",
-            WAITING_SHOWN,
-        )
-        runs = _rows(
-            store,
-            "SELECT run_id, status, origin_session_id FROM runs"
-            " WHERE status IN ('queued', 'running', 'waiting') ORDER BY created_at, run_id LIMIT ?",
-            WAITING_SHOWN,
-        )
-        totals = _one(
-            store,
-            "SELECT count(*) AS runs, (SELECT count(*) FROM interactive_requests) AS requests,"
-            " (SELECT count(*) FROM events) AS events FROM runs",
-        )
-    finally:
-        connection.execute("COMMIT")
-    waiting = [
-        _waiting(store, "interaction", row["request_id"], row, explain_interaction)
-        for row in pending
-    ]
-    waiting += [_waiting(store, "run", row["run_id"], row, explain_run) for row in runs]
-    return {"counts": counts, "totals": totals, "waiting": waiting, "now": now}
-
-
-def _waiting(store: SqliteStore, kind: str, subject: str, row: Row, explain: Any) -> Waiting:  # noqa: ANN401
-    explanation: Explanation = explain(store, subject)
-    since_seq, since_at = _since(store, explanation.diagnosis)
-    session = row["target_session_id"] if kind == "interaction" else row["origin_session_id"]
-    return Waiting(
-        kind=kind,
-        id=subject,
-        run_id=row["run_id"],
-        status=row["status"],
-        session=session,
-        diagnosis=explanation.diagnosis,
-        since_seq=since_seq,
-        since_at=since_at,
+    found = overview(store)
+    totals = _one(
+        store,
+        "SELECT count(*) AS runs, (SELECT count(*) FROM interactive_requests) AS requests,"
+        " (SELECT count(*) FROM events) AS events FROM runs",
     )
+    return {
+        "overview": found,
+        "waiting": [*found.interactions, *found.runs],
+        "totals": totals,
+        "now": found.now,
+    }
 
 
 # --------------------------------------------------------------------------- runs
