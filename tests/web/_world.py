@@ -32,6 +32,8 @@ ATTEMPT: Final = "attempt-release-1"
 WAITING: Final = f"interaction-{WAITING_RUN}-{ATTEMPT}"
 HOSTILE_RUN: Final = 'run-<script>alert("x")</script>\''
 HOSTILE_TEXT: Final = "<script>alert('pwned')</script> \"quoted\" 'single' <b>&amp;</b>"
+HOSTILE_REQUEST: Final = f"interaction-{HOSTILE_RUN}-attempt-<x>"
+HOSTILE_FAILED: Final = "run-<b>failed</b>"
 
 
 def start_payload(session: str, value: object) -> dict[str, Any]:
@@ -254,7 +256,11 @@ def build(db: Path) -> None:
 
 
 def hostile(db: Path) -> None:
-    """A run whose id and input, and an interaction whose prompt, hold markup and quotes."""
+    """Ids, an input, a prompt, a submission and an error that hold markup, quotes and script.
+
+    One run waits on its interaction with a submission being validated; another failed
+    with a hostile error.
+    """
     world = World(db)
     try:
         value = {"text": HOSTILE_TEXT, "<img src=x onerror=alert(1)>": "\"'><svg onload=alert(2)>"}
@@ -262,6 +268,7 @@ def hostile(db: Path) -> None:
             0, "run.start", start_payload("session-<i>x</i>", value), run_id=HOSTILE_RUN
         )
         assert response.outcome == "accepted", response
+        attempt = "attempt-<x>"
         env = world.host.launch(HOSTILE_RUN, T0 + 10)
         r = world.worker(20, env, "worker.ready", {}, 0)
         r = world.worker(
@@ -270,7 +277,7 @@ def hostile(db: Path) -> None:
             "node.started",
             {"nodeId": "draft", "timeoutMs": 600_000},
             r.revision,
-            attemptId="attempt-<x>",
+            attemptId=attempt,
         )
         world.worker(
             40,
@@ -278,7 +285,30 @@ def hostile(db: Path) -> None:
             "interaction.request",
             {"contract": {"prompt": HOSTILE_TEXT}},
             r.revision,
-            attemptId="attempt-<x>",
+            attemptId=attempt,
         )
+        status = world.request(50, "run.status", None, run_id=HOSTILE_RUN)
+        submit = {
+            "requestId": HOSTILE_REQUEST,
+            "attempt": attempt,
+            "step": "draft",
+            "submissionId": "sub-<script>",
+            "value": {"notes": HOSTILE_TEXT},
+        }
+        revision = status.receipt["interactions"][0]["revision"]  # type: ignore[index]
+        world.request(
+            60, "interaction.submit", submit, run_id=HOSTILE_RUN, expected_revision=revision
+        )
+        _failed_run(world)
     finally:
         world.close()
+
+
+def _failed_run(world: World) -> None:
+    response = world.request(
+        100, "run.start", start_payload("session-f", {}), run_id=HOSTILE_FAILED
+    )
+    assert response.outcome == "accepted", response
+    env = world.host.launch(HOSTILE_FAILED, T0 + 110)
+    r = world.worker(120, env, "worker.ready", {}, 0)
+    world.worker(130, env, "run.finished", {"error": HOSTILE_TEXT, "status": "failed"}, r.revision)

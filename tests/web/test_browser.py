@@ -115,11 +115,21 @@ def test_an_operator_follows_a_waiting_interaction_back_in_time_and_to_its_run(
     shoot(page, "runs")
 
 
+def assert_inert(page: Any) -> None:
+    """No element that a hostile string would have made exists in the page."""
+    counts = page.evaluate(
+        "() => ['script', 'img', 'iframe', 'object', 'embed', 'b', 'i']"
+        ".map(tag => [tag, document.getElementsByTagName(tag).length])"
+    )
+    assert [] == [(tag, count) for tag, count in counts if count], page.url
+
+
 def test_hostile_strings_render_as_text_and_nothing_runs(
     browser: Any,
     hostile_db: Path,
 ) -> None:
     dialogs: list[str] = []
+    errors: list[str] = []
     page = browser.new_page()
 
     def on_dialog(dialog: Any) -> None:
@@ -127,13 +137,12 @@ def test_hostile_strings_render_as_text_and_nothing_runs(
         dialog.dismiss()
 
     page.on("dialog", on_dialog)
-    errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    request = f"interaction-{_world.HOSTILE_RUN}-attempt-<x>"
     with serve(hostile_db) as base:
         page.goto(base + "/")
         assert _world.HOSTILE_RUN in page.locator("#waiting").inner_text()
         shoot(page, "hostile-overview")
+        assert_inert(page)
         page.locator("a.waiting-run", has_text=_world.HOSTILE_RUN).click()
         page.wait_for_load_state()
         assert _world.HOSTILE_RUN == page.locator("#subject").inner_text()
@@ -141,20 +150,29 @@ def test_hostile_strings_render_as_text_and_nothing_runs(
         assert _world.HOSTILE_TEXT == shown["text"]
         assert "\"'><svg onload=alert(2)>" == shown["<img src=x onerror=alert(1)>"]
         shoot(page, "hostile-run")
-        page.locator("a", has_text=request).first.click()
+        assert_inert(page)
+        page.locator("a", has_text=_world.HOSTILE_REQUEST).first.click()
         page.wait_for_load_state()
-        assert request == page.locator("#subject").inner_text()
+        assert _world.HOSTILE_REQUEST == page.locator("#subject").inner_text()
         assert {"prompt": _world.HOSTILE_TEXT} == json.loads(page.locator("#contract").inner_text())
+        payload = page.locator("#submissions pre").inner_text()
+        assert {"notes": _world.HOSTILE_TEXT} == json.loads(payload)
+        assert "sub-<script>" in page.locator("#submissions").inner_text()
         shoot(page, "hostile-interaction")
-        for path in ("/runs", "/log", "/runs?session=session-<i>x</i>"):
+        assert_inert(page)
+        page.goto(base + "/runs?status=failed")
+        page.locator("a", has_text=_world.HOSTILE_FAILED).click()
+        page.wait_for_load_state()
+        assert _world.HOSTILE_FAILED == page.locator("#subject").inner_text()
+        assert _world.HOSTILE_TEXT == json.loads(
+            page.locator("pre.value[data-name=error]").inner_text()
+        )
+        assert_inert(page)
+        for path in ("/runs", "/log", "/runs?session=session-<i>x</i>", "/?at=12"):
             page.goto(base + path)
             assert _world.HOSTILE_RUN in page.locator("main").inner_text()
+            assert_inert(page)
         shoot(page, "hostile-log")
-        counts = page.evaluate(
-            "() => ['script', 'img', 'iframe', 'object', 'embed', 'b', 'i']"
-            ".map(tag => document.getElementsByTagName(tag).length)"
-        )
-    assert [0, 0, 0, 0, 0, 0, 0] == counts
     assert [] == dialogs
     assert [] == errors
 
