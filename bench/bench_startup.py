@@ -1,12 +1,15 @@
 """Whole-process start-up of the hot verbs against ``python -c "import sqlite3, json"``.
 
-Each round runs, one after the other and each round starting one case later, the floor
-(the interpreter importing sqlite3 and json), ``pwf --version``, a one-line
-``pwf request`` (``run.status`` of a run that does not exist, so every round
-does the same work without growing the log) and, when the installed pwf has
-it, a one-line ``pwf call``; the ratio of each to the floor is taken within
-the round and the median over rounds is reported, so a busy neighbour slows
-numerator and floor alike.
+Each round runs, one after the other and each round starting one case
+later, the floor (the interpreter importing sqlite3 and json),
+``pwf --version``, a one-line ``pwf request`` (``run.status`` of a run that
+does not exist, so every round does the same work without growing the log)
+and, when the installed pwf has ``call`` and ``serve``, a one-line
+``pwf call`` to a ``pwf serve`` of another database that the benchmark
+starts and stops (``pwf request`` is refused while a host serves its
+database).  The ratio of each to the floor is taken within the round and
+the median over rounds is reported, so a busy neighbour slows numerator and
+floor alike.
 
 Start-up is measured on a regular (non-editable) install: an editable one
 has no compiled bytecode when ``PYTHONDONTWRITEBYTECODE`` is set, which adds
@@ -58,15 +61,39 @@ def _timed(argv: list[str], stdin: bytes, cwd: Path) -> float:
     return elapsed
 
 
-def _cases(python: str, pwf: str, db: Path) -> dict[str, tuple[list[str], bytes]]:
+def _served(pwf: str, db: Path, environment: dict[str, str]) -> subprocess.Popen[bytes] | None:
+    """A ``pwf serve`` of ``db`` that answers ``pwf call``, when this pwf has both verbs."""
+    helped = subprocess.run([pwf, "--help"], capture_output=True, check=True).stdout
+    if b"\n  call " not in helped or b"\n  serve " not in helped:
+        return None
+    subprocess.run([pwf, "init", "--db", str(db)], capture_output=True, check=True, env=environment)
+    server = subprocess.Popen(
+        [pwf, "serve", "--db", str(db)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=environment,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        probe = [pwf, "call", "--db", str(db), "--retry-for", "0"]
+        if subprocess.run(probe, input=_STATUS, capture_output=True, check=False).returncode == 0:
+            return server
+        time.sleep(0.2)
+    server.terminate()
+    server.wait()
+    raise RuntimeError("pwf serve did not answer pwf call within 30 s")
+
+
+def _cases(
+    python: str, pwf: str, db: Path, served: Path | None
+) -> dict[str, tuple[list[str], bytes]]:
     cases = {
         "floor": ([python, "-c", "import sqlite3, json"], b""),
         "pwf --version": ([pwf, "--version"], b""),
         "pwf request": ([pwf, "request", "--db", str(db)], _STATUS),
     }
-    helped = subprocess.run([pwf, "--help"], capture_output=True, check=True).stdout
-    if b"\n  call " in helped:
-        cases["pwf call"] = ([pwf, "call", "--db", str(db)], _STATUS)
+    if served is not None:
+        cases["pwf call"] = ([pwf, "call", "--db", str(served)], _STATUS)
     return cases
 
 
@@ -77,12 +104,14 @@ def run(rounds: int, python: str | None = None) -> list[str]:
     OUT.mkdir(exist_ok=True)
     workdir = Path(tempfile.mkdtemp(dir=OUT))
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PWF_")}
+    server = None
     try:
         db = workdir / "state.db"
         subprocess.run(
             [pwf, "init", "--db", str(db)], capture_output=True, check=True, env=environment
         )
-        cases = _cases(python, pwf, db)
+        server = _served(pwf, workdir / "served.db", environment)
+        cases = _cases(python, pwf, db, None if server is None else workdir / "served.db")
         for argv, stdin in cases.values():  # warm the page cache once
             _timed(argv, stdin, workdir)
         times: dict[str, list[float]] = {name: [] for name in cases}
@@ -95,6 +124,9 @@ def run(rounds: int, python: str | None = None) -> list[str]:
                 times[name].append(seconds)
                 ratios[name].append(seconds / sample["floor"])
     finally:
+        if server is not None:
+            server.terminate()
+            server.wait()
         shutil.rmtree(workdir, ignore_errors=True)
     lines = [f"start-up, whole process ({_install_kind(python)} install, {rounds} rounds):"]
     for name in cases:
