@@ -21,6 +21,7 @@ report says which kind of install it measured.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -51,14 +52,21 @@ def _install_kind(python: str) -> str:
     return "regular" if compiled and "site-packages" in where.parts else "editable"
 
 
-def _timed(argv: list[str], stdin: bytes, cwd: Path) -> float:
-    """Seconds from spawn to exit of one process; fails on a non-zero exit."""
+def _timed(argv: list[str], stdin: bytes, cwd: Path) -> tuple[float, float]:
+    """Wall seconds from spawn to exit of one process, and its CPU seconds (user + system).
+
+    The CPU time is what the process itself spent, so it moves less than the
+    wall time when neighbours keep the processors busy.  Fails on a non-zero exit.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     finished = subprocess.run(argv, input=stdin, capture_output=True, cwd=cwd, check=False)
     elapsed = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if finished.returncode != 0:
         raise RuntimeError(f"{argv} exited {finished.returncode}: {finished.stderr.decode()}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def _served(pwf: str, db: Path, environment: dict[str, str]) -> subprocess.Popen[bytes] | None:
@@ -116,22 +124,34 @@ def run(rounds: int, python: str | None = None) -> list[str]:
             _timed(argv, stdin, workdir)
         times: dict[str, list[float]] = {name: [] for name in cases}
         ratios: dict[str, list[float]] = {name: [] for name in cases}
+        cpus: dict[str, list[float]] = {name: [] for name in cases}
         order = list(cases)
         for round_no in range(rounds):
             turn = round_no % len(order)
             sample = {name: _timed(*cases[name], workdir) for name in order[turn:] + order[:turn]}
-            for name, seconds in sample.items():
+            for name, (seconds, cpu) in sample.items():
                 times[name].append(seconds)
-                ratios[name].append(seconds / sample["floor"])
+                ratios[name].append(seconds / sample["floor"][0])
+                cpus[name].append(cpu / sample["floor"][1])
     finally:
         if server is not None:
             server.terminate()
             server.wait()
         shutil.rmtree(workdir, ignore_errors=True)
-    lines = [f"start-up, whole process ({_install_kind(python)} install, {rounds} rounds):"]
+    lines = [
+        (
+            f"start-up, whole process ({_install_kind(python)} install, {rounds} rounds;"
+            " wall time, and CPU time in brackets):"
+        )
+    ]
     for name in cases:
         ms = statistics.median(times[name]) * 1000
-        shown = "" if name == "floor" else f"  {statistics.median(ratios[name]):.2f}x floor"
+        shown = (
+            ""
+            if name == "floor"
+            else f"  {statistics.median(ratios[name]):.2f}x floor"
+            f"  [CPU {statistics.median(cpus[name]):.2f}x]"
+        )
         label = 'python -c "import sqlite3, json"' if name == "floor" else name
         lines.append(f"  {label:34} {ms:6.1f} ms{shown}")
     return lines

@@ -47,6 +47,9 @@ HEAVY = (
     "pwf.store.jsonl",
     "pwf.host._prune",
     "pwf.host._backup",
+    "pwf.commands.prune",
+    "dataclasses",
+    "calendar",
 )
 """Modules (and their submodules) that the hot verbs must not import."""
 

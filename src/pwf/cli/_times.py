@@ -16,7 +16,6 @@ from typing import Final, Literal
 
 import click
 
-from pwf.commands.prune import iso_utc, parse_cutoff
 from pwf.protocol.client import MAX_SAFE_INTEGER
 
 __all__ = [
@@ -55,6 +54,8 @@ class _TimeParam(click.ParamType[int, object]):
             if number > MAX_SAFE_INTEGER:
                 self.fail(f"{text} is later than the latest time ({MAX_SAFE_INTEGER})", param, ctx)
             return number
+        from pwf.commands.prune import parse_cutoff  # noqa: PLC0415 - ISO 8601 only when given
+
         cutoff = parse_cutoff(text)
         if cutoff is None:
             self.fail(
@@ -117,6 +118,8 @@ def shown(ms: object, form: TimeFormat, now: int | None = None) -> str:
     if not isinstance(ms, int) or isinstance(ms, bool) or form == "raw":
         return str(ms)
     if form == "iso":
+        from pwf.commands.prune import iso_utc  # noqa: PLC0415 - the hot verbs print no times
+
         return iso_utc(ms)
     reference = wall_ms() if now is None else now
     span = reference - ms
