@@ -5,8 +5,11 @@
 statement per transaction): ``pwf init``, ``scripts/demo_traffic.py --runs 12
 --seed 11`` and ``scripts/demo_session.py``, 448 events in 195 batches, then
 checkpointed and vacuumed.  ``main-before-0033.digest`` is what ``pwf digest``
-printed for it then.  The file is committed rather than generated here
-because generating it here would run today's command path, not that one.
+printed for it then.  Projections added after it was written are not in
+it: the tests compare the tables it has, and give it the new ones with
+``pwf rebuild`` before they compare the live tables with a rebuild.  The
+file is committed rather than generated here because generating it here
+would run today's command path, not that one.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
     Run = Callable[..., Result]
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-DIGEST = (GOLDEN / "main-before-0033.digest").read_text()
+RECORDED = (GOLDEN / "main-before-0033.digest").read_text().splitlines()
 HEAD_SEQ = 448
 
 
@@ -46,25 +49,44 @@ def _checkpoints(path: Path) -> set[int]:
         connection.close()
 
 
+def _tables_then(run: Run, path: Path) -> list[str]:
+    """``pwf digest`` lines of the tables the database had when it was written.
+
+    Projections added since (a table the fixture lacks) are left out, and so
+    is the line over all tables, which covers them too.
+    """
+    digested = run("digest", str(path))
+    assert 0 == digested.exit_code, digested.output
+    names = {line.split()[1] for line in RECORDED if not line.endswith("  all")}
+    return [line for line in digested.output.splitlines() if line.split()[1] in names]
+
+
 def test_it_verifies_and_digests_as_it_did(run: Run, legacy: Path) -> None:
-    assert 0 == run("log", "verify", "--db", str(legacy)).exit_code
-    verified = run("verify", "--db", str(legacy))
-    assert (0, f"{HEAD_SEQ} events") == (verified.exit_code, verified.output.split("(")[1][:10])
-    assert DIGEST == run("digest", str(legacy)).output
+    verified = run("log", "verify", "--db", str(legacy))
+    assert (0, f"ok: {HEAD_SEQ} events,") == (
+        verified.exit_code,
+        verified.output.split(" chain")[0],
+    )
+    assert RECORDED[:-1] == _tables_then(run, legacy)
 
 
 def test_it_rebuilds_to_the_same_digest(run: Run, legacy: Path) -> None:
-    assert 0 == run("rebuild", "--db", str(legacy)).exit_code
-    assert DIGEST == run("digest", str(legacy)).output
+    rebuilt = run("rebuild", "--db", str(legacy))
+    assert 0 == rebuilt.exit_code, rebuilt.output
+    assert RECORDED[:-1] == _tables_then(run, legacy)
     assert {HEAD_SEQ} == _checkpoints(legacy)
+    verified = run("verify", "--db", str(legacy))
+    assert 0 == verified.exit_code, verified.output
 
 
 def test_new_writes_on_it_keep_live_equal_to_a_rebuild(
     run: Run, legacy: Path, client_line: Callable[..., bytes]
 ) -> None:
+    assert 0 == run("rebuild", "--db", str(legacy)).exit_code  # adds projections made since
     lines = b"".join(client_line(n, at=1_785_800_000_000 + n) for n in range(101, 104))
     answered = run("request", "--db", str(legacy), stdin=lines)
     assert (0, 3) == (answered.exit_code, answered.output.count('"outcome":"accepted"'))
     assert {HEAD_SEQ + 6} == _checkpoints(legacy)
-    assert 0 == run("verify", "--db", str(legacy)).exit_code
+    verified = run("verify", "--db", str(legacy))
+    assert 0 == verified.exit_code, verified.output
     assert 0 == run("log", "verify", "--db", str(legacy)).exit_code
