@@ -6,6 +6,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pwf.cli._options import open_store
 from pwf.commands.ids import message_id
 from pwf.host import Host
@@ -278,6 +280,7 @@ def test_c24_rejecting_a_submission(tmp_path: Path) -> None:
     fx.close()
 
 
+@pytest.mark.sqlite_only("two fresh databases in one test; on a shared log they are one")
 def test_c25_paused_run_blocks_answers(tmp_path: Path) -> None:
     """A paused run refuses interaction.submit and decision.answer with a conflict."""
     fx = Fixture.f(tmp_path / "s.db")

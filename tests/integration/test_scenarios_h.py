@@ -47,6 +47,8 @@ _QUEUE: Final = {
     "cancelled": "cancelled",
 }
 
+pytestmark = pytest.mark.sqlite_only("prune backs up and compacts the SQLite file itself")
+
 
 def _reserved(run_id: str, *, parent: str | None = None, options: object = None) -> RunReserved:
     lineage = {
