@@ -36,7 +36,9 @@ __all__ = [
     "ReadModel",
     "RowReader",
     "check_expressions",
+    "drop_views",
     "dump",
+    "install_views",
     "projection_tables",
     "rebuild_into",
 ]
@@ -351,3 +353,70 @@ def rebuild_into(
         with contextlib.suppress(sqlite3.Error):  # keep the fold's own error
             connection.execute("PRAGMA ignore_check_constraints = OFF")
     return count
+
+
+READABLE_PREFIX: Final = "readable_"
+"""Read-only views for people: ``readable_events`` and ``readable_<table>`` per projection."""
+
+
+def _readable(column: str, declared: str) -> str:
+    """One column of a readable view: BLOBs as lowercase hex, ``*_at`` times as ISO text."""
+    quoted = f'"{column}"'
+    if declared.upper() == "BLOB":
+        return f"lower(hex({quoted})) AS {quoted}"
+    if (column == "at" or column.endswith("_at")) and declared.upper() == "INTEGER":
+        iso = (
+            f"strftime('%Y-%m-%dT%H:%M:%S', {quoted} / 1000, 'unixepoch')"
+            f" || printf('.%03dZ', {quoted} % 1000)"
+        )
+        return f"CASE WHEN {quoted} IS NULL THEN NULL ELSE {iso} END AS {quoted}"
+    return quoted
+
+
+def readable_views(connection: sqlite3.Connection, schema: str = "main") -> list[str]:
+    """The names of the readable views a database holds."""
+    rows = connection.execute(
+        f"SELECT name FROM {schema}.sqlite_master WHERE type = 'view'"
+        f" AND name LIKE '{READABLE_PREFIX}%' ORDER BY name"
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def drop_views(connection: sqlite3.Connection, schema: str = "main") -> list[str]:
+    """Drop the readable views (before the tables they read are replaced); their names."""
+    names = readable_views(connection, schema)
+    for name in names:
+        connection.execute(f'DROP VIEW {schema}."{name}"')
+    return names
+
+
+def install_views(connection: sqlite3.Connection, schema: str = "main") -> list[str]:
+    """(Re)create the readable views over the log and every projection table; their names.
+
+    They are plain SQL views for ``sqlite3`` and Datasette users: hashes
+    (BLOB columns) as lowercase hex, times (integer ``at``/``*_at`` columns,
+    epoch milliseconds) as ISO 8601 text in UTC, the event body as JSON
+    text.  Nothing of pwf reads them; every listing of projection tables
+    (``pwf diff``, ``digest``, ``verify``, rebuild) takes tables only.
+    """
+    drop_views(connection, schema)
+    tables = connection.execute(
+        f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'"
+        " AND name NOT LIKE '\\_pwf\\_%' ESCAPE '\\'"
+        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name = 'events' DESC, name"
+    ).fetchall()
+    names = []
+    for (table,) in tables:
+        info = connection.execute(f'PRAGMA {schema}.table_info("{table}")').fetchall()
+        columns = [_readable(row[1], row[2]) for row in info]
+        if table == "events":
+            columns = [
+                "CAST(body AS TEXT) AS body" if row[1] == "body" else column
+                for row, column in zip(info, columns, strict=True)
+            ]
+        view = f"{READABLE_PREFIX}{table}"
+        connection.execute(
+            f'CREATE VIEW {schema}."{view}" AS SELECT {", ".join(columns)} FROM "{table}"'
+        )
+        names.append(view)
+    return names

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 from pwf.errors import ChainError, InputError, StoreError
 from pwf.events import LogCompacted, open_body
+from pwf.readmodel import drop_views, install_views
 from pwf.scratch import CHUNK, Progress, quote, scratch_fold, table_names, transaction
 
 if TYPE_CHECKING:
@@ -199,7 +200,12 @@ def rebuild(
 
 
 def _swap(connection: sqlite3.Connection) -> int:
-    """Replace the live projections and checkpoints by the rebuilt ones, in the open transaction."""
+    """Replace the live projections and checkpoints by the rebuilt ones, in the open transaction.
+
+    The readable views are dropped first and made again last, so the live
+    schema keeps its order: the log's objects, the projections', the views.
+    """
+    views = drop_views(connection, "live")
     for table in table_names(connection, "live"):
         connection.execute(f"DROP TABLE live.{quote(table)}")
     tables = table_names(connection, "main")
@@ -225,4 +231,6 @@ def _swap(connection: sqlite3.Connection) -> int:
         )
     connection.execute("DELETE FROM live._pwf_checkpoint")
     connection.execute("INSERT INTO live._pwf_checkpoint SELECT * FROM main._pwf_checkpoint")
+    if views:
+        install_views(connection, "live")
     return len(tables)

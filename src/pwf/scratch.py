@@ -21,7 +21,7 @@ from pwf.errors import ChainError
 from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
 from pwf.splitfold import fold
 from pwf.store import EMPTY, Head, origin_of
-from pwf.store.sqlite import FORMAT, HEAD_UPSERT, SCHEMA, translate_error
+from pwf.store.sqlite import APPLICATION_ID, FORMAT, HEAD_UPSERT, SCHEMA, translate_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -101,6 +101,7 @@ class ScratchFold:
                 self.connection.execute(
                     "INSERT INTO _pwf_meta (key, value) VALUES ('format', ?)", (FORMAT,)
                 )
+                self.connection.execute(f"PRAGMA main.application_id = {APPLICATION_ID}")
             else:
                 self.connection.execute(CHECKPOINT_TABLE)
             self.model.install(self.connection, defer_indexes=True)

@@ -17,7 +17,7 @@ import click
 
 from pwf.config import Settings
 from pwf.errors import ConfigError
-from pwf.readmodel import ReadModel
+from pwf.readmodel import ReadModel, install_views
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -120,6 +120,7 @@ def open_store(db: str | None, *, create: bool = False, read_only: bool = False)
     if create:
         with store.transaction() as tx:
             read_model.install(tx.connection)
+            install_views(tx.connection)
     return store
 
 

@@ -31,9 +31,24 @@ from pwf.store.rows import COLUMNS, columns, verify_rows
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["FORMAT", "HEAD_UPSERT", "SCHEMA", "SqliteStore", "SqliteTransaction", "translate_error"]
+__all__ = [
+    "APPLICATION_ID",
+    "FORMAT",
+    "HEAD_UPSERT",
+    "SCHEMA",
+    "SqliteStore",
+    "SqliteTransaction",
+    "translate_error",
+]
 
 FORMAT: Final = "pwf.store.v1"
+APPLICATION_ID: Final = 0x70776631
+"""``PRAGMA application_id`` of every pwf database: the bytes ``pwf1`` (1886873137).
+
+Tools that read the SQLite header (``file(1)``'s magic, ``sqlite3 .dbinfo``)
+tell a pwf file by it; a file with another program's id is not a pwf
+database, and one with 0 (made before pwf set it) still opens.
+"""
 Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
 
 SCHEMA: Final = (
@@ -336,6 +351,7 @@ class SqliteStore:
             self.connection.execute(
                 "INSERT OR IGNORE INTO _pwf_meta (key, value) VALUES ('format', ?)", (FORMAT,)
             )
+            self.connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     def _check_format(self) -> None:
         try:
@@ -344,6 +360,12 @@ class SqliteStore:
             ).fetchone()
         except sqlite3.OperationalError:
             row = None
+        application = self.connection.execute("PRAGMA application_id").fetchone()[0]
+        if application not in (0, APPLICATION_ID):
+            raise NotPwfDatabaseError(
+                f"{self.path}: not a pwf database (application_id {application},"
+                f" pwf's is {APPLICATION_ID})"
+            )
         if row is None or row[0] != FORMAT:
             raise NotPwfDatabaseError(f"{self.path}: not a pwf database (expected format {FORMAT})")
 
