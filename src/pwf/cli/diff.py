@@ -9,6 +9,7 @@ import click
 
 from pwf import canonical
 from pwf.cli._options import json_option
+from pwf.cli._progress import activity
 from pwf.diff import diff_databases, diff_logs, digest_database
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ def diff(a: str, b: str, tables: tuple[str, ...], as_json: bool) -> None:
     Exit 0 equal, 1 different, 2 bad input: a missing file, not a pwf
     database, or different tables, columns or projection versions.
     """
-    report = diff_databases(a, b, tables)
+    with activity("comparing"):
+        report = diff_databases(a, b, tables)
     if as_json:
         click.echo(canonical.encode(_diff_json(report)).decode())
     else:
@@ -113,7 +115,8 @@ def digest(db: str, as_json: bool) -> None:
     The "all" line covers the lines "TABLE HEX" of every table in name order,
     so two machines agree when their "all" lines do.
     """
-    found = digest_database(db)
+    with activity("digesting"):
+        found = digest_database(db)
     if as_json:
         click.echo(canonical.encode({"all": found.all, "tables": found.tables}).decode())
         return

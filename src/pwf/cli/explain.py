@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
 from pwf import canonical
 from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._progress import activity
 from pwf.cli._times import TIME, resolve_format, shown, time_format_option
 from pwf.explain import explain_interaction, explain_run
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from pwf.cli._times import TimeFormat
     from pwf.explain import Explanation, Finding
@@ -42,6 +44,11 @@ class _Times(NamedTuple):
 
     form: TimeFormat
     now: int
+
+
+def _folding(at_seq: int | None) -> AbstractContextManager[Callable[[int, int], None] | None]:
+    """Progress on a terminal while ``--at`` folds the log; nothing for the live state."""
+    return nullcontext() if at_seq is None else activity(f"folding the log up to seq {at_seq}")
 
 
 def _cell(value: object, name: str, times: _Times) -> str:
@@ -148,8 +155,8 @@ def interaction(  # noqa: PLR0913, PLR0917 - one option per setting
     the session's coordinator, every event that touched it, and the diagnosis.
     An unknown ID exits 2.
     """
-    with open_store(db, read_only=True) as store:
-        explanation = explain_interaction(store, request_id, at_seq, now)
+    with open_store(db, read_only=True) as store, _folding(at_seq) as progress:
+        explanation = explain_interaction(store, request_id, at_seq, now, progress)
     _show(explanation, as_json, time_format, at_seq)
 
 
@@ -173,6 +180,6 @@ def run(  # noqa: PLR0913, PLR0917 - one option per setting
     A run parked on an interaction includes that interaction's own diagnosis.
     An unknown ID exits 2.
     """
-    with open_store(db, read_only=True) as store:
-        explanation = explain_run(store, run_id, at_seq, now)
+    with open_store(db, read_only=True) as store, _folding(at_seq) as progress:
+        explanation = explain_run(store, run_id, at_seq, now, progress)
     _show(explanation, as_json, time_format, at_seq)

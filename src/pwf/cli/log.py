@@ -22,20 +22,20 @@ from pwf.cli._output import (
     range_options,
     with_options,
 )
+from pwf.cli._progress import activity
 from pwf.cli._times import resolve_format, shown
 from pwf.cli.diff import log_diff
 from pwf.config import Settings
-from pwf.errors import ImportRefusedError, PwfError
 from pwf.events import EVENT_TYPES, open_body
 from pwf.store.compaction import prove
-from pwf.store.jsonl import export_jsonl, import_jsonl
+from pwf.store.jsonl import export_jsonl
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from pwf.cli._output import Form
     from pwf.cli._times import TimeFormat
-    from pwf.store import Head, StoredEvent
+    from pwf.store import StoredEvent
     from pwf.store.sqlite import SqliteStore
 
 
@@ -321,7 +321,7 @@ def verify(db: str | None, chain_only: bool, backup: str | None, as_json: bool) 
     the backup it names (SHA-256, its own chain, its head) and that the live
     log is that backup's log with the pruned runs' events left out.
     """
-    with open_store(db, read_only=True) as store:
+    with open_store(db, read_only=True) as store, activity("verifying the chain"):
         report = store.verify(deep=not chain_only)
         proof = prove(store, Path(backup)) if backup is not None and report.ok else None
     ok = report.ok and (proof is None or proof.ok)
@@ -387,18 +387,13 @@ def import_(db: str | None, source: str, as_json: bool) -> None:
     """Import a JSONL log into a new (empty) database, checking every line first.
 
     Any fault (not canonical, bad hash, broken chain, gap) refuses the whole file.
+    A new database is built in a scratch file beside it and appears under its
+    name only when the whole log is in, so an interrupted import leaves none.
     """
+    from pwf.cli._import import import_file  # noqa: PLC0415 - only import loads it
+
     path = Settings.load(db=db).db
-    created = not path.exists()
-    try:
-        with open_store(db, create=True) as store:
-            head = _import(store, source)
-            events = head.seq - store.origin().seq  # a compacted log starts after its origin
-    except PwfError:
-        if created:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-        raise
+    head, events = import_file(path, source)
     if as_json:
         shown = {"events": events, "head": head.content_hash, "seq": head.seq}
         click.echo(canonical.encode(shown).decode())
@@ -406,13 +401,3 @@ def import_(db: str | None, source: str, as_json: bool) -> None:
         click.echo(
             f"imported {events} events up to seq {head.seq} into {path}, head {head.content_hash}"
         )
-
-
-def _import(store: SqliteStore, source: str) -> Head:
-    if source == "-":
-        return import_jsonl(store, sys.stdin.buffer)
-    try:
-        with Path(source).open("rb") as stream:
-            return import_jsonl(store, stream)
-    except FileNotFoundError:
-        raise ImportRefusedError(0, f"no such file: {source}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import uuid
@@ -10,6 +11,7 @@ import click
 
 from pwf import canonical
 from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._progress import activity
 from pwf.cli.request import at_option, now_ms
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError
@@ -38,7 +40,8 @@ def backup(destination: str, db: str | None, at: int | None, as_json: bool) -> N
     reopened read-only to check its integrity, its hash chain and that its
     projections equal its log.  The command is recorded as state.backup.
     """
-    response = _maintain("state.backup", {"destination": destination}, db, at)
+    with activity("backing up"):
+        response = _maintain("state.backup", {"destination": destination}, db, at)
     if as_json:
         click.echo(
             canonical.encode({"error": response.error, "outcome": response.outcome}).decode()
@@ -112,7 +115,8 @@ def prune(  # noqa: PLR0913, PLR0917 - one option per prune setting
     payload: dict[str, object] = {"apply": apply, "before": before}
     if backup_path is not None:
         payload["backupPath"] = backup_path
-    response = _maintain("state.prune", payload, db, at)
+    with activity("pruning") if apply else contextlib.nullcontext():
+        response = _maintain("state.prune", payload, db, at)
     refused = response.outcome not in ("accepted", "adopted")
     if as_json:
         data = {"error": response.error, "outcome": response.outcome, "report": response.receipt}

@@ -23,6 +23,8 @@ from pwf.explain._summaries import item, summary
 from pwf.explain._timeline import interaction_log, run_log
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pwf.commands import Context, Row
     from pwf.store.sqlite import SqliteStore
 
@@ -45,7 +47,11 @@ __all__ = [
 
 
 def explain_interaction(
-    store: SqliteStore, request_id: str, at_seq: int | None = None, now: int | None = None
+    store: SqliteStore,
+    request_id: str,
+    at_seq: int | None = None,
+    now: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Explanation:
     """Timeline, state and diagnosis of one interactive request.
 
@@ -53,7 +59,7 @@ def explain_interaction(
         InputError: the request is not in the log (up to ``at_seq``), or the
             log has no ``at_seq``.
     """
-    with state_at(store, at_seq) as (connection, last):
+    with state_at(store, at_seq, progress) as (connection, last):
         ctx = context(connection, clock(store, last, now))
         request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", request_id)
         if request is None:
@@ -72,7 +78,11 @@ def explain_interaction(
 
 
 def explain_run(
-    store: SqliteStore, run_id: str, at_seq: int | None = None, now: int | None = None
+    store: SqliteStore,
+    run_id: str,
+    at_seq: int | None = None,
+    now: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Explanation:
     """Timeline, state and diagnosis of one run.
 
@@ -80,7 +90,7 @@ def explain_run(
         InputError: the run is not in the log (up to ``at_seq``), or the log
             has no ``at_seq``.
     """
-    with state_at(store, at_seq) as (connection, last):
+    with state_at(store, at_seq, progress) as (connection, last):
         ctx = context(connection, clock(store, last, now))
         run = ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
         if run is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from pwf.commands import Context
 from pwf.errors import InputError
@@ -12,11 +12,14 @@ from pwf.explain._report import Cause
 from pwf.readmodel import RowReader, rebuild_into
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from pwf.commands import Row
     from pwf.events import Entry
     from pwf.store.sqlite import SqliteStore
+
+Progress: TypeAlias = "Callable[[int, int], None]"
+"""Told ``(seq folded so far, seq to fold to)``."""
 
 __all__ = ["cause_of", "clock", "context", "missing", "state_at", "values"]
 
@@ -26,8 +29,13 @@ def _read_only(_events: object) -> object:
 
 
 @contextmanager
-def state_at(store: SqliteStore, at_seq: int | None) -> Iterator[tuple[sqlite3.Connection, int]]:
-    """The projections to read (live, or folded up to ``at_seq``) and the last seq they hold."""
+def state_at(
+    store: SqliteStore, at_seq: int | None, progress: Progress | None = None
+) -> Iterator[tuple[sqlite3.Connection, int]]:
+    """The projections to read (live, or folded up to ``at_seq``) and the last seq they hold.
+
+    ``progress(done, total)`` is told every 1 000 events folded.
+    """
     live = store.connection
     live.execute("BEGIN")
     try:
@@ -40,12 +48,20 @@ def state_at(store: SqliteStore, at_seq: int | None) -> Iterator[tuple[sqlite3.C
         last = _whole_batches(live, at_seq)
         folded = sqlite3.connect(":memory:")
         try:
-            rebuild_into(folded, store.entries(1, last))
+            rebuild_into(folded, _counted(store.entries(1, last), last, progress))
             yield folded, last
         finally:
             folded.close()
     finally:
         live.execute("COMMIT")
+
+
+def _counted(entries: Iterable[Entry], last: int, progress: Progress | None) -> Iterator[Entry]:
+    """The entries, telling ``progress`` how many have gone by."""
+    for number, entry in enumerate(entries, start=1):
+        if progress is not None and number % 1000 == 0:
+            progress(entry.seq, last)
+        yield entry
 
 
 def _whole_batches(connection: sqlite3.Connection, at_seq: int) -> int:
