@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from pwf.cli._options import db_option
+from pwf.cli._options import db_option, store_url
 from pwf.config import Settings
 from pwf.errors import InputError
 
@@ -33,6 +33,9 @@ def _log_to_stderr() -> None:
 def serve(db: str | None) -> None:
     """Serve the database to clients over host/host.sock until stopped.
 
+    With --store the log is the shared one in PostgreSQL and --db names
+    this host's local projection file, caught up before every decision.
+
     Takes the process lock host/host.lock.json and the host claim (a new
     epoch, a 30 s lease renewed every 10 s), recovers from a host that did
     not stop cleanly, then answers pi-workflows.client.v1 connections on
@@ -44,11 +47,13 @@ def serve(db: str | None) -> None:
     from pwf.server import serve as run  # noqa: PLC0415
 
     settings = Settings.load(db=db)
-    if not settings.db.exists():
+    shared = store_url()
+    if shared is None and not settings.db.exists():
         raise InputError(f"no state database at {settings.db} (run `pwf init` first)")
     _log_to_stderr()
     options = Options(
         db=settings.db,
+        store_url=shared,
         synchronous=settings.synchronous,
         busy_timeout_ms=settings.busy_timeout_ms,
     )

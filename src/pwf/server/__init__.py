@@ -63,6 +63,8 @@ class Options:
     """How a host runs; tests inject the clock, ids and timer periods."""
 
     db: Path
+    store_url: str | None = None
+    """A shared PostgreSQL log; ``db`` is then this host's local projection file (ADR 0038)."""
     synchronous: Synchronous = "FULL"
     busy_timeout_ms: int = 5_000
     lease_ms: int = 30_000
@@ -139,12 +141,15 @@ class Server:
 
         def open_host() -> tuple[SqliteStore, ServedHost]:
             read_model = ReadModel()
-            store = SqliteStore(
-                options.db,
-                synchronous=options.synchronous,
-                busy_timeout_ms=options.busy_timeout_ms,
-                hooks=[read_model],
-            )
+            if options.store_url is not None:
+                store = _mirror(options, read_model)
+            else:
+                store = SqliteStore(
+                    options.db,
+                    synchronous=options.synchronous,
+                    busy_timeout_ms=options.busy_timeout_ms,
+                    hooks=[read_model],
+                )
             with store.transaction() as tx:
                 read_model.install(tx.connection)
             return store, ServedHost(store, identity, new_epoch=options.new_epoch)
@@ -312,3 +317,25 @@ def serve(options: Options) -> int:
 
 
 __all__ += ["STOPPING", "wall_clock"]
+
+
+def _mirror(options: Options, read_model: ReadModel) -> SqliteStore:
+    """The host's local file on the shared log at ``options.store_url``, caught up."""
+    from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - the postgres extra
+    from pwf.store.postgres import PostgresStore  # noqa: PLC0415
+
+    assert options.store_url is not None
+    log = PostgresStore(options.store_url)
+    try:
+        store = MirroredStore(
+            options.db,
+            log,
+            busy_timeout_ms=options.busy_timeout_ms,
+            hooks=[read_model],
+            install=read_model.install,
+        )
+    except BaseException:
+        log.close()
+        raise
+    store.catch_up()
+    return store
