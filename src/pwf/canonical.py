@@ -51,6 +51,7 @@ __all__ = [
     "raw",
     "text_digest",
     "text_hex_digest",
+    "utf8",
 ]
 
 MISSING: Final = msgspec.UNSET
@@ -432,14 +433,27 @@ def hex_digest(value: object) -> str:
     return hashlib.sha256(encode(value)).hexdigest()
 
 
+def utf8(text: str) -> bytes:
+    """The UTF-8 bytes Node writes for ``text``: each lone surrogate becomes U+FFFD.
+
+    A surrogate pair held as two Python code points is one character there,
+    so it is joined first.  Text without surrogates takes the plain encoder.
+    """
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        joined = text.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "replace")
+        return joined.encode()
+
+
 def text_digest(text: str) -> bytes:
-    """SHA-256 of the UTF-8 bytes of ``text`` (32 raw bytes)."""
-    return hashlib.sha256(text.encode()).digest()
+    """SHA-256 of the UTF-8 bytes of ``text`` as Node writes them (32 raw bytes)."""
+    return hashlib.sha256(utf8(text)).digest()
 
 
 def text_hex_digest(text: str) -> str:
-    """Lower-case hex SHA-256 of the UTF-8 bytes of ``text``."""
-    return hashlib.sha256(text.encode()).hexdigest()
+    """Lower-case hex SHA-256 of the UTF-8 bytes of ``text`` as Node writes them."""
+    return hashlib.sha256(utf8(text)).hexdigest()
 
 
 def _reject_constant(name: str) -> object:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING
 
 from pwf import canonical
@@ -62,7 +61,7 @@ def session_request_id(client_id: str, idempotency_key: str) -> str:
 
 def restart_run_id(terminal_message_id: str) -> str:
     """``restart-`` + the first 40 hex digits of SHA-256 of the terminal message id."""
-    return "restart-" + hashlib.sha256(terminal_message_id.encode()).hexdigest()[:40]
+    return "restart-" + canonical.text_hex_digest(terminal_message_id)[:40]
 
 
 def continuation_run_id(decision_id: str) -> str:

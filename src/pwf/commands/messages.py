@@ -15,7 +15,7 @@ import msgspec
 from pwf import canonical
 from pwf.commands import Context, refuse
 from pwf.commands.ids import message_id, message_key
-from pwf.commands.views import blob_bytes
+from pwf.commands.views import json_bytes
 from pwf.events import MessageCancelled, MessageCreated
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def cancel_source(ctx: Context, source_id: str, kinds: tuple[str, ...] | None = 
 def ensure_interaction_message(ctx: Context, request: Row, reason: str) -> str:
     """The step (or decision) message of a request at its current revision (§9.2)."""
     kind = "decision" if request["kind"] == "decision" else "step"
-    stored = blob_bytes(ctx, request["contract_hash"])
+    stored = json_bytes(ctx, request["contract_hash"])
     if stored is None:
         raise refuse("Workflow blob is missing")
     contract = msgspec.json.decode(stored)

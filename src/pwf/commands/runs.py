@@ -14,7 +14,7 @@ import msgspec
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import absolute_path, members, optional_text, positive_int, text
-from pwf.commands.views import blob_bytes, host_counts, run_view
+from pwf.commands.views import host_counts, json_bytes, run_view
 from pwf.events import (
     RunQueueDoneForContinuation,
     RunReserved,
@@ -171,7 +171,7 @@ def template_of(ctx: Context, run: Row, run_input: msgspec.Raw) -> dict[str, obj
     """A new run of ``run``'s workflow, definition and options, as stored, on ``run_input``."""
 
     def stored(blob_hash: bytes | None, default: bytes) -> msgspec.Raw:
-        return msgspec.Raw(blob_bytes(ctx, blob_hash) or default)
+        return msgspec.Raw(json_bytes(ctx, blob_hash) or default)
 
     return {
         "project_path": run["project_path"],

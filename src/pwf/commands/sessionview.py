@@ -18,7 +18,7 @@ from pwf.commands.ids import restart_run_id, terminal_source_id
 from pwf.commands.runs import TERMINAL, get_run, reserve, revision_of, template_of
 from pwf.commands.sessions import attach, coordinator, session_check
 from pwf.commands.turns import latest_turn, open_message
-from pwf.commands.views import blob_bytes, stored_json
+from pwf.commands.views import json_bytes, stored_json
 from pwf.events import TerminalCleared
 
 if TYPE_CHECKING:
@@ -346,7 +346,7 @@ def run_restart(ctx: Context, request: ClientRequest) -> Result:
         ctx,
         run_id=run_id,
         template=template_of(
-            ctx, source, msgspec.Raw(blob_bytes(ctx, source["input_hash"]) or b"null")
+            ctx, source, msgspec.Raw(json_bytes(ctx, source["input_hash"]) or b"null")
         ),
         parent_id=source_id,
         lineage="restart",

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHUNK_BYTES",
-    "blob_bytes",
     "host_counts",
+    "json_bytes",
     "run_view",
     "stored_json",
     "view_content_chunk",
@@ -28,23 +28,33 @@ __all__ = [
 ARTIFACT_KEYS: Final = frozenset({"$artifact", "$escaped"})
 
 
-def blob_bytes(ctx: Context, blob_hash: bytes | None) -> bytes | None:
-    """A blob's stored bytes (canonical JSON or UTF-8 text), or None when there is none."""
+NOT_JSON: Final = "JSON blob is missing or has the wrong media type"
+"""The original's refusal to read a blob as JSON unless it is ``application/json`` (§3.3)."""
+
+
+def json_bytes(ctx: Context, blob_hash: bytes | None) -> bytes | None:
+    """A JSON blob's canonical bytes, or None for no hash.
+
+    Raises:
+        CommandError: the hash names no blob, or one stored as text.
+    """
     if blob_hash is None:
         return None
-    content = ctx.value("SELECT content FROM blobs WHERE blob_hash = ?", blob_hash)
-    return None if content is None else bytes(content)
+    row = ctx.one("SELECT media_type, content FROM blobs WHERE blob_hash = ?", blob_hash)
+    if row is None or row["media_type"] != "application/json":
+        raise refuse(NOT_JSON)
+    return bytes(row["content"])
 
 
 def stored_json(ctx: Context, blob_hash: bytes | None) -> object:
     """A JSON blob's value, or None when there is none."""
-    content = blob_bytes(ctx, blob_hash)
+    content = json_bytes(ctx, blob_hash)
     return None if content is None else msgspec.json.decode(content)
 
 
 def _view_value(ctx: Context, blob_hash: bytes | None) -> object:
     """A run value for a view: large ones become ``$artifact`` references (§5.10)."""
-    raw = blob_bytes(ctx, blob_hash)
+    raw = json_bytes(ctx, blob_hash)
     if raw is None:
         return None
     found = view_content(raw)

@@ -27,8 +27,9 @@ from pwf.commands.expiry import begin_timeouts
 from pwf.commands.sessions import detach, recover_turns
 from pwf.commands.sessionview import session_view
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
-from pwf.errors import CommandError
+from pwf.errors import CommandError, StoreError
 from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
+from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
 from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
 from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
 from pwf.readmodel import RowReader
@@ -135,7 +136,15 @@ class Host:
         if request.operation == "state.prune":
             return self._prune(request, operation.handler, now), None
         if operation.route in (Route.EXECUTED, Route.MAINTENANCE):
-            return self._adopt_or_execute(request, operation.route, operation.handler, now), None
+            try:
+                return self._adopt_or_execute(request, operation.route, operation.handler, now), None
+            except (sqlite3.IntegrityError, StoreError) as error:
+                # Recording the outcome stored a blob another media type holds: the
+                # whole batch is gone with its own transaction, as in the original.
+                # In a group's transaction the group's savepoint undoes it instead.
+                if self.shared is not None or CONFLICT_SIGNATURE not in str(error):
+                    raise
+                return self._refused(request, BLOB_CONFLICT), None
         return self._direct(request, operation.handler, now, connection)
 
     def _refused(
@@ -398,6 +407,16 @@ class Host:
 
     def worker(self, message: WorkerMessage, now: int) -> WorkerResponse:
         """Answer one worker message (DOMAIN §14 handling order)."""
+        try:
+            return self._worker(message, now)
+        except (sqlite3.IntegrityError, StoreError) as error:
+            if self.shared is not None or CONFLICT_SIGNATURE not in str(error):
+                raise
+            return WorkerResponse(
+                message_id=message.message_id, outcome="rejected", error=BLOB_CONFLICT
+            )
+
+    def _worker(self, message: WorkerMessage, now: int) -> WorkerResponse:
         with self._transaction() as tx:
             cause = Cause(
                 operation=message.operation,
@@ -460,6 +479,8 @@ def _refusal(error: CommandError | sqlite3.IntegrityError) -> CommandError:
     """
     if isinstance(error, CommandError):
         return error
+    if CONFLICT_SIGNATURE in str(error):
+        return CommandError(BLOB_CONFLICT)
     return CommandError(f"Workflow state constraint failed: {error}")
 
 

@@ -2,7 +2,9 @@
 
 Every event names its blob-valued fields (``JSON_BLOBS``, ``TEXT_BLOBS``);
 their bytes are already canonical inside the event, so storing them needs no
-encoder.  The first event that carries a value dates it.
+encoder.  The first event that carries a value dates it.  One hash has one
+media type: text whose UTF-8 equals a stored JSON value's bytes (or the other
+way round) is a conflict that refuses the whole batch.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from pwf.canonical import utf8
 from pwf.events import EVENT_TYPES
 from pwf.projections._sql import Statement, dispatch
 
@@ -35,10 +38,24 @@ DDL: Final = (
 ) STRICT""",
 )
 
+BLOB_CONFLICT: Final = "Content-addressed blob conflict"
+"""The original's error when a hash is already stored with another media type (DOMAIN §3.3)."""
+
+CONFLICT_SIGNATURE: Final = "NOT NULL constraint failed: blobs.media_type"
+"""How SQLite reports the conflict the upsert below provokes."""
+
 _INSERT: Final = (
     "INSERT INTO blobs (blob_hash, media_type, byte_length, content, created_at)"
-    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (blob_hash) DO NOTHING"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (blob_hash) DO UPDATE SET media_type = NULL"
+    " WHERE blobs.media_type <> excluded.media_type"
 )
+"""Storing a stored hash again is a no-op; with another media type it breaks NOT NULL.
+
+The update runs only on a media-type conflict, so the usual path writes
+nothing more than ``DO NOTHING`` would; its failure aborts the statement and
+the batch is refused with :data:`BLOB_CONFLICT`.  NOT NULL holds in bulk
+folds too, which ignore CHECK constraints until the end.
+"""
 
 
 def _handler(json_names: tuple[str, ...], text_names: tuple[str, ...]) -> Handler:
@@ -58,7 +75,7 @@ def _handler(json_names: tuple[str, ...], text_names: tuple[str, ...]) -> Handle
         for name in text_names:
             value = getattr(event, name)
             if isinstance(value, str):
-                content = value.encode()
+                content = utf8(value)
                 digest = hashlib.sha256(content).digest()
                 statements.append((_INSERT, (digest, "text/plain", len(content), content, at)))
         return statements
