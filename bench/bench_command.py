@@ -48,7 +48,7 @@ START = {
     "originSessionId": "s-1",
     "projectPath": "/srv/project",
     "workflowName": "release-notes",
-    "workflowSource": "builtin",
+    "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
     "workflowSourceRef": "builtin:release-notes",
 }
 

@@ -20,7 +20,7 @@ pwf init --db "$db"
 
 step "a coordinator starts a run (one canonical request line in, one response line out)"
 pwf request --db "$db" --at 1785600000000 <<'EOF'
-{"clientId":"coordinator-demo","idempotencyKey":"start-demo","operation":"run.start","payload":{"definitionDigest":"sha256:9f2c","definitionSnapshot":{"nodes":["draft"]},"input":{"version":"2.0.0"},"originSessionId":"session-demo","projectPath":"/srv/project","workflowName":"release-notes","workflowSource":"builtin","workflowSourceRef":"builtin:release-notes"},"requestId":"demo-1","runId":"run-demo","schema":"pi-workflows.client.v1","type":"request"}
+{"clientId":"coordinator-demo","idempotencyKey":"start-demo","operation":"run.start","payload":{"definitionDigest":"sha256:9f2c","definitionSnapshot":{"nodes":["draft"]},"input":{"version":"2.0.0"},"originSessionId":"session-demo","projectPath":"/srv/project","workflowName":"release-notes","workflowSource":{"id":"release-notes","kind":"builtin","revision":"2.0.0"},"workflowSourceRef":"builtin:release-notes"},"requestId":"demo-1","runId":"run-demo","schema":"pi-workflows.client.v1","type":"request"}
 EOF
 
 step "a worker claims the run and reports ready"
@@ -33,7 +33,7 @@ EOF
 
 step "the same request retried after a lost response is adopted, not run twice"
 pwf request --db "$db" --at 1785600003000 <<'EOF'
-{"clientId":"coordinator-demo","idempotencyKey":"start-demo","operation":"run.start","payload":{"definitionDigest":"sha256:9f2c","definitionSnapshot":{"nodes":["draft"]},"input":{"version":"2.0.0"},"originSessionId":"session-demo","projectPath":"/srv/project","workflowName":"release-notes","workflowSource":"builtin","workflowSourceRef":"builtin:release-notes"},"requestId":"demo-2","runId":"run-demo","schema":"pi-workflows.client.v1","type":"request"}
+{"clientId":"coordinator-demo","idempotencyKey":"start-demo","operation":"run.start","payload":{"definitionDigest":"sha256:9f2c","definitionSnapshot":{"nodes":["draft"]},"input":{"version":"2.0.0"},"originSessionId":"session-demo","projectPath":"/srv/project","workflowName":"release-notes","workflowSource":{"id":"release-notes","kind":"builtin","revision":"2.0.0"},"workflowSourceRef":"builtin:release-notes"},"requestId":"demo-2","runId":"run-demo","schema":"pi-workflows.client.v1","type":"request"}
 EOF
 
 step "100 more runs: start, claim, park on an agent step, submit, validate (some rejected), finish"

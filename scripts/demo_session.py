@@ -122,7 +122,8 @@ def main() -> None:
     start = {
         "definitionDigest": "sha256:9f2c", "definitionSnapshot": {"nodes": ["draft"]},
         "input": {"version": "2.1.0"}, "originSessionId": SESSION, "projectPath": "/srv/project",
-        "workflowName": "release-notes", "workflowSource": "builtin",
+        "workflowName": "release-notes",
+        "workflowSource": {"id": "release-notes", "kind": "builtin", "revision": "2.1.0"},
         "workflowSourceRef": "builtin:release-notes",
     }
     print("a run parks on an agent step")

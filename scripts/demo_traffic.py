@@ -57,7 +57,8 @@ class Traffic:
     def run(self, index: int) -> None:
         run_id, session = f"run-{index}", f"session-{index % 7}"
         start = {"projectPath": "/srv/project", "workflowName": "release-notes",
-                 "workflowSourceRef": "builtin:release-notes", "workflowSource": "builtin",
+                 "workflowSourceRef": "builtin:release-notes",
+                 "workflowSource": {"id": "release-notes", "kind": "builtin", "revision": "2.0.0"},
                  "definitionDigest": "sha256:9f2c", "definitionSnapshot": {"nodes": ["draft"]},
                  "input": {"version": f"1.{index}.0"}, "originSessionId": session}
         self.request("run.start", start, run_id=run_id)

@@ -35,7 +35,7 @@ RUN_START_PAYLOAD = {
     "projectPath": "/p",
     "workflowName": "echo",
     "workflowSourceRef": "builtin:echo",
-    "workflowSource": "builtin",
+    "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
     "definitionDigest": "d1",
     "definitionSnapshot": {},
     "input": {},

@@ -28,7 +28,7 @@ START = {
     "projectPath": "/p",
     "workflowName": "echo",
     "workflowSourceRef": "builtin:echo",
-    "workflowSource": "builtin",
+    "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
     "definitionDigest": "d1",
     "definitionSnapshot": {},
     "input": {},

@@ -25,7 +25,7 @@ START = {
     "originSessionId": "s-1",
     "projectPath": "/p",
     "workflowName": "echo",
-    "workflowSource": "builtin",
+    "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
     "workflowSourceRef": "builtin:echo",
 }
 

@@ -53,7 +53,7 @@ START: Final = {
     "projectPath": "/p",
     "workflowName": "echo",
     "workflowSourceRef": "builtin:echo",
-    "workflowSource": "builtin",
+    "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
     "definitionDigest": "d1",
     "definitionSnapshot": {},
     "input": {},

@@ -63,7 +63,9 @@ def _reserved(run_id: str, *, parent: str | None = None, options: object = None)
         project_path="/p",
         workflow_name="echo",
         workflow_ref="builtin:echo",
-        workflow_source="builtin",
+        workflow_source=msgspec.Raw(
+            b'{"mounted":[],"root":{"id":"echo","kind":"builtin","revision":"test"}}'
+        ),
         definition_digest="d1",
         input=msgspec.Raw(b"{}"),
         launch_options=msgspec.Raw(msgspec.json.encode(options or {})),

@@ -140,7 +140,7 @@ def _start_payload(session: str | None, value: object, *, headless: bool) -> dic
         "projectPath": "/p",
         "workflowName": "echo",
         "workflowSourceRef": "builtin:echo",
-        "workflowSource": "builtin",
+        "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
         "definitionDigest": "d1",
         "definitionSnapshot": {},
         "input": value,

@@ -47,7 +47,7 @@ START: Final = {
     "projectPath": "/p",
     "workflowName": "echo",
     "workflowSourceRef": "builtin:echo",
-    "workflowSource": "builtin",
+    "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
     "definitionDigest": "d1",
     "definitionSnapshot": {},
     "input": {"prompt": "h\u00e9llo \U0001f600", "temperature": 0.7},

@@ -269,6 +269,10 @@ class TestWorkerResponse:
             parse_worker_response(line(base | {"error": None}))
 
 
+SOURCE = {"id": "echo", "kind": "builtin", "revision": "test"}
+SOURCE_RULE = "Worker launch workflowSource must be a {root, mounted} object"
+
+
 class TestLaunch:
     @staticmethod
     def _envelope(**changes: object) -> LaunchEnvelope:
@@ -277,7 +281,7 @@ class TestLaunch:
             "generation": 1,
             "worker_epoch": "epoch-1",
             "project_path": "/p",
-            "workflow_source": "export default {}",
+            "workflow_source": {"mounted": [], "root": SOURCE},
             "definition_digest": "d" * 64,
             "input_hash": "i" * 64,
         }
@@ -289,7 +293,7 @@ class TestLaunch:
             '{"definitionDigest":"' + "d" * 64 + '","generation":1,"inputHash":"' + "i" * 64 + '",'
             '"projectPath":"/p","protocolVersion":1,"runId":"run-1",'
             '"schema":"pi-workflows.worker-launch.v1","workerEpoch":"epoch-1",'
-            '"workflowSource":"export default {}"}'
+            '"workflowSource":{"mounted":[],"root":{"id":"echo","kind":"builtin","revision":"test"}}}'
         ).encode()
         assert expected == encode_launch(self._envelope())
 
@@ -302,6 +306,9 @@ class TestLaunch:
             ({"protocol_version": True}, "Worker launch protocolVersion must be 1"),
             ({"input_hash": None}, "Worker launch inputHash must be text"),
             ({"schema": "x"}, "Invalid worker launch schema"),
+            # HOST.md §7.2: the source travels as the {root, mounted} object, never as text.
+            ({"workflow_source": "builtin"}, SOURCE_RULE),
+            ({"workflow_source": SOURCE}, SOURCE_RULE),
         ],
     )
     def test_invalid_envelopes_refused(self, changes, expected):

@@ -14,6 +14,7 @@ import msgspec
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import absolute_path, members, optional_text, positive_int, text
+from pwf.commands.sources import normalised_source, stored_source
 from pwf.commands.views import host_counts, json_bytes, run_view
 from pwf.events import (
     RunQueueDoneForContinuation,
@@ -157,7 +158,7 @@ def _template(payload: dict[str, object]) -> dict[str, object]:
         "project_path": absolute_path(payload, "projectPath"),
         "workflow_name": text(payload, "workflowName"),
         "workflow_ref": text(payload, "workflowSourceRef"),
-        "workflow_source": text(payload, "workflowSource"),
+        "workflow_source": canonical.raw(normalised_source(payload.get("workflowSource"))),
         "definition_digest": text(payload, "definitionDigest"),
         "definition_snapshot": canonical.raw(payload.get("definitionSnapshot")),
         "input": canonical.raw(payload.get("input")),
@@ -177,7 +178,7 @@ def template_of(ctx: Context, run: Row, run_input: msgspec.Raw) -> dict[str, obj
         "project_path": run["project_path"],
         "workflow_name": run["workflow_name"],
         "workflow_ref": run["workflow_ref"],
-        "workflow_source": run["workflow_source"],
+        "workflow_source": canonical.raw(source_of(ctx, run)),
         "definition_digest": run["definition_digest"],
         "definition_snapshot": stored(run["definition_snapshot_hash"], b"null"),
         "input": run_input,
@@ -187,6 +188,33 @@ def template_of(ctx: Context, run: Row, run_input: msgspec.Raw) -> dict[str, obj
     }
 
 
+def source_of(ctx: Context, run: Row) -> object:
+    """A run's ``{root, mounted}`` read back from ``run_sources`` (text for older runs)."""
+    snapshot = json_bytes(ctx, run["definition_snapshot_hash"])
+    stored = stored_source(
+        ctx, run["run_id"], None if snapshot is None else msgspec.json.decode(snapshot)
+    )
+    return run["workflow_source"] if stored is None else stored
+
+
+def _compatible(
+    ctx: Context, run: Row, template: dict[str, object], payload: dict[str, object]
+) -> bool:
+    """Whether the existing run is the one asked for, compared as the original does (HOST §5.3)."""
+    parent = payload.get("parentRunId")
+    return (
+        run["workflow_name"] == template["workflow_name"]
+        and run["workflow_ref"] == template["workflow_ref"]
+        and run["definition_digest"] == template["definition_digest"]
+        and canonical.encode(source_of(ctx, run)) == bytes(template["workflow_source"])  # type: ignore[call-overload]
+        and bytes(run["input_hash"]) == canonical.digest(payload.get("input"))
+        and json_bytes(ctx, run["launch_options_hash"]) == bytes(template["launch_options"])  # type: ignore[call-overload]
+        and run["origin_session_id"] == template["origin_session_id"]
+        and run["execution_mode"] == template["execution_mode"]
+        and run["parent_run_id"] == (parent if isinstance(parent, str) else None)
+    )
+
+
 def run_start(ctx: Context, request: ClientRequest) -> Result:
     """``run.start``: reserve a new run, or adopt an identical existing one."""
     run_id = require_run_id(request)
@@ -194,14 +222,8 @@ def run_start(ctx: Context, request: ClientRequest) -> Result:
     template = _template(payload)
     existing = get_run(ctx, run_id)
     if existing is not None:
-        same = (
-            existing["workflow_ref"] == template["workflow_ref"]
-            and existing["definition_digest"] == template["definition_digest"]
-            and bytes(existing["input_hash"]) == canonical.digest(payload.get("input"))
-            and existing["origin_session_id"] == template["origin_session_id"]
-        )
-        if not same:
-            raise refuse(f"Workflow run {run_id} already exists with another definition")
+        if not _compatible(ctx, existing, template, payload):
+            raise refuse(f"Workflow run preparation conflicts: {run_id}")
         return Result(
             outcome="adopted",
             receipt={"runId": run_id, "status": existing["status"]},

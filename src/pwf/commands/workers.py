@@ -28,7 +28,8 @@ from pwf.commands.nodes import (
     notification_request,
 )
 from pwf.commands.runcontrol import finish_run
-from pwf.commands.runs import TERMINAL, get_run, queue_of, revision_of
+from pwf.commands.runs import TERMINAL, get_run, queue_of, revision_of, source_of
+from pwf.commands.sources import INVALID_SOURCE
 from pwf.commands.views import run_view
 from pwf.events import (
     AttemptChanged,
@@ -88,12 +89,15 @@ def launch_run(ctx: Context, run_id: str, worker_epoch: str, lease_ms: int) -> L
     if stale is not None:
         ctx.emit(WorkerEnded(run_id=run_id, worker_epoch=stale["worker_epoch"], status="timedOut"))
     input_hash = "sha256:" + bytes(run["input_hash"]).hex()
+    source = source_of(ctx, run)
+    if not isinstance(source, dict):
+        raise refuse(INVALID_SOURCE)  # a run reserved while pwf still took text
     envelope = LaunchEnvelope(
         run_id=run_id,
         generation=queue["generation"] + 1,
         worker_epoch=worker_epoch,
         project_path=run["project_path"],
-        workflow_source=run["workflow_source"],
+        workflow_source=source,
         definition_digest=run["definition_digest"],
         input_hash=input_hash,
     )

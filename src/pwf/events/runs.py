@@ -43,7 +43,8 @@ class RunReserved(Event, frozen=True, kw_only=True):
     project_path: str
     workflow_name: str
     workflow_ref: str
-    workflow_source: str
+    workflow_source: msgspec.Raw
+    """The normalised ``{root, mounted}`` object (HOST.md §5); text in logs written before."""
     definition_digest: str
     definition_snapshot: Json = msgspec.UNSET
     input: msgspec.Raw

@@ -110,7 +110,8 @@ class LaunchEnvelope(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     generation: int
     worker_epoch: str
     project_path: str
-    workflow_source: str
+    workflow_source: object
+    """The run's ``{root, mounted}`` object (HOST.md §7.2), never text."""
     definition_digest: str
     input_hash: str
     protocol_version: int = WORKER_PROTOCOL_VERSION
@@ -332,6 +333,9 @@ def _check_launch(members: Mapping[str, object]) -> None:
     _text(members, "runId")
     _text(members, "workerEpoch")
     _generation(members)
-    for name in ("projectPath", "workflowSource", "definitionDigest", "inputHash"):
+    for name in ("projectPath", "definitionDigest", "inputHash"):
         if not isinstance(members[name], str):
             raise ProtocolError(f"Worker launch {name} must be text")
+    source = members["workflowSource"]
+    if not isinstance(source, dict) or not isinstance(source.get("root"), dict):
+        raise ProtocolError("Worker launch workflowSource must be a {root, mounted} object")
