@@ -42,7 +42,9 @@ from pwf.errors import (
 __all__ = [
     "MAX_LINE_BYTES",
     "MISSING",
+    "bindable",
     "canonical_line",
+    "decode",
     "digest",
     "encode",
     "has_lone_surrogate",
@@ -76,10 +78,41 @@ _LONE_SURROGATE: Final = re.compile(rb"(?<!\\)(?:\\\\)*\\ud[89a-f]")
 def has_lone_surrogate(line: bytes) -> bool:
     """Whether canonical bytes hold a lone surrogate (the only surrogates they escape).
 
-    JavaScript keeps such text; Python can neither bind it in SQLite nor read
-    it back into typed events, so pwf refuses it where it enters (DOMAIN §15.6).
+    msgspec cannot decode such an escape into ``str``; :func:`decode` and the
+    event decoder take the surrogate-preserving way for exactly these bytes.
     """
     return b"\\ud" in line and _LONE_SURROGATE.search(line) is not None
+
+
+def decode(data: bytes) -> object:
+    """The value of stored canonical JSON bytes, lone surrogates kept (ADR 0027).
+
+    msgspec decodes everything else; bytes that hold a lone surrogate escape
+    are decoded by the standard library, which keeps it in ``str`` as
+    JavaScript does.
+
+    Raises:
+        msgspec.DecodeError: the bytes are not JSON.
+    """
+    try:
+        return _DECODER.decode(data)
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError:
+        if not has_lone_surrogate(bytes(data)):
+            raise
+    return json.loads(bytes(data))
+
+
+def bindable(params: tuple[object, ...] | list[object]) -> tuple[object, ...]:
+    """Parameters as SQLite gets them from Node: text with a lone surrogate holds U+FFFD.
+
+    better-sqlite3 binds a JavaScript string as its UTF-8, where a lone
+    surrogate becomes U+FFFD; Python's driver refuses it instead.  Callers
+    retry a statement with these parameters only after that refusal, so the
+    common path pays nothing.
+    """
+    return tuple(utf8(item).decode() if type(item) is str else item for item in params)
 
 
 # --------------------------------------------------------------------------- fast path

@@ -19,6 +19,7 @@ import re
 import sqlite3
 from typing import TYPE_CHECKING, Final
 
+from pwf import canonical
 from pwf.errors import StoreError
 from pwf.projections import PROJECTIONS, Projection, Statement
 
@@ -193,7 +194,10 @@ class ReadModel:
         """Fold one event into every projection and advance their checkpoints."""
         for projection in self.projections:
             for text, params in projection.apply(entry):
-                connection.execute(text, params)
+                try:
+                    connection.execute(text, params)
+                except UnicodeEncodeError:  # a lone surrogate: bound as Node binds it
+                    connection.execute(text, canonical.bindable(params))
             connection.execute(
                 "UPDATE _pwf_checkpoint SET last_seq = ? WHERE projection = ?",
                 (entry.seq, projection.NAME),
@@ -225,11 +229,9 @@ class ReadModel:
                     add(handler(entry))
                 count, last = count + 1, entry.seq
                 if len(statements) >= STATEMENTS_HELD:
-                    for text, params in statements:
-                        execute(text, params)
+                    _run(execute, statements)
                     statements.clear()
-            for text, params in statements:
-                execute(text, params)
+            _run(execute, statements)
         finally:
             if collecting:
                 gc.enable()
@@ -302,16 +304,31 @@ class RowReader:
 
     def one(self, sql: str, params: tuple[object, ...] = ()) -> Row | None:
         """The first row of a query, or None."""
-        cursor = self.connection.execute(sql, params)
+        try:
+            cursor = self.connection.execute(sql, params)
+        except UnicodeEncodeError:  # a lone surrogate: looked up as Node binds it
+            cursor = self.connection.execute(sql, canonical.bindable(params))
         cursor.row_factory = sqlite3.Row
         row: Row | None = cursor.fetchone()
         return row
 
     def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
         """Every row of a query."""
-        cursor = self.connection.execute(sql, params)
+        try:
+            cursor = self.connection.execute(sql, params)
+        except UnicodeEncodeError:  # a lone surrogate: looked up as Node binds it
+            cursor = self.connection.execute(sql, canonical.bindable(params))
         cursor.row_factory = sqlite3.Row
         return list(cursor.fetchall())
+
+
+def _run(execute: Callable[[str, Sequence[object]], object], statements: list[Statement]) -> None:
+    """Execute statements in order; text with a lone surrogate is bound as Node binds it."""
+    for text, params in statements:
+        try:
+            execute(text, params)
+        except UnicodeEncodeError:
+            execute(text, canonical.bindable(params))
 
 
 def projection_tables(connection: sqlite3.Connection) -> list[str]:

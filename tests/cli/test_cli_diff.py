@@ -162,8 +162,8 @@ class TestDiff:
         ("statement", "message"),
         [
             (
-                "UPDATE _pwf_checkpoint SET version = 2 WHERE projection = 'runs'",
-                "A has projection runs at version 1, B at version 2",
+                "UPDATE _pwf_checkpoint SET version = 2 WHERE projection = 'blobs'",
+                "A has projection blobs at version 1, B at version 2",
             ),
             ("CREATE TABLE extra (x TEXT PRIMARY KEY)", "table extra is only in B"),
             (

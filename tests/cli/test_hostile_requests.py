@@ -83,12 +83,15 @@ REFUSED: dict[str, bytes] = {
     "exactly 1 MiB": _padded(1_048_576),
     "nested 10000 deep": DEEP % (b"[" * 10_000 + b"]" * 10_000),
     "nested 129 deep": DEEP % (b"[" * 128 + b"]" * 128),
-    "lone surrogate in an input": _text(
-        _request(operation="run.start", runId="run-x", payload={**START, "input": "\ud800"})
-    ),
 }
 ANSWERED: dict[str, tuple[bytes, str]] = {
     "one byte under 1 MiB": (_padded(1_048_575), "accepted"),
+    # DOMAIN §3.1: the original accepts lone surrogates in every string (ADR 0027).
+    "lone surrogate in an input": (
+        _text(_request(operation="run.start", runId="run-x", payload={**START, "input": "\ud800"})),
+        "accepted",
+    ),
+    "lone surrogate in an id": (_text(_request(idempotencyKey="k-\udc00")), "accepted"),
     "nested 128 deep": (DEEP % (b"[" * 127 + b"]" * 127), "accepted"),
     "sql in a run id": (
         _text(_request(operation="run.status", runId="x'; DROP TABLE runs;--", payload=None)),

@@ -16,6 +16,8 @@
 // * "canonical": a value and its canonical bytes and SHA-256;
 // * "sessionRequestId": `session-` + SHA-256 of `clientId NUL idempotencyKey`;
 // * "fingerprint": the SHA-256 of a canonical request without its requestId;
+// * "opaqueId": whether an id passes the protocol's 256-byte rule, counted
+//   in the UTF-8 bytes Node writes (3 for a lone surrogate);
 // * "blobs": a sequence of putJson / putText calls against one store, with
 //   each call's media type, bytes and hash, or the error it throws.
 "use strict";
@@ -111,6 +113,19 @@ const REQUESTS = [
   ],
 ];
 
+const OPAQUE_IDS = [
+  ["85 lone surrogates are 255 bytes", "\ud800".repeat(85)],
+  ["86 lone surrogates are 258 bytes", "\ud800".repeat(86)],
+  ["253 letters and a lone surrogate are 256 bytes", "a".repeat(253) + "\udfff"],
+  ["254 letters and a lone surrogate are 257 bytes", "a".repeat(254) + "\udfff"],
+  ["64 emoji are 256 bytes", "\ud83d\ude00".repeat(64)],
+  ["a lone surrogate alone", "\udc00"],
+];
+
+// As the 0.16 protocol's requireOpaqueId.
+const opaqueIdOk = (value) =>
+  typeof value === "string" && value.length > 0 && Buffer.byteLength(value) <= 256;
+
 // Each sequence runs against a fresh store; every step is a put or a read.
 const BLOB_SEQUENCES = [
   ["text first, then the same bytes as JSON", [["text", '{"n":1}'], ["json", { n: 1 }]]],
@@ -172,6 +187,9 @@ function build() {
       fingerprint: sha256(canonicalJson(rest)),
       requestId,
     });
+  }
+  for (const [name, id] of OPAQUE_IDS) {
+    lines.push({ kind: "opaqueId", name, id, byteLength: Buffer.byteLength(id), valid: opaqueIdOk(id) });
   }
   for (const [name, steps] of BLOB_SEQUENCES) {
     lines.push({ kind: "blobs", name, steps: blobSequence(steps) });

@@ -29,6 +29,7 @@ RUN_TABLES: Final = (
     "run_bindings",
     "run_checkpoints",
     "run_updates",
+    "run_sources",
     "node_attempts",
     "interactive_requests",
     "workflow_messages",

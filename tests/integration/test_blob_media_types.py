@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+from pwf import canonical
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -101,3 +103,27 @@ def test_reading_json_requires_application_json(tmp_path: Path) -> None:
     assert ("rejected", NOT_JSON) == (status.outcome, status.error)
     assert before == fx.events()
     fx.close()
+
+
+def test_a_conflict_in_the_recorded_outcome_refuses_the_whole_batch(tmp_path: Path) -> None:
+    """When the outcome's own receipt conflicts, the run it reserved is not kept either."""
+    scratch = Fixture(tmp_path / "scratch.db")
+    receipt = scratch.request("run.start", {**START, "input": {}}, run_id="run-10").receipt
+    scratch.close()
+    fx, epoch = _session_run(tmp_path / "s.db")
+    text = canonical_text(receipt)
+    assert "accepted" == _queue(fx, epoch, text, "fu-1").outcome  # type: ignore[attr-defined]
+    before = fx.events()
+
+    started = fx.request("run.start", {**START, "input": {}}, run_id="run-10", key="s-10")
+
+    assert ("rejected", CONFLICT) == (started.outcome, started.error)
+    assert before == fx.events()
+    assert None is fx.row("runs", run_id="run-10")
+    fx.assert_rebuild_equals_live()
+    fx.close()
+
+
+def canonical_text(value: object) -> str:
+    """The canonical JSON of ``value`` as text, which a prompt may spell."""
+    return canonical.encode(value).decode()

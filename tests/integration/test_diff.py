@@ -201,18 +201,18 @@ class TestSchemaMismatch:
 
     def test_projection_versions_differ(self, live: Path, copy: Path) -> None:
         """A checkpoint at another projection version is named with both versions."""
-        edit(copy, "UPDATE _pwf_checkpoint SET version = 2 WHERE projection = 'runs'")
+        edit(copy, "UPDATE _pwf_checkpoint SET version = 2 WHERE projection = 'blobs'")
         with pytest.raises(
-            InputError, match=r"^A has projection runs at version 1, B at version 2$"
+            InputError, match=r"^A has projection blobs at version 1, B at version 2$"
         ):
             diff_databases(live, copy)
 
     def test_a_projection_only_one_side_has(self, live: Path, copy: Path) -> None:
         """A projection with no checkpoint on one side is named."""
-        edit(copy, "DELETE FROM _pwf_checkpoint WHERE projection = 'runs'")
-        with pytest.raises(InputError, match=r"^A has projection runs at version 1, B has none$"):
+        edit(copy, "DELETE FROM _pwf_checkpoint WHERE projection = 'blobs'")
+        with pytest.raises(InputError, match=r"^A has projection blobs at version 1, B has none$"):
             diff_databases(live, copy)
-        with pytest.raises(InputError, match=r"^A has no projection runs, B has it at version 1$"):
+        with pytest.raises(InputError, match=r"^A has no projection blobs, B has it at version 1$"):
             diff_databases(copy, live)
 
     def test_a_table_only_one_side_has(self, live: Path, copy: Path) -> None:

@@ -22,6 +22,7 @@ import pwf.splitfold
 from pwf.check import check
 from pwf.cli._options import open_store
 from pwf.errors import ChainError, InputError, StoreBusyError, StoreError
+from pwf.projections import PROJECTIONS
 from pwf.readmodel import dump
 from pwf.replay import rebuild, replay
 from pwf.store.sqlite import SqliteStore
@@ -331,7 +332,7 @@ class TestRebuild:
             rebuild(store)
             rows = store.connection.execute("SELECT version, last_seq FROM _pwf_checkpoint")
             found = set(rows.fetchall())
-        assert {(1, _head(live)[0])} == found
+        assert {(projection.VERSION, _head(live)[0]) for projection in PROJECTIONS} == found
 
     def test_a_failed_fold_leaves_the_live_file_untouched(
         self, live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -122,7 +122,7 @@ CORPUS: Final = (
     Hostile("line of 1 MiB + 1 bytes", "refused", "refused", _sized(MIB + 1)),
     Hostile("SQL-looking ids", "answered", "answered", _sql_ids),
     Hostile(
-        "lone surrogate in the payload", "refused", "refused", _payload_splice(b'"n":"\\ud800"')
+        "lone surrogate in the payload", "answered", "answered", _payload_splice(b'"n":"\\ud800"')
     ),
     Hostile("number as an id", "refused", "refused", _number_id),
     Hostile(
@@ -150,7 +150,7 @@ SURROGATE_IDS: Final = (
     ("worker", "attemptId"),
 )
 """Ids holding a lone surrogate (``"\\ud800"`` in canonical JSON): protocol and member.
-pwf refuses the whole line (DOMAIN §15.6); before it did, SQLite could not bind such an id."""
+The original accepts them and binds them as U+FFFD; so does pwf (ADR 0027)."""
 
 
 def surrogate_id(field: str) -> Callable[[Message], bytes]:

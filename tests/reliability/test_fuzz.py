@@ -196,8 +196,8 @@ def judge(line: bytes, db: Path, protocol: Protocol, figures: Figures) -> str:
     return "answered"
 
 
-TEXT: Final = st.text(max_size=24)
-"""No lone surrogates here: the corpus and ``test_lone_surrogate_in_an_id`` have them."""
+TEXT: Final = st.text(st.characters(exclude_categories=()), max_size=24)
+"""Any code point, lone surrogates included: the original accepts them (ADR 0027)."""
 JSON: Final = st.recursive(
     st.none()
     | st.booleans()

@@ -18,9 +18,9 @@ from pwf import canonical
 from pwf.commands import Context
 from pwf.commands.ids import session_request_id
 from pwf.commands.views import json_bytes
-from pwf.errors import CommandError
+from pwf.errors import CommandError, ProtocolError
 from pwf.projections import blobs
-from pwf.protocol.client import request_fingerprint
+from pwf.protocol.client import parse_request, request_fingerprint
 from pwf.readmodel import RowReader
 
 CORPUS = Path(__file__).parents[1] / "golden" / "conformance_corpus.jsonl"
@@ -41,11 +41,13 @@ VALUES = _load("canonical")
 SESSION_IDS = _load("sessionRequestId")
 FINGERPRINTS = _load("fingerprint")
 BLOBS = _load("blobs")
+OPAQUE_IDS = _load("opaqueId")
 
 
 def test_corpus_has_every_kind() -> None:
     """Lone-surrogate texts and values, ids, fingerprints and blob sequences are all there."""
-    assert all(len(cases) >= 1 for cases in (TEXTS, VALUES, SESSION_IDS, FINGERPRINTS, BLOBS))
+    kinds = (TEXTS, VALUES, SESSION_IDS, FINGERPRINTS, BLOBS, OPAQUE_IDS)
+    assert all(len(cases) >= 1 for cases in kinds)
     assert any("\ud800" in case["text"] for case in TEXTS)
 
 
@@ -80,6 +82,32 @@ def test_request_fingerprints(case: dict[str, Any]) -> None:
     assert line == canonical.encode(members)
     assert case["requestId"] == members["requestId"]
     assert case["fingerprint"] == request_fingerprint(members)
+    parsed = parse_request(line)
+    assert (case["fingerprint"], members["payload"]) == (parsed.fingerprint, parsed.payload)
+
+
+@pytest.mark.parametrize("case", OPAQUE_IDS, ids=_ids(OPAQUE_IDS))
+def test_opaque_ids_follow_the_256_byte_rule(case: dict[str, Any]) -> None:
+    """An id with lone surrogates is counted in Node's UTF-8 bytes, and only that refuses it."""
+    line = canonical.encode(
+        {
+            "clientId": "cli-A",
+            "idempotencyKey": case["id"],
+            "operation": "host.status",
+            "payload": {},
+            "requestId": "r-1",
+            "schema": "pi-workflows.client.v1",
+            "type": "request",
+        }
+    )
+    assert case["byteLength"] == len(canonical.utf8(case["id"]))
+    if case["valid"]:
+        assert case["id"] == parse_request(line).idempotency_key
+    else:
+        with pytest.raises(
+            ProtocolError, match=r"^idempotencyKey must be nonempty text of at most 256 bytes$"
+        ):
+            parse_request(line)
 
 
 class _Store:

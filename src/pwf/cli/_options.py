@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
+from pwf import canonical
 from pwf.config import Settings
 from pwf.errors import ConfigError
 from pwf.readmodel import ReadModel, install_views
@@ -147,3 +148,8 @@ def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) 
             store.close()
             raise
     return store
+
+
+def printable(text: str) -> str:
+    """Text fit for a terminal: a lone surrogate shows as U+FFFD, as Node prints it."""
+    return canonical.utf8(text).decode()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import click
 
 from pwf import canonical
-from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._options import db_option, json_option, open_store, printable
 from pwf.cli._progress import activity
 from pwf.cli._times import TIME, resolve_format, shown, time_format_option
 from pwf.explain import explain_interaction, explain_run
@@ -120,7 +120,7 @@ def _show(
     if as_json:
         click.echo(canonical.encode(explanation).decode())
     else:
-        click.echo(_human(explanation, resolve_format(time_format), requested))
+        click.echo(printable(_human(explanation, resolve_format(time_format), requested)))
 
 
 @click.group()

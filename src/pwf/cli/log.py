@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import click
 
 from pwf import canonical, logs
-from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._options import db_option, json_option, open_store, printable
 from pwf.cli._output import (
     output_form,
     output_options,
@@ -126,7 +126,7 @@ def _print(events: Iterable[StoredEvent], shape: _Shape) -> int:
     form = resolve_format(shape.time_format)
     click.echo(" ".join(_heading(name, form) for name in columns).rstrip())
     for stored in events:
-        click.echo(_line(_values(stored), columns, form))
+        click.echo(printable(_line(_values(stored), columns, form)))
         shown_count += 1
     return shown_count
 
@@ -280,7 +280,7 @@ def _follow(store: SqliteStore, seq: int, shape: _Shape, interval: float) -> Non
                 form = resolve_format(plain.time_format)
                 columns = pick_columns(_COLUMNS, plain.columns, _SHOWN)
                 for stored in fresh:
-                    click.echo(_line(_values(stored), columns, form))
+                    click.echo(printable(_line(_values(stored), columns, form)))
             elif plain.form in ("csv", "tsv"):
                 columns = pick_columns(_COLUMNS, plain.columns, _SHOWN)
                 print_rows(

@@ -7,9 +7,9 @@ terminal message's turn has ended.  Imports commands, events and errors.
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Final
 
+from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members, text
 from pwf.commands.ids import session_request_id
@@ -29,7 +29,7 @@ MAX_PROMPT_BYTES: Final = 65_536
 
 def _follow_up_id(run_id: str, request_id: str) -> str:
     aggregate = f"{run_id}:{request_id}"
-    return "follow_up-" + hashlib.sha256(f"follow_up\0{aggregate}".encode()).hexdigest()[:40]
+    return "follow_up-" + canonical.text_hex_digest(f"follow_up\0{aggregate}")[:40]
 
 
 def _follow_up_receipt(row: Row) -> dict[str, object]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-import msgspec
-
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members, text
@@ -151,7 +149,7 @@ def record_submission(  # noqa: PLR0913 - a submission has this many facts
         if bytes(same_key["payload_hash"]) != canonical.digest(value):
             raise refuse("Interactive submission idempotency key conflicts")
         receipt = (
-            msgspec.json.decode(bytes(same_key["receipt"]))
+            canonical.decode(bytes(same_key["receipt"]))
             if same_key["receipt"] is not None
             else {"requestId": request["request_id"], "submissionId": same_key["submission_id"]}
         )
@@ -218,7 +216,7 @@ def finish_validation(
     if row is None:
         raise refuse(f"Interactive submission not found: {submission_id}")
     if row["outcome"] == outcome and row["receipt"] is not None:
-        stored: dict[str, object] = msgspec.json.decode(bytes(row["receipt"]))
+        stored: dict[str, object] = canonical.decode(bytes(row["receipt"]))  # type: ignore[assignment]
         return stored
     if row["outcome"] != "validating":
         raise refuse("Interactive submission is not awaiting validation")

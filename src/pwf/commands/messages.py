@@ -124,7 +124,7 @@ def ensure_interaction_message(ctx: Context, request: Row, reason: str) -> str:
     stored = json_bytes(ctx, request["contract_hash"])
     if stored is None:
         raise refuse("Workflow blob is missing")
-    contract = msgspec.json.decode(stored)
+    contract = canonical.decode(stored)
     details: dict[str, object] = {
         "contract": contract,
         "requestId": request["request_id"],

@@ -192,7 +192,7 @@ def source_of(ctx: Context, run: Row) -> object:
     """A run's ``{root, mounted}`` read back from ``run_sources`` (text for older runs)."""
     snapshot = json_bytes(ctx, run["definition_snapshot_hash"])
     stored = stored_source(
-        ctx, run["run_id"], None if snapshot is None else msgspec.json.decode(snapshot)
+        ctx, run["run_id"], None if snapshot is None else canonical.decode(snapshot)
     )
     return run["workflow_source"] if stored is None else stored
 

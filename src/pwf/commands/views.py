@@ -7,8 +7,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Final
 
-import msgspec
-
+from pwf import canonical
 from pwf.commands import Result, refuse
 from pwf.projections.run_view_content import view_content
 
@@ -49,7 +48,7 @@ def json_bytes(ctx: Context, blob_hash: bytes | None) -> bytes | None:
 def stored_json(ctx: Context, blob_hash: bytes | None) -> object:
     """A JSON blob's value, or None when there is none."""
     content = json_bytes(ctx, blob_hash)
-    return None if content is None else msgspec.json.decode(content)
+    return None if content is None else canonical.decode(content)
 
 
 def _view_value(ctx: Context, blob_hash: bytes | None) -> object:
@@ -59,7 +58,7 @@ def _view_value(ctx: Context, blob_hash: bytes | None) -> object:
         return None
     found = view_content(raw)
     if found is None:
-        value = msgspec.json.decode(raw)
+        value = canonical.decode(raw)
         if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ARTIFACT_KEYS:
             return {"$escaped": value}
         return value

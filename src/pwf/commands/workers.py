@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-import msgspec
-
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members, text
@@ -169,7 +167,7 @@ def check_worker(ctx: Context, message: WorkerMessage) -> WorkerResponse | None:
         revision=stored["accepted_revision"],
         result=canonical.MISSING
         if stored["result"] is None
-        else msgspec.json.decode(bytes(stored["result"])),
+        else canonical.decode(bytes(stored["result"])),
         error=None if stored["error"] is None else bytes(stored["error"]).decode(),
     )
 

@@ -9,7 +9,7 @@ change gets a new tag plus a pure upcaster in :data:`UPCASTERS` (ADR 0003).
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -205,6 +205,47 @@ def content_hash_of(body: bytes) -> str:
     return hashlib.sha256(body[:start] + body[end:]).hexdigest()
 
 
+def _raw_fields(cls: type[msgspec.Struct]) -> tuple[str, ...]:
+    """The wire names of a Struct's ``msgspec.Raw`` fields (alone or with UNSET)."""
+    found = _RAW_FIELDS.get(cls)
+    if found is None:
+        info = msgspec.inspect.type_info(cls)
+        assert isinstance(info, msgspec.inspect.StructType)
+        found = tuple(
+            field.encode_name
+            for field in info.fields
+            if isinstance(field.type, msgspec.inspect.RawType)
+            or (
+                isinstance(field.type, msgspec.inspect.UnionType)
+                and any(isinstance(t, msgspec.inspect.RawType) for t in field.type.types)
+            )
+        )
+        _RAW_FIELDS[cls] = found
+    return found
+
+
+_RAW_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def surrogate_decode(data: bytes, cls: type[Any]) -> Any:  # noqa: ANN401 - the Struct asked for
+    """Decode canonical bytes that hold a lone surrogate into ``cls`` (ADR 0027).
+
+    msgspec refuses such an escape; the standard library keeps it in ``str``.
+    Raw fields get the canonical bytes of their value back, which are the
+    stored bytes, since a stored body is canonical throughout.
+
+    Raises:
+        msgspec.ValidationError: the value does not fit ``cls``.
+        msgspec.DecodeError: the bytes are not JSON.
+    """
+    value = canonical.decode(data)
+    if isinstance(value, dict):
+        for name in _raw_fields(cls):
+            if name in value:
+                value[name] = msgspec.Raw(canonical.encode(value[name]))
+    return msgspec.convert(value, cls)
+
+
 def _data_decoder(tag: str) -> msgspec.json.Decoder[Event] | None:
     decoder = _DATA.get(tag)
     if decoder is None and tag in REGISTRY:
@@ -218,12 +259,20 @@ def _decode_data(tag: str, data: msgspec.Raw) -> Event:
         upcast = UPCASTERS.get(tag)
         if upcast is None:
             raise EventDataError(f"unknown event type: {tag}")
-        tag, value = upcast(msgspec.json.decode(data))
+        tag, value = upcast(canonical.decode(bytes(data)))
         return msgspec.convert(value, REGISTRY[tag])
     try:
         return decoder.decode(data)
+    except msgspec.ValidationError as error:  # a DecodeError too: caught first
+        raise EventDataError(f"{tag}: {error}") from None
+    except msgspec.DecodeError as error:
+        if not canonical.has_lone_surrogate(bytes(data)):
+            raise EventDataError(f"{tag}: {error}") from None
+    try:
+        event: Event = surrogate_decode(bytes(data), REGISTRY[tag])
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise EventDataError(f"{tag}: {error}") from None
+    return event
 
 
 def open_body(body: bytes) -> Entry:
@@ -257,8 +306,16 @@ def read_body(body: bytes) -> Entry:
 def _envelope(body: bytes) -> Envelope:
     try:
         return _ENVELOPE.decode(body)
+    except msgspec.ValidationError as error:  # a DecodeError too: caught first
+        raise EventDataError(f"envelope: {error}") from None
+    except msgspec.DecodeError as error:
+        if not canonical.has_lone_surrogate(body):
+            raise EventDataError(f"envelope: {error}") from None
+    try:
+        envelope: Envelope = surrogate_decode(body, Envelope)
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise EventDataError(f"envelope: {error}") from None
+    return envelope
 
 
 def _entry(envelope: Envelope) -> Entry:

@@ -168,10 +168,6 @@ def seal(  # noqa: PLR0913 - the envelope has this many members
     body = canonical.encode(msgspec.structs.replace(draft, content_hash=content_hash))
     if len(body) > MAX_EVENT_BYTES:
         raise InputError(f"{event.TAG} event of {len(body)} bytes exceeds {MAX_EVENT_BYTES} bytes")
-    if canonical.has_lone_surrogate(body):
-        # JavaScript keeps lone surrogates, but msgspec cannot read them back into typed
-        # events, so a log that could not be verified is refused at the door.
-        raise InputError(f"{event.TAG} event holds text with a lone surrogate")
     entry = Entry(
         seq=seq,
         batch=batch,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
+from pwf import canonical
 from pwf.events import (
     AttemptChanged,
     AttemptStarted,
@@ -49,6 +48,8 @@ from pwf.explain._report import Item
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import msgspec
+
     from pwf.events import Entry
 
 __all__ = ["item", "refusal", "short", "summary"]
@@ -77,7 +78,7 @@ def _revised(event: InteractionRevised) -> str:
 
 
 def _receipt_error(receipt: msgspec.Raw) -> str:
-    value = msgspec.json.decode(receipt)
+    value = canonical.decode(receipt)
     error = value.get("error") if isinstance(value, dict) else None
     return f": {error}" if isinstance(error, str) else ""
 

@@ -64,7 +64,7 @@ def _context(  # noqa: PLR0913 - the transaction and everything a decider is giv
 
 
 def _json(value: object) -> object:
-    return msgspec.json.decode(bytes(value)) if value is not None else canonical.MISSING  # type: ignore[call-overload]
+    return canonical.decode(bytes(value)) if value is not None else canonical.MISSING  # type: ignore[call-overload]
 
 
 def _text(value: object) -> str | None:

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 import msgspec
 
+from pwf import canonical
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
@@ -52,5 +54,5 @@ def json_hash(value: msgspec.Raw | msgspec.UnsetType) -> bytes | None:
 
 
 def text_hash(value: str | None) -> bytes | None:
-    """SHA-256 of a text's UTF-8 bytes, as the blob store keys it."""
-    return None if value is None else hashlib.sha256(value.encode()).digest()
+    """SHA-256 of a text's UTF-8 bytes as Node writes them, as the blob store keys it."""
+    return None if value is None else hashlib.sha256(canonical.utf8(value)).digest()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from pwf import canonical
 from pwf.events import RunFinished, RunReserved
 from pwf.projections._sql import Statement, dispatch
 
@@ -42,7 +43,7 @@ DDL: Final = (
 def view_content(value: bytes) -> tuple[bytes, str] | None:
     """The bytes and media type a large view value is stored as, or None when it is small."""
     if value.startswith(b'"'):
-        text = msgspec.json.decode(value, type=str).encode("utf-8", "surrogatepass")
+        text = canonical.utf8(canonical.decode(value))  # type: ignore[arg-type]
         return (text, "text/plain") if len(text) > VIEW_VALUE_LIMIT else None
     return (value, "application/json") if len(value) > VIEW_VALUE_LIMIT else None
 

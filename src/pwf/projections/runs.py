@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
+from pwf import canonical
 from pwf.events import (
     AttemptChanged,
     AttemptStarted,
@@ -230,7 +229,7 @@ def _reserved(entry: Entry) -> list[Statement]:
     assert isinstance(event, RunReserved)
     at = entry.at
     fingerprint = event.parent_terminal_fingerprint
-    source = msgspec.json.decode(event.workflow_source)
+    source = canonical.decode(event.workflow_source)
     statements: list[Statement] = [
         (
             _INSERT_RUN,

@@ -218,10 +218,6 @@ def _object(line: bytes) -> dict[str, object]:
         value = canonical.parse_line(line)
     except LineError as error:
         raise ProtocolError(f"Client protocol message must use canonical JSON: {error}") from error
-    if canonical.has_lone_surrogate(line):
-        raise ProtocolError(
-            "Client protocol message holds a lone surrogate, which pwf does not store"
-        )
     if not isinstance(value, dict):
         raise ProtocolError("Client protocol message must be an object")
     return value

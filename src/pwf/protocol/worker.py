@@ -137,10 +137,6 @@ def _object(line: bytes) -> dict[str, object]:
         raise ProtocolError(
             f"Worker protocol message must be a canonical JSON object: {error}"
         ) from error
-    if canonical.has_lone_surrogate(line):
-        raise ProtocolError(
-            "Worker protocol message holds a lone surrogate, which pwf does not store"
-        )
     if not isinstance(value, dict):
         raise ProtocolError("Worker protocol message must be a canonical JSON object")
     return value

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from pwf import canonical
 from pwf.errors import ChainError, InputError, LineError
 from pwf.events import LogCompacted, open_body
 from pwf.store import Head
@@ -69,7 +70,7 @@ def check_event(seq: int, row: tuple[object, ...], opening: int | None) -> Entry
     except (LineError, InputError) as error:
         raise ChainError(seq, str(error)) from None
     said = columns(entry)
-    if said != tuple(row[:BODY]):
+    if said != tuple(row[:BODY]) and canonical.bindable(said) != tuple(row[:BODY]):
         names = COLUMNS.split(", ")
         column = next(n for n, a, b in zip(names, said, row, strict=False) if a != b)
         raise ChainError(seq, f"indexed column {column.strip()} disagrees with the stored bytes")

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Self
 
+from pwf import canonical
 from pwf.errors import (
     ChainError,
     InputError,
@@ -240,10 +241,12 @@ class SqliteTransaction:
 
     def _write(self, sealed: list[Sealed]) -> None:
         """Insert rows, move the head, run the append hooks: all in this transaction."""
-        self.connection.executemany(
-            f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            [_row(item) for item in sealed],
-        )
+        insert = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+        rows = [_row(item) for item in sealed]
+        try:
+            self.connection.executemany(insert, rows)
+        except UnicodeEncodeError:  # an indexed id with a lone surrogate: bound as Node binds it
+            self.connection.executemany(insert, [canonical.bindable(row) for row in rows])
         last = sealed[-1].entry
         self._head = Head(seq=last.seq, content_hash=last.content_hash, batch=last.batch)
         for hook in self.store.hooks:
