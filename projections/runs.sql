@@ -26,14 +26,6 @@ CREATE TABLE run_queue (
   updated_at INTEGER NOT NULL,
   CHECK ((owner_worker_epoch IS NULL) = (lease_expires_at IS NULL))
 ) STRICT;
-CREATE TABLE run_sources (
-  run_id TEXT NOT NULL,
-  mount_path TEXT NOT NULL,
-  source_type TEXT NOT NULL CHECK (source_type IN ('builtin', 'file')),
-  source_ref TEXT NOT NULL,
-  source_revision TEXT NOT NULL,
-  PRIMARY KEY (run_id, mount_path)
-) STRICT;
 CREATE TABLE run_updates (
   run_id TEXT NOT NULL,
   sequence INTEGER NOT NULL CHECK (sequence > 0),

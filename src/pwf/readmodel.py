@@ -256,7 +256,10 @@ class ReadModel:
             cls = type(entry.event)
             for handler in routes[cls] if cls in routes else route(cls):
                 for text, params in handler(entry):
-                    execute(text, params)
+                    try:
+                        execute(text, params)
+                    except UnicodeEncodeError:  # a lone surrogate: bound as Node binds it
+                        execute(text, canonical.bindable(params))
 
     def settle(self, connection: object, seq: int) -> None:
         """Before the commit: move every projection's checkpoint to ``seq``, the new head.

@@ -129,7 +129,7 @@ class TestExplainInsideABatch:
                 "projectPath": "/p",
                 "workflowName": "echo",
                 "workflowSourceRef": "builtin:echo",
-                "workflowSource": "builtin",
+                "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
                 "definitionDigest": "d1",
                 "definitionSnapshot": {},
                 "input": {},

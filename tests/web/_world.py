@@ -45,7 +45,7 @@ def start_payload(session: str, value: object) -> dict[str, Any]:
         "originSessionId": session,
         "projectPath": "/srv/project",
         "workflowName": "release-notes",
-        "workflowSource": "builtin",
+        "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
         "workflowSourceRef": "builtin:release-notes",
     }
 

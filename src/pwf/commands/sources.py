@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.commands import refuse
-from pwf.projections.runs import SOURCE_FIELDS
+from pwf.projections.run_sources import SOURCE_FIELDS
 
 if TYPE_CHECKING:
     from pwf.commands import Context

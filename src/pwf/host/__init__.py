@@ -137,7 +137,9 @@ class Host:
             return self._prune(request, operation.handler, now), None
         if operation.route in (Route.EXECUTED, Route.MAINTENANCE):
             try:
-                return self._adopt_or_execute(request, operation.route, operation.handler, now), None
+                return self._adopt_or_execute(
+                    request, operation.route, operation.handler, now
+                ), None
             except (sqlite3.IntegrityError, StoreError) as error:
                 # Recording the outcome stored a blob another media type holds: the
                 # whole batch is gone with its own transaction, as in the original.

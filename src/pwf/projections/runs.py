@@ -1,4 +1,4 @@
-"""``runs`` with its queue, bindings, sources, checkpoints and updates (§5.2, HOST.md §5.2).
+"""``runs`` with ``run_queue``, ``run_bindings``, ``run_checkpoints`` and ``run_updates`` (§5.2).
 
 Columns, CHECKs and the unique restart-parent index mirror the 0.16.1 schema;
 foreign keys are left out so that a projection never depends on the order in
@@ -9,7 +9,7 @@ the run, its queue entry and its attempts: it is what a worker's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
 from pwf.events import (
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from pwf.projections._sql import Handler
 
 NAME: Final = "runs"
-VERSION: Final = 2
+VERSION: Final = 1
 
 DDL: Final = (
     """CREATE TABLE IF NOT EXISTS runs (
@@ -134,18 +134,8 @@ DDL: Final = (
   created_at INTEGER NOT NULL,
   PRIMARY KEY (run_id, sequence)
 ) STRICT""",
-    """CREATE TABLE IF NOT EXISTS run_sources (
-  run_id TEXT NOT NULL,
-  mount_path TEXT NOT NULL,
-  source_type TEXT NOT NULL CHECK (source_type IN ('builtin', 'file')),
-  source_ref TEXT NOT NULL,
-  source_revision TEXT NOT NULL,
-  PRIMARY KEY (run_id, mount_path)
-) STRICT""",
 )
 
-SOURCE_FIELDS: Final = {"builtin": ("id", "revision"), "file": ("path", "hash")}
-"""Per source type, the identity members kept as ``source_ref`` and ``source_revision``."""
 
 _BUMP: Final = "revision = revision + 1, updated_at = ?"
 
@@ -171,10 +161,6 @@ _INSERT_RUN: Final = (
 _INSERT_QUEUE: Final = (
     "INSERT INTO run_queue (run_id, origin_session_id, status, created_at, updated_at)"
     " VALUES (?, ?, 'queued', ?, ?)"
-)
-_INSERT_SOURCE: Final = (
-    "INSERT INTO run_sources (run_id, mount_path, source_type, source_ref, source_revision)"
-    " VALUES (?, ?, ?, ?, ?)"
 )
 _INSERT_BINDING: Final = (
     "INSERT INTO run_bindings (run_id, origin_session_id, execution_mode, created_at)"
@@ -256,8 +242,6 @@ def _reserved(entry: Entry) -> list[Statement]:
         ),
         (_INSERT_QUEUE, (event.run_id, event.origin_session_id, at, at)),
     ]
-    if isinstance(source, dict):
-        statements.extend((_INSERT_SOURCE, (event.run_id, *row)) for row in _source_rows(source))
     if event.origin_session_id is not None:
         statements.append(
             (
@@ -266,20 +250,6 @@ def _reserved(entry: Entry) -> list[Statement]:
             )
         )
     return statements
-
-
-def _source_rows(source: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """The rows of a normalised source: root ``''``, then each mount path joined with ``/``.
-
-    A run reserved before sources were objects holds text and gets no rows.
-    """
-    entries = [("", source["root"])]
-    entries += [("/".join(item["mountPath"]), item["source"]) for item in source["mounted"]]
-    rows = []
-    for mount_path, identity in entries:
-        ref, revision = SOURCE_FIELDS[identity["kind"]]
-        rows.append((mount_path, identity["kind"], identity[ref], identity[revision]))
-    return rows
 
 
 def _claimed(entry: Entry) -> list[Statement]:
