@@ -73,7 +73,7 @@ def _client_line(
             "projectPath": "/p",
             "workflowName": "echo",
             "workflowSourceRef": "builtin:echo",
-            "workflowSource": "builtin",
+            "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
             "definitionDigest": "d1",
             "definitionSnapshot": {},
             "input": {"n": number},
