@@ -17,11 +17,11 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.web import _world
-    from tests.web._served import ARTIFACTS, serve
+    from tests.web import _web_world as _world
+    from tests.web._web_served import ARTIFACTS, serve
 else:
-    import _world
-    from _served import ARTIFACTS, serve
+    import _web_world as _world
+    from _web_served import ARTIFACTS, serve
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -38,7 +38,7 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture(scope="session")
 def world_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The realistic database (see :mod:`tests.web._world`), built once."""
+    """The realistic database (see :mod:`tests.web._web_world`), built once."""
     db = tmp_path_factory.mktemp("world") / "state.db"
     _world.build(db)
     return db

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.web import _world
-    from tests.web._served import ARTIFACTS, serve
+    from tests.web import _web_world as _world
+    from tests.web._web_served import ARTIFACTS, serve
 else:
-    import _world
-    from _served import ARTIFACTS, serve
+    import _web_world as _world
+    from _web_served import ARTIFACTS, serve
 
 
 def shoot(page: Any, name: str) -> None:

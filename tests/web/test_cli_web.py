@@ -23,11 +23,11 @@ from pwf.web._source import KEPT_REPLAYS, Database
 
 if TYPE_CHECKING:
     from tests.cli._cli import one_line
-    from tests.web import _world
-    from tests.web._served import get, serve
+    from tests.web import _web_world as _world
+    from tests.web._web_served import get, serve
 else:
-    import _world
-    from _served import get, serve
+    import _web_world as _world
+    from _web_served import get, serve
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
     from _cli import one_line

@@ -1,7 +1,7 @@
 """``pwf web`` over HTTP: each page, its filters, "as of seq", the log's bytes, errors, headers.
 
 The server runs as ``pwf web`` in its own process over the realistic
-database of :mod:`tests.web._world`; pages are fetched with plain HTTP.
+database of :mod:`tests.web._web_world`; pages are fetched with plain HTTP.
 The numbers of the deadline shifts are DOMAIN §10.2's rule applied to the
 world's script, not read back from pwf.
 """
@@ -22,11 +22,11 @@ from pwf.cli import cli
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.web import _world
-    from tests.web._served import get, serve
+    from tests.web import _web_world as _world
+    from tests.web._web_served import get, serve
 else:
-    import _world
-    from _served import get, serve
+    import _web_world as _world
+    from _web_served import get, serve
 
 INTERACTION = f"/interaction?id={_world.WAITING}"
 
