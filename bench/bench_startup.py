@@ -7,7 +7,9 @@ does not exist, so every round does the same work without growing the log)
 and, when the installed pwf has ``call`` and ``serve``, a one-line
 ``pwf call`` to a ``pwf serve`` of another database that the benchmark
 starts and stops (``pwf request`` is refused while a host serves its
-database).  The ratio of each to the floor is taken within the round and
+database).  A second floor, the interpreter importing the libraries every
+verb stands on (sqlite3, json, hashlib, pathlib, click and msgspec), shows
+how much of a start is pwf's own.  The ratio of each to the floor is taken within the round and
 the median over rounds is reported, so a busy neighbour slows numerator and
 floor alike.
 
@@ -38,6 +40,10 @@ _STATUS: Final = (
     b'{"clientId":"bench","idempotencyKey":"k","operation":"run.status","payload":{},'
     b'"requestId":"r","runId":"run-none","schema":"pi-workflows.client.v1","type":"request"}\n'
 )
+
+
+_LIBRARIES: Final = "import sqlite3, json, hashlib, pathlib, click, msgspec"
+"""What every pwf verb imports before any of pwf's own code: a second floor."""
 
 
 def _install_kind(python: str) -> str:
@@ -97,6 +103,7 @@ def _cases(
 ) -> dict[str, tuple[list[str], bytes]]:
     cases = {
         "floor": ([python, "-c", "import sqlite3, json"], b""),
+        "libraries": ([python, "-c", _LIBRARIES], b""),
         "pwf --version": ([pwf, "--version"], b""),
         "pwf request": ([pwf, "request", "--db", str(db)], _STATUS),
     }
@@ -152,8 +159,12 @@ def run(rounds: int, python: str | None = None) -> list[str]:
             else f"  {statistics.median(ratios[name]):.2f}x floor"
             f"  [CPU {statistics.median(cpus[name]):.2f}x]"
         )
-        label = 'python -c "import sqlite3, json"' if name == "floor" else name
+        label = {
+            "floor": 'python -c "import sqlite3, json"',
+            "libraries": "libraries (below)",
+        }.get(name, name)
         lines.append(f"  {label:34} {ms:6.1f} ms{shown}")
+    lines.append(f'  libraries: python -c "{_LIBRARIES}"')
     return lines
 
 
