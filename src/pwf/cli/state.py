@@ -27,21 +27,33 @@ def state() -> None:
     """Maintenance of the state database, recorded like the original's commands."""
 
 
+_EXISTS = "Backup destination already exists: "
+
+
 @state.command()
 @click.argument("destination", metavar="DEST")
+@click.option("--overwrite", is_flag=True, help="Replace DEST when it already exists.")
 @db_option
 @at_option
 @json_option
-def backup(destination: str, db: str | None, at: int | None, as_json: bool) -> None:
+def backup(
+    destination: str, overwrite: bool, db: str | None, at: int | None, as_json: bool
+) -> None:
     """Copy the database to DEST (absolute) and check the copy.
 
-    The live database must pass its integrity checks; the copy is made with
-    SQLite's online backup, gets mode 0600 (parent directories 0700), and is
-    reopened read-only to check its integrity, its hash chain and that its
-    projections equal its log.  The command is recorded as state.backup.
+    DEST is refused when it already exists (unless --overwrite), when it is a
+    directory, and always when it reaches the live database, its -wal, -shm
+    or -journal, a file pwf keeps beside it, or a backup that a compaction of
+    this log names (symlinks followed).  The live database must pass its
+    integrity checks; the copy is made with SQLite's online backup, gets mode
+    0600 (parent directories 0700), and is reopened read-only to check its
+    integrity, its hash chain and that its projections equal its log.  The
+    command is recorded as state.backup.
     """
     with activity("backing up"):
-        response = _maintain("state.backup", {"destination": destination}, db, at)
+        response = _maintain(
+            "state.backup", {"destination": destination}, db, at, replace_backups=overwrite
+        )
     if as_json:
         click.echo(
             canonical.encode({"error": response.error, "outcome": response.outcome}).decode()
@@ -49,13 +61,21 @@ def backup(destination: str, db: str | None, at: int | None, as_json: bool) -> N
     elif response.outcome in ("accepted", "adopted"):
         click.echo(f"backed up to {destination}")
     else:
-        raise CommandError(response.error or "state.backup was refused")
+        hint = (
+            "; pass --overwrite to replace it" if (response.error or "").startswith(_EXISTS) else ""
+        )
+        raise CommandError(f"{response.error or 'state.backup was refused'}{hint}")
     if response.outcome not in ("accepted", "adopted"):
         sys.exit(2)
 
 
 def _maintain(
-    operation: str, payload: dict[str, object], db: str | None, at: int | None
+    operation: str,
+    payload: dict[str, object],
+    db: str | None,
+    at: int | None,
+    *,
+    replace_backups: bool = True,
 ) -> ClientResponse:
     """Send one maintenance request through the host, as a client would."""
     key = f"{operation}-{uuid.uuid4()}"  # noqa: TID251 - the CLI is the edge that mints request ids
@@ -69,7 +89,7 @@ def _maintain(
     with open_store(db) as store:
         now = now_ms(at)
         refuse_if_served(store, now)
-        return Host(store).request(request, now)
+        return Host(store, replace_backups=replace_backups).request(request, now)
 
 
 _REPORT_LINES = (

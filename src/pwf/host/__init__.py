@@ -81,9 +81,15 @@ class Host:
         actor: Actor = DIRECT_ACTOR,
         host_epoch: int | None = None,
         new_epoch: Callable[[], str] | None = None,
+        replace_backups: bool = True,
     ) -> None:
-        """Bind the store; ``new_epoch`` makes worker epochs (a UUID by default)."""
+        """Bind the store; ``new_epoch`` makes worker epochs (a UUID by default).
+
+        ``replace_backups`` false makes ``state.backup`` refuse an existing
+        destination instead of replacing it (the CLI without ``--overwrite``).
+        """
         self.store = store
+        self.replace_backups = replace_backups
         self.actor = actor
         self.host_epoch = host_epoch
         self.new_epoch = new_epoch or (lambda: str(uuid.uuid4()))
@@ -354,7 +360,9 @@ class Host:
             raise CommandError(f"Unknown maintenance effect: {kind}")
         from pwf.host._backup import backup_database  # noqa: PLC0415 - only state.backup
 
-        backup_database(self.store.path, Path(target))
+        backup_database(
+            self.store.path, self.store.connection, Path(target), replace=self.replace_backups
+        )
 
     # ------------------------------------------------------------------ sessions and time
 

@@ -1,8 +1,10 @@
 """Online backup of a state database, checked before and after (DOMAIN §13.1).
 
-Runs while the command holds the write lock, through a separate read-only
-connection: in WAL mode it reads the last committed state while no other
-writer can commit, so the copy is one consistent point of the log.
+The destination is checked first (:mod:`pwf.host._destination`): never the
+live database, a file beside it, a directory, or a backup a compaction
+names.  The copy is made through a separate read-only connection in one
+step of SQLite's backup API, which reads one committed state of the WAL
+database from start to end, so it is a consistent point of the log.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from pwf.errors import CommandError, PwfError, os_error_text
+from pwf.host._destination import check_destination
+from pwf.private import create_file, make_directories
 from pwf.readmodel import dump, rebuild_into
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["backup_database"]
+__all__ = ["backup_database", "check_destination"]
 
 
 def _checked(connection: sqlite3.Connection, what: str) -> None:
@@ -28,31 +32,58 @@ def _checked(connection: sqlite3.Connection, what: str) -> None:
         raise CommandError(f"{what} failed its foreign-key check")
 
 
-def backup_database(live: Path, destination: Path) -> None:
-    """Copy ``live`` to ``destination`` (0600, parents 0700) and prove the copy sound."""
-    if destination.absolute() == live.absolute():
-        raise CommandError("destination must differ from the live database")
+def backup_database(
+    live: Path, connection: sqlite3.Connection, destination: Path, *, replace: bool = True
+) -> None:
+    """Copy ``live`` to ``destination`` (0600, parents 0700) and prove the copy sound.
+
+    ``connection`` is the live store's, to read the backups its compactions
+    name.  An existing destination is replaced unless ``replace`` is false.
+
+    Raises:
+        CommandError: the destination is refused, or the copy failed or is unsound.
+    """
+    target = check_destination(live, connection, destination)
+    if not replace and target.exists():
+        raise CommandError(f"Backup destination already exists: {destination}")
     source = sqlite3.connect(f"{live.absolute().as_uri()}?mode=ro", uri=True)
+    partial = target.with_name(target.name + ".partial")
+    made = False
     try:
         _checked(source, "the live database")
-        destination.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        partial = destination.with_name(destination.name + ".partial")
+        make_directories(target.parent)
         partial.unlink(missing_ok=True)
-        os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        target = sqlite3.connect(partial)
+        os.close(create_file(partial))
+        made = True
+        copy = sqlite3.connect(partial)
         try:
-            source.backup(target)
+            source.backup(copy)
         finally:
-            target.close()
-        partial.chmod(0o600)
-        partial.replace(destination)
+            copy.close()
+        _place(partial, target, destination, replace=replace)
+        made = False
     except OSError as error:
         raise CommandError(f"backup to {destination} failed: {os_error_text(error)}") from None
     except sqlite3.Error as error:
         raise CommandError(f"backup to {destination} failed: {error}") from None
     finally:
         source.close()
-    _verify_copy(destination)
+        if made:
+            partial.unlink(missing_ok=True)
+    _verify_copy(target)
+
+
+def _place(partial: Path, target: Path, destination: Path, *, replace: bool) -> None:
+    """Rename the finished copy into place; without ``replace`` never over an existing file."""
+    if replace:
+        partial.replace(target)
+        return
+    try:
+        os.link(partial, target)
+    except FileExistsError:
+        raise CommandError(f"Backup destination already exists: {destination}") from None
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _verify_copy(destination: Path) -> None:

@@ -249,7 +249,7 @@ def _apply(  # noqa: PLR0913 - the compaction's whole context
     """Back up, then compact the log and refold the projections; return the new tally."""
     if destination.exists():
         raise CommandError(f"Backup destination already exists: {destination}")
-    backup_database(tx.store.path, destination)
+    backup_database(tx.store.path, tx.connection, destination, replace=False)
     if not selection.runs:
         return tally(tx.connection)
     empty_projections(tx.connection)
