@@ -255,7 +255,10 @@ def test_h56_a_foreign_lock_is_refused_and_left_alone(tmp_path: Path) -> None:
     answer = _prune(fx, "p", before=CUTOFF, apply=True, backupPath=str(tmp_path / "b" / "x.sqlite"))
     assert (answer.outcome, answer.error) == (
         "rejected",
-        f"State maintenance is already active: {_lock(db)}",
+        (
+            f"State maintenance is already active: {_lock(db)}"
+            " (written by another program; remove it once no maintenance is running)"
+        ),
     )
     assert _lock(db).read_text() == "someone else\n"
     assert not (tmp_path / "b" / "x.sqlite").exists()

@@ -10,7 +10,6 @@ and counting the projections around a compaction, and the vacuum after it
 from __future__ import annotations
 
 import datetime as dt
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from pwf.commands import Context, Result
 from pwf.commands.prune import Cutoff, iso_utc, prune_options, select
 from pwf.errors import CommandError, PwfError
 from pwf.host._backup import backup_database
+from pwf.host._lock import MaintenanceLock, acquire_lock
 from pwf.readmodel import projection_tables
 from pwf.store.compaction import compact
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Recording",
     "Tally",
-    "acquire_lock",
     "database_bytes",
     "empty_projections",
     "report",
@@ -57,27 +56,6 @@ def resolve_cutoff(cutoff: Cutoff) -> int:
     except (OverflowError, OSError, ValueError):
         raise CommandError("state prune --before requires a valid timestamp") from None
     return cutoff.ms - (0 if offset is None else offset // dt.timedelta(milliseconds=1))
-
-
-def lock_path(database: Path) -> Path:
-    """``{database}.maintenance.lock``."""
-    return database.with_name(database.name + ".maintenance.lock")
-
-
-def acquire_lock(database: Path) -> Path:
-    """Create the maintenance lock file exclusively (0600); refuse when it exists."""
-    path = lock_path(database)
-    try:
-        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        raise CommandError(f"State maintenance is already active: {path}") from None
-    except OSError as error:
-        raise CommandError(f"cannot create {path}: {error.strerror}") from None
-    try:
-        os.write(descriptor, f"{os.getpid()}\n".encode())
-    finally:
-        os.close(descriptor)
-    return path
 
 
 def database_bytes(database: Path) -> int:
@@ -186,7 +164,7 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
     outcome, whose report needs the size after it, is recorded in a second
     one; the lock file is held until then and removed whatever happens.
     """
-    lock: Path | None = None
+    lock: MaintenanceLock | None = None
     try:
         with store.transaction() as tx:
             ctx = recording.open(tx)
@@ -234,7 +212,7 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
             return recording.adopt(ctx, request) or recording.record(ctx, request, result)
     finally:
         if lock is not None:
-            lock.unlink(missing_ok=True)
+            lock.release()
 
 
 def _apply(  # noqa: PLR0913 - the compaction's whole context
