@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import pytest
 import structlog
 
-from pwf.errors import CommandError
 from pwf.commands.prune import iso_utc
+from pwf.errors import CommandError
 from pwf.host._lock import acquire_lock, lock_path
 
 if TYPE_CHECKING:

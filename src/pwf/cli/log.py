@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 from collections import deque
@@ -27,6 +28,7 @@ from pwf.cli._times import resolve_format, shown
 from pwf.cli.diff import log_diff
 from pwf.config import Settings
 from pwf.events import EVENT_TYPES, open_body
+from pwf.private import create_file
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl
 
@@ -369,12 +371,14 @@ def verify(db: str | None, chain_only: bool, backup: str | None, as_json: bool) 
 @click.option("--from", "first", type=click.IntRange(min=1), default=1, help="First seq.")
 @click.option("--to", "last", type=click.IntRange(min=1), default=None, help="Last seq.")
 def export(db: str | None, out_path: str, first: int, last: int | None) -> None:
-    """Write the log as JSONL: each event's stored bytes, one per line."""
+    """Write the log as JSONL: each event's stored bytes, one per line (--out: mode 0600)."""
     with open_store(db, read_only=True) as store:
         if out_path == "-":
             written = export_jsonl(store, sys.stdout.buffer, first, last)
         else:
-            with Path(out_path).open("wb") as out:
+            with os.fdopen(
+                create_file(Path(out_path), exclusive=False, truncate=True), "wb"
+            ) as out:
                 written = export_jsonl(store, out, first, last)
     logs.info("log.exported", events=written)
 

@@ -26,6 +26,7 @@ from pwf.errors import (
     StoreError,
 )
 from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body, seal
+from pwf.private import create_file, make_directories
 from pwf.store import EMPTY, AppendHook, Head, StoredEvent, VerifyReport, origin_of
 from pwf.store.rows import COLUMNS, columns, verify_rows
 
@@ -126,10 +127,10 @@ def translate_error(error: sqlite3.Error, path: Path) -> PwfError:
 
 
 def _prepare_file(path: Path) -> None:
-    """Create the database's directory (0700) and an empty file (0600) if missing."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create the database's directories (0700) and an empty file (0600) if missing."""
+    make_directories(path.parent)
     try:
-        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        descriptor = create_file(path)
     except FileExistsError:
         return
     os.close(descriptor)
@@ -332,13 +333,16 @@ class SqliteStore:
                 uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000
             )
             self.connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            if not read_only:
-                self.connection.execute("PRAGMA journal_mode = WAL")
             self.connection.execute(f"PRAGMA synchronous = {synchronous}")
             self.connection.execute("PRAGMA foreign_keys = ON")
+            # Nothing is written before the file is known to be pwf's (or empty):
+            # the install refuses another program's tables, and the format check
+            # comes before the switch to WAL, which rewrites the header.
             if create:
                 self._install()
             self._check_format()
+            if not read_only:
+                self.connection.execute("PRAGMA journal_mode = WAL")
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
 
@@ -349,6 +353,8 @@ class SqliteStore:
                 raise NotPwfDatabaseError(
                     f"{self.path}: holds another program's tables; not a pwf database"
                 )
+            if names:
+                self._check_format()
             for statement in SCHEMA:
                 self.connection.execute(statement)
             self.connection.execute(
