@@ -15,6 +15,7 @@ Every error pwf raises on purpose derives from :class:`PwfError` and carries an
     │   ├── ProtocolError                   a client or worker message was refused
     │   ├── EventDataError                  event data does not fit its type
     │   └── CommandError                    a handler refused: the original's text and outcome
+    ├── AnswerTooLargeError (4)             executed (and recorded), but its answer exceeds 1 MiB
     ├── StoreError (3)                      the event store failed
     │   ├── StoreBusyError                  the write lock was not granted in time
     │   ├── ChainError                      the log breaks its own rules
@@ -103,6 +104,24 @@ class CommandError(InputError):
         """Keep the outcome the response carries (``rejected`` unless stated)."""
         super().__init__(message)
         self.outcome = outcome
+
+
+class AnswerTooLargeError(PwfError):
+    """A request ran, and its outcome may be recorded, but its answer cannot be sent.
+
+    The answer's line would exceed 1 MiB.  Nothing is undone: a retry with
+    the same key is adopted into the same answer, so the caller is told what
+    happened instead of a refusal of a line it never sent wrongly.  A served
+    connection closes on it, as the original's does (HOST 1.15).
+    """
+
+    exit_code: ClassVar[int] = 4
+
+    def __init__(self, outcome: str, *, recorded: bool) -> None:
+        """Name the outcome and whether it was recorded."""
+        done = "executed and recorded" if recorded else "executed"
+        super().__init__(f"request {done} as {outcome}, but its answer exceeds 1 MiB")
+        self.outcome, self.recorded = outcome, recorded
 
 
 class StoreError(PwfError):

@@ -456,3 +456,55 @@ class TestServedClaim:
         _claim(db, host_id="host-a", expires_at=AT + 100)
         stdin = b"#at " + str(AT + 100).encode() + b"\n" + _status("req-1")
         assert 0 == run("request", "--db", str(db), "--at", str(AT), stdin=stdin).exit_code
+
+
+def test_an_answer_over_1_mib_says_it_ran_and_was_recorded(
+    run: Callable[..., Result], tmp_path: Path
+) -> None:
+    """The command ran and is recorded: exit 4 and the truth on stderr, also on a retry."""
+    db = tmp_path / "s.db"
+    assert 0 == run("init", "--db", str(db)).exit_code
+    name = "w" * 400_000
+    starts = b""
+    for number in (1, 2, 3):
+        request = {
+            "schema": "pi-workflows.client.v1",
+            "type": "request",
+            "requestId": f"r-{number}",
+            "clientId": "cli-A",
+            "idempotencyKey": f"k-{number}",
+            "operation": "run.start",
+            "runId": f"run-{number}",
+            "payload": {
+                "projectPath": "/p",
+                "workflowName": name,
+                "workflowSourceRef": "builtin:echo",
+                "workflowSource": "builtin",
+                "definitionDigest": "d1",
+                "definitionSnapshot": {},
+                "input": {},
+                "originSessionId": f"s-{number}",
+            },
+        }
+        starts += b"#at 1000\n" + canonical.encode(request) + b"\n"
+    assert 0 == run("request", "--db", str(db), stdin=starts).exit_code
+    listing = canonical.encode(
+        {
+            "schema": "pi-workflows.client.v1",
+            "type": "request",
+            "requestId": "list-1",
+            "clientId": "cli-A",
+            "idempotencyKey": "list-1",
+            "operation": "run.list",
+            "payload": {},
+        }
+    )
+    for outcome in ("accepted", "adopted"):
+        done = run("request", "--db", str(db), "--at", "2000", stdin=listing + b"\n")
+        assert (4, "") == (done.exit_code, done.stdout)
+        assert (
+            f"line 1: request executed and recorded as {outcome}, but its answer exceeds 1 MiB"
+            == one_line(done.stderr)
+        )
+    shown = run("log", "show", "--db", str(db), "--request", "list-1", "--json")
+    assert 1 == len(shown.stdout.splitlines())

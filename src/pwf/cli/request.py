@@ -16,7 +16,7 @@ import click
 from pwf import canonical
 from pwf.cli._options import db_option, open_store
 from pwf.cli._times import TIME
-from pwf.errors import InputError, ProtocolError
+from pwf.errors import AnswerTooLargeError, InputError, ProtocolError
 from pwf.host import Host
 from pwf.host.served import refuse_if_served
 from pwf.protocol.client import (
@@ -25,7 +25,6 @@ from pwf.protocol.client import (
     OPERATIONS,
     TOO_LARGE,
     VIEW_OPERATIONS,
-    encode_response,
     parse_request,
 )
 
@@ -128,14 +127,16 @@ def answer_lines(
     lines are comments.  A line is a frame: with its newline it must fit in
     1 MiB, so a message of 1 048 576 bytes is refused as the socket's frame
     decoder refuses it.  A refused line is one ``line N: why`` on stderr and
-    appends nothing; the loop goes on.  Returns the exit code: 2 if any line
-    was refused, else 0.
+    appends nothing; the loop goes on.  ``answer`` returns the framed line.
+    An answer too large to send is one ``line N: request executed ...`` on
+    stderr; the loop goes on.  Returns the exit code: 4 if any answer was too
+    large, else 2 if any line was refused, else 0.
 
     Raises:
         StoreError: a live host owns the database, or the store failed.
     """
     out = sys.stdout.buffer
-    refused = False
+    refused = oversized = False
     rewrite = _Canonicalizer() if canonicalize else None
     for number, line in _lines(sys.stdin.buffer):
         try:
@@ -154,9 +155,13 @@ def answer_lines(
             click.echo(f"line {number}: {' '.join(str(error).split())}", err=True)
             refused = True
             continue
-        out.write(reply + b"\n")
+        except AnswerTooLargeError as error:
+            click.echo(f"line {number}: {error}", err=True)
+            oversized = True
+            continue
+        out.write(reply)
         out.flush()
-    return 2 if refused else 0
+    return AnswerTooLargeError.exit_code if oversized else 2 if refused else 0
 
 
 @click.command()
@@ -194,8 +199,7 @@ def request(db: str | None, at: int | None, wait_ms: int, canonicalize: bool) ->
         host = Host(store)
 
         def answer(line: bytes, now: int) -> bytes:
-            response = host.request(parse_request(line), now, wait_ms=wait_ms)
-            return encode_response(response)
+            return host.answer(parse_request(line), now, wait_ms=wait_ms)
 
         code = answer_lines(store, answer, at, canonicalize=canonicalize)
     sys.exit(code)

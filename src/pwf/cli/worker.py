@@ -53,7 +53,7 @@ def worker(ctx: click.Context, db: str | None, at: int | None, canonicalize: boo
         host = Host(store)
 
         def answer(line: bytes, now: int) -> bytes:
-            return encode_worker_response(host.worker(parse_worker_message(line), now))
+            return encode_worker_response(host.worker(parse_worker_message(line), now)) + b"\n"
 
         code = answer_lines(store, answer, at, canonicalize=canonicalize)
     sys.exit(code)

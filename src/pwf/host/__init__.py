@@ -27,10 +27,17 @@ from pwf.commands.expiry import begin_timeouts
 from pwf.commands.sessions import detach, recover_turns
 from pwf.commands.sessionview import session_view
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
-from pwf.errors import CommandError, StoreError
+from pwf.errors import AnswerTooLargeError, CommandError, ProtocolError, StoreError
 from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
 from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
-from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
+from pwf.protocol.client import (
+    TOO_LARGE,
+    ClientRequest,
+    ClientResponse,
+    collapse_error,
+    encode_line,
+    encode_response,
+)
 from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
 from pwf.readmodel import RowReader
 
@@ -154,6 +161,25 @@ class Host:
                     raise
                 return self._refused(request, BLOB_CONFLICT), None
         return self._direct(request, operation.handler, now, connection)
+
+    def answer(self, request: ClientRequest, now: int, *, wait_ms: int = 0) -> bytes:
+        """Answer one request as its framed line (canonical bytes and a newline).
+
+        Raises:
+            AnswerTooLargeError: the request ran, but its answer's line exceeds 1 MiB.
+        """
+        response = self.request(request, now, wait_ms=wait_ms)
+        try:
+            return encode_line(encode_response(response))
+        except ProtocolError as error:
+            if str(error) != TOO_LARGE:
+                raise
+            operation = CLIENT_OPERATIONS.get(request.operation)
+            recorded = operation is not None and operation.route in (
+                Route.EXECUTED,
+                Route.MAINTENANCE,
+            )
+            raise AnswerTooLargeError(response.outcome, recorded=recorded) from None
 
     def _refused(
         self, request: ClientRequest, error: str, outcome: str = "rejected"
