@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 
 from pwf.errors import ChainError, InputError
-from pwf.events import REGISTRY, Entry, Envelope, read_body
-from pwf.store import Head
+from pwf.events import REGISTRY, Entry, Envelope, LogCompacted, read_body
+from pwf.store import COMPACTED_INSIDE, Head, check_position, link_fault
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -78,9 +78,10 @@ class Chain:
     """Typed events from stored rows, checking every link of the chain on the way.
 
     Each event's content hash is recomputed from its bytes, its seq must
-    follow, its prev hash must name the event before and its batch may only
-    stay or step by one.  The canonical form of the bytes is left to
-    ``SqliteStore.verify``: it costs more than the whole fold.  Hashes up to
+    follow, and its link to the event before obeys the one rule of
+    :func:`pwf.store.link_fault`; a ``log.compacted`` may only open the log.
+    The canonical form of the bytes is left to ``SqliteStore.verify``: it
+    costs more than the whole fold.  Hashes up to
     ``verified`` are not recomputed: the caller has just checked them.
     """
 
@@ -101,14 +102,13 @@ class Chain:
                 entry = _entry(seq, stored_seq, body)
                 if seq > verified and _content_hash(body) != entry.content_hash:
                     raise ChainError(seq, "content hash does not match the event's bytes")
-                if entry.prev_hash != prev_hash:
-                    raise ChainError(
-                        seq, "prevHash does not match the previous event's contentHash"
-                    )
-                if not batch <= entry.batch <= batch + 1 or (
-                    seq == first and entry.batch != self.origin.batch + 1
-                ):
-                    raise ChainError(seq, f"batch {entry.batch} does not follow batch {batch}")
+                reason = link_fault(
+                    entry.prev_hash, entry.batch, prev_hash, batch, opens=seq == first
+                )
+                if reason is not None:
+                    raise ChainError(seq, reason)
+                if type(entry.event) is LogCompacted and seq != first:
+                    raise ChainError(seq, COMPACTED_INSIDE)
                 prev_hash, batch = entry.content_hash, entry.batch
                 yield entry
         finally:
@@ -128,8 +128,7 @@ def _content_hash(body: bytes) -> str:
 
 def _entry(seq: int, stored_seq: int, body: bytes) -> Entry:
     """The typed event stored at ``seq``; its content hash is the caller's to check."""
-    if stored_seq != seq:
-        raise ChainError(seq, f"seq {seq} is missing (next stored is {stored_seq})")
+    check_position(seq, stored_seq)
     member = body.rfind(_TYPE_MEMBER)
     decoder = _STORED.get(body[member + len(_TYPE_MEMBER) : -2]) if member > 0 else None
     if decoder is not None:

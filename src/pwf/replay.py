@@ -81,6 +81,9 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
         requested, last = _cut(connection, log_seq, until_seq, until_time, scratch.chain.origin)
         scratch.install()
         scratch.fold_split(last)
+        live = scratch.live_head()
+        if scratch.chain.head.seq == live.seq and scratch.chain.head != live:
+            raise ChainError(live.seq, "the log's head does not match its last event")
         scratch.index()
         connection.execute("DETACH DATABASE live")
         tables = len(table_names(connection, "main"))

@@ -22,13 +22,18 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause, Entry, Event, Sealed
 
 __all__ = [
+    "COMPACTED_INSIDE",
     "EMPTY",
+    "PREV_FAULT",
     "AppendHook",
     "EventStore",
     "Head",
     "StoredEvent",
     "Transaction",
     "VerifyReport",
+    "check_link",
+    "check_position",
+    "link_fault",
     "origin_of",
 ]
 
@@ -43,6 +48,66 @@ class Head(msgspec.Struct, frozen=True):
 
 EMPTY: Final = Head(seq=0, content_hash=None, batch=0)
 """Where every log starts that was never compacted."""
+
+
+PREV_FAULT: Final = "prevHash does not match the previous event's contentHash"
+COMPACTED_INSIDE: Final = "log.compacted may only open a log"
+
+
+def link_fault(
+    prev_hash: str | None, batch: int, before_hash: str | None, before_batch: int, *, opens: bool
+) -> str | None:
+    """The one chain-link rule between an event and the one before it; why it fails, or None.
+
+    Every walker of a log asks this and nothing else about a link (the
+    deep and chain-only verify, the parallel walk, replay, rebuild, the
+    JSONL import, the backup proof), so they cannot disagree.  The event's
+    seq must follow (:func:`check_position`); its ``prevHash`` names the
+    content hash of the event before (``before_hash``, None before the first
+    event of a log never compacted); its batch stays at ``before_batch`` or
+    steps by exactly one, and the event that opens the log (``opens``: the
+    one before is then the origin) steps.
+    """
+    if prev_hash != before_hash:
+        return PREV_FAULT
+    if batch != before_batch + 1 and (opens or batch != before_batch):
+        return f"batch {batch} does not follow batch {before_batch}"
+    return None
+
+
+def check_link(  # noqa: PLR0913 - the link's two ends and where the log opens
+    seq: int,
+    prev_hash: str | None,
+    batch: int,
+    before: Head | None,
+    *,
+    opens: bool,
+    compacted: bool,
+) -> None:
+    """:func:`link_fault` raised at ``seq``, and the rule that ``log.compacted`` opens a log.
+
+    ``before`` None checks only where a ``log.compacted`` stands: the event
+    starts a range of a split walk and the join checks its link.
+
+    Raises:
+        ChainError: the link is broken, or ``log.compacted`` stands inside the log.
+    """
+    if before is not None:
+        reason = link_fault(prev_hash, batch, before.content_hash, before.batch, opens=opens)
+        if reason is not None:
+            raise ChainError(seq, reason)
+    if compacted and not opens:
+        raise ChainError(seq, COMPACTED_INSIDE)
+
+
+def check_position(seq: int, stored_seq: object) -> None:
+    """The row expected at ``seq`` is there.
+
+    Raises:
+        ChainError: seq ``seq`` is missing.
+    """
+    if stored_seq != seq:
+        raise ChainError(seq, f"seq {seq} is missing (next stored is {stored_seq})")
 
 
 def origin_of(seq: int, body: bytes) -> Head:

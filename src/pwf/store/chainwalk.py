@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf.errors import ChainError, StoreError
 from pwf.forked import Forked, can_fork, processors
-from pwf.store import Head
+from pwf.store import Head, check_position
+from pwf.store import check_link as link
 from pwf.store.rows import COLUMNS, check_event, check_link
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ _TAIL: Final = b',"prevHash":"%s","schema":"pwf.event.v1","seq":%d,"type":"'
 _SEQ_AFTER_PREV: Final = len(_TAIL) - len(b"%s%d" + _SEQ + b',"type":"') + 64
 """Where ``,"seq":`` starts after ``,"prevHash":`` in such a tail."""
 _HASH_FAULT: Final = "content hash does not match the event's bytes"
-_PREV_FAULT: Final = "prevHash does not match the previous event's contentHash"
+_COMPACTED_END: Final = b',"type":"log.compacted"}'
+"""How the bytes of a ``log.compacted`` end."""
 
 
 class _Part(NamedTuple):
@@ -178,12 +180,8 @@ def _joined(origin: Head, parts: list[_Part]) -> Head:
     for index, part in enumerate(parts):
         seq = head.seq + 1
         if index > 0 and part.last.seq >= seq:  # its first event passed its own checks
-            if part.first_prev != _prev_value((head.content_hash or "").encode()):
-                raise ChainError(seq, _PREV_FAULT)
-            if part.first_batch not in (head.batch, head.batch + 1):
-                raise ChainError(
-                    seq, f"batch {part.first_batch} does not follow batch {head.batch}"
-                )
+            prev = _prev_text(part.first_prev)
+            link(seq, prev, part.first_batch, head, opens=False, compacted=False)
         if part.fault is not None:
             raise ChainError(*part.fault)
         if part.last.seq > head.seq:
@@ -284,13 +282,15 @@ class _Range:
         self.first_prev = _member(body, _PREV, last=True)
         text = _member(body, _BATCH, last=False)
         self.first_batch = int(text) if text.isdigit() else -1
-        if self.origin is not None:
-            if self.first_prev != _prev_value((self.hash or "").encode()):
-                raise ChainError(seq, _PREV_FAULT)
-            if self.first_batch != self.batch + 1:
-                raise ChainError(
-                    seq, f"batch {self.first_batch} does not follow batch {self.batch}"
-                )
+        opens = self.origin is not None
+        link(
+            seq,
+            _prev_text(self.first_prev),
+            self.first_batch,
+            self.origin,
+            opens=opens,
+            compacted=body.endswith(_COMPACTED_END),
+        )
         self.seq, self.hash, self.batch = seq, own.decode(), self.first_batch
 
     def _loop(self, rows: Iterable[tuple[object, ...]]) -> None:
@@ -319,6 +319,7 @@ class _Range:
                     digest.update(body[start + _SKIP + 66 :])
                     if (
                         digest.hexdigest().encode() == column_hash
+                        and not body.endswith(_COMPACTED_END)
                         and starts(body, column_hash + b'",', start + _SKIP)
                         and starts(body, _TAIL % (own, seq), tail := rfind(body, _PREV))
                         and rfind(body, _SEQ) == tail + _SEQ_AFTER_PREV
@@ -354,13 +355,10 @@ class _DeepRange(_Range):
     def _first(self, row: tuple[object, ...]) -> None:
         seq = self.seq + 1
         origin = self.origin
-        entry = check_event(seq, row, None if origin is None else origin.seq + 1)
+        entry = check_event(seq, row)
         self.first_prev = _prev_value((entry.prev_hash or "").encode())
         self.first_batch = entry.batch
-        if origin is not None:
-            check_link(seq, entry, origin)
-            if entry.batch != origin.batch + 1:
-                raise ChainError(seq, f"batch {entry.batch} does not follow batch {origin.batch}")
+        check_link(seq, entry, origin, opens=origin is not None)
         self.seq, self.hash, self.batch = seq, entry.content_hash, entry.batch
 
     def _loop(self, rows: Iterable[tuple[object, ...]]) -> None:
@@ -368,8 +366,8 @@ class _DeepRange(_Range):
         try:
             for row in rows:
                 seq = head.seq + 1
-                entry = check_event(seq, row, None)
-                check_link(seq, entry, head)
+                entry = check_event(seq, row)
+                check_link(seq, entry, head, opens=False)
                 head = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
         finally:
             self.seq, self.hash, self.batch = head.seq, head.content_hash, head.batch
@@ -383,20 +381,24 @@ def _exact(seq: int, row: tuple[object, ...], prev: bytes, batch: int) -> tuple[
     own = _own_checks(seq, row)
     body = row[2]
     assert isinstance(body, bytes)
-    if _member(body, _PREV, last=True) != _prev_value(prev):
-        raise ChainError(seq, _PREV_FAULT)
     text = _member(body, _BATCH, last=False)
     this = int(text) if text.isdigit() else -1
-    if this not in (batch, batch + 1):
-        raise ChainError(seq, f"batch {this} does not follow batch {batch}")
+    before = Head(seq=seq - 1, content_hash=prev.decode() or None, batch=batch)
+    link(
+        seq,
+        _prev_text(_member(body, _PREV, last=True)),
+        this,
+        before,
+        opens=False,
+        compacted=body.endswith(_COMPACTED_END),
+    )
     return own, this
 
 
 def _own_checks(seq: int, row: tuple[object, ...]) -> bytes:
     """An event's seq, bytes, content hash and seq member; return its hash."""
     stored_seq, column_hash, body = row
-    if stored_seq != seq:
-        raise ChainError(seq, f"seq {seq} is missing (next stored is {stored_seq})")
+    check_position(seq, stored_seq)
     if not isinstance(body, bytes):
         raise ChainError(seq, "the stored body is not bytes")
     start = body.find(_OWN)
@@ -416,6 +418,18 @@ def _own_checks(seq: int, row: tuple[object, ...]) -> bytes:
 def _prev_value(content_hash: bytes) -> bytes:
     """What ``prevHash`` must hold after the event of this hash (``null`` before the first)."""
     return b'"' + content_hash + b'"' if content_hash else b"null"
+
+
+def _prev_text(raw: bytes) -> str | None:
+    """The ``prevHash`` a raw member holds: None for ``null``, else the quoted text.
+
+    Anything else (a missing member, a number) becomes text no content hash equals.
+    """
+    if raw == b"null":
+        return None
+    if len(raw) >= 2 and raw.startswith(b'"') and raw.endswith(b'"'):
+        return raw[1:-1].decode(errors="replace")
+    return "\x00" + raw.decode(errors="replace")
 
 
 def _batch_member(batch: int) -> bytes:

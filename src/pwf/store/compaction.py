@@ -24,7 +24,7 @@ from pwf.errors import ChainError, InputError, PwfError, StoreError
 from pwf.events import Entry, LogCompacted, open_body
 from pwf.events.compaction import compacted
 from pwf.events.compaction import dropped as dropped_by_rule
-from pwf.store import EMPTY, Head
+from pwf.store import EMPTY, Head, check_link, check_position
 from pwf.store.sqlite import SqliteStore, translate_error
 
 if TYPE_CHECKING:
@@ -235,17 +235,26 @@ def _compare(store: SqliteStore, backup: Path, opening: LogCompacted, first: Ent
     removed = frozenset(opening.removed_run_ids)
     connection = _open_backup(backup)
     compared = 0
+    head = store.head()
     try:
-        live = store.entries(first.seq + 1)
+        live = _live(store, first.seq + 1)
         batch_base = first.batch
+        before = Head(seq=first.seq, content_hash=first.content_hash, batch=first.batch)
         for kept in _kept(connection, removed):
             entry = next(live, None)
             if entry is None:
-                return Proof(opening, compared=compared, failure="the live log ends early")
+                missing = f"seq {before.seq + 1}: the live log ends early"
+                return Proof(opening, compared=compared, failure=missing)
+            _linked(entry, before)
+            before = Head(seq=entry.seq, content_hash=entry.content_hash, batch=entry.batch)
             mismatch = _mismatch(kept, entry, batch_base)
             if mismatch is not None:
                 return Proof(opening, compared=compared, failure=f"seq {entry.seq}: {mismatch}")
             compared += 1
+        for entry in live:  # what was appended since the compaction: links only
+            _linked(entry, before)
+            before = Head(seq=entry.seq, content_hash=entry.content_hash, batch=entry.batch)
+        _at_head(before, head)
         total = connection.execute("SELECT count(*) FROM events").fetchone()[0]
     except (ChainError, InputError) as error:
         return Proof(opening, compared=compared, failure=str(error))
@@ -254,6 +263,42 @@ def _compare(store: SqliteStore, backup: Path, opening: LogCompacted, first: Ent
     if compared != opening.retained_events or total - compared != opening.removed_events:
         return Proof(opening, compared=compared, failure="the recorded event counts do not match")
     return Proof(opening, backup_events=total, compared=compared, removed_runs=len(removed))
+
+
+def _at_head(last: Head, head: Head) -> None:
+    """The walk ended at the head row (or past it, at events appended meanwhile).
+
+    Raises:
+        ChainError: the log ends before its head, or its last event is not the head's.
+    """
+    if last.seq < head.seq:
+        raise ChainError(last.seq + 1, f"the log ends at seq {last.seq} but its head does not")
+    if last.seq == head.seq and last != head:
+        raise ChainError(head.seq, "the log's head does not match its last event")
+
+
+def _live(store: SqliteStore, first: int) -> Iterator[Entry]:
+    """The live events from ``first``, each checked on its own; a bad one names its seq.
+
+    Raises:
+        ChainError: an event's bytes are not a sound event.
+    """
+    for stored in store.read(first):
+        try:
+            yield open_body(stored.body)
+        except InputError as error:
+            raise ChainError(stored.seq, str(error)) from None
+
+
+def _linked(entry: Entry, before: Head) -> None:
+    """The live event follows the one before it by the one link rule.
+
+    Raises:
+        ChainError: it does not.
+    """
+    check_position(before.seq + 1, entry.seq)
+    compacted = isinstance(entry.event, LogCompacted)
+    check_link(entry.seq, entry.prev_hash, entry.batch, before, opens=False, compacted=compacted)
 
 
 def _mismatch(kept: _Kept, entry: Entry, batch_base: int) -> str | None:

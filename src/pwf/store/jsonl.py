@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from pwf.errors import ChainError, ImportRefusedError, InputError
 from pwf.events import Entry, LogCompacted, open_body
-from pwf.store import EMPTY, Head, origin_of
+from pwf.store import EMPTY, Head, check_link, origin_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -74,15 +74,18 @@ def import_jsonl(store: SqliteStore, source: BinaryIO) -> Head:
 
 
 def _chain_fault(head: Head, origin: Head, entry: Entry) -> str | None:
-    seq, batch = entry.seq, entry.batch
-    if seq != head.seq + 1:
-        return str(ChainError(head.seq + 1, f"expected seq {head.seq + 1}, found {seq}"))
-    if entry.prev_hash != head.content_hash:
-        return f"seq {seq}: prevHash does not match the previous event's contentHash"
-    if batch not in (head.batch, head.batch + 1) or (
-        seq == origin.seq + 1 and batch != origin.batch + 1
-    ):
-        return f"seq {seq}: batch {batch} does not follow batch {head.batch}"
-    if isinstance(entry.event, LogCompacted) and seq != origin.seq + 1:
-        return f"seq {seq}: log.compacted may only open a log"
+    """Why ``entry`` cannot follow ``head``, by the one link rule (:func:`pwf.store.check_link`)."""
+    if entry.seq != head.seq + 1:
+        return str(ChainError(head.seq + 1, f"expected seq {head.seq + 1}, found {entry.seq}"))
+    try:
+        check_link(
+            entry.seq,
+            entry.prev_hash,
+            entry.batch,
+            head,
+            opens=entry.seq == origin.seq + 1,
+            compacted=isinstance(entry.event, LogCompacted),
+        )
+    except ChainError as error:
+        return str(error)
     return None

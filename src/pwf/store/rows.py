@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Final
 from pwf import canonical
 from pwf.errors import ChainError, InputError, LineError
 from pwf.events import LogCompacted, open_body
-from pwf.store import Head
+from pwf.store import Head, check_position
+from pwf.store import check_link as link
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -30,7 +31,6 @@ COLUMNS: Final = (
 )
 BODY: Final = 11
 """Where ``body`` stands in a row of :data:`COLUMNS`."""
-_PREV_FAULT: Final = "prevHash does not match the previous event's contentHash"
 
 
 def columns(entry: Entry) -> tuple[object, ...]:
@@ -51,17 +51,13 @@ def columns(entry: Entry) -> tuple[object, ...]:
     )
 
 
-def check_event(seq: int, row: tuple[object, ...], opening: int | None) -> Entry:
+def check_event(seq: int, row: tuple[object, ...]) -> Entry:
     """The typed event of a row of :data:`COLUMNS` expected at ``seq``, checked on its own.
-
-    ``opening`` is the seq at which a ``log.compacted`` may stand (the log's
-    first), or None where none may.
 
     Raises:
         ChainError: the row is not at ``seq``, or its bytes or columns are wrong.
     """
-    if row[0] != seq:
-        raise ChainError(seq, f"seq {seq} is missing (next stored is {row[0]})")
+    check_position(seq, row[0])
     body = row[BODY]
     if not isinstance(body, bytes):
         raise ChainError(seq, "the stored body is not bytes")
@@ -74,21 +70,17 @@ def check_event(seq: int, row: tuple[object, ...], opening: int | None) -> Entry
         names = COLUMNS.split(", ")
         column = next(n for n, a, b in zip(names, said, row, strict=False) if a != b)
         raise ChainError(seq, f"indexed column {column.strip()} disagrees with the stored bytes")
-    if isinstance(entry.event, LogCompacted) and seq != opening:
-        raise ChainError(seq, "log.compacted may only open a log")
     return entry
 
 
-def check_link(seq: int, entry: Entry, before: Head) -> None:
-    """``entry`` at ``seq`` follows ``before``: its prev hash, then its batch.
+def check_link(seq: int, entry: Entry, before: Head | None, *, opens: bool) -> None:
+    """``entry`` at ``seq`` follows ``before`` by the one link rule (:func:`pwf.store.check_link`).
 
     Raises:
         ChainError: the link is broken.
     """
-    if entry.prev_hash != before.content_hash:
-        raise ChainError(seq, _PREV_FAULT)
-    if entry.batch not in (before.batch, before.batch + 1):
-        raise ChainError(seq, f"batch {entry.batch} does not follow batch {before.batch}")
+    compacted = isinstance(entry.event, LogCompacted)
+    link(seq, entry.prev_hash, entry.batch, before, opens=opens, compacted=compacted)
 
 
 def verify_rows(rows: Iterable[tuple[object, ...]], origin: Head) -> Head:
@@ -100,9 +92,7 @@ def verify_rows(rows: Iterable[tuple[object, ...]], origin: Head) -> Head:
     expected, opening = origin, origin.seq + 1
     for row in rows:
         seq = expected.seq + 1
-        entry = check_event(seq, row, opening)
-        check_link(seq, entry, expected)
-        if seq == opening and entry.batch != origin.batch + 1:
-            raise ChainError(seq, f"batch {entry.batch} does not follow batch {origin.batch}")
+        entry = check_event(seq, row)
+        check_link(seq, entry, expected, opens=seq == opening)
         expected = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
     return expected
