@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import click
 
 from pwf import canonical, logs
+from pwf.cli._anchor import anchored, parse_anchor
 from pwf.cli._options import db_option, json_option, open_store, printable
 from pwf.cli._output import (
     output_form,
@@ -312,8 +313,17 @@ def _follow(store: SqliteStore, seq: int, shape: _Shape, interval: float) -> Non
     default=None,
     help="For a compacted log: prove it is this backup's log minus the pruned runs.",
 )
+@click.option(
+    "--expect-head",
+    "expect_head",
+    metavar="SEQ:HASH",
+    default=None,
+    help="Also prove that the event at SEQ still has content hash HASH (from `pwf log head`).",
+)
 @json_option
-def verify(db: str | None, chain_only: bool, backup: str | None, as_json: bool) -> None:
+def verify(
+    db: str | None, chain_only: bool, backup: str | None, expect_head: str | None, as_json: bool
+) -> None:
     """Verify the hash chain from the stored bytes (exit 1 at the first bad seq).
 
     By default every event is also parsed (canonical form, typed data) and its
@@ -322,11 +332,19 @@ def verify(db: str | None, chain_only: bool, backup: str | None, as_json: bool) 
     A compacted log starts at its log.compacted event; --backup then checks
     the backup it names (SHA-256, its own chain, its head) and that the live
     log is that backup's log with the pruned runs' events left out.
+    --expect-head SEQ:HASH anchors the log out of band: the event at SEQ must
+    still have HASH, so the log still extends a head written down earlier.
     """
+    anchor = parse_anchor(expect_head) if expect_head is not None else None
     with open_store(db, read_only=True) as store, activity("verifying the chain"):
         report = store.verify(deep=not chain_only)
         proof = prove(store, Path(backup)) if backup is not None and report.ok else None
-    ok = report.ok and (proof is None or proof.ok)
+        held = (
+            anchored(store, anchor, proof, Path(backup) if backup else None)
+            if anchor is not None and report.ok
+            else None
+        )
+    ok = report.ok and (proof is None or proof.ok) and (held is None or held.ok)
     if as_json:
         data: dict[str, object] = {
             "events": report.events,
@@ -343,11 +361,20 @@ def verify(db: str | None, chain_only: bool, backup: str | None, as_json: bool) 
                 "ok": proof.ok,
                 "removedRuns": proof.removed_runs,
             }
+        if held is not None:
+            data["expectHead"] = {
+                "contentHash": held.content_hash,
+                "failure": held.failure,
+                "ok": held.ok,
+                "seq": held.seq,
+            }
         click.echo(canonical.encode(data).decode())
     elif not report.ok:
         click.echo(f"bad: seq {report.first_bad_seq}: {report.reason}", err=True)
     elif proof is not None and not proof.ok:
         click.echo(f"bad: backup {backup}: {proof.failure}", err=True)
+    elif held is not None and not held.ok:
+        click.echo(f"bad: expected head seq {held.seq}: {held.failure}", err=True)
     else:
         click.echo(f"ok: {report.events} events, chain intact, head seq {report.head.seq}")
         if proof is not None:
@@ -355,8 +382,30 @@ def verify(db: str | None, chain_only: bool, backup: str | None, as_json: bool) 
                 f"ok: the log is {backup}'s {proof.backup_events} events compacted:"
                 f" {proof.compared} kept, {proof.removed_runs} runs removed"
             )
+        if held is not None:
+            click.echo(f"ok: seq {held.seq} still has contentHash {held.content_hash}")
     if not ok:
         sys.exit(1)
+
+
+@log.command()
+@db_option
+@json_option
+def head(db: str | None, as_json: bool) -> None:
+    """Print the log's head: its last seq, that event's contentHash and its batch.
+
+    Written down out of band, ``SEQ:HASH`` is what `pwf log verify
+    --expect-head` later proves the log still extends.
+    """
+    with open_store(db, read_only=True) as store:
+        tip = store.head()
+    if as_json:
+        data = {"batch": tip.batch, "contentHash": tip.content_hash, "seq": tip.seq}
+        click.echo(canonical.encode(data).decode())
+    elif tip.content_hash is None:
+        click.echo("empty log: seq 0, no contentHash, batch 0")
+    else:
+        click.echo(f"{tip.seq}:{tip.content_hash} batch {tip.batch}")
 
 
 @log.command()
