@@ -8,6 +8,7 @@ holder's pid, and left in place.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,8 +16,8 @@ import textwrap
 from typing import TYPE_CHECKING
 
 import pytest
-import structlog
 
+from pwf import logs
 from pwf.commands.prune import iso_utc
 from pwf.errors import CommandError
 from pwf.host._lock import acquire_lock, lock_path
@@ -61,7 +62,9 @@ def _prune(fx: Fixture, backup: Path, key: str) -> object:
     return fx.request("state.prune", payload, key=key, rid=key, at=130_000)
 
 
-def test_a_live_holder_is_refused_with_its_pid_and_released_when_killed(tmp_path: Path) -> None:
+def test_a_live_holder_is_refused_with_its_pid_and_released_when_killed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Held: the original's refusal plus the pid, file kept; killed: the next prune runs."""
     db = tmp_path / "s.db"
     fx = _finished(db)
@@ -80,11 +83,13 @@ def test_a_live_holder_is_refused_with_its_pid_and_released_when_killed(tmp_path
         assert holder.stdout is not None
         holder.stdout.close()
     assert lock_path(db).exists()  # left behind by the killed holder
-    with structlog.testing.capture_logs() as logs:
-        done = _prune(fx, tmp_path / "b2.sqlite", "p-2")
+    logs.set_verbosity(0)
+    capsys.readouterr()
+    done = _prune(fx, tmp_path / "b2.sqlite", "p-2")
     assert "accepted" == done.outcome  # type: ignore[attr-defined]
-    assert [("maintenance.stale_lock_taken_over", holder.pid)] == [
-        (log["event"], log["dead_pid"]) for log in logs if log["log_level"] == "warning"
+    warned = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [("maintenance.stale_lock_taken_over", holder.pid, "warning")] == [
+        (line["event"], line["dead_pid"], line["level"]) for line in warned
     ]
     assert not lock_path(db).exists()
 

@@ -17,8 +17,7 @@ import fcntl
 import os
 from typing import TYPE_CHECKING, Final
 
-import structlog
-
+from pwf import logs
 from pwf.errors import CommandError
 from pwf.private import create_file
 
@@ -120,9 +119,7 @@ def _take_over(path: Path, text: str) -> None:
     pid = _holder(text)
     if text.strip() and (pid is None or (pid != os.getpid() and _alive(pid))):
         raise _refusal(path, text)
-    structlog.get_logger().warning(
-        "maintenance.stale_lock_taken_over", path=str(path), dead_pid=pid
-    )
+    logs.warning("maintenance.stale_lock_taken_over", path=str(path), dead_pid=pid)
 
 
 def _same_file(descriptor: int, path: Path) -> bool:
