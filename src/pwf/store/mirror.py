@@ -168,8 +168,9 @@ class MirroredStore(SqliteStore):
                 before = origin_of(seq, _body(row))
                 opening = seq
             try:
-                entry = check_event(before.seq + 1, row, opening)
-                check_link(entry.seq, entry, before)
+                entry = check_event(before.seq + 1, row)
+                opens = entry.seq == opening or (before == EMPTY and entry.seq == 1)
+                check_link(entry.seq, entry, before, opens=opens)
             except ChainError as error:
                 raise StoreError(
                     f"{self.log.path}: the shared log is damaged at seq {error.seq}: {error.reason}"
