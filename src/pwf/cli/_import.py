@@ -20,6 +20,7 @@ from pwf import scratchfiles
 from pwf.cli._options import open_store
 from pwf.cli._progress import activity
 from pwf.errors import ImportRefusedError, InputError
+from pwf.private import make_directories
 from pwf.store.jsonl import import_jsonl
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def import_file(path: Path, source: str) -> tuple[Head, int]:
     """
     if path.exists():
         return _fill(str(path), source, create=True)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_directories(path.parent)
     scratch, held = scratchfiles.make(f"{path.name}.tmp-", path.parent)
     try:
         scratchfiles.sweep(path, scratch)

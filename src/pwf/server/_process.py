@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from pwf.errors import InputError, PwfError
+from pwf.private import make_directories
 
 __all__ = [
     "LOCK_SCHEMA",
@@ -54,7 +55,7 @@ class HostPaths:
 
     def create(self) -> None:
         """Create the state directory and make it 0700, also when it existed."""
-        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_directories(self.state_dir)
         self.state_dir.chmod(0o700)
 
 
