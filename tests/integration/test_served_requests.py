@@ -8,7 +8,7 @@ process would record it.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -181,3 +181,43 @@ def test_heartbeat_renews_and_a_lost_claim_stops_the_host(fx: Fixture) -> None:
         assert not hosted.server.paths.lock.exists()
     finally:
         hosted.close()
+
+
+def _watch_and_turn(client: Any, db: Path) -> None:
+    """Attach ``client`` as s-1's coordinator, report the step message, start a turn."""
+    [(step,)] = rows(db, "SELECT workflow_message_id FROM workflow_messages WHERE kind = 'step'")
+    watch = {"subscriptionId": "sub-1", "sessionId": "s-1", "coordinator": True}
+    watched = client.request(line("view.session.watch", watch, rid="watch-1"))
+    epoch = watched["receipt"]["coordinatorEpoch"]
+    session = {"targetSessionId": "s-1", "coordinatorEpoch": epoch}
+    entries = [{"workflowMessageId": step, "piSessionEntryId": "entry-1"}]
+    report = {**session, "entries": entries, "isIdle": False, "hasPendingMessages": False}
+    assert (
+        "accepted"
+        == client.request(line("workflowMessage.reportBranch", report, rid="b-1"))["outcome"]
+    )
+    started = {**session, "workflowMessageId": step, "workflowTurnId": "t-1", "runId": "run-1"}
+    started["state"] = "started"
+    assert "accepted" == client.request(line("workflowTurn.report", started, rid="t-1"))["outcome"]
+
+
+def test_the_poller_begins_the_timeout_of_an_expired_interaction(fx: Fixture) -> None:
+    """The 2 s poll runs the expiry of DOMAIN §10.7 once the deadline has passed."""
+    db = _db(fx)
+    now = [AT]
+    hosted = Hosted(db, clock=lambda: now[0])
+    try:
+        with hosted.client() as client:
+            _watch_and_turn(client, db)
+            hosted.run(hosted.server._poll())
+            assert [] == rows(db, "SELECT 1 FROM events WHERE type = ?", _TIMEOUT)
+            [(deadline,)] = rows(db, "SELECT deadline_at FROM node_attempts")
+            now[0] = deadline
+            hosted.run(hosted.server._poll())
+            assert [(1,)] == rows(db, "SELECT count(*) FROM events WHERE type = ?", _TIMEOUT)
+            assert [("cancelled",)] == rows(db, "SELECT status FROM interactive_requests")
+    finally:
+        hosted.close()
+
+
+_TIMEOUT = "run.interaction_timeout_started"
