@@ -28,7 +28,13 @@ class Claim(NamedTuple):
 
 
 def previous(ctx: Context) -> Row | None:
-    """The host row before this start, or None for a database never served."""
+    """The host row before this start, or None for a database never served.
+
+    A database never served has no ``host_state`` table at all (its first
+    host event makes it).
+    """
+    if not ctx.value("SELECT count(*) FROM sqlite_master WHERE name = 'host_state'"):
+        return None
     return ctx.one("SELECT * FROM host_state WHERE id = 1")
 
 

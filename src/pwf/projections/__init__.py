@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from pwf.projections import (
     blobs,
-    host,
     host_commands,
     interactions,
     messages,
@@ -68,6 +67,5 @@ PROJECTIONS: tuple[Projection, ...] = (
     sessions,
     workers,
     run_view_content,
-    host,
 )
 """Every registered read model, in the order they are applied."""

@@ -1,7 +1,9 @@
 """``host_state``: the singleton host claim row (DOMAIN §5.1).
 
-Either all seven claim columns are set or none; a missing row is epoch 0,
-a database that was never served.
+Either all seven claim columns are set or none; a missing row is epoch 0.
+The table is made by the first host event, not at install: a database that
+was never served has no ``host_state`` table, so its projections, digests
+and rebuilds stay exactly those of a pwf without a served host.
 """
 
 from __future__ import annotations
@@ -9,18 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import HostClaimed, HostReleased, HostRenewed
-from pwf.projections._sql import Statement, dispatch
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+    from pwf.projections._sql import Handler, Statement
 
-NAME: Final = "host"
-VERSION: Final = 1
-
-DDL: Final = (
+TABLE: Final = (
     """CREATE TABLE IF NOT EXISTS host_state (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   epoch INTEGER NOT NULL CHECK (epoch >= 0),
@@ -41,6 +39,7 @@ DDL: Final = (
   )
 ) STRICT""",
 )
+_CREATE: Final = (TABLE[0], ())
 
 _CLAIMED: Final = (
     "INSERT INTO host_state (id, epoch, host_id, token_hash, pid, process_start_identity,"
@@ -63,6 +62,7 @@ def _claimed(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, HostClaimed)
     return [
+        _CREATE,
         (
             _CLAIMED,
             (
@@ -75,20 +75,20 @@ def _claimed(entry: Entry) -> list[Statement]:
                 entry.at,
                 event.expires_at,
             ),
-        )
+        ),
     ]
 
 
 def _renewed(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, HostRenewed)
-    return [(_RENEWED, (entry.at, event.expires_at, event.epoch))]
+    return [_CREATE, (_RENEWED, (entry.at, event.expires_at, event.epoch))]
 
 
 def _released(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, HostReleased)
-    return [(_RELEASED, (event.epoch,))]
+    return [_CREATE, (_RELEASED, (event.epoch,))]
 
 
 HANDLERS: Final[Mapping[type[Event], Handler]] = {
@@ -96,9 +96,4 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
     HostRenewed: _renewed,
     HostReleased: _released,
 }
-"""Each event class this read model folds, with its handler."""
-
-
-def apply(entry: Entry) -> list[Statement]:
-    """Keep the latest claim: taken, renewed, released."""
-    return dispatch(HANDLERS, entry)
+"""The host events and their handlers; :mod:`pwf.projections.workers` folds them."""

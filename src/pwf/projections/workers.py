@@ -1,10 +1,16 @@
-"""``run_workers`` and ``worker_messages`` (DOMAIN §5.12, §14)."""
+"""``run_workers`` and ``worker_messages`` (DOMAIN §5.12, §14), and the host claim.
+
+The host claim's ``host_state`` (DOMAIN §5.1, :mod:`pwf.projections.host`) is
+folded here rather than as a read model of its own, so a database written
+before served hosts existed keeps its checkpoint rows and verifies unchanged.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import RunClaimed, RunStarted, WorkerEnded, WorkerMessageRecorded
+from pwf.projections import host
 from pwf.projections._sql import Statement, dispatch, json_hash, text_hash
 
 if TYPE_CHECKING:
@@ -120,6 +126,7 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
     RunStarted: _started,
     WorkerEnded: _ended,
     WorkerMessageRecorded: _message,
+    **host.HANDLERS,
 }
 """Each event class this read model folds, with its handler."""
 
