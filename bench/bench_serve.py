@@ -57,7 +57,7 @@ def _start(number: int, client: str) -> bytes:
                 "originSessionId": f"s-{number}",
                 "projectPath": "/srv/project",
                 "workflowName": "release-notes",
-                "workflowSource": "builtin",
+                "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
                 "workflowSourceRef": "builtin:release-notes",
             },
             "requestId": f"r-{number}",

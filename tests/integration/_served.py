@@ -89,7 +89,7 @@ def run_start(number: int, *, client: str = "cli-A") -> bytes:
         "originSessionId": f"s-{number}",
         "projectPath": "/p",
         "workflowName": "echo",
-        "workflowSource": "builtin",
+        "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
         "workflowSourceRef": "builtin:echo",
     }
     return line("run.start", payload, rid=f"r-{number}", client=client, run_id=f"run-{number}")
