@@ -11,6 +11,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING
 
 import click
@@ -22,7 +23,7 @@ from pwf.config import Settings
 from pwf.settings_model import validated
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 HEAVY = (
@@ -71,7 +72,7 @@ def _imported(args: list[str], cwd: Path, stdin: bytes = b"", **env: str) -> set
     for line in finished.stderr.decode().splitlines():
         if line.startswith("import time:") and "|" in line:
             names.add(line.rsplit("|", 1)[1].strip())
-    assert "pwf.cli" in names
+    assert "pwf" in names
     return names
 
 
@@ -83,6 +84,12 @@ def _heavy(names: set[str], *allowed: str) -> list[str]:
         for name in names
         if name in verbs or any(name == h or name.startswith(f"{h}.") for h in HEAVY)
     )
+
+
+STATUS = (
+    b'{"clientId":"c","idempotencyKey":"k","operation":"host.status","payload":{},'
+    b'"requestId":"r","schema":"pi-workflows.client.v1","type":"request"}\n'
+)
 
 
 @pytest.fixture
@@ -99,6 +106,32 @@ def _command(name: str) -> click.Command:
     return command
 
 
+@pytest.fixture
+def served(tmp_path: Path, database: Path) -> Iterator[Path]:
+    """A database that a ``pwf serve`` process serves for the length of the test."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pwf", "serve", "--db", str(database)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    try:
+        probe = [sys.executable, "-m", "pwf", "call", "--db", str(database), "--retry-for", "0"]
+        for _ in range(150):
+            if (
+                subprocess.run(probe, input=STATUS, capture_output=True, check=False).returncode
+                == 0
+            ):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("pwf serve did not answer within 30 s")
+        yield database
+    finally:
+        server.terminate()
+        server.wait()
+
+
 class TestImports:
     def test_version_imports_no_verb_and_nothing_heavy(self, tmp_path: Path) -> None:
         assert [] == _heavy(_imported(["--version"], tmp_path))
@@ -112,6 +145,12 @@ class TestImports:
         names = _imported(["request", "--db", str(database)], tmp_path, client_line(1))
         assert "pwf.cli.request" in names
         assert [] == _heavy(names, "pwf.cli.request")
+
+    def test_call_imports_neither_click_nor_any_verb(self, tmp_path: Path, served: Path) -> None:
+        names = _imported(["call", "--db", str(served)], tmp_path, STATUS)
+        assert "pwf.client" in names
+        assert [] == _heavy(names)
+        assert not {"click", "msgspec", "pwf.cli", "pwf.host", "sqlite3"} & names
 
     def test_a_logged_verb_imports_structlog_when_it_logs(self, tmp_path: Path) -> None:
         """``-v`` keeps info lines, so ``init`` loads structlog: the check can see it."""
