@@ -34,6 +34,8 @@ HOSTILE_RUN: Final = 'run-<script>alert("x")</script>\''
 HOSTILE_TEXT: Final = "<script>alert('pwned')</script> \"quoted\" 'single' <b>&amp;</b>"
 HOSTILE_REQUEST: Final = f"interaction-{HOSTILE_RUN}-attempt-<x>"
 HOSTILE_FAILED: Final = "run-<b>failed</b>"
+LONE_RUN: Final = "run-\udc80-lone"
+LONE_TEXT: Final = "a\ud800b <script>alert(3)</script>"
 
 
 def start_payload(session: str, value: object) -> dict[str, Any]:
@@ -258,6 +260,8 @@ def build(db: Path) -> None:
 def hostile(db: Path) -> None:
     """Ids, an input, a prompt, a submission and an error that hold markup, quotes and script.
 
+    A third run's id, session and input hold lone surrogates.
+
     One run waits on its interaction with a submission being validated; another failed
     with a hostile error.
     """
@@ -300,6 +304,9 @@ def hostile(db: Path) -> None:
             60, "interaction.submit", submit, run_id=HOSTILE_RUN, expected_revision=revision
         )
         _failed_run(world)
+        lone = start_payload("session-\udc80", {"text": LONE_TEXT})
+        response = world.request(200, "run.start", lone, run_id=LONE_RUN)
+        assert response.outcome == "accepted", response
     finally:
         world.close()
 

@@ -124,6 +124,24 @@ def assert_inert(page: Any) -> None:
     assert [] == [(tag, count) for tag, count in counts if count], page.url
 
 
+def lone_surrogates(page: Any, base: str) -> None:
+    """Lone surrogates: the log's bytes keep their escapes, the rows hold U+FFFD as bound."""
+    bound = _world.LONE_RUN.replace("\udc80", "\ufffd")  # as the original binds a lone surrogate
+    page.goto(base + "/runs?status=queued")
+    page.locator("a", has_text=bound).click()
+    page.wait_for_load_state()
+    assert bound == page.locator("#subject").inner_text()
+    assert {"text": _world.LONE_TEXT} == json.loads(
+        page.locator("pre.value[data-name=input]").inner_text()
+    )
+    assert_inert(page)
+    shoot(page, "hostile-lone-surrogate")
+    page.goto(base + "/log?type=run.reserved")
+    bodies = page.locator("td.body pre").all_inner_texts()
+    assert any('"runId":"run-\\udc80-lone"' in body for body in bodies), bodies
+    assert_inert(page)
+
+
 def test_hostile_strings_render_as_text_and_nothing_runs(
     browser: Any,
     hostile_db: Path,
@@ -168,6 +186,7 @@ def test_hostile_strings_render_as_text_and_nothing_runs(
             page.locator("pre.value[data-name=error]").inner_text()
         )
         assert_inert(page)
+        lone_surrogates(page, base)
         for path in ("/runs", "/log", "/runs?session=session-<i>x</i>", "/?at=12"):
             page.goto(base + path)
             assert _world.HOSTILE_RUN in page.locator("main").inner_text()

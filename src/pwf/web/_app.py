@@ -7,7 +7,7 @@ import datetime as dt
 import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
@@ -94,10 +94,11 @@ class _Page:
         if self.at is not None and "at" not in params:
             params["at"] = self.at
         query = {name: str(value) for name, value in params.items() if value not in (None, "")}
-        return path + ("?" + urlencode(query) if query else "")
+        encoded = urlencode(query, encoding="utf-8", errors="surrogatepass")
+        return path + ("?" + encoded if query else "")
 
     def render(self, template: str, code: int = 200, **values: Any) -> Response:  # noqa: ANN401
-        params = {name: v for name, v in self.request.query_params.items() if name != "at"}
+        params = {name: v for name, v in query_params(self.request).items() if name != "at"}
         text = self.environment.get_template(template).render(
             link=self.link,
             at=self.at,
@@ -109,8 +110,23 @@ class _Page:
         return Response(html_bytes(text), code, HEADERS, media_type="text/html; charset=utf-8")
 
 
+def query_params(request: Request) -> dict[str, str]:
+    """The query's parameters; a lone surrogate in an id comes back as the link wrote it.
+
+    Links encode ids as UTF-8 with ``surrogatepass`` (a lone surrogate has no
+    UTF-8 form), so the query is decoded the same way rather than with
+    replacement characters.
+    """
+    query = request.scope["query_string"].decode("latin-1")
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, encoding="utf-8", errors="surrogatepass")
+    except UnicodeDecodeError:
+        pairs = parse_qsl(query, keep_blank_values=True, encoding="utf-8", errors="replace")
+    return dict(pairs)
+
+
 def _number(request: Request, name: str, default: int | None = None) -> int | None:
-    text = request.query_params.get(name, "")
+    text = query_params(request).get(name, "")
     if text == "":
         return default
     if not text.isdigit() or len(text) > 18 or int(text) < 1:
@@ -119,7 +135,7 @@ def _number(request: Request, name: str, default: int | None = None) -> int | No
 
 
 def _required(request: Request, name: str) -> str:
-    value = request.query_params.get(name, "")
+    value = query_params(request).get(name, "")
     if not value:
         raise InputError(f"the page needs ?{name}=")
     return value
@@ -133,7 +149,7 @@ def _overview(_request: Request, view: View, out: _Page, _database: Database) ->
 
 
 def _runs(request: Request, view: View, out: _Page, _database: Database) -> Response:
-    params = request.query_params
+    params = query_params(request)
     number = _number(request, "page", 1) or 1
     found = runs_page(view, params.get("status"), params.get("session"), number)
     return out.render("runs.html", view=view, **found)
@@ -165,7 +181,7 @@ def _interaction(request: Request, view: View, out: _Page, _database: Database) 
 
 
 def _log(request: Request, view: View, out: _Page, database: Database) -> Response:
-    params = request.query_params
+    params = query_params(request)
     filters = {name: params.get(name, "") for name in ("type", "run", "session", "request")}
     found = log_page(view, filters, _number(request, "from", 1) or 1)
     return out.render("log.html", view=view, chain=database.chain(view), **found)
