@@ -20,9 +20,12 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-__all__ = ["MISSING", "Server", "find_bin"]
+__all__ = ["MISSING", "Server", "find_bin", "sweep_orphans"]
 
 MISSING: Final = "PostgreSQL is not installed (apt-get install postgresql, or set $PWF_PG_BIN)"
+PREFIX: Final = "pwf-pg-"
+OWNER: Final = "owner.pid"
+"""The process that started a cluster; once it is gone, the next start stops the cluster."""
 USER: Final = "postgres"
 """The unprivileged system user the server runs as when the tests run as root."""
 
@@ -39,6 +42,48 @@ def find_bin() -> Path | None:
     return found[-1].parent if found else None
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphans(bin_dir: Path) -> None:
+    """Stop and delete the clusters whose starting process died without stopping them.
+
+    A run killed outright (SIGKILL, a timeout) never reaches
+    :meth:`Server.stop`; its server would otherwise run until the machine stops.
+    """
+    for root in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        try:
+            owner = int((root / OWNER).read_text())
+        except (OSError, ValueError):
+            continue
+        if _alive(owner):
+            continue
+        runner = ["runuser", "-u", USER, "--"] if os.geteuid() == 0 else []
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            subprocess.run(
+                [
+                    *runner,
+                    str(bin_dir / "pg_ctl"),
+                    "-D",
+                    str(root / "data"),
+                    "-m",
+                    "immediate",
+                    "stop",
+                ],
+                check=False,
+                capture_output=True,
+                timeout=60,
+            )
+        shutil.rmtree(root, ignore_errors=True)
+
+
 class Server:
     """One PostgreSQL cluster in a temporary folder, reachable through its Unix socket."""
 
@@ -46,7 +91,8 @@ class Server:
         """Prepare (not start) a cluster; ``durable`` keeps fsync on, as a benchmark needs."""
         self.bin_dir = bin_dir
         self.durable = durable
-        self.root = Path(tempfile.mkdtemp(prefix="pwf-pg-"))
+        sweep_orphans(bin_dir)
+        self.root = Path(tempfile.mkdtemp(prefix=PREFIX))
         self.data = self.root / "data"
         self.socket = self.root / "socket"
         self._databases = 0
@@ -56,6 +102,7 @@ class Server:
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
             self._as = ["runuser", "-u", USER, "--"]
         self.root.chmod(0o700)
+        (self.root / OWNER).write_text(str(os.getpid()))
 
     def _run(self, *command: str) -> None:
         subprocess.run(
