@@ -16,8 +16,9 @@ requests/s and p50/p99 latency through a served host at 1, 4, 16 and 64 clients
 beside ``pwf request`` and a raw-SQLite floor) and :mod:`bench.bench_log` (rebuild,
 replay, verify, check, diff and digest of a generated log of
 ``--log-events`` events, 1 000 000 by default, against raw-SQLite read
-floors) and prints their lines under a header naming the
-interpreter, SQLite, msgspec and the CPU count.  Each
+floors) and :mod:`bench.bench_maintenance` (the longest wait of a writer
+through a backup and a prune of the 100 000-event log) and prints their
+lines under a header naming the interpreter, SQLite, msgspec and the CPU count.  Each
 benchmark repeats its measurement and reports medians with min-max, since
 machines are shared and noisy; these are never pass/fail tests.  The first
 run at a log size generates that log through the command path (several
@@ -53,6 +54,7 @@ from bench import (
     bench_command,
     bench_durable,
     bench_log,
+    bench_maintenance,
     bench_postgres,
     bench_serve,
     bench_startup,
@@ -102,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     print()
     for line in bench_log.run(log_events):
+        print(line, flush=True)
+    print()
+    for line in bench_maintenance.run(bench_maintenance.EVENTS):
         print(line, flush=True)
     print()
     for line in bench_postgres.run(3, 150 if args.quick else 300):

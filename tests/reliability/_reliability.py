@@ -219,10 +219,20 @@ def missing(db: Path, acks: list[Ack]) -> list[Ack]:
 
 
 def spawn_writer(  # noqa: PLR0913 - one keyword per writer argument
-    db: Path, prefix: str, *, steps: int, gate: str, clock: int, errors: Path
+    db: Path,
+    prefix: str,
+    *,
+    steps: int,
+    gate: str,
+    clock: int,
+    errors: Path,
+    busy_timeout_ms: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``_writer.py`` (``gate``: ``0``, ``1`` or ``step``, see there); stdout unbuffered,
-    so nothing it printed is lost to a buffer."""
+    so nothing it printed is lost to a buffer.  ``busy_timeout_ms`` sets its busy timeout."""
+    environment = _env()
+    if busy_timeout_ms is not None:
+        environment["PWF_BUSY_TIMEOUT_MS"] = str(busy_timeout_ms)
     with errors.open("wb") as stderr:
         return subprocess.Popen(
             [sys.executable, str(WRITER), str(db), prefix, str(steps), gate, str(clock)],
@@ -230,7 +240,7 @@ def spawn_writer(  # noqa: PLR0913 - one keyword per writer argument
             stdout=subprocess.PIPE,
             stderr=stderr,
             bufsize=0,
-            env=_env(),
+            env=environment,
         )
 
 

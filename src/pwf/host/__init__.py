@@ -146,8 +146,8 @@ class Host:
                 " with pg_dump or pwf log export",
             )
             return refused, None
-        if request.operation == "state.prune":
-            return self._prune(request, operation.handler, now), None
+        if request.operation in ("state.prune", "state.backup"):
+            return self._maintain(request, operation.handler, now), None
         if operation.route in (Route.EXECUTED, Route.MAINTENANCE):
             try:
                 return self._adopt_or_execute(
@@ -356,29 +356,31 @@ class Host:
             else "Workflow step output failed validation",
         )
 
-    def _prune(
+    def _maintain(
         self,
         request: ClientRequest,
         handler: Callable[[Context, ClientRequest], Result],
         now: int,
     ) -> ClientResponse:
-        """``state.prune`` (DOMAIN §13.2, ADR 0018), recorded like any maintenance command."""
-        from pwf.host._prune import Recording, run_prune  # noqa: PLC0415 - only state.prune
+        """``state.backup`` and ``state.prune`` (DOMAIN §13, ADR 0018, 0022).
+
+        Recorded like any maintenance command, but their file work runs
+        outside the write transactions that adopt and record them.
+        """
+        from pwf.host._backup import Recording, run_backup  # noqa: PLC0415 - only maintenance
 
         cause = self._cause(request)
-        return run_prune(
-            self.store,
-            request,
-            now,
-            Recording(
-                open=lambda tx: _context(tx, now, self.actor, cause, self._mint),
-                adopt=self._replay,
-                record=self._record,
-                validate=handler,
-            ),
-            actor=self.actor,
-            cause=cause,
+        recording = Recording(
+            open=lambda tx: _context(tx, now, self.actor, cause, self._mint),
+            adopt=self._replay,
+            record=self._record,
+            validate=handler,
         )
+        if request.operation == "state.backup":
+            return run_backup(self.store, request, recording, replace=self.replace_backups)
+        from pwf.host._prune import run_prune  # noqa: PLC0415 - only state.prune
+
+        return run_prune(self.store, request, now, recording, actor=self.actor, cause=cause)
 
     def _effect(self, kind: str, target: str) -> None:
         """File work a maintenance command asked for, done while the write lock is held."""

@@ -1,28 +1,121 @@
-"""Online backup of a state database, checked before and after (DOMAIN §13.1).
+"""Online backup of a state database, checked before and after (DOMAIN §13.1, ADR 0022).
 
 The destination is checked first (:mod:`pwf.host._destination`): never the
 live database, a file beside it, a directory, or a backup a compaction
 names.  The copy is made through a separate read-only connection in one
 step of SQLite's backup API, which reads one committed state of the WAL
-database from start to end, so it is a consistent point of the log.
+database from start to end, so it is a consistent point of the log; no
+write transaction is held for it, and writers commit meanwhile.
+:func:`run_backup` is ``state.backup``: it takes the write lock only to
+adopt or validate the request and to record its outcome.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pwf.commands import Context, Result
 from pwf.errors import CommandError, PwfError, os_error_text
+from pwf.events import LogCompacted, open_body
 from pwf.host._destination import check_destination
 from pwf.private import create_file, make_directories
-from pwf.readmodel import dump, rebuild_into
+from pwf.readmodel import ReadModel, dump, rebuild_into
+from pwf.store import Head, check_link, check_position
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Callable
 
-__all__ = ["backup_database", "check_destination"]
+    from pwf.protocol.client import ClientRequest, ClientResponse
+    from pwf.store.sqlite import SqliteTransaction
+
+__all__ = ["Recording", "backup_database", "catch_up", "check_destination", "run_backup"]
+
+
+@dataclass(frozen=True)
+class Recording:
+    """How the host records a command: its context, its adoption check and its record."""
+
+    open: Callable[[SqliteTransaction], Context]
+    adopt: Callable[[Context, ClientRequest], ClientResponse | None]
+    record: Callable[[Context, ClientRequest, Result], ClientResponse]
+    validate: Callable[[Context, ClientRequest], Result]
+
+
+def run_backup(
+    store: SqliteStore, request: ClientRequest, recording: Recording, *, replace: bool
+) -> ClientResponse:
+    """``state.backup``: adopt or validate, copy and check off the lock, then record.
+
+    A request with the same key that was recorded while the copy was made
+    is adopted instead of recorded twice.
+    """
+    with store.transaction() as tx:
+        ctx = recording.open(tx)
+        stored = recording.adopt(ctx, request)
+        if stored is not None:
+            return stored
+        try:
+            with tx.savepoint():
+                result = recording.validate(ctx, request)
+        except CommandError as error:
+            return recording.record(ctx, request, Result(outcome="rejected", error=str(error)))
+    assert result.effect is not None
+    try:
+        backup_database(store.path, store.connection, Path(result.effect[1]), replace=replace)
+    except CommandError as error:
+        result = Result(outcome="rejected", error=str(error))
+    with store.transaction() as tx:
+        ctx = recording.open(tx)
+        return recording.adopt(ctx, request) or recording.record(ctx, request, result)
+
+
+def catch_up(tx: SqliteTransaction, backup: Path) -> None:
+    """Append to ``backup`` the live events committed since its snapshot, folded as they go.
+
+    Runs inside the live write transaction, so afterwards the backup holds
+    exactly the live log; every appended event is checked on its own and
+    linked by the one chain rule.
+
+    Raises:
+        CommandError: the backup is not a prefix of the live log, or cannot be written.
+    """
+    model = ReadModel()
+    try:
+        with SqliteStore(backup, hooks=[model]) as copy, copy.transaction() as into:
+            head = into.head
+            live = tx.head
+            if head.seq > live.seq:
+                raise CommandError(f"{backup}: the backup is ahead of the live log")
+            row = tx.connection.execute(
+                "SELECT content_hash, batch FROM events WHERE seq = ?", (head.seq,)
+            ).fetchone()
+            if head.seq and (row is None or (row[0], row[1]) != (head.content_hash, head.batch)):
+                raise CommandError(f"{backup}: the backup is not a prefix of the live log")
+            before = head
+            for stored in tx.store.read(head.seq + 1, live.seq):
+                entry = open_body(stored.body)
+                check_position(before.seq + 1, entry.seq)
+                check_link(
+                    entry.seq,
+                    entry.prev_hash,
+                    entry.batch,
+                    before,
+                    opens=False,
+                    compacted=isinstance(entry.event, LogCompacted),
+                )
+                into.insert_verified(entry, stored.body)
+                before = Head(seq=entry.seq, content_hash=entry.content_hash, batch=entry.batch)
+    except (PwfError, sqlite3.Error) as error:
+        if isinstance(error, CommandError):
+            raise
+        raise CommandError(
+            f"bringing the backup {backup} up to the live log failed: {error}"
+        ) from None
 
 
 def _checked(connection: sqlite3.Connection, what: str) -> None:

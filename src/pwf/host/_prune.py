@@ -15,17 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pwf.commands import Context, Result
+from pwf.commands import Result
 from pwf.commands.prune import Cutoff, iso_utc, prune_options, select
 from pwf.errors import CommandError, PwfError
-from pwf.host._backup import backup_database
+from pwf.host._backup import Recording, backup_database, catch_up
 from pwf.host._lock import MaintenanceLock, acquire_lock
 from pwf.readmodel import projection_tables
 from pwf.store.compaction import compact
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from pwf.commands.prune import Selection
     from pwf.events import Actor, Cause
     from pwf.protocol.client import ClientRequest, ClientResponse
@@ -137,16 +135,6 @@ def report(  # noqa: PLR0913 - the original's report members
 # --------------------------------------------------------------------------- the flow
 
 
-@dataclass(frozen=True)
-class Recording:
-    """How the host records a command: its context, its adoption check and its record."""
-
-    open: Callable[[SqliteTransaction], Context]
-    adopt: Callable[[Context, ClientRequest], ClientResponse | None]
-    record: Callable[[Context, ClientRequest, Result], ClientResponse]
-    validate: Callable[[Context, ClientRequest], Result]
-
-
 def run_prune(  # noqa: PLR0913 - the command and how to record it
     store: SqliteStore,
     request: ClientRequest,
@@ -156,13 +144,19 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
     actor: Actor,
     cause: Cause,
 ) -> ClientResponse:
-    """Select, back up, compact, vacuum and record one ``state.prune`` (ADR 0018).
+    """Select, back up, compact, vacuum and record one ``state.prune`` (ADR 0018, 0022).
 
-    The selection, the backup and the compaction happen in one write
-    transaction, so the backup holds exactly the log the compaction
-    replaces.  Vacuuming cannot run inside a transaction, so the applied
-    outcome, whose report needs the size after it, is recorded in a second
-    one; the lock file is held until then and removed whatever happens.
+    Writers are held off only briefly.  A first write transaction adopts,
+    validates and selects (a dry run ends there) and takes the maintenance
+    lock; the backup is copied and checked outside any write transaction,
+    from a read snapshot, while writers carry on.  A second one brings the
+    backup up to the live head (the events appended meanwhile, folded into
+    its projections), selects again and refuses when the selection or its
+    signature changed, as the original does, then compacts: the backup
+    holds exactly the log the compaction replaces, and nothing selected
+    changed between the backup and the compaction.  The vacuum and the
+    record of the applied outcome follow, each on its own; the lock is held
+    until then and released whatever happens.
     """
     lock: MaintenanceLock | None = None
     try:
@@ -176,13 +170,13 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
                     recording.validate(ctx, request)
                     options = prune_options(request.payload)
                     selection = select(ctx, resolve_cutoff(options.cutoff))
-                    size = database_bytes(store.path)
-                    before = after = tally(tx.connection)
                     if not options.apply:
+                        size = database_bytes(store.path)
+                        counted = tally(tx.connection)
                         receipt = report(
                             selection,
-                            before=before,
-                            after=after,
+                            before=counted,
+                            after=counted,
                             bytes_before=size,
                             bytes_after=size,
                             applied=False,
@@ -190,29 +184,122 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
                         return recording.record(ctx, request, Result(receipt=receipt))
                     lock = acquire_lock(store.path)
                     destination = Path(options.backup_path or "")
-                    after = _apply(tx, destination, selection, now=now, actor=actor, cause=cause)
+                    _absent(destination)
+                    signature = selection_signature(tx.connection, selection)
             except CommandError as error:
                 return recording.record(ctx, request, Result(outcome="rejected", error=str(error)))
-        try:
-            settle(store.connection, store.path)
-            result = Result(
-                receipt=report(
-                    selection,
-                    before=before,
-                    after=after,
-                    bytes_before=size,
-                    bytes_after=database_bytes(store.path),
-                    applied=True,
-                )
+        result = _backed_up(store, destination)
+        if result is None:
+            result = _compacted(
+                store,
+                recording,
+                destination,
+                (selection, signature),
+                now=now,
+                actor=actor,
+                cause=cause,
             )
-        except CommandError as error:
-            result = Result(outcome="rejected", error=str(error))
+        if result.outcome == "accepted":
+            result = _settled(store, result)
         with store.transaction() as tx:
             ctx = recording.open(tx)
             return recording.adopt(ctx, request) or recording.record(ctx, request, result)
     finally:
         if lock is not None:
             lock.release()
+
+
+def _absent(destination: Path) -> None:
+    """The original's check before its backup (DOMAIN §13.2).
+
+    Raises:
+        CommandError: the destination exists.
+    """
+    if destination.exists():
+        raise CommandError(f"Backup destination already exists: {destination}")
+
+
+def _unchanged(
+    connection: sqlite3.Connection,
+    again: Selection,
+    selected: tuple[Selection, list[tuple[object, ...]]],
+) -> None:
+    """The selection made before the backup still holds under the write lock.
+
+    Raises:
+        CommandError: the original's "Prune selection changed after backup".
+    """
+    selection, signature = selected
+    if again != selection or selection_signature(connection, again) != signature:
+        raise CommandError("Prune selection changed after backup; run the command again")
+
+
+def _backed_up(store: SqliteStore, destination: Path) -> Result | None:
+    """The checked backup, made outside any write transaction; a rejection when it failed."""
+    try:
+        backup_database(store.path, store.connection, destination, replace=False)
+    except CommandError as error:
+        return Result(outcome="rejected", error=str(error))
+    return None
+
+
+def selection_signature(
+    connection: sqlite3.Connection, selection: Selection
+) -> list[tuple[object, ...]]:
+    """What must not change between the backup and the compaction (DOMAIN §13.2).
+
+    The selection itself is compared apart; here are the status, revision and
+    ``updated_at`` of each selected run and its queue row.
+    """
+    marks = ", ".join("?" * len(selection.runs))
+    if not marks:
+        return []
+    rows = connection.execute(
+        "SELECT r.run_id, r.status, r.revision, r.updated_at, q.status, q.updated_at"  # noqa: S608 - placeholders only
+        " FROM runs r LEFT JOIN run_queue q ON q.run_id = r.run_id"
+        f" WHERE r.run_id IN ({marks}) ORDER BY r.run_id",
+        selection.runs,
+    )
+    return [tuple(row) for row in rows]
+
+
+def _compacted(  # noqa: PLR0913 - the compaction's whole context
+    store: SqliteStore,
+    recording: Recording,
+    destination: Path,
+    selected: tuple[Selection, list[tuple[object, ...]]],
+    *,
+    now: int,
+    actor: Actor,
+    cause: Cause,
+) -> Result:
+    """Under the write lock: catch the backup up, check the selection, compact; the report."""
+    selection = selected[0]
+    with store.transaction() as tx:
+        ctx = recording.open(tx)
+        try:
+            with tx.savepoint():
+                catch_up(tx, destination)
+                _unchanged(tx.connection, select(ctx, selection.cutoff), selected)
+                size = database_bytes(store.path)
+                before = tally(tx.connection)
+                after = _apply(tx, destination, selection, now=now, actor=actor, cause=cause)
+        except CommandError as error:
+            return Result(outcome="rejected", error=str(error))
+    receipt = report(
+        selection, before=before, after=after, bytes_before=size, bytes_after=size, applied=True
+    )
+    return Result(receipt=receipt)
+
+
+def _settled(store: SqliteStore, result: Result) -> Result:
+    """Vacuum after the compaction committed, and the size after it in the report."""
+    try:
+        settle(store.connection, store.path)
+    except CommandError as error:
+        return Result(outcome="rejected", error=str(error))
+    assert isinstance(result.receipt, dict)
+    return Result(receipt={**result.receipt, "databaseBytesAfter": database_bytes(store.path)})
 
 
 def _apply(  # noqa: PLR0913 - the compaction's whole context
@@ -224,10 +311,7 @@ def _apply(  # noqa: PLR0913 - the compaction's whole context
     actor: Actor,
     cause: Cause,
 ) -> Tally:
-    """Back up, then compact the log and refold the projections; return the new tally."""
-    if destination.exists():
-        raise CommandError(f"Backup destination already exists: {destination}")
-    backup_database(tx.store.path, tx.connection, destination, replace=False)
+    """Compact the log from the backup and refold the projections; return the new tally."""
     if not selection.runs:
         return tally(tx.connection)
     empty_projections(tx.connection)
