@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 BENCH_VENV := .venv-bench
 
-.PHONY: install check test demo bench artifacts clean
+.PHONY: install check test demo bench artifacts reliability-report clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ bench:
 	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench]'
 	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall .
 	$(BENCH_VENV)/bin/python bench/run.py $(BENCH_ARGS)
+
+# The reliability suite alone, rewriting docs/reliability.md from this whole run.
+reliability-report: install
+	PWF_RELIABILITY_REPORT=1 $(BIN)/pytest tests/reliability
 
 artifacts: install
 	$(BIN)/pwf dev export

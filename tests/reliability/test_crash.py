@@ -162,25 +162,77 @@ def prune_args(db: Path, backup: Path) -> list[str]:
     ]
 
 
-def kill_one_prune(db: Path, backup: Path, after: float) -> None:
-    """Start ``pwf state prune --apply``; SIGKILL it ``after`` seconds later if still running."""
+def _compacted(db: Path) -> bool:
+    """The compaction has committed: the log opens with ``log.compacted``."""
+    connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=0)
+    try:
+        row = connection.execute("SELECT type FROM events ORDER BY seq LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return False
+    finally:
+        connection.close()
+    return row is not None and row[0] == "log.compacted"
+
+
+def kill_one_prune(db: Path, backup: Path, after: float | None) -> bool:
+    """Start ``pwf state prune --apply``; SIGKILL it ``after`` seconds later if still running.
+
+    ``after`` None kills it as soon as its compaction is seen committed.
+    Returns whether the kill hit a running prune (False: it had already finished).
+    """
     environment = {key: value for key, value in os.environ.items() if key != "PWF_DB"}
     command = [sys.executable, "-m", "pwf", *prune_args(db, backup)]
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment
     )
     try:
-        time.sleep(after)
+        if after is None:
+            while process.poll() is None and not _compacted(db):
+                time.sleep(0.001)
+        else:
+            time.sleep(after)
+        running = process.poll() is None
         process.send_signal(signal.SIGKILL)
         process.communicate(timeout=300)
     finally:
         stop(process)
+    return running and process.returncode == -signal.SIGKILL
+
+
+BEFORE_COMMIT: Final = "prunes cut before their commit (log unchanged)"
+AFTER_COMMIT: Final = "prunes cut after their commit (log compacted)"
+SEARCHES: Final = 12
+"""Extra kills to reach an outcome the random ones missed: before the commit by bisecting
+the delay, after it by killing the prune as soon as its compaction is seen committed."""
+
+
+def _killed_prune(
+    template: Path, tmp_path: Path, number: int, after: float | None, before: object
+) -> str | None:
+    """Kill one prune of a fresh copy ``after`` seconds in; check it; which side of the commit."""
+    db = tmp_path / f"prune-{number}.db"
+    shutil.copy(template, db)
+    backup = tmp_path / f"prune-{number}.sqlite"
+    hit = kill_one_prune(db, backup, after)
+    assert_sound(db)
+    if log_state(db) == before:
+        return BEFORE_COMMIT if hit else None
+    proved = pwf("log", "verify", "--db", str(db), "--backup", str(backup))
+    assert (proved.returncode, proved.stderr) == (0, b""), proved.stderr
+    return AFTER_COMMIT if hit else None
 
 
 def test_sigkill_during_a_prune_leaves_the_old_log_or_a_proven_compaction(
     tmp_path: Path, figures: Figures
 ) -> None:
-    """Killed anywhere, a prune leaves a sound database: untouched, or compacted and provable."""
+    """Killed anywhere, a prune leaves a sound database: untouched, or compacted and provable.
+
+    Both sides of the compaction's commit must have been reached by a kill
+    of a running prune: when the random delays miss the side before it,
+    further kills bisect the delay; when they miss the side after it,
+    further prunes are killed as soon as their compaction is seen committed
+    (during the vacuum and the record that follow).
+    """
     template, before = filled(tmp_path)
     started = time.monotonic()
     whole_db = tmp_path / "whole.db"
@@ -188,20 +240,26 @@ def test_sigkill_during_a_prune_leaves_the_old_log_or_a_proven_compaction(
     whole = pwf(*prune_args(whole_db, tmp_path / "whole.sqlite"))
     took = time.monotonic() - started
     assert (whole.returncode, whole.stderr) == (0, b"")
-    for number in range(PRUNE_KILLS):
-        db = tmp_path / f"prune-{number}.db"
-        shutil.copy(template, db)
-        backup = tmp_path / f"prune-{number}.sqlite"
-        kill_one_prune(db, backup, delay(SEED, 1000 + number) / LONGEST_DELAY * took)
-        assert_sound(db)
-        after = log_state(db)
-        if after == before:
-            figures.add(PART, "prunes cut before their commit (log unchanged)")
+    reached: dict[str, float | None] = {}
+    early, late = 0.0, took * 1.5
+    for number in range(PRUNE_KILLS + SEARCHES):
+        after: float | None
+        if number < PRUNE_KILLS:
+            after = delay(SEED, 1000 + number) / LONGEST_DELAY * took
+        elif len(reached) == 2:
+            break
         else:
-            proved = pwf("log", "verify", "--db", str(db), "--backup", str(backup))
-            assert (proved.returncode, proved.stderr) == (0, b""), proved.stderr
-            figures.add(PART, "prunes cut after their commit (log compacted)")
+            after = None if BEFORE_COMMIT in reached else (early + late) / 2
+        side = _killed_prune(template, tmp_path, number, after, before)
+        if after is not None and side == BEFORE_COMMIT:
+            early = max(early, after)
+        elif after is not None:
+            late = min(late, after)
+        if side is not None:
+            reached.setdefault(side, after)
+            figures.add(PART, side)
         figures.add(PART, "prune kills survived")
+    assert {BEFORE_COMMIT, AFTER_COMMIT} == set(reached), reached
 
 
 REBUILD_KILLS: Final = int(os.environ.get("PWF_RELIABILITY_REBUILD_KILLS", "12"))
