@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+RUNTIME := $(VENV)/.installed-runtime
+PYTEST_WORKERS ?= auto
 BENCH_VENV := .venv-bench
 
 .PHONY: install check test demo bench artifacts reliability-report clean
@@ -16,6 +18,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev,web,postgres]'
 	touch $(STAMP)
 
+# `make demo` needs pwf and its runtime dependencies only; the dev tools come with `make test`.
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME)
+
 install: $(STAMP)
 
 check: install
@@ -24,11 +32,11 @@ check: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pwf dev export --check
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS)
 
 test: check
 
-demo: install
+demo: $(RUNTIME)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 # The benchmarks run on a regular (non-editable) install with compiled bytecode,

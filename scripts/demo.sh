@@ -9,7 +9,8 @@
 # explain it, then rebuild a copy and diff it against the live database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=demo-state
+dir=${PWF_DEMO_DIR:-demo-state}
+runs=${PWF_DEMO_RUNS:-100}
 rm -rf "$dir"
 db="$dir/host.db"
 
@@ -17,6 +18,7 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "create the state database"
 pwf init --db "$db"
+absdir=$(cd "$dir" && pwd)
 
 step "a coordinator starts a run (one canonical request line in, one response line out)"
 pwf request --db "$db" --at 1785600000000 <<'EOF'
@@ -36,21 +38,21 @@ pwf request --db "$db" --at 1785600003000 <<'EOF'
 {"clientId":"coordinator-demo","idempotencyKey":"start-demo","operation":"run.start","payload":{"definitionDigest":"sha256:9f2c","definitionSnapshot":{"nodes":["draft"]},"input":{"version":"2.0.0"},"originSessionId":"session-demo","projectPath":"/srv/project","workflowName":"release-notes","workflowSource":{"id":"release-notes","kind":"builtin","revision":"2.0.0"},"workflowSourceRef":"builtin:release-notes"},"requestId":"demo-2","runId":"run-demo","schema":"pi-workflows.client.v1","type":"request"}
 EOF
 
-step "100 more runs: start, claim, park on an agent step, submit, validate (some rejected), finish"
-python scripts/demo_traffic.py --db "$db" --runs 100 --seed 7
+step "$runs more runs: start, claim, park on an agent step, submit, validate (some rejected), finish"
+python scripts/demo_traffic.py --db "$db" --runs "$runs" --seed 7
 
 step "one session end to end: park, deliver, reminder, pause/resume, validate, finish, restart"
 python scripts/demo_session.py --db "$db"
-pwf query turns --db "$db" --session session-release
-pwf query messages --db "$db" --session session-release
+pwf query turns --db "$db" --session session-release --time-format iso
+pwf query messages --db "$db" --session session-release --columns order_number,kind,status,created_at --time-format iso
 
 step "what the projections say"
-pwf query runs --db "$db" --limit 4
-pwf query interactions --db "$db" --limit 4
-pwf query messages --db "$db" --limit 4
+pwf query runs --db "$db" --limit 4 --columns run_id,status,queue_status,updated_at --time-format iso
+pwf query interactions --db "$db" --limit 4 --columns request_id,status,created_at --time-format iso
+pwf query messages --db "$db" --limit 4 --columns order_number,kind,status,created_at --time-format iso
 
 step "the last events of the log"
-pwf log tail --db "$db" -n 5
+pwf log tail --db "$db" -n 5 --columns seq,at,type,run --time-format iso
 
 step "one event, as stored (canonical JSON, hash-chained)"
 pwf log show --db "$db" --from 2 --to 2 --json
@@ -64,13 +66,16 @@ pwf log import --db "$dir/copy.db" "$dir/log.jsonl"
 pwf log export --db "$dir/copy.db" | cmp - "$dir/log.jsonl"
 echo "round trip: byte for byte identical ($(wc -l < "$dir/log.jsonl") events)"
 
-step "tamper with one byte of event 1234 in a copy, then verify again"
+step "tamper with one byte of an event in the middle of the log, in a copy, then verify again"
 cp "$db" "$dir/tampered.db"
 python - "$dir/tampered.db" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
-(body,) = db.execute("SELECT body FROM events WHERE seq = 1234").fetchone()
-db.execute("UPDATE events SET body = ? WHERE seq = 1234", (body.replace(b"run-", b"rum-", 1),))
+seq, body = db.execute(
+    "SELECT seq, body FROM events ORDER BY seq LIMIT 1 OFFSET (SELECT count(*) / 2 FROM events)"
+).fetchone()
+db.execute("UPDATE events SET body = ? WHERE seq = ?", (body.replace(b"run-", b"rum-", 1), seq))
+print(f"changed one byte of event {seq}")
 db.commit()
 PY
 if pwf log verify --db "$dir/tampered.db"; then
@@ -80,11 +85,13 @@ else
     echo "verify exited $? and named the first bad seq"
 fi
 
-step "maintenance: which run trees finished before 16:30 UTC could go? (a dry run changes nothing)"
+step "maintenance: which run trees finished before 16:30 UTC could go?"
+echo "(a dry run deletes nothing; like every executed command it is recorded in the log as one"
+echo " command.recorded event for state.prune, carrying the report below)"
 pwf state prune --db "$db" --before 2026-08-01T16:30:00Z --at 1785800000000
 
 step "prune them: back up, then compact the log so it continues from a log.compacted event"
-pwf state prune --db "$db" --before 2026-08-01T16:30:00Z --at 1785800001000 --apply --backup "$PWD/$dir/backups/before-prune.sqlite"
+pwf state prune --db "$db" --before 2026-08-01T16:30:00Z --at 1785800001000 --apply --backup "$absdir/backups/before-prune.sqlite"
 pwf log show --db "$db" --type log.compacted --json | python -c '
 import json, sys
 event = json.loads(sys.stdin.readline())
@@ -99,7 +106,7 @@ step "operators: where was the session's interaction waiting? replay the log to 
 seq=$(pwf log show --db "$db" --type submission.recorded --run run-session --json | python -c 'import json,sys; print(json.loads(sys.stdin.readline())["seq"])')
 echo "the submission was recorded at seq $seq"
 pwf replay --db "$db" --until "$seq" --out "$dir/at-waiting.db"
-pwf explain interaction interaction-run-session-attempt-release-1 --db "$dir/at-waiting.db" | tail -n 4
+pwf explain interaction interaction-run-session-attempt-release-1 --db "$dir/at-waiting.db" --time-format iso | tail -n 4
 echo "and now, at the head of the log:"
 pwf explain interaction interaction-run-session-attempt-release-1 --db "$db" | tail -n 2
 
@@ -110,3 +117,16 @@ pwf diff "$db" "$dir/rebuilt.db"
 pwf digest "$db" | tail -n 1
 pwf digest "$dir/rebuilt.db" | tail -n 1
 pwf verify --db "$db"
+
+step "the overview an operator starts from"
+pwf status --db "$db" --now 2026-08-03T23:40:00Z --time-format iso
+
+step "what to try next on $db"
+cat <<EOF
+  pwf status --db $db                     what is waiting, and why
+  pwf log show --db $db --type run.finished --time-format iso
+  pwf query runs --db $db --status failed --csv
+  pwf explain run run-session --db $db    a run's timeline and diagnosis
+  pwf log tail --db $db --follow          new events as they are appended
+  sqlite3 $db 'SELECT run_id, status, created_at FROM readable_runs LIMIT 5'
+EOF

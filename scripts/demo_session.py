@@ -25,6 +25,11 @@ CLIENT = "coordinator-demo"
 T0 = 1_785_700_000_000
 
 
+def _short(text: str, width: int = 40) -> str:
+    """Keep demo lines short: the receipt or error cut to ``width`` characters."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 class Session:
     def __init__(self, db: str) -> None:
         self.db = db
@@ -55,8 +60,8 @@ class Session:
             **members,
         }
         response = self._pwf(["request", "--at", str(T0 + at), "--wait-ms", "0"], canonical.encode(message))
-        shown = response.get("error") or json.dumps(response.get("receipt"))[:90]
-        print(f"  +{at / 1000:>5.1f}s client {op:<28} {response['outcome']:<11} {shown}")
+        shown = response.get("error") or json.dumps(response.get("receipt"))
+        print(f"  +{at / 1000:>5.1f}s client {op:<28} {response['outcome']:<11} {_short(shown)}")
         return response
 
     def worker(self, at: int, op: str, payload: object, attempt: str | None = None) -> dict[str, Any]:
@@ -77,7 +82,7 @@ class Session:
         response = self._pwf(["worker", "--at", str(T0 + at)], canonical.encode(message))
         self.revision = response.get("revision", self.revision)
         shown = response.get("error") or json.dumps(response.get("result"))[:90]
-        print(f"  +{at / 1000:>5.1f}s worker {op:<28} {response['outcome']:<11} {shown}")
+        print(f"  +{at / 1000:>5.1f}s worker {op:<28} {response['outcome']:<11} {_short(shown)}")
         return response
 
     def launch(self, at: int) -> None:
@@ -150,6 +155,8 @@ def main() -> None:
     status = s.request(90_500, "run.status", None, runId=RUN)["receipt"]["interactions"][0]["revision"]
     submit = {"attempt": "attempt-release-1", "requestId": f"interaction-{RUN}-attempt-release-1", "step": "draft", "submissionId": "sub-1", "value": {"notes": "- Fixes the parser"}}
     s.request(91_000, "interaction.submit", submit, runId=RUN, expectedRevision=status, key="submit-1")
+    print("  (unavailable: no worker has validated it yet; a worker is launched, accepts it,")
+    print("   and the same request retried with the same key is adopted with the verdict)")
     s.launch(92_000)
     s.worker(92_500, "worker.ready", {})
     s.worker(93_000, "interaction.accept", {})

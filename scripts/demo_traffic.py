@@ -103,7 +103,14 @@ def main() -> None:
         traffic.run(index)
     head = traffic.store.head()
     summary = ", ".join(f"{k} {v}" for k, v in sorted(traffic.outcomes.items()))
-    print(f"{args.runs} runs, {head.seq} events in {head.batch} batches; responses: {summary}")
+    print(f"{args.runs} runs, {head.seq} events in {head.batch} batches")
+    print(f"responses: {summary}")
+    if traffic.outcomes.get("unavailable"):
+        print(
+            "(unavailable: a submission is validated by the run's worker; without a worker's"
+            "\n verdict yet the answer is unavailable, and the retry with the same idempotency"
+            "\n key, once the worker decided, is adopted with the verdict)"
+        )
 
 
 if __name__ == "__main__":

@@ -38,6 +38,11 @@ ENVIRONMENT: Final = (
         "how long a writer waits for the write lock, 0 to 600000 ms",
         str(DEFAULT_BUSY_TIMEOUT_MS),
     ),
+    (
+        "PWF_SEED",
+        "makes minted ids (worker and coordinator epochs) deterministic, for scripts",
+        "unset: random",
+    ),
 )
 """(variable, what it sets, default) of every setting read from the environment;
 ``pwf --help`` lists them."""

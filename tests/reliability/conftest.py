@@ -138,6 +138,8 @@ class Figures:
     seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     ran: set[str] = field(default_factory=set)
     outcomes: Counter[str] = field(default_factory=Counter)
+    readings: set[tuple[str, str]] = field(default_factory=set)
+    """(module, name) of the figures that are readings, not counts (see :meth:`set`)."""
 
     def __repr__(self) -> str:
         """Short, for failure reports that show a test's arguments."""
@@ -150,9 +152,23 @@ class Figures:
     def set(self, module: str, name: str, value: int) -> None:
         """Set a figure that is a reading, not a count (a seed, a log's length)."""
         self.values[module][name] = value
+        self.readings.add((module, name))
+
+    def merge(self, values: dict[str, dict[str, int]], readings: list[list[str]]) -> None:
+        """Take in another process's figures: counts add up, readings keep the largest."""
+        kept = {(module, name) for module, name in readings}
+        self.readings |= kept
+        for module, figures in values.items():
+            for name, value in figures.items():
+                if (module, name) in kept:
+                    self.values[module][name] = max(self.values[module][name], value)
+                else:
+                    self.values[module][name] += value
 
 
 COLLECTOR: Final = pytest.StashKey["Collector"]()
+WORKER_OUTPUT: Final = "pwf-reliability-figures"
+"""The key of a pytest-xdist worker's figures in its ``workeroutput``."""
 
 
 class Collector:
@@ -188,7 +204,20 @@ class Collector:
         self.figures.seconds[module] += report.duration
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Write the page when all of the suite ran and the session was not interrupted."""
+        """Write the page when all of the suite ran and the session was not interrupted.
+
+        Under pytest-xdist a worker only hands its figures to the controller
+        (``workeroutput``), which adds them up and writes the page once.
+        """
+        output = getattr(session.config, "workeroutput", None)
+        if output is not None:
+            figures = self.figures
+            output[WORKER_OUTPUT] = {
+                "values": figures.values,
+                "readings": sorted(figures.readings),
+                "deselected": self.deselected,
+            }
+            return
         complete = {part.module for part in PARTS} <= self.figures.ran and not self.deselected
         if (
             os.environ.get(REPORT) != "1"
@@ -203,6 +232,16 @@ class Collector:
             self.written = f"could not write {DOC}: {error.strerror}"
         else:
             self.written = f"wrote {DOC}"
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: object, error: object) -> None:
+        """pytest-xdist: a worker finished; add its figures to the session's."""
+        del error
+        output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+        if output is None:
+            return
+        self.figures.merge(output["values"], output["readings"])
+        self.deselected = self.deselected or bool(output["deselected"])
 
     def pytest_terminal_summary(self, terminalreporter: TerminalReporter) -> None:
         """Print the figures of the parts that ran."""

@@ -15,6 +15,7 @@ import click
 
 from pwf import canonical
 from pwf.cli._options import db_option, open_store
+from pwf.cli._seed import seeded_epochs
 from pwf.cli._times import TIME
 from pwf.errors import AnswerTooLargeError, InputError, ProtocolError
 from pwf.host import Host
@@ -196,7 +197,7 @@ def request(db: str | None, at: int | None, wait_ms: int, canonicalize: bool) ->
     with the same idempotency key is then adopted.
     """
     with open_store(db) as store:
-        host = Host(store)
+        host = Host(store, new_epoch=seeded_epochs(store))
 
         def answer(line: bytes, now: int) -> bytes:
             return host.answer(parse_request(line), now, wait_ms=wait_ms)

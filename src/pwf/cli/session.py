@@ -6,6 +6,7 @@ import click
 
 from pwf import canonical
 from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._seed import seeded_epochs
 from pwf.cli.request import at_option, now_ms
 from pwf.host import Host
 from pwf.host.served import refuse_if_served
@@ -37,7 +38,7 @@ def detach(session_id: str, epoch: str | None, db: str | None, at: int | None) -
     with open_store(db) as store:
         now = now_ms(at)
         refuse_if_served(store, now)
-        detached = Host(store).detach(session_id, now, epoch)
+        detached = Host(store, new_epoch=seeded_epochs(store)).detach(session_id, now, epoch)
     click.echo(
         f"detached {session_id}" if detached else f"no coordinator to detach for {session_id}"
     )
@@ -57,7 +58,7 @@ def expire(db: str | None, at: int | None, as_json: bool) -> None:
     with open_store(db) as store:
         now = now_ms(at)
         refuse_if_served(store, now)
-        started = Host(store).expire(now)
+        started = Host(store, new_epoch=seeded_epochs(store)).expire(now)
     if as_json:
         rows = [{"runId": run_id, "targetSessionId": sid} for run_id, sid in started]
         click.echo(canonical.encode(rows).decode())
@@ -82,5 +83,7 @@ def view(session_id: str, epoch: str | None, db: str | None, at: int | None) -> 
     branch is reported, the open message and the session's run.
     """
     with open_store(db) as store:
-        snapshot = Host(store).session_view(session_id, now_ms(at), epoch)
+        snapshot = Host(store, new_epoch=seeded_epochs(store)).session_view(
+            session_id, now_ms(at), epoch
+        )
     click.echo(canonical.encode(snapshot).decode())

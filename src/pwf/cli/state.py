@@ -12,6 +12,7 @@ import click
 from pwf import canonical
 from pwf.cli._options import db_option, json_option, open_store
 from pwf.cli._progress import activity
+from pwf.cli._seed import seeded_epochs, seeded_id
 from pwf.cli.request import at_option, now_ms
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError
@@ -78,18 +79,20 @@ def _maintain(
     replace_backups: bool = True,
 ) -> ClientResponse:
     """Send one maintenance request through the host, as a client would."""
-    key = f"{operation}-{uuid.uuid4()}"  # noqa: TID251 - the CLI is the edge that mints request ids
-    request = ClientRequest(
-        request_id=key,
-        client_id="pwf-cli",
-        operation=operation,
-        idempotency_key=key,
-        payload=payload,
-    )
     with open_store(db) as store:
+        minted = seeded_id(store, operation) or str(uuid.uuid4())  # noqa: TID251 - the CLI is the edge that mints request ids
+        key = f"{operation}-{minted}"
+        request = ClientRequest(
+            request_id=key,
+            client_id="pwf-cli",
+            operation=operation,
+            idempotency_key=key,
+            payload=payload,
+        )
         now = now_ms(at)
         refuse_if_served(store, now)
-        return Host(store, replace_backups=replace_backups).request(request, now)
+        host = Host(store, new_epoch=seeded_epochs(store), replace_backups=replace_backups)
+        return host.request(request, now)
 
 
 _REPORT_LINES = (

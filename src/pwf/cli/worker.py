@@ -7,6 +7,7 @@ import sys
 import click
 
 from pwf.cli._options import db_option, open_store
+from pwf.cli._seed import seeded_epochs
 from pwf.cli.request import (
     answer_lines,
     at_option,
@@ -50,7 +51,7 @@ def worker(ctx: click.Context, db: str | None, at: int | None, canonicalize: boo
     if ctx.invoked_subcommand is not None:
         return
     with open_store(db) as store:
-        host = Host(store)
+        host = Host(store, new_epoch=seeded_epochs(store))
 
         def answer(line: bytes, now: int) -> bytes:
             return encode_worker_response(host.worker(parse_worker_message(line), now)) + b"\n"
@@ -81,7 +82,7 @@ def launch(ctx: click.Context, run_id: str, db: str | None, at: int | None) -> N
     now = now_ms(at)
     with open_store(db) as store:
         refuse_if_served(store, now)
-        envelope = Host(store).launch(run_id, now)
+        envelope = Host(store, new_epoch=seeded_epochs(store)).launch(run_id, now)
     sys.stdout.buffer.write(encode_launch(envelope) + b"\n")
 
 
