@@ -92,10 +92,11 @@ def time_pwf(path: Path, batch: list[ClientRequest]) -> float:
     host = Host(store)
     with gc_paused():
         began = time.perf_counter()
-        for n, request in enumerate(batch):
-            host.request(request, 1_000 + n)
+        outcomes = [host.request(request, 1_000 + n).outcome for n, request in enumerate(batch)]
         elapsed = time.perf_counter() - began
     store.close()
+    if set(outcomes) != {"accepted"}:
+        raise RuntimeError(f"run.start was not accepted: {sorted(set(outcomes))}")
     return len(batch) / elapsed
 
 
