@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from pwf.store.sqlite import SqliteStore
 
-__all__ = ["Check", "RowDifference", "TableDifference", "Value", "check"]
+__all__ = ["Check", "RowDifference", "TableDifference", "Value", "check", "verify_failure"]
 
 Value = str | int | float | None
 """A cell as reports show it: BLOBs become lower-case hex text."""
@@ -189,3 +189,19 @@ def _shown(value: object) -> Value:
         return value.hex()
     assert value is None or isinstance(value, str | int | float)
     return value
+
+
+def verify_failure(store: SqliteStore) -> str | None:
+    """``state.verify``'s verifier: why the chain or projections fail, or None when both hold."""
+    found = check(store, rows=1)
+    if not found.chain.ok:
+        return (
+            f"Pi Workflows event chain is broken at seq {found.chain.first_bad_seq}:"
+            f" {found.chain.reason}"
+        )
+    if found.difference is not None:
+        return (
+            f"Pi Workflows projection {found.difference.table} differs from the log:"
+            f" {found.difference.reason}"
+        )
+    return None

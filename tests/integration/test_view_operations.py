@@ -14,18 +14,8 @@ if TYPE_CHECKING:
 else:
     from _harness import Fixture
 
-SERVED = [
-    "view.runs.watch",
-    "view.runs.page",
-    "view.run.get",
-    "view.run.watch",
-    "view.run.unwatch",
-    "view.page",
-    "state.status",
-    "state.verify",
-    "channel.status",
-]
-"""The view and status operations that need the served host's connection or views."""
+SERVED = ["view.runs.watch", "view.run.watch", "view.run.unwatch"]
+"""The subscription operations: they need a connection of the served host."""
 
 
 @pytest.fixture

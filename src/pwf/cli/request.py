@@ -165,6 +165,22 @@ def answer_lines(
     return AnswerTooLargeError.exit_code if oversized else 2 if refused else 0
 
 
+def _verify_failure(store: SqliteStore) -> str | None:
+    """``state.verify``: pwf's whole verification, imported only when asked for."""
+    from pwf.check import verify_failure  # noqa: PLC0415 - only state.verify folds the log
+
+    return verify_failure(store)
+
+
+def _overview(store: SqliteStore, now: int) -> object:
+    """``state.status``'s ``overview``: what ``pwf status --json`` prints."""
+    import msgspec  # noqa: PLC0415 - only state.status reads it
+
+    from pwf.status import overview  # noqa: PLC0415
+
+    return msgspec.to_builtins(overview(store, now))
+
+
 @click.command()
 @db_option
 @at_option
@@ -198,6 +214,8 @@ def request(db: str | None, at: int | None, wait_ms: int, canonicalize: bool) ->
     """
     with open_store(db) as store:
         host = Host(store, new_epoch=seeded_epochs(store))
+        host.verifier = _verify_failure
+        host.overview = _overview
 
         def answer(line: bytes, now: int) -> bytes:
             return host.answer(parse_request(line), now, wait_ms=wait_ms)

@@ -88,21 +88,20 @@ _VIEWS: Final = {
     "view.session.watch": sessionview.view_session_watch,
     "view.content": views.view_content_chunk,
 }
-_SERVED_VIEWS: Final = (
-    "view.runs.watch",
+_SERVED_VIEWS: Final = ("view.runs.watch", "view.run.watch", "view.run.unwatch")
+_READS: Final = (
     "view.runs.page",
     "view.run.get",
-    "view.run.watch",
-    "view.run.unwatch",
     "view.page",
     "state.status",
     "state.verify",
     "channel.status",
 )
+"""Answered by :mod:`pwf.views` and the host (they read the file); listed here for their route."""
 
 
 def _served(_ctx: Context, request: ClientRequest) -> Result:
-    """View operations that need a connection of the served host answer ``unavailable``."""
+    """Subscriptions need a connection of the served host: direct mode answers ``unavailable``."""
     raise refuse(
         f"Workflow operation {request.operation} needs the served host;"
         " direct mode cannot answer it",
@@ -118,5 +117,5 @@ CLIENT_OPERATIONS: Final[dict[str, Operation]] = {
     **{name: Operation(Route.MAINTENANCE, _later) for name in _LATER_MAINTENANCE},
     **{name: Operation(Route.DIRECT, handler) for name, handler in _DIRECT.items()},
     **{name: Operation(Route.VIEW, handler) for name, handler in _VIEWS.items()},
-    **{name: Operation(Route.VIEW, _served) for name in _SERVED_VIEWS},
+    **{name: Operation(Route.VIEW, _served) for name in (*_SERVED_VIEWS, *_READS)},
 }

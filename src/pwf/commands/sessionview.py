@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "clear_terminal",
+    "current_run_id",
+    "next_message",
     "reservation",
     "retained_terminal",
     "run_restart",

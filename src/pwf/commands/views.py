@@ -22,6 +22,7 @@ __all__ = [
     "run_view",
     "stored_json",
     "view_content_chunk",
+    "view_value",
 ]
 
 ARTIFACT_KEYS: Final = frozenset({"$artifact", "$escaped"})
@@ -51,7 +52,7 @@ def stored_json(ctx: Context, blob_hash: bytes | None) -> object:
     return None if content is None else canonical.decode(content)
 
 
-def _view_value(ctx: Context, blob_hash: bytes | None) -> object:
+def view_value(ctx: Context, blob_hash: bytes | None) -> object:
     """A run value for a view: large ones become ``$artifact`` references (§5.10)."""
     raw = json_bytes(ctx, blob_hash)
     if raw is None:
@@ -86,12 +87,12 @@ def run_view(ctx: Context, run: Row) -> dict[str, object]:
     )
     return {
         "createdAt": run["created_at"],
-        "error": _view_value(ctx, run["error_hash"]),
+        "error": view_value(ctx, run["error_hash"]),
         "errorCode": run["error_code"],
         "executionMode": run["execution_mode"],
-        "finalOutput": _view_value(ctx, run["final_output_hash"]),
+        "finalOutput": view_value(ctx, run["final_output_hash"]),
         "finishedAt": run["finished_at"],
-        "input": _view_value(ctx, run["input_hash"]),
+        "input": view_value(ctx, run["input_hash"]),
         "interactions": [
             {
                 "attemptId": row["attempt_id"],

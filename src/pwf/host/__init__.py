@@ -29,6 +29,7 @@ from pwf.commands.sessionview import session_view
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
 from pwf.errors import AnswerTooLargeError, CommandError, ProtocolError, StoreError
 from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
+from pwf.host._statereads import state_status, state_verify
 from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
 from pwf.protocol.client import (
     TOO_LARGE,
@@ -40,6 +41,7 @@ from pwf.protocol.client import (
 )
 from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
 from pwf.readmodel import RowReader
+from pwf.views import READS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -114,6 +116,10 @@ class Host:
             return
         self.shared.new_batch()
         yield self.shared
+        self.verifier: Callable[[SqliteStore], str | None] | None = None
+        """What ``state.verify`` runs after SQLite's integrity check (default: the chain)."""
+        self.overview: Callable[[SqliteStore, int], object] | None = None
+        """What ``state.status`` adds as ``overview`` (what ``pwf status`` shows)."""
 
     def _mint(self, prefix: str) -> str:
         return f"{prefix}{self.new_epoch()}"
@@ -127,7 +133,7 @@ class Host:
             return self._await_verdict(request, submission, response, wait_ms)
         return response
 
-    def decide(
+    def decide(  # noqa: PLR0911 - one return per route, in the original's order
         self, request: ClientRequest, now: int, connection: str | None = None
     ) -> tuple[ClientResponse, str | None]:
         """Decide one request; the submission whose verdict its answer awaits, if any.
@@ -160,7 +166,23 @@ class Host:
                 if self.shared is not None or CONFLICT_SIGNATURE not in str(error):
                     raise
                 return self._refused(request, BLOB_CONFLICT), None
-        return self._direct(request, operation.handler, now, connection)
+        if request.operation in ("state.status", "state.verify"):
+            return self._state_read(request, now), None
+        handler = READS.get(request.operation, operation.handler)
+        return self._direct(request, handler, now, connection)
+
+    def _state_read(self, request: ClientRequest, now: int) -> ClientResponse:
+        """``state.status`` and ``state.verify`` ignore their payload (HOST §2)."""
+        try:
+            if request.operation == "state.status":
+                result = state_status(self.store, now, self.overview)
+            else:
+                result = state_verify(self.store, self.verifier)
+        except CommandError as error:
+            return self._refused(request, str(error), error.outcome)
+        return ClientResponse(
+            request_id=request.request_id, outcome=result.outcome, receipt=result.receipt
+        )
 
     def answer(self, request: ClientRequest, now: int, *, wait_ms: int = 0) -> bytes:
         """Answer one request as its framed line (canonical bytes and a newline).

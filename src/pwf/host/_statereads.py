@@ -1,0 +1,67 @@
+"""``state.status`` and ``state.verify``: reads that need the database file (HOST §2.16, §2.17).
+
+Both read in their own read transaction, so writers go on meanwhile.
+``state.verify`` runs SQLite's integrity check, then a verifier: by
+default the hash chain; the edge passes pwf's whole verification (chain,
+then projections == a rebuild of the log, :func:`pwf.check.verify_failure`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pwf.commands import Context, Result, refuse
+from pwf.readmodel import RowReader
+from pwf.views.status import state_counts
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pwf.store.sqlite import SqliteStore
+
+__all__ = ["chain_failure", "state_status", "state_verify"]
+
+
+def _read_only(_events: object) -> object:
+    raise refuse("state reads append nothing")
+
+
+def state_status(
+    store: SqliteStore, now: int, overview: Callable[[SqliteStore, int], object] | None = None
+) -> Result:
+    """``{sizeBytes, counts}``, plus ``overview`` (what ``pwf status`` shows) when one is given."""
+    connection = store.connection
+    connection.execute("BEGIN")
+    try:
+        ctx = Context(RowReader(connection), _read_only, now)
+        receipt: dict[str, object] = {
+            "counts": state_counts(ctx),
+            "sizeBytes": store.path.stat().st_size,
+        }
+    finally:
+        connection.execute("COMMIT")
+    if overview is not None:
+        receipt["overview"] = overview(store, now)
+    return Result(receipt=receipt)
+
+
+def chain_failure(store: SqliteStore) -> str | None:
+    """Why the hash chain does not verify, or None when it does."""
+    report = store.verify()
+    if report.ok:
+        return None
+    return f"Pi Workflows event chain is broken at seq {report.first_bad_seq}: {report.reason}"
+
+
+def state_verify(
+    store: SqliteStore, verifier: Callable[[SqliteStore], str | None] | None = None
+) -> Result:
+    """``{valid:true}``, or a refusal naming the first check that failed."""
+    rows = store.connection.execute("PRAGMA integrity_check").fetchall()
+    result = "; ".join(str(row[0]) for row in rows)
+    if result != "ok":
+        raise refuse(f"Pi Workflows SQLite integrity check failed: {result}")
+    failure = (verifier or chain_failure)(store)
+    if failure is not None:
+        raise refuse(failure)
+    return Result(receipt={"valid": True})

@@ -1,0 +1,438 @@
+"""The run view and the run list page (HOST §2.8, §2.14).
+
+Read through a command :class:`~pwf.commands.Context` (its reader and
+``now``); nothing here writes.  Whether a run has a live worker is a fact of
+the process that supervises workers, so it comes in as ``live``: the served
+host passes its active set, direct mode a worker row that is starting or
+running under an unexpired lease.  Members that describe what pwf does not
+hold (workflow graphs, traces, settings scopes, the Pi session capture) are
+present with their empty values (docs/served-views.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from pwf import canonical
+from pwf.commands.views import stored_json, view_value
+from pwf.views._paging import PAGE_ITEMS, centred_page, forward_page, page_start
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pwf.commands import Context, Row
+
+__all__ = [
+    "LIST_SCHEMA",
+    "RUN_VIEW_SCHEMA",
+    "direct_live",
+    "display",
+    "list_page",
+    "list_revision",
+    "run_view",
+]
+
+RUN_VIEW_SCHEMA: Final = "pi-workflows.run-view.v1"
+LIST_SCHEMA: Final = "pi-workflows.run-list-page.v1"
+MANIFEST_SCHEMA: Final = "pi-workflows.run-manifest.v1"
+TRACE_SCHEMA: Final = "pi-workflows.trace-event.v1"
+TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
+INLINE_REASON_BYTES: Final = 16 * 1024
+
+
+def direct_live(ctx: Context, run_id: str) -> bool:
+    """Direct mode's liveness: a worker row starting or running under an unexpired lease."""
+    return (
+        ctx.one(
+            "SELECT 1 FROM run_workers w JOIN run_queue q ON q.run_id = w.run_id"
+            " WHERE w.run_id = ? AND w.status IN ('starting', 'running')"
+            " AND q.owner_worker_epoch = w.worker_epoch AND q.lease_expires_at > ?",
+            run_id,
+            ctx.now,
+        )
+        is not None
+    )
+
+
+# ------------------------------------------------------------------ display
+
+
+def _origin_turn(ctx: Context, run_id: str) -> bool:
+    return (
+        ctx.one(
+            "SELECT 1 FROM workflow_turns t JOIN workflow_messages m"
+            " ON m.workflow_message_id = t.workflow_message_id"
+            " WHERE t.run_id = ? AND t.state = 'started' AND m.kind IN ('step', 'terminal')",
+            run_id,
+        )
+        is not None
+    )
+
+
+def _pending(ctx: Context, run_id: str) -> bool:
+    return (
+        ctx.one(
+            "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending'", run_id
+        )
+        is not None
+    )
+
+
+def _error_text(ctx: Context, run: Row, queue: Row) -> str | None:
+    error = stored_json(ctx, run["error_hash"])
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    message = queue["error_message"]
+    return None if message is None else str(message)
+
+
+def _status(  # noqa: PLR0911 - one return per rule of §2.14, in order
+    ctx: Context, run: Row, queue: Row, *, live: bool
+) -> tuple[str, str | None, str | None]:
+    """(status, activity, reason) by the first rule of §2.14 that holds.
+
+    pwf records no external effects, so the ``ambiguous`` rule never holds.
+    """
+    durable, queued = run["status"], queue["status"]
+    if live or _origin_turn(ctx, run["run_id"]):
+        return "running", "supervised_worker" if live else "origin_turn", None
+    if durable in TERMINAL:
+        return durable, None, _error_text(ctx, run, queue)
+    if run["paused"]:
+        return "paused", None, "The workflow is durably paused."
+    if durable == "waiting" or _pending(ctx, run["run_id"]):
+        return "waiting", None, "The workflow is waiting for origin-session input."
+    if queued in ("parked", "queued"):
+        return "queued", None, "The workflow is ready to resume." if queued == "parked" else None
+    if queued == "done":
+        return "completed", None, None
+    if queued in ("failed", "cancelled"):
+        return queued, None, queue["error_message"]
+    return "running", None, None
+
+
+def _controls(status: str, queued: str) -> list[str]:
+    controls: list[str] = []
+    if status in ("running", "waiting"):
+        controls += ["pause", "cancel"]
+    elif status == "paused":
+        controls += ["resume", "cancel"]
+    elif status == "queued":
+        controls += ["resume", "cancel"] if queued == "parked" else ["cancel"]
+    if status == "waiting":
+        controls.append("answer")
+    return controls
+
+
+def display(ctx: Context, run: Row, queue: Row, *, live: bool) -> dict[str, object]:
+    """``{status, activity, controls, reason}``; a reason over 16 KiB becomes content."""
+    status, activity, reason = _status(ctx, run, queue, live=live)
+    shown: dict[str, object] = {
+        "activity": activity,
+        "controls": _controls(status, queue["status"]),
+        "reason": reason,
+        "status": status,
+    }
+    if reason is not None and len(reason.encode()) > INLINE_REASON_BYTES:
+        shown["reason"] = "Complete workflow failure details are available."
+        shown["reasonContent"] = _reason_reference(reason)
+    return shown
+
+
+def _reason_reference(reason: str) -> dict[str, object]:
+    data = reason.encode()
+    digest = hashlib.sha256(data).hexdigest()
+    return {
+        "$artifact": {
+            "bytes": len(data),
+            "mediaType": "text/plain",
+            "opaque": True,
+            "path": f"artifacts/sha256/{digest}.txt",
+            "sha256": digest,
+        }
+    }
+
+
+# ------------------------------------------------------------------ manifest and queue
+
+
+def _source_root(run: Row) -> object:
+    """The root source identity; pwf keeps the source as text, shown as it was sent."""
+    source: str = run["workflow_source"]
+    try:
+        value = msgspec.json.decode(source)
+    except msgspec.DecodeError:
+        return source
+    if isinstance(value, dict) and isinstance(value.get("root"), dict):
+        return value["root"]
+    return value if isinstance(value, dict) else source
+
+
+def _started_at(ctx: Context, run: Row) -> int:
+    first = ctx.value("SELECT min(started_at) FROM run_workers WHERE run_id = ?", run["run_id"])
+    return int(first) if first is not None else int(run["created_at"])
+
+
+def manifest(ctx: Context, run: Row, status: str) -> dict[str, object]:
+    """``pi-workflows.run-manifest.v1``; ``finishedAt`` only once the run finished."""
+    shown: dict[str, object] = {
+        "paths": {"state": "host", "trace": "host", "workflow": "host"},
+        "runId": run["run_id"],
+        "schema": MANIFEST_SCHEMA,
+        "startedAt": _started_at(ctx, run),
+        "status": status,
+        "traceSchema": TRACE_SCHEMA,
+        "workflowName": run["workflow_name"],
+        "workflowSource": _source_root(run),
+    }
+    if run["finished_at"] is not None:
+        shown["finishedAt"] = run["finished_at"]
+    return shown
+
+
+def _queue_view(ctx: Context, run: Row, queue: Row) -> dict[str, object]:
+    fingerprint = run["parent_terminal_fingerprint"]
+    return {
+        "createdAt": queue["created_at"],
+        "definitionDigest": run["definition_digest"],
+        "errorCode": queue["error_code"],
+        "executionMode": run["execution_mode"],
+        "finishedAt": run["finished_at"],
+        "initialized": queue["generation"] > 0,
+        "lineageKind": run["lineage_kind"],
+        "originSessionId": run["origin_session_id"],
+        "parentRunId": run["parent_run_id"],
+        "parentTerminalFingerprint": None if fingerprint is None else bytes(fingerprint).hex(),
+        "restartNumber": run["restart_number"],
+        "rootRunId": run["root_run_id"],
+        "runId": run["run_id"],
+        "startedAt": _started_at(ctx, run) if queue["generation"] > 0 else None,
+        "status": queue["status"],
+        "updatedAt": queue["updated_at"],
+        "workflowName": run["workflow_name"],
+        "workflowSourceRef": run["workflow_ref"],
+    }
+
+
+# ------------------------------------------------------------------ the run list
+
+
+def list_revision(ctx: Context) -> str:
+    """``count:revisions:queue updated:message updated:turn time``, as §2.8 spells it."""
+    row = ctx.one(
+        "SELECT (SELECT count(*) FROM run_queue) AS count,"
+        " (SELECT coalesce(sum(revision), 0) FROM runs) AS revisions,"
+        " (SELECT coalesce(max(updated_at), 0) FROM run_queue) AS queued,"
+        " (SELECT coalesce(max(updated_at), 0) FROM workflow_messages) AS messages,"
+        " (SELECT coalesce(max(coalesce(ended_at, started_at)), 0) FROM workflow_turns) AS turns"
+    )
+    assert row is not None
+    return f"{row['count']}:{row['revisions']}:{row['queued']}:{row['messages']}:{row['turns']}"
+
+
+def list_page(
+    ctx: Context,
+    cursor: int = 0,
+    limit: int | None = None,
+    live: Callable[[Context, str], bool] = direct_live,
+) -> dict[str, object]:
+    """``pi-workflows.run-list-page.v1`` at ``cursor``: newest queue entries first, byte-cut."""
+    size = min(limit or PAGE_ITEMS, PAGE_ITEMS)
+    rows = ctx.all(
+        "SELECT q.run_id FROM run_queue q JOIN runs r ON r.run_id = q.run_id"
+        " ORDER BY q.created_at DESC, q.run_id DESC LIMIT ? OFFSET ?",
+        size,
+        cursor,
+    )
+    total = int(ctx.value("SELECT count(*) FROM run_queue q JOIN runs r USING (run_id)") or 0)
+    return {
+        "items": forward_page([row["run_id"] for row in rows], lambda i: _summary(ctx, i, live)),
+        "revision": list_revision(ctx),
+        "schema": LIST_SCHEMA,
+        "start": cursor,
+        "total": total,
+    }
+
+
+def _summary(ctx: Context, run_id: str, live: Callable[[Context, str], bool]) -> dict[str, object]:
+    run = ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
+    queue = ctx.one("SELECT * FROM run_queue WHERE run_id = ?", run_id)
+    assert run is not None
+    assert queue is not None
+    shown = display(ctx, run, queue, live=live(ctx, run_id))
+    status = shown["status"]
+    return {
+        "createdAt": queue["created_at"],
+        "display": shown,
+        "live": status in ("running", "waiting"),
+        "manifest": manifest(ctx, run, str(status)),
+        "originSessionId": run["origin_session_id"],
+        "possiblyInterrupted": queue["status"] == "parked" and status != "paused",
+        "runId": run_id,
+        "updatedAt": queue["updated_at"],
+        "workflowName": run["workflow_name"],
+    }
+
+
+# ------------------------------------------------------------------ the run view
+
+
+def _steps(ctx: Context, run_id: str) -> list[Row]:
+    return ctx.all(
+        "SELECT * FROM node_attempts WHERE run_id = ? ORDER BY created_at, attempt_id", run_id
+    )
+
+
+def _step(ctx: Context, row: Row) -> dict[str, object]:
+    return {
+        "attemptId": row["attempt_id"],
+        "attemptNumber": row["attempt_number"],
+        "deadlineAt": row["deadline_at"],
+        "nodeId": row["node_id"],
+        "outcome": row["status"],
+        "output": view_value(ctx, row["output_hash"]),
+        "startedAt": row["started_at"],
+        "updatedAt": row["updated_at"],
+    }
+
+
+def _update(ctx: Context, row: Row) -> dict[str, object]:
+    return {
+        "attemptId": row["attempt_id"],
+        "createdAt": row["created_at"],
+        "data": view_value(ctx, row["update_hash"]),
+        "requestId": row["request_id"],
+        "sequence": row["sequence"],
+    }
+
+
+def _follow_up(ctx: Context, row: Row) -> dict[str, object]:
+    return {
+        "createdAt": row["created_at"],
+        "followUpId": row["follow_up_id"],
+        "orderNumber": row["order_number"],
+        "prompt": view_value(ctx, row["prompt_hash"]),
+        "requestId": row["request_id"],
+        "sourceType": row["source_type"],
+        "status": row["status"],
+    }
+
+
+EMPTY_WINDOW: Final = {"items": [], "start": 0, "total": 0}
+
+
+def run_view(
+    ctx: Context,
+    run_id: str,
+    page: tuple[str, int] | None = None,
+    live: Callable[[Context, str], bool] = direct_live,
+) -> dict[str, object] | None:
+    """``pi-workflows.run-view.v1`` of one run, or None when pwf holds no such run.
+
+    ``page`` is a ``view.page`` request ``(kind, cursor)``: the window of
+    that kind is the one around the cursor, the others their last windows.
+    """
+    run = ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
+    queue = ctx.one("SELECT * FROM run_queue WHERE run_id = ?", run_id)
+    if run is None or queue is None:
+        return None
+    kind, cursor = page if page is not None else (None, None)
+
+    def at(name: str) -> int | None:
+        return cursor if kind == name else None
+
+    steps = _steps(ctx, run_id)
+    step_page = centred_page(steps, len(steps), at("steps"), lambda row: _step(ctx, row))
+    updates = ctx.all("SELECT * FROM run_updates WHERE run_id = ? ORDER BY sequence", run_id)
+    update_page = centred_page(updates, len(updates), at("updates"), lambda r: _update(ctx, r))
+    follow_ups = ctx.all(
+        "SELECT * FROM workflow_follow_ups WHERE run_id = ? ORDER BY order_number", run_id
+    )
+    follow_page = centred_page(
+        follow_ups, len(follow_ups), at("follow_ups"), lambda r: _follow_up(ctx, r)
+    )
+    graph_cursor = (
+        min(cursor, max(0, len(steps) - 1))
+        if kind == "steps" and cursor is not None
+        else max(0, len(steps) - 1)
+    )
+    shown = display(ctx, run, queue, live=live(ctx, run_id))
+    status = str(shown["status"])
+    return {
+        "display": shown,
+        "followUpQueue": None
+        if not follow_ups
+        else {
+            "items": follow_page["items"],
+            "runId": run_id,
+            "targetSessionId": run["origin_session_id"],
+        },
+        "followUpStart": follow_page["start"],
+        "followUpTotal": follow_page["total"],
+        "graphCursor": graph_cursor,
+        "graphHistory": {"steps": [], "transitions": []},
+        "graphStepStart": 0,
+        "graphStepTotal": 0,
+        "graphSteps": [],
+        "live": status in ("running", "waiting"),
+        "manifest": manifest(ctx, run, status),
+        "possiblyInterrupted": queue["status"] == "parked" and status != "paused",
+        "queue": _queue_view(ctx, run, queue),
+        "revision": run["revision"],
+        "runId": run_id,
+        "schema": RUN_VIEW_SCHEMA,
+        "session": {
+            "binding": None,
+            "capture": None,
+            "entryPage": dict(EMPTY_WINDOW),
+            "eventPage": dict(EMPTY_WINDOW),
+            "integrity": None,
+            "replayCheckpoint": None,
+        },
+        "settingsScopes": [],
+        "settingsStart": 0,
+        "settingsTotal": 0,
+        "state": _state(ctx, run, step_page["items"], update_page["items"]),
+        "stepStart": step_page["start"],
+        "stepTotal": step_page["total"],
+        "takenTransitionStart": 0,
+        "takenTransitionTotal": 0,
+        "takenTransitions": [],
+        "tracePage": dict(EMPTY_WINDOW),
+        "updateStart": update_page["start"],
+        "updateTotal": update_page["total"],
+        "updates": update_page["items"],
+        "workflow": view_value(ctx, run["definition_snapshot_hash"]),
+    }
+
+
+def _state(ctx: Context, run: Row, steps: object, updates: object) -> dict[str, object]:
+    return {
+        "createdAt": run["created_at"],
+        "error": view_value(ctx, run["error_hash"]),
+        "errorCode": run["error_code"],
+        "finalOutput": view_value(ctx, run["final_output_hash"]),
+        "finishedAt": run["finished_at"],
+        "input": view_value(ctx, run["input_hash"]),
+        "paused": bool(run["paused"]),
+        "runId": run["run_id"],
+        "status": run["status"],
+        "statusDetail": run["status_detail"],
+        "steps": steps,
+        "updatedAt": run["updated_at"],
+        "updates": updates,
+        "workflowName": run["workflow_name"],
+    }
+
+
+def payload_digest(payload: object) -> bytes:
+    """SHA-256 of a payload's canonical JSON: a subscription sends only when it changes."""
+    return hashlib.sha256(canonical.encode(payload)).digest()
+
+
+__all__ += ["page_start", "payload_digest"]

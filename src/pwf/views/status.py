@@ -1,0 +1,139 @@
+"""Status reads over the projections: ``state.status`` counts, ``host.status`` (HOST §2.16, §3.1).
+
+``host.status`` of a served host adds what only the process knows (its
+listener, connections and active workers); those come in as
+:class:`Live`.  pwf records no controllers, decisions, settings scopes or
+effects, so their counts are 0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+if TYPE_CHECKING:
+    from pwf.commands import Context
+
+__all__ = [
+    "ALLOWED_LIFECYCLE",
+    "Live",
+    "contradictions",
+    "served_host_status",
+    "state_counts",
+]
+
+ALLOWED_LIFECYCLE: Final = {
+    "queued": ("queued",),
+    "running": ("starting", "running", "parked"),
+    "waiting": ("parked",),
+    "completed": ("done",),
+    "failed": ("failed",),
+    "timed_out": ("failed",),
+    "cancelled": ("cancelled",),
+}
+"""Run status -> the queue statuses allowed with it (HOST §3.1 ``lifecycleContradictions``)."""
+
+
+class Live(NamedTuple):
+    """What the host process knows about itself at the moment of a ``host.status``."""
+
+    socket_available: bool
+    active_workers: int
+    connected_clients: int
+
+
+def _count(ctx: Context, sql: str, *params: object) -> int:
+    return int(ctx.value(sql, *params) or 0)
+
+
+def state_counts(ctx: Context) -> dict[str, int]:
+    """The ``counts`` of ``state.status`` (§2.16); ``activeLeases``: run claims live at ``now``."""
+    return {
+        "activeLeases": _count(
+            ctx,
+            "SELECT count(*) FROM run_queue WHERE owner_worker_epoch IS NOT NULL"
+            " AND lease_expires_at > ?",
+            ctx.now,
+        ),
+        "controllers": 0,
+        "decisions": 0,
+        "pendingFollowUps": _count(
+            ctx, "SELECT count(*) FROM workflow_follow_ups WHERE status = 'queued'"
+        ),
+        "pendingInteractions": _count(
+            ctx, "SELECT count(*) FROM interactive_requests WHERE status = 'pending'"
+        ),
+        "resources": _count(ctx, "SELECT count(*) FROM runs"),
+        "runs": _count(ctx, "SELECT count(*) FROM runs"),
+        "settingsScopes": 0,
+        "unsettledEffects": 0,
+    }
+
+
+def contradictions(ctx: Context) -> int:
+    """Run/queue pairs outside the allowed lifecycle table."""
+    rows = ctx.all(
+        "SELECT r.status AS run_status, q.status AS queue_status"
+        " FROM runs r JOIN run_queue q ON q.run_id = r.run_id"
+    )
+    return sum(
+        1 for row in rows if row["queue_status"] not in ALLOWED_LIFECYCLE.get(row["run_status"], ())
+    )
+
+
+def _iso(ms: int | None) -> str | None:
+    """Milliseconds since the epoch as ISO 8601 UTC with milliseconds, as JavaScript writes them."""
+    if ms is None:
+        return None
+    days, rest = divmod(ms, 86_400_000)
+    seconds, millis = divmod(rest, 1000)
+    year, month, day = _civil(days)
+    hour, minute, second = seconds // 3600, seconds // 60 % 60, seconds % 60
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """Days since 1970-01-01 as (year, month, day), proleptic Gregorian (pure arithmetic)."""
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, day
+
+
+def served_host_status(ctx: Context, live: Live) -> dict[str, object]:
+    """Exactly the members of HOST §3.1, for a served host."""
+    row = ctx.one("SELECT * FROM host_state WHERE id = 1")
+    running = row is not None and row["host_id"] is not None and row["expires_at"] > ctx.now
+    return {
+        "activeControllerWorkers": 0,
+        "activeWorkers": live.active_workers,
+        "ambiguousEffects": 0,
+        "connectedClients": live.connected_clients,
+        "epoch": None if row is None else row["epoch"],
+        "expiredClaims": _count(
+            ctx,
+            "SELECT count(*) FROM run_queue WHERE status NOT IN ('done', 'failed', 'cancelled')"
+            " AND owner_worker_epoch IS NOT NULL AND lease_expires_at <= ?",
+            ctx.now,
+        ),
+        "expiresAt": None if row is None else _iso(row["expires_at"]),
+        "heartbeatAt": None if row is None else _iso(row["heartbeat_at"]),
+        "lifecycleContradictions": contradictions(ctx),
+        "parkedRuns": _count(ctx, "SELECT count(*) FROM run_queue WHERE status = 'parked'"),
+        "pendingControllers": 0,
+        "pendingInteractions": _count(
+            ctx, "SELECT count(*) FROM interactive_requests WHERE status = 'pending'"
+        ),
+        "queuedRuns": _count(ctx, "SELECT count(*) FROM run_queue WHERE status = 'queued'"),
+        "runningRuns": _count(
+            ctx, "SELECT count(*) FROM run_queue WHERE status IN ('starting', 'running')"
+        ),
+        "socketAvailable": live.socket_available,
+        "startedAt": None if row is None else _iso(row["started_at"]),
+        "state": "running" if running else "stale",
+        "waitingRuns": _count(ctx, "SELECT count(*) FROM runs WHERE status = 'waiting'"),
+    }
