@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -16,6 +17,7 @@ from pwf.cli.request import (
     now_ms,
 )
 from pwf.commands.workers import WORKER_OPERATIONS
+from pwf.errors import PwfError
 from pwf.host import Host
 from pwf.host.served import refuse_if_served
 from pwf.protocol.worker import (
@@ -93,3 +95,23 @@ worker.help = "\n\n".join(
         listing("Message kinds", KINDS),
     )
 )
+
+
+@worker.command("run")
+def run_worker() -> None:
+    """Be the worker of one run, as a host supervises it.
+
+    Reads the launch envelope from PI_WORKFLOWS_WORKER_LAUNCH (base64url of
+    its canonical JSON), writes worker messages on stdout and reads each
+    answer on stdin before the next, and runs the built-in workflows
+    builtin:echo (finishes with its input) and builtin:ask (asks the origin
+    session and finishes with the accepted answer, checked against the
+    request's contract).  Use it as pwf serve --worker-command "pwf worker run".
+    """
+    from pwf.refworker import run  # noqa: PLC0415 - only the worker needs it
+
+    try:
+        run(os.environ, sys.stdout.buffer, sys.stdin.buffer)
+    except PwfError as error:
+        click.echo(f"pwf worker run: {' '.join(str(error).split())}", err=True)
+        sys.exit(3)

@@ -28,7 +28,7 @@ from pwf.commands.nodes import (
 from pwf.commands.runcontrol import finish_run
 from pwf.commands.runs import TERMINAL, get_run, queue_of, revision_of, source_of
 from pwf.commands.sources import INVALID_SOURCE
-from pwf.commands.views import run_view
+from pwf.commands.views import run_view, stored_json
 from pwf.events import (
     AttemptChanged,
     RunClaimed,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from pwf.commands import Row
     from pwf.protocol.worker import WorkerMessage
 
-__all__ = ["WORKER_OPERATIONS", "check_worker", "launch_run", "run_revision"]
+__all__ = ["WORKER_OPERATIONS", "check_worker", "claimable", "launch_run", "park", "run_revision"]
 
 _NO_REVISION_CHECK: Final = frozenset({"worker.ready", "worker.exiting"})
 
@@ -55,15 +55,20 @@ def run_revision(ctx: Context, run_id: str) -> int | None:
     return None if value is None else int(value)
 
 
-def launch_run(ctx: Context, run_id: str, worker_epoch: str, lease_ms: int) -> LaunchEnvelope:
-    """Claim a queued run, or a parked one with work for a worker, for a new worker epoch."""
+def launch_run(
+    ctx: Context, run_id: str, worker_epoch: str, lease_ms: int, host_epoch: int | None = None
+) -> LaunchEnvelope:
+    """Claim a queued run, or a parked one with work for a worker, for a new worker epoch.
+
+    ``host_epoch`` names the served host that will supervise the worker.
+    """
     run = get_run(ctx, run_id)
     queue = queue_of(ctx, run_id)
     if run is None or queue is None:
         raise refuse(f"Workflow run not found: {run_id}")
     if queue["owner_worker_epoch"] is not None and queue["lease_expires_at"] > ctx.now:
         raise refuse(f"Workflow run {run_id} already has a live worker")
-    if not _claimable(ctx, run, queue):
+    if not claimable(ctx, run, queue):
         raise refuse(
             f"Workflow run {run_id} has nothing for a worker to do (queue {queue['status']})"
         )
@@ -106,12 +111,13 @@ def launch_run(ctx: Context, run_id: str, worker_epoch: str, lease_ms: int) -> L
             worker_epoch=worker_epoch,
             lease_expires_at=ctx.now + lease_ms,
             launch=canonical.raw(envelope),
+            host_epoch=host_epoch,
         )
     )
     return envelope
 
 
-def _claimable(ctx: Context, run: Row, queue: Row) -> bool:
+def claimable(ctx: Context, run: Row, queue: Row) -> bool:
     """Queued runs; parked runs that are not paused and have no unanswered request."""
     if queue["status"] in ("queued", "starting", "running"):
         # A starting entry without an owner is a timed-out interaction waiting for
@@ -209,9 +215,29 @@ def _view(ctx: Context, run_id: str) -> dict[str, object]:
 
 
 def worker_ready(ctx: Context, message: WorkerMessage) -> Result:
-    """``worker.ready``: the run and its queue are running."""
+    """``worker.ready``: the run and its queue are running.
+
+    When a submission waits for validation, the receipt names it as
+    ``candidateInteraction`` (HOST §7.5): its request, attempt, contract and value.
+    """
     ctx.emit(RunStarted(run_id=message.run_id, worker_epoch=message.worker_epoch, detail="running"))
-    return Result(receipt={"generation": message.generation, "runId": message.run_id})
+    receipt: dict[str, object] = {"generation": message.generation, "runId": message.run_id}
+    candidate = ctx.one(
+        "SELECT s.submission_id, s.payload_hash, r.request_id, r.attempt_id, r.contract_hash"
+        " FROM interactive_submissions s JOIN interactive_requests r"
+        " ON r.request_id = s.request_id WHERE r.run_id = ? AND s.outcome = 'validating'"
+        " ORDER BY s.submitted_at, s.submission_id LIMIT 1",
+        message.run_id,
+    )
+    if candidate is not None:
+        receipt["candidateInteraction"] = {
+            "attemptId": candidate["attempt_id"],
+            "contract": stored_json(ctx, candidate["contract_hash"]),
+            "requestId": candidate["request_id"],
+            "submissionId": candidate["submission_id"],
+            "value": stored_json(ctx, candidate["payload_hash"]),
+        }
+    return Result(receipt=receipt)
 
 
 def worker_exiting(ctx: Context, message: WorkerMessage) -> Result:
@@ -240,11 +266,12 @@ def worker_exiting(ctx: Context, message: WorkerMessage) -> Result:
         finish_validation(
             ctx, row["submission_id"], "rejected", {"error": error, "status": "rejected"}
         )
-    _park(ctx, message.run_id, error if validating else f"Workflow worker {outcome}")
+    park(ctx, message.run_id, error if validating else f"Workflow worker {outcome}")
     return Result(receipt={"exited": True})
 
 
-def _park(ctx: Context, run_id: str, detail: str) -> None:
+def park(ctx: Context, run_id: str, detail: str) -> None:
+    """Park the run for a new worker epoch: unfinished attempts wait, the run waits."""
     for attempt in ctx.all(
         "SELECT attempt_id FROM node_attempts WHERE run_id = ?"
         " AND status IN ('running', 'interrupted', 'pending')",

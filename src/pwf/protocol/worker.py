@@ -36,6 +36,7 @@ __all__ = [
     "WorkerResponse",
     "encode_launch",
     "encode_worker_response",
+    "parse_launch",
     "parse_worker_message",
     "parse_worker_response",
 ]
@@ -335,3 +336,17 @@ def _check_launch(members: Mapping[str, object]) -> None:
     source = members["workflowSource"]
     if not isinstance(source, dict) or not isinstance(source.get("root"), dict):
         raise ProtocolError("Worker launch workflowSource must be a {root, mounted} object")
+
+
+def parse_launch(line: bytes) -> LaunchEnvelope:
+    """Parse a canonical launch envelope (as a worker reads it from its environment).
+
+    Raises:
+        ProtocolError: the bytes are not canonical JSON or not a valid envelope.
+    """
+    members = _object(line)
+    names = {field.encode_name for field in msgspec.structs.fields(LaunchEnvelope)}
+    if set(members) != names:
+        raise ProtocolError("Worker launch envelope members are invalid")
+    _check_launch(members)
+    return msgspec.convert(members, LaunchEnvelope)
