@@ -191,9 +191,56 @@ def run_resume(ctx: Context, request: ClientRequest) -> Result:
 # ------------------------------------------------------------------ cancel and terminal results
 
 
+def _serving_epoch(ctx: Context) -> int | None:
+    """The epoch of the live served host, or None (direct mode, or no host table yet)."""
+    if ctx.one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'host_state'") is None:
+        return None
+    epoch = ctx.value(
+        "SELECT epoch FROM host_state WHERE host_id IS NOT NULL AND expires_at > ?", ctx.now
+    )
+    return None if epoch is None else int(epoch)
+
+
+def _cancel_supervised(ctx: Context, run_id: str, worker: Row) -> Result:
+    """§4.1 path 1: cancel with the active worker's claim, or ``claimLost`` when it is gone.
+
+    The worker's row stays active: the host stops its process after the
+    commit and records the end as ``cancelled``.
+    """
+    run = get_run(ctx, run_id)
+    queue = ctx.one("SELECT * FROM run_queue WHERE run_id = ?", run_id)
+    if (
+        run is None
+        or queue is None
+        or run["status"] in TERMINAL
+        or queue["owner_worker_epoch"] != worker["worker_epoch"]
+        or queue["lease_expires_at"] <= ctx.now
+    ):
+        return Result(
+            outcome="claimLost", error="Run claim was lost before cancellation", run_id=run_id
+        )
+    finish_run(ctx, run_id, status="cancelled", detail="cancelled", error="Workflow run cancelled")
+    return Result(
+        receipt={"runId": run_id, "status": "cancelled"},
+        revision=revision_of(ctx, run_id),
+        run_id=run_id,
+    )
+
+
 def run_cancel(ctx: Context, request: ClientRequest) -> Result:
-    """``run.cancel``: cancel a run nobody holds."""
+    """``run.cancel`` (HOST §4.1): a run this host's worker holds, else a run nobody holds."""
     run_id = require_run_id(request)
+    epoch = _serving_epoch(ctx)
+    worker = None
+    if epoch is not None:
+        worker = ctx.one(
+            "SELECT worker_epoch FROM run_workers WHERE run_id = ? AND host_epoch = ?"
+            " AND status IN ('starting', 'running')",
+            run_id,
+            epoch,
+        )
+    if worker is not None:
+        return _cancel_supervised(ctx, run_id, worker)
     run = get_run(ctx, run_id)
     if run is None or run["status"] in TERMINAL or live_owner(ctx, run_id):
         return Result(

@@ -64,6 +64,8 @@ class RunClaimed(Event, frozen=True, kw_only=True):
     worker_epoch: OpaqueId
     lease_expires_at: SafeInt
     launch: msgspec.Raw
+    host_epoch: Positive | None = None
+    """The served host that will supervise the worker; None in direct mode."""
 
 
 class RunStarted(Event, frozen=True, kw_only=True):
@@ -146,11 +148,37 @@ class WorkerEnded(Event, frozen=True, kw_only=True):
     """A worker stopped; the run's queue loses its owner."""
 
     TAG = "worker.ended"
+    TEXT_BLOBS: ClassVar[tuple[str, ...]] = ("diagnostic",)
 
     run_id: OpaqueId
     worker_epoch: OpaqueId
     status: WorkerEnd
     exit_code: int | None = None
+    signal: str | None = None
+    """The signal that ended a supervised worker's process (``SIGTERM``), if one did."""
+    diagnostic: str | None = None
+    """What a supervised worker wrote on stderr (at most 64 KiB), if anything."""
+
+
+class RunLeaseRenewed(Event, frozen=True, kw_only=True):
+    """A served host renewed the claim of a run its worker holds (HOST §1.9 heartbeat)."""
+
+    TAG = "run.lease_renewed"
+
+    run_id: OpaqueId
+    worker_epoch: OpaqueId
+    lease_expires_at: SafeInt
+
+
+class WorkerAttached(Event, frozen=True, kw_only=True):
+    """A served host started the worker's process (HOST §7.3)."""
+
+    TAG = "worker.attached"
+
+    run_id: OpaqueId
+    worker_epoch: OpaqueId
+    pid: Positive
+    start_identity: str
 
 
 class WorkerMessageRecorded(Event, frozen=True, kw_only=True):

@@ -16,7 +16,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["DIRECT_ACTOR", "Host"]
 
 DIRECT_ACTOR: Final = Actor(type="host", id="pwf-direct")
+T = TypeVar("T")
 LEASE_MS: Final = 30_000
 _POLL_SECONDS: Final = 0.05
 _FILE_MAINTENANCE: Final = frozenset({"state.backup", "state.prune"})
@@ -454,14 +455,31 @@ class Host:
 
     # ------------------------------------------------------------------ workers
 
-    def launch(self, run_id: str, now: int) -> LaunchEnvelope:
-        """Claim a queued or resumable parked run for a new worker and return its envelope."""
+    def launch(self, run_id: str, now: int, host_epoch: int | None = None) -> LaunchEnvelope:
+        """Claim a queued or resumable parked run for a new worker and return its envelope.
+
+        ``host_epoch`` names the served host that supervises the worker.
+        """
         with self._transaction() as tx:
             cause = Cause(operation="worker.launch")
             ctx = _context(tx, now, Actor(type="host", id=self.actor.id), cause)
             try:
                 with tx.savepoint():
-                    return launch_run(ctx, run_id, self.new_epoch(), LEASE_MS)
+                    return launch_run(ctx, run_id, self.new_epoch(), LEASE_MS, host_epoch)
+            except sqlite3.IntegrityError as error:
+                raise _refusal(error) from None
+
+    def supervise(self, operation: str, now: int, decide: Callable[[Context], T]) -> T:
+        """One decision about supervised worker processes, in its own batch (HOST §7).
+
+        ``decide`` is one of :mod:`pwf.commands.supervision`'s functions bound
+        to its arguments; a refusal leaves nothing behind.
+        """
+        with self._transaction() as tx:
+            ctx = _context(tx, now, self.actor, Cause(operation=operation))
+            try:
+                with tx.savepoint():
+                    return decide(ctx)
             except sqlite3.IntegrityError as error:
                 raise _refusal(error) from None
 

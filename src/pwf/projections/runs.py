@@ -19,6 +19,7 @@ from pwf.events import (
     InteractionTimeoutStarted,
     RunClaimed,
     RunFinished,
+    RunLeaseRenewed,
     RunPaused,
     RunQueueDoneForContinuation,
     RunReserved,
@@ -363,6 +364,12 @@ def _worker_message(entry: Entry) -> list[Statement]:
     return [(_LEASE, (lease, event.run_id, event.worker_epoch))]
 
 
+def _renewed(entry: Entry) -> list[Statement]:
+    event = entry.event
+    assert isinstance(event, RunLeaseRenewed)
+    return [(_LEASE, (event.lease_expires_at, event.run_id, event.worker_epoch))]
+
+
 def _timeout_started(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, InteractionTimeoutStarted)
@@ -388,6 +395,7 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
     RunUpdatePublished: _update,
     WorkerEnded: _worker_ended,
     WorkerMessageRecorded: _worker_message,
+    RunLeaseRenewed: _renewed,
     InteractionTimeoutStarted: _timeout_started,
     AttemptStarted: _bumped,
     AttemptChanged: _bumped,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from pwf.events import RunClaimed, RunStarted, WorkerEnded, WorkerMessageRecorded
+from pwf.events import RunClaimed, RunStarted, WorkerAttached, WorkerEnded, WorkerMessageRecorded
 from pwf.projections import host
 from pwf.projections._sql import Statement, dispatch, json_hash, text_hash
 
@@ -61,13 +61,16 @@ DDL: Final = (
 
 
 _CLAIMED: Final = (
-    "INSERT INTO run_workers (worker_epoch, run_id, generation,"
-    " launch_envelope_hash, status, started_at) VALUES (?, ?, ?, ?, 'starting', ?)"
+    "INSERT INTO run_workers (worker_epoch, run_id, generation, host_epoch,"
+    " launch_envelope_hash, status, started_at) VALUES (?, ?, ?, ?, ?, 'starting', ?)"
 )
 _STARTED: Final = "UPDATE run_workers SET status = 'running', ready_at = ? WHERE worker_epoch = ?"
 _ENDED: Final = (
-    "UPDATE run_workers SET status = ?, finished_at = ?, exit_code = ?"
-    " WHERE worker_epoch = ? AND status IN ('starting', 'running')"
+    "UPDATE run_workers SET status = ?, finished_at = ?, exit_code = ?, signal = ?,"
+    " diagnostic_hash = ? WHERE worker_epoch = ? AND status IN ('starting', 'running')"
+)
+_ATTACHED: Final = (
+    "UPDATE run_workers SET pid = ?, process_start_identity = ? WHERE worker_epoch = ?"
 )
 _MESSAGE: Final = (
     "INSERT INTO worker_messages (worker_epoch, message_id, run_id, operation,"
@@ -82,7 +85,14 @@ def _claimed(entry: Entry) -> list[Statement]:
     return [
         (
             _CLAIMED,
-            (event.worker_epoch, event.run_id, event.generation, json_hash(event.launch), entry.at),
+            (
+                event.worker_epoch,
+                event.run_id,
+                event.generation,
+                event.host_epoch,
+                json_hash(event.launch),
+                entry.at,
+            ),
         )
     ]
 
@@ -96,7 +106,25 @@ def _started(entry: Entry) -> list[Statement]:
 def _ended(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, WorkerEnded)
-    return [(_ENDED, (event.status, entry.at, event.exit_code, event.worker_epoch))]
+    return [
+        (
+            _ENDED,
+            (
+                event.status,
+                entry.at,
+                event.exit_code,
+                event.signal,
+                text_hash(event.diagnostic),
+                event.worker_epoch,
+            ),
+        )
+    ]
+
+
+def _attached(entry: Entry) -> list[Statement]:
+    event = entry.event
+    assert isinstance(event, WorkerAttached)
+    return [(_ATTACHED, (event.pid, event.start_identity, event.worker_epoch))]
 
 
 def _message(entry: Entry) -> list[Statement]:
@@ -125,6 +153,7 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = {
     RunClaimed: _claimed,
     RunStarted: _started,
     WorkerEnded: _ended,
+    WorkerAttached: _attached,
     WorkerMessageRecorded: _message,
     **host.HANDLERS,
 }

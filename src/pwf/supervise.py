@@ -1,0 +1,305 @@
+"""Worker processes a host supervises: spawn, one message at a time, stop, exit (HOST §7).
+
+An edge room: it starts processes, reads their pipes and sends signals.
+It decides nothing about runs: each worker line goes to ``answer`` and the
+reply goes back on the worker's stdin before the next line is read
+(§7.4); how the process ended is reported as an :class:`Exit` for the
+host to record.  :class:`Registry` is the process registry
+``host.children.json`` that orphan reaping reads after an unclean exit (§1.6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from pwf.errors import PwfError
+from pwf.protocol.framing import FrameDecoder
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+__all__ = [
+    "ENV",
+    "REGISTRY_SCHEMA",
+    "STARTUP_SECONDS",
+    "STOP_GRACE_SECONDS",
+    "Exit",
+    "Registry",
+    "WorkerProcess",
+    "proc_start_identity",
+]
+
+log = logging.getLogger("pwf.server")
+
+ENV: Final = "PI_WORKFLOWS_WORKER_LAUNCH"
+REGISTRY_SCHEMA: Final = "pi-workflows.process-registry.v1"
+STARTUP_SECONDS: Final = 15.0
+"""A worker must answer ``worker.ready`` within this (``workerStartupTimeoutMs``, §7.6)."""
+STOP_GRACE_SECONDS: Final = 2.0
+"""SIGTERM to the group, then SIGKILL after this long (§7.8)."""
+DIAGNOSTIC_BYTES: Final = 65_536
+_READ_BYTES: Final = 1 << 16
+_DRAIN_SECONDS: Final = 1.0
+_START_FIELD: Final = 19
+"""``starttime`` is field 22 of ``/proc/PID/stat``, the 20th after the command name."""
+
+
+class Registry:
+    """``host.children.json``: the pid and start identity of every live worker process."""
+
+    def __init__(self, path: Path) -> None:
+        """Name the file; it is written on the first change."""
+        self.path = path
+        self.processes: dict[int, str] = {}
+
+    def add(self, pid: int, identity: str) -> None:
+        """Record a started process."""
+        self.processes[pid] = identity
+        self._write()
+
+    def remove(self, pid: int) -> None:
+        """Forget a process that ended."""
+        if self.processes.pop(pid, None) is not None:
+            self._write()
+
+    def _write(self) -> None:
+        """Sorted by pid, through a temporary file and a rename, mode 0600."""
+        content = {
+            "processes": [
+                {"pid": pid, "startIdentity": identity}
+                for pid, identity in sorted(self.processes.items())
+            ],
+            "schema": REGISTRY_SCHEMA,
+        }
+        scratch = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        descriptor = os.open(scratch, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(content, separators=(",", ":"), sort_keys=True) + "\n")
+        scratch.replace(self.path)
+
+
+@dataclass
+class Exit:
+    """How a worker process ended, as its row records it (§7.8, §7.11)."""
+
+    outcome: str
+    exit_code: int | None
+    signal: str | None
+    diagnostic: str | None
+    ready: bool
+
+
+@dataclass
+class _State:
+    ready: bool = False
+    exiting: bool = False
+    stop_outcome: str | None = None
+    stderr: bytearray = field(default_factory=bytearray)
+    broken: str | None = None
+
+
+class WorkerProcess:
+    """One worker epoch's process: its pipes, its messages, its end."""
+
+    def __init__(  # noqa: PLR0913 - what a spawn is made of
+        self,
+        command: Sequence[str],
+        envelope: bytes,
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        answer: Callable[[bytes], Awaitable[bytes]],
+        startup_seconds: float = STARTUP_SECONDS,
+        stop_grace_seconds: float = STOP_GRACE_SECONDS,
+    ) -> None:
+        """Bind the command and the envelope; nothing is started yet."""
+        self.command = list(command)
+        self.envelope = envelope
+        self.cwd = cwd
+        self.env = dict(env)
+        self.answer = answer
+        self.startup_seconds = startup_seconds
+        self.stop_grace_seconds = stop_grace_seconds
+        self.process: asyncio.subprocess.Process | None = None
+        self.state = _State()
+        self.ready = asyncio.Event()
+        self._stopping: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The process id once started."""
+        return None if self.process is None else self.process.pid
+
+    async def start(self) -> int:
+        """Spawn in its own process group with the envelope in ``PI_WORKFLOWS_WORKER_LAUNCH``.
+
+        Raises:
+            OSError: the command could not be started (no such file, no cwd).
+        """
+        encoded = base64.urlsafe_b64encode(self.envelope).decode("ascii").rstrip("=")
+        self.process = await asyncio.create_subprocess_exec(
+            *self.command,
+            cwd=self.cwd,
+            env={**self.env, ENV: encoded},
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        return self.process.pid
+
+    async def run(self) -> Exit:
+        """Serve the worker's messages until its process ends; how it ended."""
+        process = self.process
+        assert process is not None
+        tasks = [
+            asyncio.create_task(self._messages()),
+            asyncio.create_task(self._stderr()),
+            asyncio.create_task(self._startup()),
+        ]
+        code = await process.wait()
+        tasks[2].cancel()
+        # The pipes are read to their end, unless a child the worker left holds them open.
+        await asyncio.wait(tasks[:2], timeout=_DRAIN_SECONDS)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._stopping is not None:
+            await asyncio.gather(self._stopping, return_exceptions=True)
+        return self._exit(code)
+
+    def _exit(self, code: int) -> Exit:
+        state = self.state
+        signal_name = None
+        exit_code: int | None = code
+        if code < 0:
+            signal_name, exit_code = signal.Signals(-code).name, None
+        if state.stop_outcome is not None:
+            outcome = state.stop_outcome
+        elif code == 0 and state.exiting:
+            outcome = "exited"
+        else:
+            outcome = "crashed"
+        if not state.ready and outcome in ("timedOut", "exited"):
+            outcome = "crashed"  # §7.6: a startup failure is recorded as crashed
+        text = bytes(state.stderr[:DIAGNOSTIC_BYTES]).decode("utf-8", "replace").strip()
+        if state.broken is not None:
+            text = f"{state.broken}\n{text}".strip()
+        if not state.ready and not text:
+            text = (
+                "Workflow worker startup timed out"
+                if state.stop_outcome == "timedOut"
+                else f"Workflow worker exited with code {code}"
+            )
+        return Exit(outcome, exit_code, signal_name, text or None, state.ready)
+
+    async def _messages(self) -> None:
+        process = self.process
+        assert process is not None
+        assert process.stdout is not None
+        assert process.stdin is not None
+        decoder = FrameDecoder()
+        try:
+            while data := await process.stdout.read(_READ_BYTES):
+                for line in decoder.feed(data):
+                    if _operation(line) == "worker.exiting":
+                        self.state.exiting = True
+                    reply = await self.answer(line)
+                    process.stdin.write(reply + b"\n")
+                    await process.stdin.drain()
+                    if _operation(line) == "worker.ready" and _accepted(reply):
+                        self.state.ready = True
+                        self.ready.set()
+        except PwfError as error:
+            self.state.broken = str(error)
+            self.stop("crashed")
+        except (ConnectionError, BrokenPipeError):
+            return
+
+    async def _stderr(self) -> None:
+        process = self.process
+        assert process is not None
+        assert process.stderr is not None
+        while data := await process.stderr.read(_READ_BYTES):
+            room = DIAGNOSTIC_BYTES - len(self.state.stderr)
+            if room > 0:
+                self.state.stderr += data[:room]
+            for text in data.decode("utf-8", "replace").splitlines():
+                log.info("worker %d: %s", self.pid, text)
+
+    async def _startup(self) -> None:
+        try:
+            await asyncio.wait_for(self.ready.wait(), self.startup_seconds)
+        except TimeoutError:
+            self.stop("timedOut")
+
+    def stop(self, outcome: str) -> None:
+        """Remember the outcome, SIGTERM the group, SIGKILL it after the grace (idempotent)."""
+        if self.process is None or self.process.returncode is not None:
+            return
+        if self.state.stop_outcome is None:
+            self.state.stop_outcome = outcome
+        if self._stopping is None:
+            self._stopping = asyncio.get_running_loop().create_task(self._terminate())
+
+    async def _terminate(self) -> None:
+        process = self.process
+        assert process is not None
+        _signal_group(process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), self.stop_grace_seconds)
+        except TimeoutError:
+            _signal_group(process.pid, signal.SIGKILL)
+
+    def kill_group(self) -> None:
+        """SIGKILL what is left of the worker's process group (its own children)."""
+        if self.process is not None:
+            _signal_group(self.process.pid, signal.SIGKILL)
+
+
+def _signal_group(pid: int, number: signal.Signals) -> None:
+    try:
+        os.killpg(pid, number)
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, number)
+
+
+def _accepted(reply: bytes) -> bool:
+    try:
+        value = json.loads(reply)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and value.get("outcome") in ("accepted", "adopted")
+
+
+def _operation(line: bytes) -> str | None:
+    """The ``operation`` of a worker line, read leniently (the host parses it properly)."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value.get("operation") if isinstance(value, dict) else None
+
+
+def proc_start_identity(pid: int) -> str | None:
+    """``linux-proc-start:<ticks>`` of a process, or None where ``/proc`` cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if len(fields) > _START_FIELD and fields[_START_FIELD].isdigit():
+        return f"linux-proc-start:{fields[_START_FIELD]}"
+    return None

@@ -1,0 +1,264 @@
+"""The runs a served host supervises: claim, spawn, answer, renew, stop, recover (HOST §7).
+
+An edge room over :mod:`pwf.supervise` (the processes) and the host's
+decisions, which it reaches only through ``submit``: a function that runs
+one decision on the host's writer and returns its result.  So the same
+supervisor works under ``pwf serve`` (the group-committing writer) and in
+tests (a host called directly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from pwf.commands import supervision
+from pwf.errors import CommandError, PwfError
+from pwf.protocol.worker import encode_launch, encode_worker_response, parse_worker_message
+from pwf.supervise import (
+    STARTUP_SECONDS,
+    STOP_GRACE_SECONDS,
+    Registry,
+    WorkerProcess,
+    proc_start_identity,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+    from pwf.commands import Context
+    from pwf.host import Host
+    from pwf.protocol.worker import LaunchEnvelope
+    from pwf.supervise import Exit
+
+__all__ = ["ENDING", "HANDOFF_SECONDS", "Active", "Supervisor"]
+
+log = logging.getLogger("pwf.server")
+T = TypeVar("T")
+
+HANDOFF_SECONDS: Final = 1.0
+"""A worker whose last message ended its epoch has this long to exit (§7.10)."""
+ENDING: Final = frozenset(
+    {"run.finished", "interaction.request", "interaction.reject", "run.park", "worker.exiting"}
+)
+"""Worker operations after which the worker's epoch is over."""
+
+
+@dataclass
+class Active:
+    """A run with a worker process of this host."""
+
+    run_id: str
+    envelope: LaunchEnvelope
+    process: WorkerProcess
+    exiting: bool = False
+
+
+class Supervisor:
+    """Starts a worker for each run there is work for, and records how each one ends."""
+
+    def __init__(  # noqa: PLR0913 - each keyword is a host setting
+        self,
+        submit: Callable[[Callable[[Host], object]], Awaitable[object]],
+        command: Sequence[str],
+        registry: Registry,
+        *,
+        clock: Callable[[], int],
+        host_epoch: int,
+        lease_ms: int = 30_000,
+        env: Mapping[str, str] | None = None,
+        startup_seconds: float = STARTUP_SECONDS,
+        stop_grace_seconds: float = STOP_GRACE_SECONDS,
+    ) -> None:
+        """Bind the host's writer, the worker command and the registry; nothing runs yet."""
+        self._submit = submit
+        self.command = list(command)
+        self.registry = registry
+        self.clock = clock
+        self.host_epoch = host_epoch
+        self.lease_ms = lease_ms
+        self.env = dict(os.environ if env is None else env)
+        self.startup_seconds = startup_seconds
+        self.stop_grace_seconds = stop_grace_seconds
+        self.active: dict[str, Active] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.stopping = False
+        self._claiming = False
+
+    async def _call(self, decide: Callable[[Host], T]) -> T:
+        return await self._submit(decide)  # type: ignore[return-value]
+
+    def _decision(
+        self, operation: str, function: Callable[..., T], *args: object, **kw: object
+    ) -> Callable[[Host], T]:
+        def bound(ctx: Context) -> T:
+            return function(ctx, *args, **kw)
+
+        return lambda host: host.supervise(operation, self.clock(), bound)
+
+    # ------------------------------------------------------------------ claiming
+
+    async def recover(self) -> list[str]:
+        """Park runs an earlier host left running without a worker (§7.13)."""
+        return await self._call(self._decision("worker.recover", supervision.recover_abandoned))
+
+    async def claim(self) -> None:
+        """``claimOne``: start a worker for every run there is work for (§7.1)."""
+        if self.stopping or self._claiming:
+            return
+        self._claiming = True
+        try:
+            busy = set(self.active)
+            candidates = await self._call(
+                self._decision("worker.claim", supervision.launchable, busy)
+            )
+            for run_id in candidates:
+                if self.stopping:
+                    return
+                await self._activate(run_id)
+        finally:
+            self._claiming = False
+
+    async def _activate(self, run_id: str) -> None:
+        try:
+            envelope = await self._call(
+                lambda host: host.launch(run_id, self.clock(), self.host_epoch)
+            )
+        except CommandError as error:
+            log.info("run %s not claimed: %s", run_id, error)
+            return
+        process = WorkerProcess(
+            self.command,
+            encode_launch(envelope),
+            cwd=envelope.project_path,
+            env=self.env,
+            answer=functools.partial(self._answer, run_id),
+            startup_seconds=self.startup_seconds,
+            stop_grace_seconds=self.stop_grace_seconds,
+        )
+        active = Active(run_id, envelope, process)
+        self.active[run_id] = active
+        task = asyncio.create_task(self._supervise(active))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _supervise(self, active: Active) -> None:
+        envelope, process = active.envelope, active.process
+        try:
+            pid = await process.start()
+        except OSError as error:
+            diagnostic = f"Workflow worker could not start: {error}"
+            log.warning("run %s: %s", active.run_id, diagnostic)
+            await self._gone(active, "crashed", diagnostic=diagnostic)
+            return
+        identity = proc_start_identity(pid) or f"pid:{pid}"
+        self.registry.add(pid, identity)
+        try:
+            await self._call(
+                self._decision(
+                    "worker.attach",
+                    supervision.attach_process,
+                    active.run_id,
+                    envelope.worker_epoch,
+                    pid,
+                    identity,
+                )
+            )
+            ended = await process.run()
+        finally:
+            process.kill_group()
+            self.registry.remove(pid)
+        await self._gone(active, ended.outcome, ended)
+
+    async def _gone(
+        self, active: Active, outcome: str, ended: Exit | None = None, **more: str
+    ) -> None:
+        """Record the end (§7.11), forget the run, and look for work again."""
+        result = "finished"
+        try:
+            result = await self._call(
+                self._decision(
+                    "worker.exit",
+                    supervision.worker_gone,
+                    active.run_id,
+                    active.envelope.worker_epoch,
+                    outcome,
+                    exit_code=None if ended is None else ended.exit_code,
+                    signal=None if ended is None else ended.signal,
+                    diagnostic=more.get("diagnostic", None if ended is None else ended.diagnostic),
+                )
+            )
+        except PwfError as error:
+            log.warning(
+                "recording the end of worker %s failed: %s", active.envelope.worker_epoch, error
+            )
+        finally:
+            self.active.pop(active.run_id, None)
+        if result == "parked":
+            log.info("run %s parked after worker %s", active.run_id, outcome)
+        elif not self.stopping:
+            task = asyncio.create_task(self.claim())
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _answer(self, run_id: str, line: bytes) -> bytes:
+        """One worker line, decided on the host; an epoch-ending one starts the handoff timer."""
+        message = parse_worker_message(line)
+        response = await self._call(lambda host: host.worker(message, self.clock()))
+        active = self.active.get(run_id)
+        if (
+            active is not None
+            and message.operation in ENDING
+            and response.outcome in ("accepted", "adopted")
+        ):
+            active.exiting = True
+            asyncio.get_running_loop().call_later(HANDOFF_SECONDS, active.process.stop, "orphaned")
+        return encode_worker_response(response)
+
+    # ------------------------------------------------------------------ heartbeat and stop
+
+    async def renew(self) -> None:
+        """Renew the claim of every active run; a failed renewal stops its worker ``claimLost``."""
+        for active in list(self.active.values()):
+            if active.exiting or not active.process.ready.is_set():
+                continue
+            try:
+                await self._call(
+                    self._decision(
+                        "worker.renew",
+                        supervision.renew_claim,
+                        active.run_id,
+                        active.envelope.worker_epoch,
+                        self.lease_ms,
+                    )
+                )
+            except CommandError:
+                log.warning("run %s lost its claim", active.run_id)
+                active.process.stop("claimLost")
+
+    def stop_run(self, run_id: str, outcome: str) -> bool:
+        """Stop the worker of ``run_id`` with ``outcome`` (cancel, pause, claim loss)."""
+        active = self.active.get(run_id)
+        if active is None:
+            return False
+        active.process.stop(outcome)
+        return True
+
+    async def stop(self, outcome: str = "orphaned") -> None:
+        """Host stop: every worker is stopped with ``orphaned`` and its run parked (§1.18)."""
+        self.stopping = True
+        for active in list(self.active.values()):
+            active.process.stop(outcome)
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    async def idle(self) -> None:
+        """Wait until no worker runs (tests)."""
+        while self.tasks:
+            with contextlib.suppress(Exception):
+                await asyncio.gather(*list(self.tasks), return_exceptions=True)
