@@ -50,7 +50,7 @@ def fx(tmp_path: Path) -> Iterator[Fixture]:
 
 
 def _start(fx: Fixture, tmp_path: Path, ref: str = "builtin:echo", given: object = None) -> None:
-    payload = {**START, "projectPath": str(tmp_path), "workflowSourceRef": ref}
+    payload: dict[str, object] = {**START, "projectPath": str(tmp_path), "workflowSourceRef": ref}
     if given is not None:
         payload["input"] = given
     assert fx.request("run.start", payload, run_id="run-1").outcome == "accepted"
@@ -148,4 +148,5 @@ def test_a_project_path_that_does_not_exist_is_a_crash(fx: Fixture, tmp_path: Pa
     _drive(_supervisor(fx, tmp_path, PWF_WORKER))
     [worker] = _workers(fx)
     assert worker["status"] == "crashed"
-    assert str(text_blob(fx, worker["diagnostic_hash"])).startswith("Workflow worker could not start:")
+    diagnostic = str(text_blob(fx, worker["diagnostic_hash"]))
+    assert diagnostic.startswith("Workflow worker could not start:")
