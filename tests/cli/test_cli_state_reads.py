@@ -25,7 +25,8 @@ def db(run: Run, tmp_path: Path) -> Path:
     assert run("init", "--db", str(path)).exit_code == 0
     start = {
         "definitionDigest": "d1", "definitionSnapshot": {}, "input": {}, "originSessionId": "s-1",
-        "projectPath": "/p", "workflowName": "echo", "workflowSource": "builtin",
+        "projectPath": "/p", "workflowName": "echo",
+        "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
         "workflowSourceRef": "builtin:echo",
     }  # fmt: skip
     line = _line("start", "run.start", start, runId="run-1")

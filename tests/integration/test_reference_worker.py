@@ -57,7 +57,8 @@ def _start(db: Path, ref: str, given: object) -> None:
     payload = {
         "definitionDigest": "d1", "definitionSnapshot": {}, "input": given,
         "originSessionId": "s-1", "projectPath": "/p", "workflowName": ref.split(":")[1],
-        "workflowSource": "builtin", "workflowSourceRef": ref,
+        "workflowSource": {"id": ref.split(":")[1], "kind": "builtin", "revision": "test"},
+        "workflowSourceRef": ref,
     }  # fmt: skip
     assert _request(db, "run.start", payload, "start", runId="run-1")["outcome"] == "accepted"
 

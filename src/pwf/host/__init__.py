@@ -107,6 +107,10 @@ class Host:
         """A group's open write transaction: each decision is then its own batch in it."""
         self.gate: Callable[[Context], str | None] | None = None
         """Why executed and maintenance commands are ``unavailable`` now (a served host)."""
+        self.verifier: Callable[[SqliteStore], str | None] | None = None
+        """What ``state.verify`` runs after SQLite's integrity check (default: the chain)."""
+        self.overview: Callable[[SqliteStore, int], object] | None = None
+        """What ``state.status`` adds as ``overview`` (what ``pwf status`` shows)."""
 
     @contextmanager
     def _transaction(self) -> Iterator[SqliteTransaction]:
@@ -117,10 +121,6 @@ class Host:
             return
         self.shared.new_batch()
         yield self.shared
-        self.verifier: Callable[[SqliteStore], str | None] | None = None
-        """What ``state.verify`` runs after SQLite's integrity check (default: the chain)."""
-        self.overview: Callable[[SqliteStore, int], object] | None = None
-        """What ``state.status`` adds as ``overview`` (what ``pwf status`` shows)."""
 
     def _mint(self, prefix: str) -> str:
         return f"{prefix}{self.new_epoch()}"

@@ -14,9 +14,8 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Final
 
-import msgspec
-
 from pwf import canonical
+from pwf.commands.runs import source_of
 from pwf.commands.views import stored_json, view_value
 from pwf.views._paging import PAGE_ITEMS, centred_page, forward_page, page_start
 
@@ -161,16 +160,10 @@ def _reason_reference(reason: str) -> dict[str, object]:
 # ------------------------------------------------------------------ manifest and queue
 
 
-def _source_root(run: Row) -> object:
-    """The root source identity; pwf keeps the source as text, shown as it was sent."""
-    source: str = run["workflow_source"]
-    try:
-        value = msgspec.json.decode(source)
-    except msgspec.DecodeError:
-        return source
-    if isinstance(value, dict) and isinstance(value.get("root"), dict):
-        return value["root"]
-    return value if isinstance(value, dict) else source
+def _source_root(ctx: Context, run: Row) -> object:
+    """The root source identity of the run's ``{root, mounted}`` (text for older runs)."""
+    source = source_of(ctx, run)
+    return source["root"] if isinstance(source, dict) and "root" in source else source
 
 
 def _started_at(ctx: Context, run: Row) -> int:
@@ -188,7 +181,7 @@ def manifest(ctx: Context, run: Row, status: str) -> dict[str, object]:
         "status": status,
         "traceSchema": TRACE_SCHEMA,
         "workflowName": run["workflow_name"],
-        "workflowSource": _source_root(run),
+        "workflowSource": _source_root(ctx, run),
     }
     if run["finished_at"] is not None:
         shown["finishedAt"] = run["finished_at"]
