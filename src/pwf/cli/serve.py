@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 
 import click
@@ -30,7 +31,16 @@ def _log_to_stderr() -> None:
 
 @click.command()
 @db_option
-def serve(db: str | None) -> None:
+@click.option(
+    "--worker-command",
+    "worker_command",
+    metavar="CMD",
+    envvar="PWF_WORKER_COMMAND",
+    default=None,
+    help='Start CMD for each run the host activates, e.g. "pwf worker run" (split like a shell'
+    " would; also $PWF_WORKER_COMMAND).  Without it runs wait for pwf worker launch.",
+)
+def serve(db: str | None, worker_command: str | None) -> None:
     """Serve the database to clients over host/host.sock until stopped.
 
     With --store the log is the shared one in PostgreSQL and --db names
@@ -56,5 +66,19 @@ def serve(db: str | None) -> None:
         store_url=shared,
         synchronous=settings.synchronous,
         busy_timeout_ms=settings.busy_timeout_ms,
+        worker_command=_command(worker_command),
     )
     sys.exit(run(options))
+
+
+def _command(text: str | None) -> tuple[str, ...] | None:
+    """The worker command as argv; an empty or unbalanced one is bad input."""
+    if text is None:
+        return None
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as error:
+        raise InputError(f"--worker-command cannot be split: {error}") from None
+    if not words:
+        raise InputError("--worker-command is empty")
+    return words

@@ -42,6 +42,7 @@ from pwf.protocol.client import (
 from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
 from pwf.readmodel import RowReader
 from pwf.views import READS
+from pwf.views.status import Live, served_host_status
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -111,6 +112,8 @@ class Host:
         """What ``state.verify`` runs after SQLite's integrity check (default: the chain)."""
         self.overview: Callable[[SqliteStore, int], object] | None = None
         """What ``state.status`` adds as ``overview`` (what ``pwf status`` shows)."""
+        self.status_live: Callable[[], Live] | None = None
+        """A served host's own facts: ``host.status`` is then HOST §3.1's receipt."""
 
     @contextmanager
     def _transaction(self) -> Iterator[SqliteTransaction]:
@@ -156,10 +159,11 @@ class Host:
         if request.operation in ("state.prune", "state.backup"):
             return self._maintain(request, operation.handler, now), None
         if operation.route in (Route.EXECUTED, Route.MAINTENANCE):
+            handler = operation.handler
+            if request.operation == "host.status" and self.status_live is not None:
+                handler = self._served_status
             try:
-                return self._adopt_or_execute(
-                    request, operation.route, operation.handler, now
-                ), None
+                return self._adopt_or_execute(request, operation.route, handler, now), None
             except (sqlite3.IntegrityError, StoreError) as error:
                 # Recording the outcome stored a blob another media type holds: the
                 # whole batch is gone with its own transaction, as in the original.
@@ -171,6 +175,11 @@ class Host:
             return self._state_read(request, now), None
         handler = READS.get(request.operation, operation.handler)
         return self._direct(request, handler, now, connection)
+
+    def _served_status(self, ctx: Context, _request: ClientRequest) -> Result:
+        """``host.status`` of a served host: exactly the members of HOST §3.1."""
+        assert self.status_live is not None
+        return Result(receipt=served_host_status(ctx, self.status_live()))
 
     def _state_read(self, request: ClientRequest, now: int) -> ClientResponse:
         """``state.status`` and ``state.verify`` ignore their payload (HOST §2)."""

@@ -33,8 +33,13 @@ from pwf.server._process import (
     release_lock,
     start_identity,
 )
+from pwf.server._views import PUBLISH_SECONDS, SUBSCRIBING, Views
 from pwf.server._writer import Writer
 from pwf.store.sqlite import SqliteStore, Synchronous
+from pwf.supervise import STARTUP_SECONDS, Registry
+from pwf.supervisor import Supervisor
+from pwf.views.runs import direct_live
+from pwf.views.status import Live
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -79,6 +84,9 @@ class Options:
     )
     new_epoch: Callable[[], str] | None = None
     signals: bool = True
+    worker_command: tuple[str, ...] | None = None
+    """What is started for each run the host activates (HOST §7); None: ``pwf worker launch``."""
+    startup_seconds: float = STARTUP_SECONDS
 
 
 class Server:
@@ -103,6 +111,9 @@ class Server:
         self._timers: list[asyncio.Task[None]] = []
         self._locked = False
         self._stop_task: asyncio.Task[None] | None = None
+        self.supervisor: Supervisor | None = None
+        self.views: Views | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ start
 
@@ -124,9 +135,11 @@ class Server:
         except BaseException:
             await self._undo()
             raise
+        await self._serve_workers_and_views()
         self._timers = [
             asyncio.create_task(self._every(self.options.heartbeat_ms, self._heartbeat)),
             asyncio.create_task(self._every(self.options.poll_ms, self._poll)),
+            asyncio.create_task(self._every(int(PUBLISH_SECONDS * 1000), self._publish)),
         ]
         if self.options.signals:
             loop = asyncio.get_running_loop()
@@ -135,6 +148,51 @@ class Server:
         assert self.recovery is not None
         log.info("ready on %s at epoch %d", paths.socket, self.recovery.epoch)
         await self._poll()
+
+    async def _serve_workers_and_views(self) -> None:
+        """The supervisor (with ``worker_command``) and the views, once the claim is held."""
+        writer, recovery = self.writer, self.recovery
+        assert writer is not None
+        assert recovery is not None
+        command = self.options.worker_command
+        if command:
+            self.supervisor = Supervisor(
+                writer.submit,
+                command,
+                Registry(self.paths.children),
+                clock=self.clock,
+                host_epoch=recovery.epoch,
+                lease_ms=self.options.lease_ms,
+                startup_seconds=self.options.startup_seconds,
+            )
+            parked = await self.supervisor.recover()
+            if parked:
+                log.info("parked %d run(s) left running by an earlier host", len(parked))
+        supervisor = self.supervisor
+        live = direct_live if supervisor is None else (lambda _ctx, run: run in supervisor.active)
+        self.views = Views(writer, self.clock, live)
+        if writer.host is not None:
+            writer.host.status_live = self._live
+
+    def _live(self) -> Live:
+        listening = self._listener is not None and self._listener.is_serving()
+        active = 0 if self.supervisor is None else len(self.supervisor.active)
+        return Live(listening and not self.stopping, active, len(self.connections))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        async def guarded() -> None:
+            try:
+                await work
+            except PwfError as error:
+                log.warning("background work failed: %s", error)
+
+        task = asyncio.get_running_loop().create_task(guarded())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _publish(self) -> None:
+        if self.views is not None and not self.stopping:
+            await self.views.publish_all(self.connections)
 
     async def _claim(self, identity: Identity) -> None:
         options = self.options
@@ -200,6 +258,9 @@ class Server:
             log.error("host claim lost: %s", error)  # noqa: TRY400 - one line, no traceback
             self.exit_code = 3
             self.request_stop()
+            return
+        if self.supervisor is not None and not self.stopping:
+            await self.supervisor.renew()
 
     async def _poll(self) -> None:
         """Interaction expiry (DOMAIN §10.7); a failed pass is logged and tried again."""
@@ -209,6 +270,8 @@ class Server:
             await writer.submit(lambda host: host.expire(self.clock()))
         except PwfError as error:
             log.warning("interaction expiry failed: %s", error)
+        if self.supervisor is not None and not self.stopping:
+            await self.supervisor.claim()
 
     # ------------------------------------------------------------------ connections
 
@@ -219,10 +282,14 @@ class Server:
             return
         self.connections.add(connection)
         try:
-            await connection.serve(self._answer, self._after)
+            await connection.serve(
+                self._answer, lambda request, response: self._after(request, response, connection)
+            )
             await connection.drained()
         finally:
             self.connections.discard(connection)
+            if self.views is not None:
+                self.views.forget(connection)
             if not self.stopping and self.writer is not None:
                 with contextlib.suppress(PwfError):
                     await self.writer.submit(
@@ -232,6 +299,11 @@ class Server:
     async def _answer(self, connection: Connection, request: ClientRequest) -> ClientResponse:
         writer = self.writer
         assert writer is not None
+        views = self.views
+        if views is not None and request.operation in SUBSCRIBING:
+            return await views.answer(connection, request)
+        if views is not None and request.operation == "view.session.watch":
+            views.session_watch(connection, request)
         alone = request.operation in ("state.backup", "state.prune")
         response, submission = await writer.submit(
             lambda host: host.decide(request, self.clock(), connection.id), alone=alone
@@ -249,10 +321,24 @@ class Server:
                 return verdict
         return response
 
-    def _after(self, request: ClientRequest, response: ClientResponse) -> None:
-        """``host.stop`` stops once its answer is written (HOST §1.17)."""
+    def _after(
+        self, request: ClientRequest, response: ClientResponse, connection: Connection | None = None
+    ) -> None:
+        """After an answer: stop, stop a cancelled run's worker, look for work, publish.
+
+        ``host.stop`` stops once its answer is written (HOST §1.17); a live
+        run's cancel stops its worker with ``cancelled`` (§4.1).
+        """
         if request.operation == "host.stop" and response.outcome == "accepted":
             asyncio.get_running_loop().call_soon(self.request_stop)
+            return
+        supervisor = self.supervisor
+        if supervisor is not None and response.outcome in ("accepted", "adopted"):
+            if request.operation == "run.cancel" and request.run_id is not None:
+                supervisor.stop_run(request.run_id, "cancelled")
+            self._spawn(supervisor.claim())
+        if self.views is not None and connection is not None:
+            self._spawn(self.views.publish(connection))
 
     # ------------------------------------------------------------------ stop
 
@@ -282,6 +368,8 @@ class Server:
             await asyncio.wait(inflight, timeout=STOP_GRACE_SECONDS)
         for connection in list(self.connections):
             connection.close()
+        if self.supervisor is not None:
+            await self.supervisor.stop("orphaned")
         if writer is not None:
             try:
                 await writer.submit(lambda host: host.release(self.clock()))
