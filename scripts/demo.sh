@@ -118,6 +118,22 @@ pwf digest "$db" | tail -n 1
 pwf digest "$dir/rebuilt.db" | tail -n 1
 pwf verify --db "$db"
 
+step "served: pwf serve supervises a pwf worker run worker per run; a session is played through its socket"
+served="$dir/served.db"
+pwf init --db "$served"
+pwf serve --db "$served" --worker-command "pwf worker run" 2> "$dir/served-host.log" &
+host_pid=$!
+trap 'kill "$host_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do [ -S "$dir/host/host.sock" ] && break; sleep 0.1; done
+python scripts/demo_served.py --db "$served"
+kill -TERM "$host_pid"
+wait "$host_pid"
+trap - EXIT
+pwf query runs --db "$served"
+pwf log show --db "$served" --type worker.ended
+echo "the host's own log:"
+sed 's/^/  /' "$dir/served-host.log"
+
 step "the overview an operator starts from"
 pwf status --db "$db" --now 2026-08-03T23:40:00Z --time-format iso
 
@@ -129,4 +145,9 @@ cat <<EOF
   pwf explain run run-session --db $db    a run's timeline and diagnosis
   pwf log tail --db $db --follow          new events as they are appended
   sqlite3 $db 'SELECT run_id, status, created_at FROM readable_runs LIMIT 5'
+  pwf explain run run-ask --db $served    the served run: its worker epochs, the rejected and accepted answers
+  pwf log show --db $served --type worker.ended
+                                          how each supervised worker ended (worker.attached: which process it was)
+  pwf serve --db $served --worker-command "pwf worker run"
+                                          serve it again and send it request lines with pwf call (README: Serving)
 EOF
