@@ -24,6 +24,7 @@ from pwf.cli._options import open_store
 from pwf.events import Actor
 from pwf.host import Host
 from pwf.protocol.client import encode_response, parse_request
+from pwf.views.status import Live
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -109,6 +110,10 @@ def _alone(copy: Path, requests: list[bytes]) -> dict[str, bytes]:
     """Each request in its own transaction, in order, as the host's actor and epoch 1."""
     with open_store(str(copy)) as store:
         host = Host(store, actor=Actor(type="host", id="host-test"), host_epoch=1)
+        # What the served host knew of itself: listening, one client, no workers (HOST §3.1).
+        host.status_live = lambda: Live(
+            socket_available=True, active_workers=0, connected_clients=1
+        )
         return {
             _rid(request): encode_response(host.request(parse_request(request), AT))
             for request in requests
