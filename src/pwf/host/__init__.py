@@ -407,12 +407,18 @@ class Host:
             adopt=self._replay,
             record=self._record,
             validate=handler,
+            closed=self._closed_answer,
         )
         if request.operation == "state.backup":
             return run_backup(self.store, request, recording, replace=self.replace_backups)
         from pwf.host._prune import run_prune  # noqa: PLC0415 - only state.prune
 
         return run_prune(self.store, request, now, recording, actor=self.actor, cause=cause)
+
+    def _closed_answer(self, ctx: Context, request: ClientRequest) -> ClientResponse | None:
+        """``unavailable`` while a served host is stopping or has lost its claim."""
+        closed = self.gate(ctx) if self.gate is not None else None
+        return None if closed is None else self._refused(request, closed, "unavailable")
 
     def _effect(self, kind: str, target: str) -> None:
         """File work a maintenance command asked for, done while the write lock is held."""

@@ -44,6 +44,8 @@ class Recording:
     adopt: Callable[[Context, ClientRequest], ClientResponse | None]
     record: Callable[[Context, ClientRequest, Result], ClientResponse]
     validate: Callable[[Context, ClientRequest], Result]
+    closed: Callable[[Context, ClientRequest], ClientResponse | None] = lambda _ctx, _request: None
+    """The ``unavailable`` answer of a stopping host, asked after the replay lookup (HOST 1.20)."""
 
 
 def run_backup(
@@ -56,7 +58,7 @@ def run_backup(
     """
     with store.transaction() as tx:
         ctx = recording.open(tx)
-        stored = recording.adopt(ctx, request)
+        stored = recording.adopt(ctx, request) or recording.closed(ctx, request)
         if stored is not None:
             return stored
         try:

@@ -162,7 +162,7 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
     try:
         with store.transaction() as tx:
             ctx = recording.open(tx)
-            stored = recording.adopt(ctx, request)
+            stored = recording.adopt(ctx, request) or recording.closed(ctx, request)
             if stored is not None:
                 return stored
             try:
