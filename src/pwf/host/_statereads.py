@@ -31,7 +31,9 @@ def state_status(
 ) -> Result:
     """``{sizeBytes, counts}``, plus ``overview`` (what ``pwf status`` shows) when one is given."""
     connection = store.connection
-    connection.execute("BEGIN")
+    own = not connection.in_transaction  # a served host's group may already hold one
+    if own:
+        connection.execute("BEGIN")
     try:
         ctx = Context(RowReader(connection), _read_only, now)
         receipt: dict[str, object] = {
@@ -39,7 +41,8 @@ def state_status(
             "sizeBytes": store.path.stat().st_size,
         }
     finally:
-        connection.execute("COMMIT")
+        if own:
+            connection.execute("COMMIT")
     if overview is not None:
         receipt["overview"] = overview(store, now)
     return Result(receipt=receipt)
