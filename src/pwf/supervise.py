@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -35,7 +36,7 @@ __all__ = [
     "Exit",
     "Registry",
     "WorkerProcess",
-    "proc_start_identity",
+    "start_identity",
 ]
 
 log = logging.getLogger("pwf.server")
@@ -293,13 +294,31 @@ def _operation(line: bytes) -> str | None:
     return value.get("operation") if isinstance(value, dict) else None
 
 
-def proc_start_identity(pid: int) -> str | None:
-    """``linux-proc-start:<ticks>`` of a process, or None where ``/proc`` cannot tell."""
+def start_identity(pid: int) -> str | None:
+    """The OS's start identity of process ``pid``, or None when it cannot be read (HOST §1.4).
+
+    ``linux-proc-start:<ticks>`` from ``/proc/PID/stat``; where there is no
+    ``/proc``, ``ps-lstart:<time>`` from ``ps -o lstart=``.  The host attests
+    itself with it, the registry records it for each worker, and orphan
+    reaping kills only a process whose identity still matches.
+    """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:
+        stat = ""
+    if stat:
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > _START_FIELD and fields[_START_FIELD].isdigit():
+            return f"linux-proc-start:{fields[_START_FIELD]}"
         return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if len(fields) > _START_FIELD and fields[_START_FIELD].isdigit():
-        return f"linux-proc-start:{fields[_START_FIELD]}"
-    return None
+    try:
+        started = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            ["/bin/ps", "-o", "lstart=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"ps-lstart:{started}" if started else None

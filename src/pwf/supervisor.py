@@ -25,7 +25,7 @@ from pwf.supervise import (
     STOP_GRACE_SECONDS,
     Registry,
     WorkerProcess,
-    proc_start_identity,
+    start_identity,
 )
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ class Supervisor:
             log.warning("run %s: %s", active.run_id, diagnostic)
             await self._gone(active, "crashed", diagnostic=diagnostic)
             return
-        identity = proc_start_identity(pid) or f"pid:{pid}"
+        identity = start_identity(pid) or f"pid:{pid}"
         self.registry.add(pid, identity)
         try:
             await self._call(

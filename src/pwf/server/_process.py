@@ -9,12 +9,14 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pwf.errors import InputError, PwfError
 from pwf.private import make_directories
+from pwf.supervise import REGISTRY_SCHEMA, start_identity
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "LOCK_SCHEMA",
@@ -27,7 +29,6 @@ __all__ = [
 ]
 
 LOCK_SCHEMA: Final = "pi-workflows.host-lock.v1"
-REGISTRY_SCHEMA: Final = "pi-workflows.process-registry.v1"
 MAX_SOCKET_PATH_BYTES: Final = 107
 """``sun_path`` holds 108 bytes on Linux, one of them the terminating NUL."""
 
@@ -57,30 +58,6 @@ class HostPaths:
         """Create the state directory and make it 0700, also when it existed."""
         make_directories(self.state_dir)
         self.state_dir.chmod(0o700)
-
-
-def start_identity(pid: int) -> str | None:
-    """The OS's start identity of process ``pid`` (``linux-proc-start:<ticks>``), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        stat = ""
-    if stat:
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 19 and fields[19].isdigit():
-            return f"linux-proc-start:{fields[19]}"
-        return None
-    try:
-        started = subprocess.run(  # noqa: S603 - fixed argv, no shell
-            ["/bin/ps", "-o", "lstart=", "-p", str(pid)],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"ps-lstart:{started}" if started else None
 
 
 def _alive(pid: object, identity: object) -> bool:
