@@ -29,7 +29,14 @@ if TYPE_CHECKING:
     from pwf.commands import Context, Row
     from pwf.store.sqlite import SqliteStore
 
-__all__ = ["ALLOWED_LIFECYCLE", "Contradiction", "Overview", "Waiting", "overview"]
+__all__ = [
+    "ALLOWED_LIFECYCLE",
+    "Contradiction",
+    "Overview",
+    "Waiting",
+    "overview",
+    "overview_receipt",
+]
 
 ALLOWED_LIFECYCLE: Final = {
     "queued": ("queued",),
@@ -132,6 +139,11 @@ def overview(store: SqliteStore, now: int | None = None) -> Overview:
             interactions=interactions,
             contradictions=contradictions,
         )
+
+
+def overview_receipt(store: SqliteStore, now: int) -> object:
+    """``state.status``'s ``overview`` member: the overview as ``pwf status --json`` prints it."""
+    return msgspec.to_builtins(overview(store, now))
 
 
 def _contradictions(ctx: Context) -> tuple[Contradiction, ...]:

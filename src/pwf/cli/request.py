@@ -174,11 +174,9 @@ def _verify_failure(store: SqliteStore) -> str | None:
 
 def _overview(store: SqliteStore, now: int) -> object:
     """``state.status``'s ``overview``: what ``pwf status --json`` prints."""
-    import msgspec  # noqa: PLC0415 - only state.status reads it
+    from pwf.status import overview_receipt  # noqa: PLC0415 - only state.status reads it
 
-    from pwf.status import overview  # noqa: PLC0415
-
-    return msgspec.to_builtins(overview(store, now))
+    return overview_receipt(store, now)
 
 
 @click.command()

@@ -29,7 +29,7 @@ from pwf.commands.sessionview import session_view
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
 from pwf.errors import AnswerTooLargeError, CommandError, ProtocolError, StoreError
 from pwf.events import Actor, Cause, CommandRecorded, WorkerMessageRecorded
-from pwf.host._statereads import state_status, state_verify
+from pwf.host._statereads import state_read
 from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
 from pwf.protocol.client import (
     TOO_LARGE,
@@ -183,16 +183,7 @@ class Host:
 
     def _state_read(self, request: ClientRequest, now: int) -> ClientResponse:
         """``state.status`` and ``state.verify`` ignore their payload (HOST §2)."""
-        try:
-            if request.operation == "state.status":
-                result = state_status(self.store, now, self.overview)
-            else:
-                result = state_verify(self.store, self.verifier)
-        except CommandError as error:
-            return self._refused(request, str(error), error.outcome)
-        return ClientResponse(
-            request_id=request.request_id, outcome=result.outcome, receipt=result.receipt
-        )
+        return state_read(self.store, request, now, verifier=self.verifier, overview=self.overview)
 
     def answer(self, request: ClientRequest, now: int, *, wait_ms: int = 0) -> bytes:
         """Answer one request as its framed line (canonical bytes and a newline).

@@ -8,18 +8,24 @@ then projections == a rebuild of the log, :func:`pwf.check.verify_failure`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pwf.commands import Context, Result, refuse
+from pwf.errors import CommandError
+from pwf.protocol.client import ClientResponse, collapse_error
 from pwf.readmodel import RowReader
 from pwf.views.status import state_counts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pwf.protocol.client import ClientRequest
     from pwf.store.sqlite import SqliteStore
 
-__all__ = ["chain_failure", "state_status", "state_verify"]
+__all__ = ["STATE_READS", "chain_failure", "state_read", "state_status", "state_verify"]
+
+STATE_READS: Final = frozenset({"state.status", "state.verify"})
+"""The two reads answered from the database file rather than from one command's context."""
 
 
 def _read_only(_events: object) -> object:
@@ -68,3 +74,33 @@ def state_verify(
     if failure is not None:
         raise refuse(failure)
     return Result(receipt={"valid": True})
+
+
+def state_read(
+    store: SqliteStore,
+    request: ClientRequest,
+    now: int,
+    *,
+    verifier: Callable[[SqliteStore], str | None] | None = None,
+    overview: Callable[[SqliteStore, int], object] | None = None,
+) -> ClientResponse:
+    """The answer to ``state.status`` or ``state.verify``; both ignore their payload (HOST §2).
+
+    Direct mode calls it with the host's own store; a served host calls it
+    off its writer thread with a read-only store of the same file, so the
+    two answer the same request with the same bytes.
+    """
+    try:
+        if request.operation == "state.status":
+            result = state_status(store, now, overview)
+        else:
+            result = state_verify(store, verifier)
+    except CommandError as error:
+        return ClientResponse(
+            request_id=request.request_id,
+            outcome=error.outcome,
+            error=collapse_error(str(error)),
+        )
+    return ClientResponse(
+        request_id=request.request_id, outcome=result.outcome, receipt=result.receipt
+    )

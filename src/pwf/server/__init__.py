@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import CommandError, PwfError
+from pwf.host._statereads import STATE_READS, state_read
 from pwf.host.served import STOPPING, Identity, ServedHost
 from pwf.protocol.client import ClientResponse
 from pwf.readmodel import ReadModel
@@ -173,6 +174,8 @@ class Server:
         self.views = Views(writer, self.clock, live)
         if writer.host is not None:
             writer.host.status_live = self._live
+            writer.host.verifier = _verify_failure
+            writer.host.overview = _overview
 
     def _live(self) -> Live:
         listening = self._listener is not None and self._listener.is_serving()
@@ -304,6 +307,8 @@ class Server:
             return await views.answer(connection, request)
         if views is not None and request.operation == "view.session.watch":
             views.session_watch(connection, request)
+        if request.operation in STATE_READS and self.options.store_url is None:
+            return await asyncio.to_thread(self._read_state, request)
         alone = request.operation in ("state.backup", "state.prune")
         response, submission = await writer.submit(
             lambda host: host.decide(request, self.clock(), connection.id), alone=alone
@@ -320,6 +325,26 @@ class Server:
             if verdict is not None:
                 return verdict
         return response
+
+    def _read_state(self, request: ClientRequest) -> ClientResponse:
+        """``state.status`` or ``state.verify`` on a read-only connection of its own.
+
+        It runs in a worker thread, so a verify that folds the whole log
+        never holds up the writer, and it answers what direct mode answers.
+        A host on a shared log reads on its writer, whose store knows the log.
+        """
+        options = self.options
+        store = SqliteStore(options.db, read_only=True, busy_timeout_ms=options.busy_timeout_ms)
+        try:
+            return state_read(
+                store,
+                request,
+                self.clock(),
+                verifier=_verify_failure,
+                overview=_overview,
+            )
+        finally:
+            store.close()
 
     def _after(
         self, request: ClientRequest, response: ClientResponse, connection: Connection | None = None
@@ -386,6 +411,20 @@ def _verdict(
 ) -> Callable[[ServedHost], ClientResponse | None]:
     """One look for a submission's verdict, bound to this submission."""
     return lambda host: host.verdict(request, submission, started)
+
+
+def _verify_failure(store: SqliteStore) -> str | None:
+    """``state.verify``: pwf's whole verification (chain, then projections == the log)."""
+    from pwf.check import verify_failure  # noqa: PLC0415 - only state.verify folds the log
+
+    return verify_failure(store)
+
+
+def _overview(store: SqliteStore, now: int) -> object:
+    """``state.status``'s ``overview``: what ``pwf status --json`` prints."""
+    from pwf.status import overview_receipt  # noqa: PLC0415 - only state.status reads it
+
+    return overview_receipt(store, now)
 
 
 async def _main(options: Options) -> int:
