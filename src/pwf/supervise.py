@@ -134,6 +134,8 @@ class WorkerProcess:
         self.state = _State()
         self.ready = asyncio.Event()
         self._stopping: asyncio.Task[None] | None = None
+        self.stopped_before_start: str | None = None
+        """The outcome of a stop that came before the spawn: the process is then never started."""
 
     @property
     def pid(self) -> int | None:
@@ -156,6 +158,8 @@ class WorkerProcess:
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
+        if self.stopped_before_start is not None:  # stopped while it was being spawned
+            self.stop(self.stopped_before_start)
         return self.process.pid
 
     async def run(self) -> Exit:
@@ -244,8 +248,16 @@ class WorkerProcess:
             self.stop("timedOut")
 
     def stop(self, outcome: str) -> None:
-        """Remember the outcome, SIGTERM the group, SIGKILL it after the grace (idempotent)."""
-        if self.process is None or self.process.returncode is not None:
+        """Remember the outcome, SIGTERM the group, SIGKILL it after the grace (idempotent).
+
+        Before the spawn the outcome is only remembered (§7.8: a worker that
+        was never spawned resolves at once); one that has exited is left alone.
+        """
+        if self.process is None:
+            if self.stopped_before_start is None:
+                self.stopped_before_start = outcome
+            return
+        if self.process.returncode is not None:
             return
         if self.state.stop_outcome is None:
             self.state.stop_outcome = outcome

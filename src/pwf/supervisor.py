@@ -88,7 +88,7 @@ class Supervisor:
         self.active: dict[str, Active] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.stopping = False
-        self._claiming = False
+        self._claiming = asyncio.Lock()
 
     async def _call(self, decide: Callable[[Host], T]) -> T:
         return await self._submit(decide)  # type: ignore[return-value]
@@ -108,30 +108,33 @@ class Supervisor:
         return await self._call(self._decision("worker.recover", supervision.recover_abandoned))
 
     async def claim(self) -> None:
-        """``claimOne``: start a worker for every run there is work for (§7.1)."""
-        if self.stopping or self._claiming:
+        """``claimOne``: start a worker for the first run there is work for (§7.1).
+
+        One run per call, as the original activates one per ``claimOne``: the
+        host calls it after each answer that may have made work, after a
+        worker ends and on the poll.  Calls take turns, so each sees the runs
+        the one before it started.
+        """
+        if self.stopping:
             return
-        self._claiming = True
-        try:
+        async with self._claiming:
             busy = set(self.active)
             candidates = await self._call(
                 self._decision("worker.claim", supervision.launchable, busy)
             )
             for run_id in candidates:
-                if self.stopping:
+                if self.stopping or await self._activate(run_id):
                     return
-                await self._activate(run_id)
-        finally:
-            self._claiming = False
 
-    async def _activate(self, run_id: str) -> None:
+    async def _activate(self, run_id: str) -> bool:
+        """Claim ``run_id`` for a new worker epoch and start supervising it; False if refused."""
         try:
             envelope = await self._call(
                 lambda host: host.launch(run_id, self.clock(), self.host_epoch)
             )
         except CommandError as error:
             log.info("run %s not claimed: %s", run_id, error)
-            return
+            return False
         process = WorkerProcess(
             self.command,
             encode_launch(envelope),
@@ -146,9 +149,14 @@ class Supervisor:
         task = asyncio.create_task(self._supervise(active))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return True
 
     async def _supervise(self, active: Active) -> None:
         envelope, process = active.envelope, active.process
+        if process.stopped_before_start is not None:
+            # Cancelled between the claim and the spawn (§4.1 path 2): nothing is started.
+            await self._gone(active, process.stopped_before_start)
+            return
         try:
             pid = await process.start()
         except OSError as error:
@@ -159,16 +167,21 @@ class Supervisor:
         identity = start_identity(pid) or f"pid:{pid}"
         self.registry.add(pid, identity)
         try:
-            await self._call(
-                self._decision(
-                    "worker.attach",
-                    supervision.attach_process,
-                    active.run_id,
-                    envelope.worker_epoch,
-                    pid,
-                    identity,
+            try:
+                await self._call(
+                    self._decision(
+                        "worker.attach",
+                        supervision.attach_process,
+                        active.run_id,
+                        envelope.worker_epoch,
+                        pid,
+                        identity,
+                    )
                 )
-            )
+            except CommandError as error:
+                # The epoch ended while the process started (a cancel took path 2).
+                log.info("worker %s stopped at once: %s", envelope.worker_epoch, error)
+                process.stop("cancelled")
             ended = await process.run()
         finally:
             process.kill_group()

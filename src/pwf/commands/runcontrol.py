@@ -202,10 +202,12 @@ def _serving_epoch(ctx: Context) -> int | None:
 
 
 def _cancel_supervised(ctx: Context, run_id: str, worker: Row) -> Result:
-    """§4.1 path 1: cancel with the active worker's claim, or ``claimLost`` when it is gone.
+    """§4.1 paths 1 and 2: cancel with the worker's claim, or ``claimLost`` when it is gone.
 
-    The worker's row stays active: the host stops its process after the
-    commit and records the end as ``cancelled``.
+    Path 1 (the worker's process is attached): the row stays active, and the
+    host stops the process after the commit and records the end as
+    ``cancelled``.  Path 2 (claimed, not yet spawned): the pending start is
+    dropped here, so the row ends ``cancelled`` and nothing is spawned.
     """
     run = get_run(ctx, run_id)
     queue = ctx.one("SELECT * FROM run_queue WHERE run_id = ?", run_id)
@@ -220,6 +222,10 @@ def _cancel_supervised(ctx: Context, run_id: str, worker: Row) -> Result:
             outcome="claimLost", error="Run claim was lost before cancellation", run_id=run_id
         )
     finish_run(ctx, run_id, status="cancelled", detail="cancelled", error="Workflow run cancelled")
+    if worker["pid"] is None:
+        ctx.emit(
+            WorkerEnded(run_id=run_id, worker_epoch=worker["worker_epoch"], status="cancelled")
+        )
     return Result(
         receipt={"runId": run_id, "status": "cancelled"},
         revision=revision_of(ctx, run_id),
@@ -228,13 +234,18 @@ def _cancel_supervised(ctx: Context, run_id: str, worker: Row) -> Result:
 
 
 def run_cancel(ctx: Context, request: ClientRequest) -> Result:
-    """``run.cancel`` (HOST §4.1): a run this host's worker holds, else a run nobody holds."""
+    """``run.cancel`` (HOST §4.1): a run this host's worker holds, else a run nobody holds.
+
+    A run nobody holds is cancelled directly when its queue is ``queued`` or
+    ``starting`` without an owner; any other non-terminal run without a live
+    lease takes the stale path, which the event records as ``staleControl``.
+    """
     run_id = require_run_id(request)
     epoch = _serving_epoch(ctx)
     worker = None
     if epoch is not None:
         worker = ctx.one(
-            "SELECT worker_epoch FROM run_workers WHERE run_id = ? AND host_epoch = ?"
+            "SELECT worker_epoch, pid FROM run_workers WHERE run_id = ? AND host_epoch = ?"
             " AND status IN ('starting', 'running')",
             run_id,
             epoch,
@@ -246,7 +257,13 @@ def run_cancel(ctx: Context, request: ClientRequest) -> Result:
         return Result(
             outcome="rejected", error="Run has a live owner or is already terminal", run_id=run_id
         )
-    finish_run(ctx, run_id, status="cancelled", detail="cancelled")
+    queue = queue_of(ctx, run_id)
+    direct = (
+        queue is not None
+        and queue["status"] in ("queued", "starting")
+        and queue["owner_worker_epoch"] is None
+    )
+    finish_run(ctx, run_id, status="cancelled", detail="cancelled", stale_control=not direct)
     return Result(
         receipt={"runId": run_id, "status": "cancelled"},
         revision=revision_of(ctx, run_id),
@@ -302,6 +319,7 @@ def finish_run(  # noqa: PLR0913 - the terminal facts
     error: object = canonical.MISSING,
     error_code: str | None = None,
     reason: str | None = None,
+    stale_control: bool = False,
 ) -> None:
     """End a run: close its interactions and attempts, leave the queue, post the terminal result."""
     _close_interactions(ctx, run_id, f"Workflow run {status}")
@@ -328,6 +346,7 @@ def finish_run(  # noqa: PLR0913 - the terminal facts
             error=canonical.MISSING if error is canonical.MISSING else canonical.raw(error),
             error_code=error_code,
             reason=reason,
+            stale_control=stale_control,
         )
     )
     ensure_terminal_message(ctx, run_id, reason)

@@ -120,6 +120,8 @@ class RunFinished(Event, frozen=True, kw_only=True):
     error: Json = msgspec.UNSET
     error_code: str | None = None
     reason: str | None = None
+    stale_control: bool = False
+    """A cancel of a run nobody held took the stale path (HOST §4.1 ``staleControl``)."""
 
 
 class RunQueueDoneForContinuation(Event, frozen=True, kw_only=True):
