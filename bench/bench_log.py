@@ -23,14 +23,14 @@ apart, as the largest one's high-water mark:
   fold creates them, timing the inserts only: the least any fold of this log
   must write, reported as events of the log per second; with read+parse it
   gives the raw-SQLite cost of reading the log and writing its result once;
-* **rebuild**: ``pwf.replay.rebuild`` on a copy of the log (the copy is made
+* **rebuild**: ``pwf.fold.replay.rebuild`` on a copy of the log (the copy is made
   before the clock starts);
-* **replay**: ``pwf.replay.replay`` of the whole log into a new file;
+* **replay**: ``pwf.fold.replay.replay`` of the whole log into a new file;
 * **verify**: ``SqliteStore.verify`` (the chain, from the stored bytes, every event
   parsed and its indexed columns checked);
 * **chain**: ``SqliteStore.verify(deep=False)`` (``pwf log verify --chain-only``: the
   chain from the bytes alone);
-* **check**: ``pwf.check.check`` (the chain, then a rebuild compared with
+* **check**: ``pwf.verify.check`` (the chain, then a rebuild compared with
   the live projections);
 * **diff** / **log diff** / **digest**: ``pwf.diff.diff_databases`` and
   ``diff_logs`` of the log against the rebuilt copy, ``digest_database`` of
@@ -259,7 +259,7 @@ def _open(db: Path, *, read_only: bool) -> Any:  # noqa: ANN401 - a SqliteStore
 
 
 def _task_rebuild(db: Path, work: Path) -> tuple[float, int, str]:
-    from pwf.replay import rebuild  # noqa: PLC0415 - imported in the child only
+    from pwf.fold.replay import rebuild  # noqa: PLC0415 - imported in the child only
 
     copy = work / "rebuilt.db"
     _remove(copy)
@@ -272,7 +272,7 @@ def _task_rebuild(db: Path, work: Path) -> tuple[float, int, str]:
 
 
 def _task_replay(db: Path, work: Path) -> tuple[float, int, str]:
-    from pwf.replay import replay  # noqa: PLC0415 - imported in the child only
+    from pwf.fold.replay import replay  # noqa: PLC0415 - imported in the child only
 
     out = work / "replayed.db"
     _remove(out)
@@ -301,11 +301,11 @@ def _task_chain(db: Path, _work: Path) -> tuple[float, int, str]:
 
 
 def _task_check(db: Path, _work: Path) -> tuple[float, int, str]:
-    from pwf import check  # noqa: PLC0415 - imported in the child only
+    from pwf import verify  # noqa: PLC0415 - imported in the child only
 
     with _open(db, read_only=True) as store:
         started = time.perf_counter()
-        report = check.check(store)
+        report = verify.check(store)
         elapsed = time.perf_counter() - started
     return elapsed, report.chain.events, "ok" if report.ok else "DIFFERS"
 
@@ -339,7 +339,7 @@ def _task_digest(db: Path, _work: Path) -> tuple[float, int, str]:
 
 def _task_baseline(_db: Path, _work: Path) -> tuple[float, int, str]:
     import pwf.diff  # noqa: PLC0415 - the imports every pwf task pays for
-    import pwf.replay  # noqa: PLC0415, F401
+    import pwf.fold.replay  # noqa: PLC0415, F401
 
     return 0.0, 0, ""
 

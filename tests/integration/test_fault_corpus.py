@@ -39,9 +39,9 @@ from pwf import canonical
 from pwf.cli._options import open_store
 from pwf.errors import ChainError, ImportRefusedError, PwfError
 from pwf.events import Actor, open_body
+from pwf.fold.replay import rebuild, replay
 from pwf.host._backup import backup_database
 from pwf.host._prune import empty_projections
-from pwf.replay import rebuild, replay
 from pwf.store import Head
 from pwf.store.chainwalk import walk_chain, walk_rows
 from pwf.store.compaction import compact, prove

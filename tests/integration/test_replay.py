@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-import pwf.decoding
-import pwf.replay
-import pwf.splitfold
-from pwf.check import check
+import pwf.fold.decode
+import pwf.fold.parallel
+import pwf.fold.replay
 from pwf.cli._options import open_store
 from pwf.errors import ChainError, InputError, StoreBusyError, StoreError
+from pwf.fold.replay import rebuild, replay
 from pwf.projections import PROJECTIONS
 from pwf.readmodel import dump
-from pwf.replay import rebuild, replay
 from pwf.store.sqlite import SqliteStore
+from pwf.verify import check
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -109,8 +109,8 @@ def fold_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Every test runs twice: folding in one process, and split with a forked process."""
     mode: str = request.param
     if mode == "split":
-        monkeypatch.setattr(pwf.splitfold, "SPLIT_FROM", 1)
-        monkeypatch.setattr(pwf.splitfold, "processors", lambda: 2)
+        monkeypatch.setattr(pwf.fold.parallel, "SPLIT_FROM", 1)
+        monkeypatch.setattr(pwf.fold.parallel, "processors", lambda: 2)
     return mode
 
 
@@ -141,11 +141,11 @@ class TestSplitFold:
         self, live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """The same log replayed in one process and split gives the same file content."""
-        monkeypatch.setattr(pwf.splitfold, "SPLIT_FROM", 10**9)
+        monkeypatch.setattr(pwf.fold.parallel, "SPLIT_FROM", 10**9)
         with _store(live) as store:
             replay(store, tmp_path / "one.db", chunk=4)
-        monkeypatch.setattr(pwf.splitfold, "SPLIT_FROM", 1)
-        monkeypatch.setattr(pwf.splitfold, "processors", lambda: 2)
+        monkeypatch.setattr(pwf.fold.parallel, "SPLIT_FROM", 1)
+        monkeypatch.setattr(pwf.fold.parallel, "processors", lambda: 2)
         with _store(live) as store:
             replay(store, tmp_path / "split.db", chunk=4)
         assert _rows_and_rowids(tmp_path / "one.db") == _rows_and_rowids(tmp_path / "split.db")
@@ -161,13 +161,13 @@ class TestSplitFold:
         self, live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A forked process that raises fails the rebuild; live file and folder stay as before."""
-        monkeypatch.setattr(pwf.splitfold, "SPLIT_FROM", 1)
-        monkeypatch.setattr(pwf.splitfold, "processors", lambda: 2)
+        monkeypatch.setattr(pwf.fold.parallel, "SPLIT_FROM", 1)
+        monkeypatch.setattr(pwf.fold.parallel, "processors", lambda: 2)
 
-        def failing(part: pwf.splitfold.Part) -> int:
+        def failing(part: pwf.fold.parallel.Part) -> int:
             raise RuntimeError(f"forked process crash in {part.names}")
 
-        monkeypatch.setattr(pwf.splitfold, "fold_part", failing)
+        monkeypatch.setattr(pwf.fold.parallel, "fold_part", failing)
         digest, before = _digest(live), sorted(path.name for path in tmp_path.iterdir())
         with _store(live) as store, pytest.raises(StoreError, match="forked process crash"):
             rebuild(store)
@@ -351,13 +351,13 @@ class TestRebuild:
         """The swap dies after dropping and refilling the tables: its transaction rolls back."""
         edit(live, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
         digest, before = _digest(live), sorted(path.name for path in tmp_path.iterdir())
-        swap = pwf.replay._swap
+        swap = pwf.fold.replay._swap
 
         def swap_then_crash(connection: sqlite3.Connection) -> int:
             swap(connection)
             raise RuntimeError("crash")
 
-        monkeypatch.setattr(pwf.replay, "_swap", swap_then_crash)
+        monkeypatch.setattr(pwf.fold.replay, "_swap", swap_then_crash)
         with _store(live) as store, pytest.raises(RuntimeError, match="crash"):
             rebuild(store)
         assert digest == _digest(live)
@@ -405,14 +405,14 @@ class _Appender:
 
 def _fail_at(monkeypatch: pytest.MonkeyPatch, *, seq: int) -> None:
     """Make decoding the event at ``seq`` raise, as a crash in the middle of the fold would."""
-    decode = pwf.decoding._entry
+    decode = pwf.fold.decode._entry
 
     def failing(expected: int, stored: int, body: bytes) -> Entry:
         if expected == seq:
             raise RuntimeError("crash")
         return decode(expected, stored, body)
 
-    monkeypatch.setattr(pwf.decoding, "_entry", failing)
+    monkeypatch.setattr(pwf.fold.decode, "_entry", failing)
 
 
 class TestCheck:

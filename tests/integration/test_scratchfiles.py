@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pwf import scratchfiles
+from pwf.fold import scratchfiles
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-import pwf.check
+import pwf.verify
 from pwf.cli import request as direct
 from pwf.cli._options import open_store
 from pwf.host import Host
@@ -101,14 +101,14 @@ def test_a_write_is_answered_while_state_verify_runs(
 ) -> None:
     """The verify waits until the write's answer has arrived: on the writer it never would."""
     started, written = threading.Event(), threading.Event()
-    real = pwf.check.verify_failure
+    real = pwf.verify.verify_failure
 
     def slow(store: Any) -> str | None:
         started.set()
         assert written.wait(60), "the write was not answered while verify ran"
         return real(store)
 
-    monkeypatch.setattr(pwf.check, "verify_failure", slow)
+    monkeypatch.setattr(pwf.verify, "verify_failure", slow)
     with hosted.client() as client:
         client.send(line("state.verify", None, rid="verify-3"))
         assert started.wait(60)

@@ -4,7 +4,7 @@ Subprocesses run the installed ``pwf`` console script, or, when a limit must
 be set first (a file-size limit, dropped capabilities), this interpreter with
 a small wrapper that sets it and then calls ``pwf.cli.main``.  The log is
 always judged through pwf's own checks: the hash chain (``SqliteStore.verify``)
-and live projections against a rebuild (``pwf.check.check``, what
+and live projections against a rebuild (``pwf.verify.check``, what
 ``pwf verify`` runs).
 """
 
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import IO, Final, NamedTuple
 
 from pwf import canonical
-from pwf.check import check
 from pwf.cli._options import open_store
 from pwf.events import RunClaimed, WorkerMessageRecorded, open_body
 from pwf.store.sqlite import SqliteStore
+from pwf.verify import check
 
 __all__ = [
     "AT",

@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from pwf.check import check
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.readmodel import dump
 from pwf.store.sqlite import SqliteStore
+from pwf.verify import check
 
 if TYPE_CHECKING:
     from pathlib import Path

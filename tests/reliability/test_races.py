@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from pwf import canonical
-from pwf.check import check
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.events import CommandRecorded, open_body
 from pwf.store.compaction import prove
 from pwf.store.sqlite import SqliteStore
+from pwf.verify import check
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from pwf import scratchfiles
 from pwf.cli._options import open_store
 from pwf.cli._progress import activity
 from pwf.errors import ImportRefusedError, InputError
+from pwf.fold import scratchfiles
 from pwf.private import make_directories
 from pwf.store.jsonl import import_jsonl
 

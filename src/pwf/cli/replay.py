@@ -8,21 +8,21 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from pwf import canonical, logs
-from pwf.check import check
 from pwf.cli._options import db_option, json_option, open_store
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError, InputError
+from pwf.fold.replay import rebuild, replay
 from pwf.host._prune import resolve_cutoff
-from pwf.replay import rebuild, replay
+from pwf.verify import check
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from click._termui_impl import ProgressBar
 
-    from pwf.check import Check, RowDifference, Value
-    from pwf.replay import ReplayReport
-    from pwf.scratch import Progress
+    from pwf.fold.replay import ReplayReport
+    from pwf.fold.workfile import Progress
+    from pwf.verify import Check, RowDifference, Value
 
 __all__ = ["rebuild_command", "replay_command", "verify_command"]
 

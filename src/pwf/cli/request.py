@@ -167,7 +167,7 @@ def answer_lines(
 
 def _verify_failure(store: SqliteStore) -> str | None:
     """``state.verify``: pwf's whole verification, imported only when asked for."""
-    from pwf.check import verify_failure  # noqa: PLC0415 - only state.verify folds the log
+    from pwf.verify import verify_failure  # noqa: PLC0415 - only state.verify folds the log
 
     return verify_failure(store)
 

@@ -3,7 +3,7 @@
 Both read in their own read transaction, so writers go on meanwhile.
 ``state.verify`` runs SQLite's integrity check, then a verifier: by
 default the hash chain; the edge passes pwf's whole verification (chain,
-then projections == a rebuild of the log, :func:`pwf.check.verify_failure`).
+then projections == a rebuild of the log, :func:`pwf.verify.verify_failure`).
 """
 
 from __future__ import annotations

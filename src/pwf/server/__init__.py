@@ -415,7 +415,7 @@ def _verdict(
 
 def _verify_failure(store: SqliteStore) -> str | None:
     """``state.verify``: pwf's whole verification (chain, then projections == the log)."""
-    from pwf.check import verify_failure  # noqa: PLC0415 - only state.verify folds the log
+    from pwf.verify import verify_failure  # noqa: PLC0415 - only state.verify folds the log
 
     return verify_failure(store)
 

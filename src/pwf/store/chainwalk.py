@@ -1,6 +1,6 @@
 """Walk the hash chain of a SQLite log, from its bytes alone or deeply, split over processes.
 
-Imports the store's types and rows, errors and pwf.forked (plus sqlite3 and
+Imports the store's types and rows, errors and pwf._process (plus sqlite3 and
 hashlib: this is an edge room).  :func:`walk_chain` makes the checks
 of ``pwf log verify --chain-only``: seqs follow without a gap from
 ``origin.seq + 1``; each body's SHA-256 without its ``contentHash`` member
@@ -29,8 +29,8 @@ import hashlib
 import sqlite3
 from typing import TYPE_CHECKING, Final, NamedTuple
 
+from pwf._process import Forked, can_fork, processors
 from pwf.errors import ChainError, StoreError
-from pwf.forked import Forked, can_fork, processors
 from pwf.store import Head, check_position
 from pwf.store import check_link as link
 from pwf.store.rows import COLUMNS, check_event, check_link

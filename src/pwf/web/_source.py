@@ -3,7 +3,7 @@
 Every request opens its own read-only connection (SQLite URI ``mode=ro``),
 so it never takes the write lock, never appends, and reads one consistent
 snapshot per query beside any writer.  A page "as of seq N" reads a replay of
-the log up to N (:func:`pwf.replay.replay`, the fold of ``pwf replay
+the log up to N (:func:`pwf.fold.replay.replay`, the fold of ``pwf replay
 --until``) built once into a scratch directory that the server owns and
 deletes when it stops; the few most recent replays are kept.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import InputError
-from pwf.replay import replay
+from pwf.fold.replay import replay
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Fold the log into fresh read models; imports scratch, decoding, store, events and errors.
+"""Fold the log into fresh read models; imports workfile, decode, store, events and errors.
 
 :func:`replay` copies a prefix of whole batches of the log, verbatim, into a
 new pwf database and folds it into every projection.  :func:`rebuild` folds
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Final
 
 from pwf.errors import ChainError, InputError, StoreError
 from pwf.events import LogCompacted, open_body
+from pwf.fold.workfile import CHUNK, Progress, quote, scratch_fold, table_names, transaction
 from pwf.readmodel import drop_views, install_views
-from pwf.scratch import CHUNK, Progress, quote, scratch_fold, table_names, transaction
 
 if TYPE_CHECKING:
     import os

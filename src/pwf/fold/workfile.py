@@ -1,4 +1,4 @@
-"""Scratch files that fold a stored log in chunks; imports decoding, splitfold, readmodel, store.
+"""Scratch files that fold a stored log in chunks; imports decode, parallel, readmodel, store.
 
 A :class:`ScratchFold` is a new SQLite file with the live database attached
 as ``live``: it creates every projection without its secondary indexes, folds
@@ -15,11 +15,12 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal
 
-from pwf import logs, scratchfiles
-from pwf.decoding import Chain, decoded
+from pwf import logs
 from pwf.errors import ChainError
+from pwf.fold import scratchfiles
+from pwf.fold.decode import Chain, decoded
+from pwf.fold.parallel import fold
 from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
-from pwf.splitfold import fold
 from pwf.store import EMPTY, Head, origin_of
 from pwf.store.sqlite import APPLICATION_ID, FORMAT, HEAD_UPSERT, SCHEMA, translate_error
 
@@ -120,7 +121,7 @@ class ScratchFold:
     def fold_split(self, last: int) -> None:
         """:meth:`fold_until` ``last``, with a forked process for some read models when it pays.
 
-        See :func:`pwf.splitfold.fold`: this process reads and checks the
+        See :func:`pwf.fold.parallel.fold`: this process reads and checks the
         chain and folds the read models the forked process leaves to it.
         """
         fold(self, self.chain.head.seq + 1, last, decoded)
@@ -175,7 +176,7 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
     With ``anywhere`` it goes to the system's temporary directory when
     ``beside``'s directory is not writable.  The live database is attached
     read-only unless ``writable``; sqlite3 errors leave the block as pwf's.
-    The file is held while it lives (:mod:`pwf.scratchfiles`), and scratch
+    The file is held while it lives (:mod:`pwf.fold.scratchfiles`), and scratch
     files of ``beside`` that a killed fold left are swept first, each with a
     warning.
     """

@@ -1,6 +1,6 @@
 """Live projections against the log: the chain, then a rebuild compared table by table.
 
-Imports scratch, store and errors.  :func:`check` is ``pwf verify``: it
+Imports fold.workfile, store and errors.  :func:`check` is ``pwf verify``: it
 verifies the chain, folds the log into a scratch file and compares the live
 checkpoints and projection tables with it in SQLite, reporting the first
 differing table with a few of its rows paired by primary key (ADR 0013 D4).
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from pwf.errors import ChainError
-from pwf.scratch import CHUNK, Progress, quote, scratch_fold, table_names, transaction
+from pwf.fold.workfile import CHUNK, Progress, quote, scratch_fold, table_names, transaction
 from pwf.store import VerifyReport
 
 if TYPE_CHECKING:

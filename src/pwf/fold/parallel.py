@@ -1,6 +1,6 @@
 """A long fold split in two: a forked process folds some read models, the caller the rest.
 
-Imports readmodel, projections, events, errors, pwf.forked and pwf.scratchfiles (plus sqlite3).
+Imports readmodel, projections, events, errors, pwf._process and the scratch files (plus sqlite3).
 Every statement a projection emits reads and writes one table of its own
 read model, so read models fold independently of each other: the forked process
 folds its read models over the same events into a file of its own, and the
@@ -16,10 +16,10 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
-from pwf import scratchfiles
+from pwf._process import Forked, can_fork, processors
 from pwf.errors import StoreError
 from pwf.events import EVENT_TYPES
-from pwf.forked import Forked, can_fork, processors
+from pwf.fold import scratchfiles
 from pwf.projections import PROJECTIONS
 from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
 
