@@ -42,6 +42,7 @@ __all__ = [
     "install_views",
     "projection_tables",
     "rebuild_into",
+    "views_current",
 ]
 
 _INDEX: Final = re.compile(
@@ -410,6 +411,31 @@ def drop_views(connection: sqlite3.Connection, schema: str = "main") -> list[str
     return names
 
 
+def _view_statements(connection: sqlite3.Connection, schema: str) -> dict[str, str]:
+    """The ``CREATE VIEW`` statement of every readable view the tables call for, by view name.
+
+    Each is written as SQLite stores it in ``sqlite_master`` (no schema
+    name), so the views a database holds can be compared with them.
+    """
+    tables = connection.execute(
+        f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'"
+        " AND name NOT LIKE '\\_pwf\\_%' ESCAPE '\\'"
+        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name = 'events' DESC, name"
+    ).fetchall()
+    statements = {}
+    for (table,) in tables:
+        info = connection.execute(f'PRAGMA {schema}.table_info("{table}")').fetchall()
+        columns = [_readable(row[1], row[2]) for row in info]
+        if table == "events":
+            columns = [
+                "CAST(body AS TEXT) AS body" if row[1] == "body" else column
+                for row, column in zip(info, columns, strict=True)
+            ]
+        view = f"{READABLE_PREFIX}{table}"
+        statements[view] = f'CREATE VIEW "{view}" AS SELECT {", ".join(columns)} FROM "{table}"'
+    return statements
+
+
 def install_views(connection: sqlite3.Connection, schema: str = "main") -> list[str]:
     """(Re)create the readable views over the log and every projection table; their names.
 
@@ -420,23 +446,22 @@ def install_views(connection: sqlite3.Connection, schema: str = "main") -> list[
     (``pwf diff``, ``digest``, ``verify``, rebuild) takes tables only.
     """
     drop_views(connection, schema)
-    tables = connection.execute(
-        f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'"
-        " AND name NOT LIKE '\\_pwf\\_%' ESCAPE '\\'"
-        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name = 'events' DESC, name"
-    ).fetchall()
-    names = []
-    for (table,) in tables:
-        info = connection.execute(f'PRAGMA {schema}.table_info("{table}")').fetchall()
-        columns = [_readable(row[1], row[2]) for row in info]
-        if table == "events":
-            columns = [
-                "CAST(body AS TEXT) AS body" if row[1] == "body" else column
-                for row, column in zip(info, columns, strict=True)
-            ]
-        view = f"{READABLE_PREFIX}{table}"
+    statements = _view_statements(connection, schema)
+    for statement in statements.values():
+        connection.execute(statement.replace("CREATE VIEW ", f"CREATE VIEW {schema}.", 1))
+    return list(statements)
+
+
+def views_current(connection: sqlite3.Connection, schema: str = "main") -> bool:
+    """Whether the database holds exactly the readable views its tables call for (reads only).
+
+    A database made before the views existed, or before a projection
+    table gained a column, answers false; :func:`install_views` mends it.
+    """
+    held = dict(
         connection.execute(
-            f'CREATE VIEW {schema}."{view}" AS SELECT {", ".join(columns)} FROM "{table}"'
-        )
-        names.append(view)
-    return names
+            f"SELECT name, sql FROM {schema}.sqlite_master WHERE type = 'view'"
+            f" AND name LIKE '{READABLE_PREFIX}%'"
+        ).fetchall()
+    )
+    return held == _view_statements(connection, schema)

@@ -18,7 +18,7 @@ import click
 from pwf import canonical
 from pwf.config import Settings
 from pwf.errors import ConfigError
-from pwf.readmodel import ReadModel, install_views
+from pwf.readmodel import ReadModel, install_views, views_current
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -122,7 +122,28 @@ def open_store(db: str | None, *, create: bool = False, read_only: bool = False)
         with store.transaction() as tx:
             read_model.install(tx.connection)
             install_views(tx.connection)
+    elif not read_only:
+        try:
+            upgrade_views(store)
+        except BaseException:
+            store.close()
+            raise
     return store
+
+
+def upgrade_views(store: SqliteStore) -> None:
+    """Give a database made before its readable views (or their columns) the current ones.
+
+    Only reads while they are current, so an up-to-date database is not
+    written; otherwise they are made under the write lock, checked again
+    there, in a transaction that appends nothing (ADR 0049).  The store has
+    already proven the file is pwf's, so no other program's file is touched.
+    """
+    if views_current(store.connection):
+        return
+    with store.transaction() as tx:
+        if not views_current(tx.connection):
+            install_views(tx.connection)
 
 
 def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) -> SqliteStore:

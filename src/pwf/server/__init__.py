@@ -25,7 +25,7 @@ from pwf.errors import CommandError, PwfError
 from pwf.host._statereads import STATE_READS, state_read
 from pwf.host.served import STOPPING, Identity, ServedHost
 from pwf.protocol.client import ClientResponse
-from pwf.readmodel import ReadModel
+from pwf.readmodel import ReadModel, install_views, views_current
 from pwf.server._connections import PACKAGE_VERSION, Connection
 from pwf.server._process import (
     HostPaths,
@@ -213,6 +213,8 @@ class Server:
                 )
             with store.transaction() as tx:
                 read_model.install(tx.connection)
+                if options.store_url is None and not views_current(tx.connection):
+                    install_views(tx.connection)  # a database made before them (ADR 0049)
             return store, ServedHost(store, identity, new_epoch=options.new_epoch)
 
         self.writer = await asyncio.to_thread(Writer, open_host)
