@@ -19,7 +19,6 @@ from pwf.cli._seed import seeded_epochs
 from pwf.cli._times import TIME
 from pwf.errors import AnswerTooLargeError, InputError, ProtocolError
 from pwf.host import Host
-from pwf.host.served import refuse_if_served
 from pwf.protocol.client import (
     MAX_PROTOCOL_MESSAGE_BYTES,
     MAX_SAFE_INTEGER,
@@ -116,7 +115,7 @@ class _Canonicalizer:
 
 
 def answer_lines(
-    store: SqliteStore,
+    host: Host,
     answer: Callable[[bytes, int], bytes],
     at: int | None,
     *,
@@ -150,7 +149,7 @@ def answer_lines(
             if rewrite is not None:
                 line = rewrite(line)  # noqa: PLW2901 - the rewritten line replaces the read one
             now = now_ms(at)
-            refuse_if_served(store, now)
+            host.refuse_if_served(now)
             reply = answer(line, now)
         except InputError as error:
             click.echo(f"line {number}: {' '.join(str(error).split())}", err=True)
@@ -218,7 +217,7 @@ def request(db: str | None, at: int | None, wait_ms: int, canonicalize: bool) ->
         def answer(line: bytes, now: int) -> bytes:
             return host.answer(parse_request(line), now, wait_ms=wait_ms)
 
-        code = answer_lines(store, answer, at, canonicalize=canonicalize)
+        code = answer_lines(host, answer, at, canonicalize=canonicalize)
     sys.exit(code)
 
 

@@ -9,7 +9,6 @@ from pwf.cli._options import db_option, json_option, open_store
 from pwf.cli._seed import seeded_epochs
 from pwf.cli.request import at_option, now_ms
 from pwf.host import Host
-from pwf.host.served import refuse_if_served
 
 __all__ = ["session"]
 
@@ -37,8 +36,9 @@ def detach(session_id: str, epoch: str | None, db: str | None, at: int | None) -
     """
     with open_store(db) as store:
         now = now_ms(at)
-        refuse_if_served(store, now)
-        detached = Host(store, new_epoch=seeded_epochs(store)).detach(session_id, now, epoch)
+        host = Host(store, new_epoch=seeded_epochs(store))
+        host.refuse_if_served(now)
+        detached = host.detach(session_id, now, epoch)
     click.echo(
         f"detached {session_id}" if detached else f"no coordinator to detach for {session_id}"
     )
@@ -57,8 +57,9 @@ def expire(db: str | None, at: int | None, as_json: bool) -> None:
     """
     with open_store(db) as store:
         now = now_ms(at)
-        refuse_if_served(store, now)
-        started = Host(store, new_epoch=seeded_epochs(store)).expire(now)
+        host = Host(store, new_epoch=seeded_epochs(store))
+        host.refuse_if_served(now)
+        started = host.expire(now)
     if as_json:
         rows = [{"runId": run_id, "targetSessionId": sid} for run_id, sid in started]
         click.echo(canonical.encode(rows).decode())

@@ -17,7 +17,6 @@ from pwf.cli.request import at_option, now_ms
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError
 from pwf.host import Host
-from pwf.host.served import refuse_if_served
 from pwf.protocol.client import ClientRequest, ClientResponse
 
 __all__ = ["state"]
@@ -90,8 +89,8 @@ def _maintain(
             payload=payload,
         )
         now = now_ms(at)
-        refuse_if_served(store, now)
         host = Host(store, new_epoch=seeded_epochs(store), replace_backups=replace_backups)
+        host.refuse_if_served(now)
         return host.request(request, now)
 
 

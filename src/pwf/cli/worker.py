@@ -19,7 +19,6 @@ from pwf.cli.request import (
 from pwf.commands.workers import WORKER_OPERATIONS
 from pwf.errors import PwfError
 from pwf.host import Host
-from pwf.host.served import refuse_if_served
 from pwf.protocol.worker import (
     KINDS,
     encode_launch,
@@ -58,7 +57,7 @@ def worker(ctx: click.Context, db: str | None, at: int | None, canonicalize: boo
         def answer(line: bytes, now: int) -> bytes:
             return encode_worker_response(host.worker(parse_worker_message(line), now)) + b"\n"
 
-        code = answer_lines(store, answer, at, canonicalize=canonicalize)
+        code = answer_lines(host, answer, at, canonicalize=canonicalize)
     sys.exit(code)
 
 
@@ -83,8 +82,9 @@ def launch(ctx: click.Context, run_id: str, db: str | None, at: int | None) -> N
     at = at if at is not None else given.get("at")
     now = now_ms(at)
     with open_store(db) as store:
-        refuse_if_served(store, now)
-        envelope = Host(store, new_epoch=seeded_epochs(store)).launch(run_id, now)
+        host = Host(store, new_epoch=seeded_epochs(store))
+        host.refuse_if_served(now)
+        envelope = host.launch(run_id, now)
     sys.stdout.buffer.write(encode_launch(envelope) + b"\n")
 
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from pwf.commands import refuse
 from pwf.commands.hostclaim import Claim, acquire, is_live, orphan_workers, previous, release, renew
 from pwf.commands.sessions import detach, recover_turns
-from pwf.errors import StoreError
 from pwf.events import Actor, Cause
-from pwf.host import Host, _context
+from pwf.host import Host
+from pwf.host._context import context
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pwf.commands import Context
     from pwf.store.sqlite import SqliteStore, SqliteTransaction
 
-__all__ = ["STOPPING", "Identity", "Recovery", "ServedHost", "refuse_if_served"]
+__all__ = ["STOPPING", "Identity", "Recovery", "ServedHost"]
 
 STOPPING: Final = "Workflow host is stopping"
 
@@ -72,7 +72,7 @@ class ServedHost(Host):
         return None
 
     def _ctx(self, tx: SqliteTransaction, now: int, operation: str) -> Context:
-        return _context(tx, now, self.actor, Cause(operation=operation), self._mint)
+        return context(tx, now, self.actor, Cause(operation=operation), self.mint)
 
     def start(self, token_hash: str, lease_ms: int, now: int) -> Recovery:
         """Take the claim, then recover from the host before it, in one transaction.
@@ -87,7 +87,7 @@ class ServedHost(Host):
             CommandError: a live host owns the claim, or the lease is not positive.
         """
         who = self.identity
-        with self._transaction() as tx:
+        with self.transaction() as tx:
             ctx = self._ctx(tx, now, "host.start")
             before = previous(ctx)
             claim = acquire(
@@ -116,12 +116,12 @@ class ServedHost(Host):
         claim = self.claim
         if claim is None:
             raise refuse("Pi Workflows host claim lost")
-        with self._transaction() as tx:
+        with self.transaction() as tx:
             renew(self._ctx(tx, now, "host.heartbeat"), claim, lease_ms)
 
     def detach_connection(self, connection_id: str, now: int) -> int:
         """A connection closed: detach every coordinator it held (§1.16, §10.5)."""
-        with self._transaction() as tx:
+        with self.transaction() as tx:
             return self._detach_where(self._ctx(tx, now, "session.detach"), connection_id)
 
     def release(self, now: int) -> bool:
@@ -132,7 +132,7 @@ class ServedHost(Host):
         claim, self.claim = self.claim, None
         if claim is None:
             return False
-        with self._transaction() as tx:
+        with self.transaction() as tx:
             ctx = self._ctx(tx, now, "host.stop")
             row = previous(ctx)
             if row is None or row["epoch"] != claim.epoch or row["host_id"] != claim.host_id:
@@ -151,27 +151,3 @@ class ServedHost(Host):
             if connection_id is None or row["connection_id"] == connection_id:
                 count += detach(ctx, row["target_session_id"], row["coordinator_epoch"])
         return count
-
-
-def refuse_if_served(store: SqliteStore, now: int) -> None:
-    """Refuse direct mode while a live ``pwf serve`` holds the host claim (ADR 0010).
-
-    A claim is live while its ``host_id`` is set and ``expires_at > now``.  A
-    database that never had a server may have no ``host_state`` table.
-
-    Raises:
-        StoreError: a live host owns the database.
-    """
-    connection = store.connection
-    table = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'host_state'"
-    ).fetchone()
-    if table is None:
-        return
-    row = connection.execute(
-        "SELECT epoch FROM host_state WHERE host_id IS NOT NULL AND expires_at > ?", (now,)
-    ).fetchone()
-    if row is not None:
-        raise StoreError(
-            f"a live pwf host (epoch {row[0]}) owns this database; send requests to it instead"
-        )

@@ -1,0 +1,86 @@
+"""What every decision of the host is given and how it refuses (DOMAIN §7).
+
+Imports commands, events, protocol and the read model.  A decision runs on
+a :class:`~pwf.commands.Context` built from the write transaction: its
+reader sees the projections, its stager seals events into the batch.  A
+refusal is one ``ClientResponse`` with a collapsed error line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pwf import canonical
+from pwf.commands import Context
+from pwf.errors import CommandError
+from pwf.events import Cause
+from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
+from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
+from pwf.readmodel import RowReader
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable
+
+    from pwf.events import Actor
+    from pwf.store.sqlite import SqliteTransaction
+
+__all__ = ["cause_of", "context", "json_value", "refusal", "refused", "text_value"]
+
+
+def context(  # noqa: PLR0913 - the transaction and everything a decider is given
+    tx: SqliteTransaction,
+    now: int,
+    actor: Actor,
+    cause: Cause | None,
+    mint: Callable[[str], str] | None = None,
+    *,
+    connection: str | None = None,
+) -> Context:
+    """The decider's view of ``tx``: its reads, and staging under ``actor`` and ``cause``."""
+
+    def stage(events: Any) -> object:  # noqa: ANN401 - the store's own signature
+        return tx.stage(events, at=now, actor=actor, cause=cause)
+
+    return Context(RowReader(tx.connection), stage, now, mint, connection=connection)
+
+
+def cause_of(request: ClientRequest) -> Cause:
+    """What the events a client request stages say caused them."""
+    return Cause(
+        operation=request.operation,
+        request_id=request.request_id,
+        client_id=request.client_id,
+        idempotency_key=request.idempotency_key,
+        fingerprint=request.fingerprint,
+    )
+
+
+def refused(request: ClientRequest, error: str, outcome: str = "rejected") -> ClientResponse:
+    """The answer to ``request`` that refuses it with one line."""
+    return ClientResponse(
+        request_id=request.request_id, outcome=outcome, error=collapse_error(error)
+    )
+
+
+def refusal(error: CommandError | sqlite3.IntegrityError) -> CommandError:
+    """A projection constraint that stopped a batch is a refusal, not a crash.
+
+    Deciders check every rule first; a constraint firing here means one was
+    missed, and the savepoint has already dropped the handler's events.
+    """
+    if isinstance(error, CommandError):
+        return error
+    if CONFLICT_SIGNATURE in str(error):
+        return CommandError(BLOB_CONFLICT)
+    return CommandError(f"Workflow state constraint failed: {error}")
+
+
+def json_value(value: object) -> object:
+    """A stored canonical blob as a value (MISSING when there is none)."""
+    return canonical.decode(bytes(value)) if value is not None else canonical.MISSING  # type: ignore[call-overload]
+
+
+def text_value(value: object) -> str | None:
+    """A stored text blob as text (None when there is none)."""
+    return None if value is None else bytes(value).decode()  # type: ignore[call-overload]

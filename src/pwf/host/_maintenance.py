@@ -1,0 +1,85 @@
+"""Maintenance: the host's part in ``state.backup`` and ``state.prune`` (DOMAIN §13).
+
+Imports commands, protocol and the host's context and recording rooms.
+Both are recorded like any maintenance command, but their file work runs
+outside the write transactions that adopt and record them (ADR 0018, 0022):
+:mod:`pwf.host._backup` and :mod:`pwf.host._prune` do it, loaded only when
+asked for.  Neither applies to a log of record elsewhere (ADR 0038 D6).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from pwf.errors import CommandError
+from pwf.host._context import cause_of, context, refused
+from pwf.host._recording import record, replay
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pwf.commands import Context, Result
+    from pwf.host import Host
+    from pwf.protocol.client import ClientRequest, ClientResponse
+
+__all__ = ["FILE_MAINTENANCE", "effect", "maintain", "not_on_shared_log"]
+
+FILE_MAINTENANCE: Final = frozenset({"state.backup", "state.prune"})
+"""Operations on the database file itself, which a shared log in PostgreSQL is not."""
+
+
+def not_on_shared_log(host: Host, request: ClientRequest) -> ClientResponse | None:
+    """The refusal of file maintenance on a log kept in PostgreSQL, else None."""
+    if request.operation not in FILE_MAINTENANCE or not getattr(host.store, "shared_log", False):
+        return None
+    return refused(
+        request,
+        f"{request.operation} works on a SQLite log only; back up a PostgreSQL log"
+        " with pg_dump or pwf log export",
+    )
+
+
+def maintain(
+    host: Host,
+    request: ClientRequest,
+    handler: Callable[[Context, ClientRequest], Result],
+    now: int,
+) -> ClientResponse:
+    """Run ``state.backup`` or ``state.prune``: adopt or validate, do the file work, record."""
+    from pwf.host._backup import Recording, run_backup  # noqa: PLC0415 - only maintenance
+
+    cause = cause_of(request)
+    recording = Recording(
+        open=lambda tx: context(tx, now, host.actor, cause, host.mint),
+        adopt=replay,
+        record=lambda ctx, req, result: record(ctx, req, result, host.host_epoch),
+        validate=handler,
+        closed=lambda ctx, req: _closed_answer(host, ctx, req),
+    )
+    if request.operation == "state.backup":
+        return run_backup(host.store, request, recording, replace=host.replace_backups)
+    from pwf.host._prune import run_prune  # noqa: PLC0415 - only state.prune
+
+    return run_prune(host.store, request, now, recording, actor=host.actor, cause=cause)
+
+
+def _closed_answer(host: Host, ctx: Context, request: ClientRequest) -> ClientResponse | None:
+    """``unavailable`` while a served host is stopping or has lost its claim."""
+    closed = host.gate(ctx) if host.gate is not None else None
+    return None if closed is None else refused(request, closed, "unavailable")
+
+
+def effect(host: Host, kind: str, target: str) -> None:
+    """File work a maintenance command asked for, done while the write lock is held.
+
+    Raises:
+        CommandError: the effect is unknown, or the backup failed.
+    """
+    if kind != "backup":
+        raise CommandError(f"Unknown maintenance effect: {kind}")
+    from pwf.host._backup import backup_database  # noqa: PLC0415 - only state.backup
+
+    backup_database(
+        host.store.path, host.store.connection, Path(target), replace=host.replace_backups
+    )

@@ -1,0 +1,126 @@
+"""Idempotent recording: adopt a recorded request, or execute it and record its outcome.
+
+Imports commands, events, protocol and the host's context room.  The
+lookup of DOMAIN §7.2 (by request id, then by client id and idempotency
+key) runs under the write lock, so two processes racing with one key get
+one ``accepted`` and one ``adopted`` (ADR 0008 D5).  The batch of a recorded
+operation ends with ``command.recorded`` (D6).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Final
+
+from pwf import canonical
+from pwf.commands import Context, Result
+from pwf.commands.catalogue import Route
+from pwf.errors import CommandError
+from pwf.events import CommandRecorded
+from pwf.host._context import cause_of, context, json_value, refusal, refused, text_value
+from pwf.protocol.client import ClientRequest, ClientResponse
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pwf.host import Host
+
+__all__ = ["adopt_or_execute", "record", "replay"]
+
+_SELECT: Final = (
+    "SELECT h.request_fingerprint, h.outcome, h.accepted_revision,"
+    " r.content AS receipt, e.content AS error FROM host_commands h"
+    " LEFT JOIN blobs r ON r.blob_hash = h.receipt_hash"
+    " LEFT JOIN blobs e ON e.blob_hash = h.error_hash"
+)
+
+
+def adopt_or_execute(
+    host: Host,
+    request: ClientRequest,
+    route: Route,
+    handler: Callable[[Context, ClientRequest], Result],
+    now: int,
+) -> ClientResponse:
+    """Answer a recorded request from its record, else run ``handler`` and record it.
+
+    A stopping served host (its gate) refuses an executed command before the
+    lookup and a maintenance command after it (ADR 0028 D6).
+    """
+    with host.transaction() as tx:
+        ctx = context(tx, now, host.actor, cause_of(request), host.mint)
+        closed = host.gate(ctx) if host.gate is not None else None
+        if closed is not None and route is Route.EXECUTED:
+            return refused(request, closed, "unavailable")
+        stored = replay(ctx, request)
+        if stored is not None:
+            return stored
+        if closed is not None:
+            return refused(request, closed, "unavailable")
+        try:
+            with tx.savepoint():
+                result = handler(ctx, request)
+                if result.effect is not None:
+                    host.effect(*result.effect)
+        except (CommandError, sqlite3.IntegrityError) as error:
+            error = refusal(error)
+            if route is Route.EXECUTED:
+                return refused(request, str(error), error.outcome)
+            result = Result(outcome="rejected", error=str(error))
+        return record(ctx, request, result, host.host_epoch)
+
+
+def record(
+    ctx: Context, request: ClientRequest, result: Result, host_epoch: int | None
+) -> ClientResponse:
+    """Stage ``command.recorded`` for a recorded outcome and answer with it."""
+    ctx.emit(
+        CommandRecorded(
+            request_id=request.request_id,
+            client_id=request.client_id,
+            operation=request.operation,
+            idempotency_key=request.idempotency_key,
+            fingerprint=request.fingerprint,
+            outcome=result.outcome,  # type: ignore[arg-type]
+            run_id=result.run_id or request.run_id,
+            revision=result.revision,
+            receipt=canonical.MISSING
+            if result.receipt is canonical.MISSING
+            else canonical.raw(result.receipt),
+            error=result.error,
+            host_epoch=host_epoch,
+        )
+    )
+    return ClientResponse(
+        request_id=request.request_id,
+        outcome=result.outcome,
+        revision=result.revision,
+        receipt=result.receipt,
+        error=result.error,
+    )
+
+
+def replay(ctx: Context, request: ClientRequest) -> ClientResponse | None:
+    """DOMAIN §7.2 steps 1 and 2, read under the write lock; None when nothing is recorded."""
+    fingerprint = bytes.fromhex(request.fingerprint)
+    row = ctx.one(f"{_SELECT} WHERE h.request_id = ?", request.request_id)
+    if row is not None and bytes(row["request_fingerprint"]) != fingerprint:
+        return refused(request, "Request ID was reused with another payload", "conflict")
+    if row is None:
+        row = ctx.one(
+            f"{_SELECT} WHERE h.client_id = ? AND h.idempotency_key = ?",
+            request.client_id,
+            request.idempotency_key,
+        )
+        if row is not None and bytes(row["request_fingerprint"]) != fingerprint:
+            return refused(request, "Idempotency key was reused with another payload", "conflict")
+    if row is None:
+        return None
+    outcome = "adopted" if row["outcome"] in ("accepted", "adopted") else row["outcome"]
+    return ClientResponse(
+        request_id=request.request_id,
+        outcome=outcome,
+        revision=row["accepted_revision"],
+        receipt=json_value(row["receipt"]),
+        error=text_value(row["error"]),
+    )
