@@ -28,6 +28,8 @@ from pwf.protocol.framing import FrameDecoder
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+    from pwf.events.runs import WorkerEnd
+
 __all__ = [
     "ENV",
     "REGISTRY_SCHEMA",
@@ -92,7 +94,7 @@ class Registry:
 class Exit:
     """How a worker process ended, as its row records it (§7.8, §7.11)."""
 
-    outcome: str
+    outcome: WorkerEnd
     exit_code: int | None
     signal: str | None
     diagnostic: str | None
@@ -103,7 +105,7 @@ class Exit:
 class _State:
     ready: bool = False
     exiting: bool = False
-    stop_outcome: str | None = None
+    stop_outcome: WorkerEnd | None = None
     stderr: bytearray = field(default_factory=bytearray)
     broken: str | None = None
 
@@ -134,7 +136,7 @@ class WorkerProcess:
         self.state = _State()
         self.ready = asyncio.Event()
         self._stopping: asyncio.Task[None] | None = None
-        self.stopped_before_start: str | None = None
+        self.stopped_before_start: WorkerEnd | None = None
         """The outcome of a stop that came before the spawn: the process is then never started."""
 
     @property
@@ -247,7 +249,7 @@ class WorkerProcess:
         except TimeoutError:
             self.stop("timedOut")
 
-    def stop(self, outcome: str) -> None:
+    def stop(self, outcome: WorkerEnd) -> None:
         """Remember the outcome, SIGTERM the group, SIGKILL it after the grace (idempotent).
 
         Before the spawn the outcome is only remembered (§7.8: a worker that

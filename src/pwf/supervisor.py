@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from pwf.commands import Context
+    from pwf.events.runs import WorkerEnd
     from pwf.host import Host
     from pwf.protocol.worker import LaunchEnvelope
     from pwf.supervise import Exit
@@ -189,7 +190,7 @@ class Supervisor:
         await self._gone(active, ended.outcome, ended)
 
     async def _gone(
-        self, active: Active, outcome: str, ended: Exit | None = None, **more: str
+        self, active: Active, outcome: WorkerEnd, ended: Exit | None = None, **more: str
     ) -> None:
         """Record the end (§7.11), forget the run, and look for work again."""
         result = "finished"
@@ -254,7 +255,7 @@ class Supervisor:
                 log.warning("run %s lost its claim", active.run_id)
                 active.process.stop("claimLost")
 
-    def stop_run(self, run_id: str, outcome: str) -> bool:
+    def stop_run(self, run_id: str, outcome: WorkerEnd) -> bool:
         """Stop the worker of ``run_id`` with ``outcome`` (cancel, pause, claim loss)."""
         active = self.active.get(run_id)
         if active is None:
@@ -262,7 +263,7 @@ class Supervisor:
         active.process.stop(outcome)
         return True
 
-    async def stop(self, outcome: str = "orphaned") -> None:
+    async def stop(self, outcome: WorkerEnd = "orphaned") -> None:
         """Host stop: every worker is stopped with ``orphaned`` and its run parked (§1.18)."""
         self.stopping = True
         for active in list(self.active.values()):

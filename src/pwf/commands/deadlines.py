@@ -13,11 +13,12 @@ from pwf.events import DeadlineShifted
 
 if TYPE_CHECKING:
     from pwf.commands import Row
+    from pwf.events.sessions import ShiftCause
 
 __all__ = ["begin_turn_shift", "resume_shift", "shift"]
 
 
-def shift(ctx: Context, attempt: Row, idle_ms: int, cause: str) -> None:
+def shift(ctx: Context, attempt: Row, idle_ms: int, cause: ShiftCause) -> None:
     """SHIFT (§10.1): move start and deadline later by ``idle_ms``; no-op when nothing moves."""
     if idle_ms <= 0 or attempt["deadline_at"] is None:
         return
@@ -31,7 +32,7 @@ def shift(ctx: Context, attempt: Row, idle_ms: int, cause: str) -> None:
             to_deadline=attempt["deadline_at"] + idle_ms,
             from_started_at=started,
             to_started_at=None if started is None else started + idle_ms,
-            cause=cause,  # type: ignore[arg-type]
+            cause=cause,
         )
     )
 

@@ -31,6 +31,7 @@ from pwf.events import (
 
 if TYPE_CHECKING:
     from pwf.commands import Row
+    from pwf.events.interactions import RequestKind, SubmissionOutcome, Verdict
     from pwf.protocol.client import ClientRequest
 
 __all__ = [
@@ -56,7 +57,7 @@ def create_request(  # noqa: PLR0913 - a request's identity has this many parts
     run_id: str,
     attempt_id: str,
     session_id: str,
-    kind: str,
+    kind: RequestKind,
     contract: object,
 ) -> Row:
     """Create, re-ensure or reopen a request (§5.4 table, §9.1)."""
@@ -99,7 +100,7 @@ def create_request(  # noqa: PLR0913 - a request's identity has this many parts
             run_id=run_id,
             attempt_id=attempt_id,
             target_session_id=session_id,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             contract=contract_raw,
             revision=1,
         )
@@ -135,7 +136,7 @@ def record_submission(  # noqa: PLR0913 - a submission has this many facts
     key: str,
     expected_revision: int | None,
     value: object,
-    outcome: str,
+    outcome: SubmissionOutcome,
 ) -> Result | None:
     """Record a submission (§5.5); an adopted one returns its stored answer."""
     same_key = ctx.one(
@@ -178,7 +179,7 @@ def record_submission(  # noqa: PLR0913 - a submission has this many facts
             idempotency_key=key,
             request_revision=request["revision"],
             payload=canonical.raw(value),
-            outcome=outcome,  # type: ignore[arg-type]
+            outcome=outcome,
             receipt=receipt,
         )
     )
@@ -205,9 +206,12 @@ def _adopted(stored: Row, receipt: object, run_id: str) -> Result:
 
 
 def finish_validation(
-    ctx: Context, submission_id: str, outcome: str, receipt: dict[str, object]
-) -> dict[str, object]:
-    """Finish a validating submission; idempotent when it already has ``outcome`` (§5.5)."""
+    ctx: Context, submission_id: str, outcome: Verdict, receipt: dict[str, object]
+) -> object:
+    """Finish a validating submission; idempotent when it already has ``outcome`` (§5.5).
+
+    Returns the receipt: ``receipt`` when this call finishes it, else the stored one.
+    """
     row = ctx.one(
         "SELECT s.*, b.content AS receipt FROM interactive_submissions s"
         " LEFT JOIN blobs b ON b.blob_hash = s.receipt_hash WHERE s.submission_id = ?",
@@ -216,8 +220,7 @@ def finish_validation(
     if row is None:
         raise refuse(f"Interactive submission not found: {submission_id}")
     if row["outcome"] == outcome and row["receipt"] is not None:
-        stored: dict[str, object] = canonical.decode(bytes(row["receipt"]))  # type: ignore[assignment]
-        return stored
+        return canonical.decode(bytes(row["receipt"]))
     if row["outcome"] != "validating":
         raise refuse("Interactive submission is not awaiting validation")
     request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", row["request_id"])
@@ -227,7 +230,7 @@ def finish_validation(
             submission_id=submission_id,
             request_id=row["request_id"],
             run_id=request["run_id"],
-            outcome=outcome,  # type: ignore[arg-type]
+            outcome=outcome,
             receipt=canonical.raw(receipt),
         )
     )

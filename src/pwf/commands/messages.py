@@ -20,11 +20,12 @@ from pwf.events import MessageCancelled, MessageCreated
 
 if TYPE_CHECKING:
     from pwf.commands import Row
+    from pwf.events.interactions import MessageKind
 
 __all__ = ["CONTENT_SCHEMA", "cancel_source", "content", "ensure", "ensure_interaction_message"]
 
 CONTENT_SCHEMA: Final = "pi-workflows.workflow-message-content.v1"
-TRIGGERS_TURN: Final = {
+TRIGGERS_TURN: Final[dict[MessageKind, bool]] = {
     "step": True,
     "terminal": True,
     "followUp": True,
@@ -33,7 +34,7 @@ TRIGGERS_TURN: Final = {
 }
 
 
-def content(kind: str, text: str, details: dict[str, object]) -> dict[str, object]:
+def content(kind: MessageKind, text: str, details: dict[str, object]) -> dict[str, object]:
     """The message content envelope; ``triggerTurn`` follows the kind (0.16.1)."""
     return {
         "content": text,
@@ -48,7 +49,7 @@ def content(kind: str, text: str, details: dict[str, object]) -> dict[str, objec
 def ensure(  # noqa: PLR0913 - a message's identity has this many parts
     ctx: Context,
     *,
-    kind: str,
+    kind: MessageKind,
     source_id: str,
     key: str,
     run_id: str,
@@ -91,7 +92,7 @@ def ensure(  # noqa: PLR0913 - a message's identity has this many parts
             workflow_message_id=mid,
             run_id=run_id,
             target_session_id=session_id,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             source_id=source_id,
             content=msgspec.Raw(body),
             order_number=order,
@@ -120,7 +121,7 @@ def cancel_source(ctx: Context, source_id: str, kinds: tuple[str, ...] | None = 
 
 def ensure_interaction_message(ctx: Context, request: Row, reason: str) -> str:
     """The step (or decision) message of a request at its current revision (§9.2)."""
-    kind = "decision" if request["kind"] == "decision" else "step"
+    kind: MessageKind = "decision" if request["kind"] == "decision" else "step"
     stored = json_bytes(ctx, request["contract_hash"])
     if stored is None:
         raise refuse("Workflow blob is missing")

@@ -28,6 +28,7 @@ from pwf.events import (
 
 if TYPE_CHECKING:
     from pwf.commands import Row
+    from pwf.events.interactions import RequestKind
     from pwf.protocol.worker import WorkerMessage
 
 __all__ = [
@@ -149,7 +150,7 @@ def interaction_request(ctx: Context, message: WorkerMessage) -> Result:
     assert run is not None
     if run["origin_session_id"] is None:
         raise refuse("Workflow run has no origin Pi session for an interaction")
-    kind = "assistant" if payload.get("kind") == "assistant" else "agent"
+    kind: RequestKind = "assistant" if payload.get("kind") == "assistant" else "agent"
     row = create_request(
         ctx,
         request_id=interaction_request_id(message.run_id, attempt["attempt_id"]),

@@ -38,6 +38,7 @@ from pwf.events import (
 
 if TYPE_CHECKING:
     from pwf.commands import Row
+    from pwf.events.runs import EndedQueueStatus, TerminalStatus
     from pwf.protocol.client import ClientRequest
 
 __all__ = [
@@ -53,6 +54,11 @@ __all__ = [
 
 WAITING_DETAIL: Final = "waiting for origin-session input"
 ACTIVE_ATTEMPT: Final = ("pending", "running", "waiting", "interrupted")
+_QUEUE_AFTER: Final[dict[TerminalStatus, EndedQueueStatus]] = {
+    "completed": "done",
+    "cancelled": "cancelled",
+}
+"""Where a finished run's queue entry goes; every other terminal status fails it."""
 
 
 def pending_requests(ctx: Context, run_id: str) -> list[Row]:
@@ -313,7 +319,7 @@ def finish_run(  # noqa: PLR0913 - the terminal facts
     ctx: Context,
     run_id: str,
     *,
-    status: str,
+    status: TerminalStatus,
     detail: str,
     final_output: object = canonical.MISSING,
     error: object = canonical.MISSING,
@@ -333,12 +339,12 @@ def finish_run(  # noqa: PLR0913 - the terminal facts
         )
     if status != "completed":
         _cancel_follow_ups(ctx, run_id)
-    queue_status = {"completed": "done", "cancelled": "cancelled"}.get(status, "failed")
+    queue_status = _QUEUE_AFTER.get(status, "failed")
     ctx.emit(
         RunFinished(
             run_id=run_id,
-            status=status,  # type: ignore[arg-type]
-            queue_status=queue_status,  # type: ignore[arg-type]
+            status=status,
+            queue_status=queue_status,
             detail=detail,
             final_output=canonical.MISSING
             if final_output is canonical.MISSING

@@ -7,7 +7,7 @@ are recorded with the command; raised ones (``refuse``) are not (§7.3).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypedDict
 
 import msgspec
 
@@ -23,6 +23,7 @@ from pwf.events import (
 
 if TYPE_CHECKING:
     from pwf.commands import Row
+    from pwf.events.runs import ExecutionMode, LineageKind, TerminalStatus
     from pwf.protocol.client import ClientRequest
 
 __all__ = [
@@ -37,7 +38,22 @@ __all__ = [
     "template_of",
 ]
 
-TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
+TERMINAL: Final[tuple[TerminalStatus, ...]] = ("completed", "failed", "timed_out", "cancelled")
+
+
+class RunTemplate(TypedDict):
+    """The fields of ``run.reserved`` that say what a run runs, before its lineage is known."""
+
+    project_path: str
+    workflow_name: str
+    workflow_ref: str
+    workflow_source: msgspec.Raw
+    definition_digest: str
+    definition_snapshot: msgspec.Raw
+    input: msgspec.Raw
+    launch_options: msgspec.Raw
+    origin_session_id: str | None
+    execution_mode: ExecutionMode
 
 
 def require_run_id(request: ClientRequest) -> str:
@@ -76,7 +92,7 @@ def revision_of(ctx: Context, run_id: str) -> int:
 
 
 def _lineage(
-    ctx: Context, parent_id: str, origin: str | None, kind: str, restart_number: int
+    ctx: Context, parent_id: str, origin: str | None, kind: LineageKind, restart_number: int
 ) -> str:
     """Check a child's lineage (§5.2) and return its root run id."""
     parent = get_run(ctx, parent_id)
@@ -117,17 +133,17 @@ def reserve(  # noqa: PLR0913 - a reservation has this many facts
     ctx: Context,
     *,
     run_id: str,
-    template: dict[str, object],
+    template: RunTemplate,
     parent_id: str | None = None,
-    lineage: str | None = None,
+    lineage: LineageKind = "continuation",
     restart_number: int = 0,
     fingerprint: str | None = None,
 ) -> None:
     """Reserve a run (and its lineage) from a template of RunReserved fields."""
-    origin = template.get("origin_session_id")
+    origin = template["origin_session_id"]
     root = run_id
     if parent_id is not None:
-        root = _lineage(ctx, parent_id, origin, lineage or "continuation", restart_number)  # type: ignore[arg-type]
+        root = _lineage(ctx, parent_id, origin, lineage, restart_number)
     elif fingerprint is not None or restart_number != 0:
         raise refuse("A root workflow run cannot declare lineage or restart metadata")
     if origin is not None and ctx.one(
@@ -141,18 +157,18 @@ def reserve(  # noqa: PLR0913 - a reservation has this many facts
             run_id=run_id,
             root_run_id=root,
             parent_run_id=parent_id,
-            lineage_kind=None if parent_id is None else (lineage or "continuation"),  # type: ignore[arg-type]
+            lineage_kind=None if parent_id is None else lineage,
             restart_number=restart_number,
             parent_terminal_fingerprint=fingerprint,
-            **template,  # type: ignore[arg-type]
+            **template,
         )
     )
-    if parent_id is not None and (lineage or "continuation") == "continuation":
+    if parent_id is not None and lineage == "continuation":
         ctx.emit(RunQueueDoneForContinuation(run_id=parent_id, continuation_run_id=run_id))
 
 
-def _template(payload: dict[str, object]) -> dict[str, object]:
-    mode = "headless" if payload.get("executionMode") == "headless" else "interactive"
+def _template(payload: dict[str, object]) -> RunTemplate:
+    mode: ExecutionMode = "headless" if payload.get("executionMode") == "headless" else "interactive"
     launch = payload.get("launchOptions", {})
     return {
         "project_path": absolute_path(payload, "projectPath"),
@@ -168,7 +184,7 @@ def _template(payload: dict[str, object]) -> dict[str, object]:
     }
 
 
-def template_of(ctx: Context, run: Row, run_input: msgspec.Raw) -> dict[str, object]:
+def template_of(ctx: Context, run: Row, run_input: msgspec.Raw) -> RunTemplate:
     """A new run of ``run``'s workflow, definition and options, as stored, on ``run_input``."""
 
     def stored(blob_hash: bytes | None, default: bytes) -> msgspec.Raw:
@@ -198,7 +214,7 @@ def source_of(ctx: Context, run: Row) -> object:
 
 
 def _compatible(
-    ctx: Context, run: Row, template: dict[str, object], payload: dict[str, object]
+    ctx: Context, run: Row, template: RunTemplate, payload: dict[str, object]
 ) -> bool:
     """Whether the existing run is the one asked for, compared as the original does (HOST §5.3)."""
     parent = payload.get("parentRunId")
@@ -206,9 +222,9 @@ def _compatible(
         run["workflow_name"] == template["workflow_name"]
         and run["workflow_ref"] == template["workflow_ref"]
         and run["definition_digest"] == template["definition_digest"]
-        and canonical.encode(source_of(ctx, run)) == bytes(template["workflow_source"])  # type: ignore[call-overload]
+        and canonical.encode(source_of(ctx, run)) == bytes(template["workflow_source"])
         and bytes(run["input_hash"]) == canonical.digest(payload.get("input"))
-        and json_bytes(ctx, run["launch_options_hash"]) == bytes(template["launch_options"])  # type: ignore[call-overload]
+        and json_bytes(ctx, run["launch_options_hash"]) == bytes(template["launch_options"])
         and run["origin_session_id"] == template["origin_session_id"]
         and run["execution_mode"] == template["execution_mode"]
         and run["parent_run_id"] == (parent if isinstance(parent, str) else None)

@@ -18,7 +18,7 @@ from pwf.commands import refuse
 from pwf.projections.run_sources import SOURCE_FIELDS
 
 if TYPE_CHECKING:
-    from pwf.commands import Context
+    from pwf.commands import Context, Row
 
 __all__ = ["INVALID_SOURCE", "normalised_source", "stored_source"]
 
@@ -29,7 +29,8 @@ def _identity(value: object) -> bool:
     """Whether ``value`` is a builtin or file source identity (all members text)."""
     if not isinstance(value, dict):
         return False
-    fields = SOURCE_FIELDS.get(value.get("kind"))  # type: ignore[arg-type]
+    kind = value.get("kind")
+    fields = SOURCE_FIELDS.get(kind) if isinstance(kind, str) else None
     return fields is not None and all(isinstance(value.get(name), str) for name in fields)
 
 
@@ -61,10 +62,10 @@ def normalised_source(value: object) -> dict[str, object]:
     raise refuse(INVALID_SOURCE)
 
 
-def _identity_of(row: object) -> dict[str, object]:
-    kind = row["source_type"]  # type: ignore[index]
+def _identity_of(row: Row) -> dict[str, object]:
+    kind = row["source_type"]
     ref, revision = SOURCE_FIELDS[kind]
-    return {"kind": kind, ref: row["source_ref"], revision: row["source_revision"]}  # type: ignore[index]
+    return {"kind": kind, ref: row["source_ref"], revision: row["source_revision"]}
 
 
 def _mount_names(snapshot: object) -> dict[str, str]:

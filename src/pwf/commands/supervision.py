@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection
 
     from pwf.commands import Row
+    from pwf.events.runs import WorkerEnd
 
 __all__ = [
     "DIAGNOSTIC_BYTES",
@@ -74,7 +75,7 @@ def worker_gone(  # noqa: PLR0913 - the facts of one exit
     ctx: Context,
     run_id: str,
     worker_epoch: str,
-    status: str,
+    status: WorkerEnd,
     *,
     exit_code: int | None = None,
     signal: str | None = None,
@@ -94,7 +95,7 @@ def worker_gone(  # noqa: PLR0913 - the facts of one exit
         WorkerEnded(
             run_id=run_id,
             worker_epoch=worker_epoch,
-            status=status,  # type: ignore[arg-type]
+            status=status,
             exit_code=exit_code,
             signal=signal,
             diagnostic=diagnostic,

@@ -22,9 +22,12 @@ from pwf.events import (
     TurnEnded,
     TurnStarted,
 )
+from pwf.events import one_of
+from pwf.events.sessions import STOP_REASONS
 
 if TYPE_CHECKING:
     from pwf.commands import Row
+    from pwf.events.sessions import StopReason
     from pwf.protocol.client import ClientRequest
 
 __all__ = [
@@ -38,7 +41,6 @@ __all__ = [
 
 UNPRODUCTIVE_LIMIT: Final = 3
 UNPRODUCTIVE_ERROR: Final = "Workflow step ended three times without a valid submission"
-STOP_REASONS: Final = ("completed", "aborted", "error", "lost")
 
 
 def open_message(ctx: Context, session_id: str) -> Row | None:
@@ -120,19 +122,25 @@ def report_turn(ctx: Context, request: ClientRequest) -> Result:
     """``workflowTurn.report`` (§11.2)."""
     payload = members(request.payload)
     message_id, turn_id, run_id, state = _turn_payload(payload)
-    if state == "ended":
-        stop = payload.get("stopReason")
-        if stop not in STOP_REASONS:
-            raise refuse("Workflow turn stopReason is invalid")
-        response_entry = payload.get("responseSessionEntryId")
-        if response_entry is not None and not isinstance(response_entry, str):
-            raise refuse("Workflow turn responseSessionEntryId must be text or null")
-    session_id = session_check(ctx, payload, turns=True)
     if state == "started":
+        session_id = session_check(ctx, payload, turns=True)
         row = _start_turn(ctx, session_id, message_id, turn_id, run_id)
     else:
-        row = _end_turn(ctx, session_id, message_id, turn_id, run_id, str(stop), response_entry)
+        stop, response_entry = _end_report(payload)
+        session_id = session_check(ctx, payload, turns=True)
+        row = _end_turn(ctx, session_id, message_id, turn_id, run_id, stop, response_entry)
     return Result(receipt=turn_record(row), run_id=run_id)
+
+
+def _end_report(payload: dict[str, object]) -> tuple[StopReason, str | None]:
+    """An ended turn's ``stopReason`` and ``responseSessionEntryId``, checked before the session."""
+    stop = one_of(payload.get("stopReason"), STOP_REASONS)
+    if stop is None:
+        raise refuse("Workflow turn stopReason is invalid")
+    response_entry = payload.get("responseSessionEntryId")
+    if response_entry is not None and not isinstance(response_entry, str):
+        raise refuse("Workflow turn responseSessionEntryId must be text or null")
+    return stop, response_entry
 
 
 def _start_turn(ctx: Context, session_id: str, message_id: str, turn_id: str, run_id: str) -> Row:
@@ -192,8 +200,8 @@ def _end_turn(  # noqa: PLR0913, PLR0917 - the report's members
     message_id: str,
     turn_id: str,
     run_id: str,
-    stop: str,
-    response_entry: object,
+    stop: StopReason,
+    response_entry: str | None,
 ) -> Row:
     existing = _turn(ctx, turn_id)
     if existing is None:
@@ -208,13 +216,13 @@ def _end_turn(  # noqa: PLR0913, PLR0917 - the report's members
         ):
             raise refuse("Workflow turn end report conflicts with its saved result")
         return existing
-    end_turn(ctx, existing, stop, response_entry if isinstance(response_entry, str) else None)
+    end_turn(ctx, existing, stop, response_entry)
     ended = _turn(ctx, turn_id)
     assert ended is not None
     return ended
 
 
-def end_turn(ctx: Context, turn: Row, stop: str, response_entry: str | None) -> None:
+def end_turn(ctx: Context, turn: Row, stop: StopReason, response_entry: str | None) -> None:
     """Save a turn's end, then apply the turn-end consequences (§9.6)."""
     ctx.emit(
         TurnEnded(
@@ -222,7 +230,7 @@ def end_turn(ctx: Context, turn: Row, stop: str, response_entry: str | None) -> 
             workflow_message_id=turn["workflow_message_id"],
             run_id=turn["run_id"],
             target_session_id=turn["target_session_id"],
-            stop_reason=stop,  # type: ignore[arg-type]
+            stop_reason=stop,
             response_session_entry_id=response_entry,
         )
     )
@@ -249,7 +257,7 @@ def _pause_parked(ctx: Context, run_id: str) -> None:
     ctx.emit(RunPaused(run_id=run_id, paused_at=ctx.now))
 
 
-def _turn_end_consequences(ctx: Context, turn: Row, stop: str) -> None:
+def _turn_end_consequences(ctx: Context, turn: Row, stop: StopReason) -> None:
     """§9.6 steps 2-7 for a step message's request."""
     message = message_of(ctx, turn["workflow_message_id"])
     if message is None or message["kind"] != "step":

@@ -196,7 +196,7 @@ def view_content_chunk(ctx: Context, request: ClientRequest) -> Result:
             bytes.fromhex(match[1]),
             _MEDIA_TYPES[match[2]],
         )
-    if row is None:
+    if match is None or row is None:
         return Result(outcome="notFound", error="Workflow content not found")
     size: int = row["byte_length"]
     if offset > size:
@@ -207,12 +207,12 @@ def view_content_chunk(ctx: Context, request: ClientRequest) -> Result:
             "bytes": size,
             "complete": end == size,
             "data": base64.b64encode(bytes(row["chunk"] or b"")).decode("ascii"),
-            "mediaType": _MEDIA_TYPES[match[2]],  # type: ignore[index]
+            "mediaType": _MEDIA_TYPES[match[2]],
             "nextOffset": end,
             "offset": offset,
             "path": path,
             "runId": request.run_id,
             "schema": CONTENT_CHUNK_SCHEMA,
-            "sha256": match[1],  # type: ignore[index]
+            "sha256": match[1],
         }
     )

@@ -36,6 +36,7 @@ from pwf.events import (
     RunWaiting,
     WorkerEnded,
 )
+from pwf.events import one_of
 from pwf.protocol.worker import LaunchEnvelope, WorkerResponse
 
 if TYPE_CHECKING:
@@ -304,15 +305,15 @@ def run_park(ctx: Context, message: WorkerMessage) -> Result:
 def run_finished(ctx: Context, message: WorkerMessage) -> Result:
     """``run.finished``: the run ends; interactive runs post their terminal result (§12.1)."""
     payload = members(message.payload)
-    status = payload.get("status")
-    if status not in TERMINAL:
+    status = one_of(payload.get("status"), TERMINAL)
+    if status is None:
         raise refuse("Workflow run finish status is invalid")
     reason = payload.get("reason")
     finish_run(
         ctx,
         message.run_id,
         status=status,
-        detail=str(status),
+        detail=status,
         final_output=payload.get("finalOutput"),
         error=payload.get("error"),
         error_code=code if isinstance(code := payload.get("errorCode"), str) else None,

@@ -28,6 +28,7 @@ from pwf.events._base import (
     OpaqueId,
     SafeInt,
     Sealed,
+    one_of,
     seal,
 )
 from pwf.events.commands import CommandRecorded, CommandRefused, Outcome
@@ -139,6 +140,7 @@ __all__ = [
     "content_hash_of",
     "open_body",
     "read_body",
+    "one_of",
     "seal",
 ]
 

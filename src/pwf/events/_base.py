@@ -14,7 +14,7 @@ before.
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, ClassVar, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal, TypeVar
 
 import msgspec
 
@@ -34,6 +34,21 @@ OpaqueId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 Hex256 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
 """A lower-case hex SHA-256 digest."""
+
+_Member = TypeVar("_Member", bound=str)
+
+
+def one_of(value: object, members: tuple[_Member, ...]) -> _Member | None:
+    """The member of a Literal's ``members`` equal to ``value``, else None.
+
+    Narrows a value read from outside (a payload, a row) to a Literal type by
+    checking it at run time: the answer is the member itself, never a cast.
+    """
+    for member in members:
+        if member == value:
+            return member
+    return None
+
 
 ActorType = Literal[
     "session", "host", "controller", "channel", "human", "policy", "control", "system"

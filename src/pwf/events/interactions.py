@@ -14,6 +14,10 @@ from pwf.events._base import Event, OpaqueId, SafeInt
 
 RequestKind = Literal["agent", "assistant", "decision"]
 MessageKind = Literal["step", "decision", "notification", "terminal", "followUp"]
+SubmissionOutcome = Literal["validating", "accepted"]
+"""How a submission is first stored: awaiting the worker's verdict, or settled at once."""
+Verdict = Literal["accepted", "rejected"]
+"""How the validation of a submission ended."""
 Positive = Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
 
 
@@ -88,7 +92,7 @@ class SubmissionRecorded(Event, frozen=True, kw_only=True):
     idempotency_key: OpaqueId
     request_revision: Positive
     payload: msgspec.Raw
-    outcome: Literal["validating", "accepted"]
+    outcome: SubmissionOutcome
     receipt: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
@@ -101,7 +105,7 @@ class SubmissionFinished(Event, frozen=True, kw_only=True):
     submission_id: OpaqueId
     request_id: OpaqueId
     run_id: OpaqueId
-    outcome: Literal["accepted", "rejected"]
+    outcome: Verdict
     receipt: msgspec.Raw
 
 

@@ -19,7 +19,13 @@ QueueStatus = Literal["queued", "starting", "running", "parked", "done", "failed
 AttemptStatus = Literal[
     "pending", "running", "waiting", "interrupted", "completed", "failed", "timed_out", "cancelled"
 ]
+EndedQueueStatus = Literal["done", "failed", "cancelled"]
+"""Where a finished run's queue entry goes: ``done`` after success, else failed or cancelled."""
 WorkerEnd = Literal["exited", "cancelled", "timedOut", "crashed", "claimLost", "orphaned"]
+WorkerOutcome = Literal["accepted", "adopted", "rejected", "claimLost"]
+"""The outcomes a worker message's response carries (DOMAIN §14)."""
+LineageKind = Literal["continuation", "restart"]
+ExecutionMode = Literal["interactive", "headless"]
 Positive = Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
 Json = msgspec.Raw | msgspec.UnsetType
 
@@ -37,7 +43,7 @@ class RunReserved(Event, frozen=True, kw_only=True):
     run_id: OpaqueId
     root_run_id: OpaqueId
     parent_run_id: OpaqueId | None = None
-    lineage_kind: Literal["continuation", "restart"] | None = None
+    lineage_kind: LineageKind | None = None
     restart_number: SafeInt = 0
     parent_terminal_fingerprint: Hex256 | None = None
     project_path: str
@@ -50,7 +56,7 @@ class RunReserved(Event, frozen=True, kw_only=True):
     input: msgspec.Raw
     launch_options: msgspec.Raw
     origin_session_id: OpaqueId | None = None
-    execution_mode: Literal["interactive", "headless"] = "interactive"
+    execution_mode: ExecutionMode = "interactive"
 
 
 class RunClaimed(Event, frozen=True, kw_only=True):
@@ -114,7 +120,7 @@ class RunFinished(Event, frozen=True, kw_only=True):
 
     run_id: OpaqueId
     status: TerminalStatus
-    queue_status: Literal["done", "failed", "cancelled"]
+    queue_status: EndedQueueStatus
     detail: str
     final_output: Json = msgspec.UNSET
     error: Json = msgspec.UNSET
@@ -195,7 +201,7 @@ class WorkerMessageRecorded(Event, frozen=True, kw_only=True):
     message_id: OpaqueId
     operation: str
     fingerprint: Hex256
-    outcome: Literal["accepted", "adopted", "rejected", "claimLost"]
+    outcome: WorkerOutcome
     revision: SafeInt | None = None
     result: Json = msgspec.UNSET
     error: str | None = None

@@ -6,7 +6,7 @@ change, so folding them is copying (DOMAIN §10.1).
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Final, Literal, get_args
 
 import msgspec
 
@@ -14,6 +14,9 @@ from pwf.events._base import Event, OpaqueId, SafeInt
 
 Positive = Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
 StopReason = Literal["completed", "aborted", "error", "lost"]
+STOP_REASONS: Final[tuple[StopReason, ...]] = get_args(StopReason)
+ShiftCause = Literal["turn.start", "run.resume", "session.resumed", "host.recovery"]
+"""What credited idle time to a deadline (§10.1)."""
 
 
 class CoordinatorAttached(Event, frozen=True, kw_only=True):
@@ -93,7 +96,7 @@ class DeadlineShifted(Event, frozen=True, kw_only=True):
     to_deadline: SafeInt
     from_started_at: SafeInt | None = None
     to_started_at: SafeInt | None = None
-    cause: Literal["turn.start", "run.resume", "session.resumed", "host.recovery"]
+    cause: ShiftCause
 
 
 class InteractionTimeoutStarted(Event, frozen=True, kw_only=True):
