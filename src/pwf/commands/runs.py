@@ -168,7 +168,9 @@ def reserve(  # noqa: PLR0913 - a reservation has this many facts
 
 
 def _template(payload: dict[str, object]) -> RunTemplate:
-    mode: ExecutionMode = "headless" if payload.get("executionMode") == "headless" else "interactive"
+    mode: ExecutionMode = (
+        "headless" if payload.get("executionMode") == "headless" else "interactive"
+    )
     launch = payload.get("launchOptions", {})
     return {
         "project_path": absolute_path(payload, "projectPath"),
@@ -213,9 +215,7 @@ def source_of(ctx: Context, run: Row) -> object:
     return run["workflow_source"] if stored is None else stored
 
 
-def _compatible(
-    ctx: Context, run: Row, template: RunTemplate, payload: dict[str, object]
-) -> bool:
+def _compatible(ctx: Context, run: Row, template: RunTemplate, payload: dict[str, object]) -> bool:
     """Whether the existing run is the one asked for, compared as the original does (HOST §5.3)."""
     parent = payload.get("parentRunId")
     return (

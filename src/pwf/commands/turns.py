@@ -21,8 +21,8 @@ from pwf.events import (
     RunPaused,
     TurnEnded,
     TurnStarted,
+    one_of,
 )
-from pwf.events import one_of
 from pwf.events.sessions import STOP_REASONS
 
 if TYPE_CHECKING:

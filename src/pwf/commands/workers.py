@@ -35,8 +35,8 @@ from pwf.events import (
     RunStarted,
     RunWaiting,
     WorkerEnded,
+    one_of,
 )
-from pwf.events import one_of
 from pwf.protocol.worker import LaunchEnvelope, WorkerResponse
 
 if TYPE_CHECKING:

@@ -138,9 +138,9 @@ __all__ = [
     "WorkerEnded",
     "WorkerMessageRecorded",
     "content_hash_of",
+    "one_of",
     "open_body",
     "read_body",
-    "one_of",
     "seal",
 ]
 
