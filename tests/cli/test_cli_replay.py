@@ -94,6 +94,31 @@ class TestReplay:
         assert (str(out), _tables(live)) == (report["out"], report["tables"])
 
     @pytest.mark.parametrize(
+        ("when", "reached"),
+        [
+            ("1999", (2, 1)),
+            ("2000", (4, 2)),
+            ("2001", (4, 2)),
+            ("1970-01-01T00:00:02Z", (4, 2)),
+            ("2999", (4, 2)),
+            ("3000", (6, 3)),
+        ],
+    )
+    def test_until_time_keeps_a_batch_stamped_at_the_time(
+        self, run: Run, live: Path, tmp_path: Path, when: str, reached: tuple[int, int]
+    ) -> None:
+        """Kept: the events before the first one stamped after TIME (ADR 0013).
+
+        So the batch stamped exactly TIME is in, and one stamped a millisecond later is out.
+        """
+        out = tmp_path / "out.db"
+        result = run("replay", "--db", str(live), "--until-time", when, "--out", str(out), "--json")
+        report = json.loads(result.stdout)
+        seq, batch = reached
+        expected = {"events": seq, "seq": seq, "batch": batch, "requestedSeq": seq}
+        assert (0, expected) == (result.exit_code, {key: report[key] for key in expected})
+
+    @pytest.mark.parametrize(
         "when", ["1970-01-01T00:00:02.500Z", "1970-01-01T01:00:02.5+01:00", "1970-01-01T00:00:02.5"]
     )
     def test_until_time_in_iso_8601(

@@ -42,6 +42,12 @@ M3_REMINDER = message_id("step", REQUEST, "3:reminder")
 UNPRODUCTIVE = "Workflow step ended three times without a valid submission"
 
 
+def _clock(fx: Fixture) -> tuple[int, int]:
+    """(started_at, deadline_at) of the fixture's attempt."""
+    attempt = fx.existing("node_attempts", attempt_id=ATTEMPT)
+    return attempt["started_at"], attempt["deadline_at"]
+
+
 def _counters(fx: Fixture) -> tuple[int, int, str]:
     """(unproductive count, revision, status) of the fixture's request."""
     request = fx.existing("interactive_requests", request_id=REQUEST)
@@ -122,15 +128,24 @@ def test_e35_no_new_turns_on_a_paused_run(fx: Fixture) -> None:
 
 
 def test_e36_three_unproductive_ends_fail_the_run(fx: Fixture) -> None:
-    """Each unproductive end counts and reminds; the third cancels the request and fails the run."""
+    """Each unproductive end counts and reminds; the third cancels the request and fails the run.
+
+    Fixture F's attempt starts at 1 000 with deadline 61 000.  Each turn start
+    credits the wait since the latest ended step turn of the request, else since
+    the attempt start (DOMAIN §10.2): 3 000 - 1 000, 6 000 - 4 000 and
+    9 000 - 7 000, 2 000 ms each.
+    """
+    assert (1000, 61000) == _clock(fx)
     epoch = coordinate(fx, {M1: "e-1"}, at=2000)
     turn(fx, epoch, M1, "t-1", at=3000)
+    assert (3000, 63000) == _clock(fx)
     turn(fx, epoch, M1, "t-1", stop="completed", response="e-2", at=4000)
     assert (1, 2, "pending") == _counters(fx)
     assert "pending" == fx.existing("workflow_messages", workflow_message_id=M2)["status"]
 
     branch(fx, epoch, {M1: "e-1", M2: "e-3"}, at=5000)
     turn(fx, epoch, M2, "t-2", at=6000)
+    assert (5000, 65000) == _clock(fx)
     turn(fx, epoch, M2, "t-2", stop="error", at=7000)
     assert (2, 3, "pending") == _counters(fx)
     assert M3_REMINDER.startswith("workflow-message-6217f211")
@@ -138,6 +153,8 @@ def test_e36_three_unproductive_ends_fail_the_run(fx: Fixture) -> None:
 
     branch(fx, epoch, {M1: "e-1", M2: "e-3", M3_REMINDER: "e-4"}, at=8000)
     turn(fx, epoch, M3_REMINDER, "t-3", at=9000)
+    # From the latest end (7 000), not the earliest (4 000, which would give 70 000).
+    assert (7000, 67000) == _clock(fx)
     ended = turn(fx, epoch, M3_REMINDER, "t-3", stop="completed", response="e-5", at=10000)
 
     assert "accepted" == ended.outcome

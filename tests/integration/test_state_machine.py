@@ -14,8 +14,9 @@ attach, are replaced and detach; branch reports send messages and prove turns
 lost; model turns start and end on the open message or others; expiry passes
 run every 2 s of clock, and the host restarts after downtime.  After every step
 there is at most one started turn per message, order numbers count up per
-session as messages are created, deadlines only move later, and every deadline
-shift adds exactly its idle time.
+session as messages are created, deadlines only move later, every deadline
+shift adds exactly its idle time, and the idle time a turn start credits is the
+one the machine computes from its own fold of the log (DOMAIN §10.2).
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ from pwf.events import (
     CommandRecorded,
     DeadlineShifted,
     Entry,
+    InteractionRequested,
     MessageCreated,
+    TurnEnded,
+    TurnStarted,
     WorkerMessageRecorded,
 )
 from pwf.events import InteractionTimeoutStarted as TimeoutStarted
@@ -162,6 +166,38 @@ class Worker:
     attempt: str | None
 
 
+@dataclasses.dataclass
+class Timing:
+    """The model's own fold of what DOMAIN §10.2 reads to credit idle time at a turn start."""
+
+    started_at: dict[str, int | None] = dataclasses.field(default_factory=dict)
+    """Per attempt: its start, moved by every shift."""
+    attempt_of: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Per interactive request: its attempt."""
+    created_at: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Per interactive request: when it was first requested."""
+    step_source: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Per step message: the request it asks about."""
+    ended_at: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    """Per request: when each turn on one of its step messages ended."""
+    shifted: set[tuple[int, str]] = dataclasses.field(default_factory=set)
+    """(batch, attempt) pairs that got a ``turn.start`` shift."""
+
+    def idle_before_turn(self, request_id: str, now: int) -> int:
+        """§10.2: ``now`` minus the latest ended step turn, else the attempt start or creation."""
+        ended = self.ended_at.get(request_id)
+        if ended:
+            base = max(ended)
+        else:
+            started = self.started_at[self.attempt_of[request_id]]
+            base = started if started is not None else self.created_at[request_id]
+        return max(0, now - base)
+
+    def request_of(self, attempt_id: str) -> str:
+        """The request an attempt waits on (one per attempt, DOMAIN §5.4)."""
+        return next(req for req, attempt in self.attempt_of.items() if attempt == attempt_id)
+
+
 @dataclasses.dataclass(frozen=True)
 class Sent:
     """A worker message as sent, and the response it got."""
@@ -214,6 +250,7 @@ class CommandPathMachine(RuleBasedStateMachine):
         self.ended: dict[str, str] = {}
         self.folded = 0
         self.folded_deadlines: dict[str, int | None] = {}
+        self.timing = Timing()
         self.orders: dict[str, list[int]] = {}
 
     def teardown(self) -> None:
@@ -1653,6 +1690,7 @@ class CommandPathMachine(RuleBasedStateMachine):
                 else:
                     assert event.to_started_at == event.from_started_at + event.idle_ms
                 self.folded_deadlines[event.attempt_id] = event.to_deadline
+            self._fold_timing(entry)
         self.folded = len(log)
         live: dict[str, list[int]] = {}
         for session, order in self._rows(
@@ -1661,6 +1699,35 @@ class CommandPathMachine(RuleBasedStateMachine):
         ):
             live.setdefault(session, []).append(order)
         assert live == self.orders
+
+    def _fold_timing(self, entry: Entry) -> None:
+        """Check each turn start's credited idle time against the model's own §10.2 arithmetic."""
+        event, timing = entry.event, self.timing
+        if isinstance(event, AttemptStarted):
+            timing.started_at[event.attempt_id] = entry.at
+        elif isinstance(event, InteractionRequested) and not event.reopened:
+            timing.attempt_of[event.request_id] = event.attempt_id
+            timing.created_at.setdefault(event.request_id, entry.at)
+        elif isinstance(event, MessageCreated) and event.kind == "step":
+            timing.step_source[event.workflow_message_id] = event.source_id
+        elif isinstance(event, TurnEnded) and event.workflow_message_id in timing.step_source:
+            request = timing.step_source[event.workflow_message_id]
+            timing.ended_at.setdefault(request, []).append(entry.at)
+        elif isinstance(event, DeadlineShifted):
+            assert event.from_started_at == timing.started_at[event.attempt_id]
+            if event.cause == "turn.start":
+                request = timing.request_of(event.attempt_id)
+                expected = timing.idle_before_turn(request, entry.at)
+                assert expected == event.idle_ms, (request, expected, event)
+                timing.shifted.add((entry.batch, event.attempt_id))
+            timing.started_at[event.attempt_id] = event.to_started_at
+        elif isinstance(event, TurnStarted) and event.workflow_message_id in timing.step_source:
+            # A new step turn with no shift in its batch must have had nothing to credit.
+            request = timing.step_source[event.workflow_message_id]
+            attempt = timing.attempt_of[request]
+            if (entry.batch, attempt) not in timing.shifted:
+                idle = timing.idle_before_turn(request, entry.at)
+                assert idle == 0 or self.folded_deadlines[attempt] is None, (request, idle)
 
     @invariant()
     def chain_verifies(self):
