@@ -38,6 +38,8 @@ __all__ = [
     "Exit",
     "Registry",
     "WorkerProcess",
+    "kill_exact",
+    "parent_pid",
     "start_identity",
 ]
 
@@ -52,6 +54,8 @@ STOP_GRACE_SECONDS: Final = 2.0
 DIAGNOSTIC_BYTES: Final = 65_536
 _READ_BYTES: Final = 1 << 16
 _DRAIN_SECONDS: Final = 1.0
+_EXIT_POLL_SECONDS: Final = 0.02
+"""How often the end of a worker process is looked for (see :meth:`WorkerProcess.exited`)."""
 _START_FIELD: Final = 19
 """``starttime`` is field 22 of ``/proc/PID/stat``, the 20th after the command name."""
 
@@ -173,7 +177,7 @@ class WorkerProcess:
             asyncio.create_task(self._stderr()),
             asyncio.create_task(self._startup()),
         ]
-        code = await process.wait()
+        code = await self.exited()
         tasks[2].cancel()
         # The pipes are read to their end, unless a child the worker left holds them open.
         await asyncio.wait(tasks[:2], timeout=_DRAIN_SECONDS)
@@ -183,6 +187,19 @@ class WorkerProcess:
         if self._stopping is not None:
             await asyncio.gather(self._stopping, return_exceptions=True)
         return self._exit(code)
+
+    async def exited(self) -> int:
+        """The exit status once the process has ended, whoever still holds its pipes.
+
+        ``Process.wait()`` of Python 3.11 returns only once every pipe is
+        closed, so a child the worker left behind holding its stdout would
+        keep a dead worker's epoch open; the status is set at the exit itself.
+        """
+        process = self.process
+        assert process is not None
+        while process.returncode is None:  # noqa: ASYNC110 - the child watcher sets it, no event
+            await asyncio.sleep(_EXIT_POLL_SECONDS)
+        return process.returncode
 
     def _exit(self, code: int) -> Exit:
         state = self.state
@@ -271,7 +288,7 @@ class WorkerProcess:
         assert process is not None
         _signal_group(process.pid, signal.SIGTERM)
         try:
-            await asyncio.wait_for(process.wait(), self.stop_grace_seconds)
+            await asyncio.wait_for(self.exited(), self.stop_grace_seconds)
         except TimeoutError:
             _signal_group(process.pid, signal.SIGKILL)
 
@@ -336,3 +353,33 @@ def start_identity(pid: int) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f"ps-lstart:{started}" if started else None
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent of process ``pid``, or None when it is not running."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        stat = ""
+    if stat:
+        fields = stat[stat.rfind(")") + 2 :].split()
+        return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+    try:
+        found = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            ["/bin/ps", "-o", "ppid=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return int(found) if found.isdigit() else None
+
+
+def kill_exact(pid: int, identity: str) -> bool:
+    """SIGKILL the process group of ``pid`` (else the pid) if it is still that exact process."""
+    if start_identity(pid) != identity:
+        return False
+    _signal_group(pid, signal.SIGKILL)
+    return True

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from pwf.commands import supervision
+from pwf.commands.processes import PROCESS_OPERATIONS, ProcessFacts, requested_pid
 from pwf.errors import CommandError, PwfError
 from pwf.protocol.worker import encode_launch, encode_worker_response, parse_worker_message
 from pwf.supervise import (
@@ -25,6 +26,8 @@ from pwf.supervise import (
     STOP_GRACE_SECONDS,
     Registry,
     WorkerProcess,
+    kill_exact,
+    parent_pid,
     start_identity,
 )
 
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
     from pwf.commands import Context
     from pwf.events.runs import WorkerEnd
     from pwf.host import Host
-    from pwf.protocol.worker import LaunchEnvelope
+    from pwf.protocol.worker import LaunchEnvelope, WorkerMessage
     from pwf.supervise import Exit
 
 __all__ = ["ENDING", "HANDOFF_SECONDS", "Active", "Supervisor"]
@@ -87,6 +90,8 @@ class Supervisor:
         self.startup_seconds = startup_seconds
         self.stop_grace_seconds = stop_grace_seconds
         self.active: dict[str, Active] = {}
+        self.children: dict[str, dict[int, str | None]] = {}
+        """Each worker epoch's registered child processes and their start identities (§7.7)."""
         self.tasks: set[asyncio.Task[None]] = set()
         self.stopping = False
         self._claiming = asyncio.Lock()
@@ -187,6 +192,7 @@ class Supervisor:
         finally:
             process.kill_group()
             self.registry.remove(pid)
+            self._reap_children(envelope.worker_epoch)
         await self._gone(active, ended.outcome, ended)
 
     async def _gone(
@@ -223,16 +229,59 @@ class Supervisor:
     async def _answer(self, run_id: str, line: bytes) -> bytes:
         """One worker line, decided on the host; an epoch-ending one starts the handoff timer."""
         message = parse_worker_message(line)
-        response = await self._call(lambda host: host.worker(message, self.clock()))
+        facts = self._facts(run_id, message) if message.operation in PROCESS_OPERATIONS else None
+        response = await self._call(lambda host: host.worker(message, self.clock(), facts))
         active = self.active.get(run_id)
-        if (
-            active is not None
-            and message.operation in ENDING
-            and response.outcome in ("accepted", "adopted")
-        ):
+        settled = response.outcome in ("accepted", "adopted")
+        if settled and message.operation in PROCESS_OPERATIONS:
+            self._registered(message)
+        if active is None:
+            return encode_worker_response(response)
+        if response.outcome == "claimLost" and response.error == "Run claim expired":
+            active.process.stop("claimLost")
+        elif message.operation in ENDING and settled:
             active.exiting = True
             asyncio.get_running_loop().call_later(HANDOFF_SECONDS, active.process.stop, "orphaned")
         return encode_worker_response(response)
+
+    # ------------------------------------------------------------------ a worker's own children
+
+    def _facts(self, run_id: str, message: WorkerMessage) -> ProcessFacts:
+        """What this host knows about the pid a ``process.*`` message names (§7.7)."""
+        active = self.active.get(run_id)
+        pid = requested_pid(message.payload)
+        owner = None
+        if pid is not None:
+            owner = next((epoch for epoch, pids in self.children.items() if pid in pids), None)
+        return ProcessFacts(
+            worker_pid=None if active is None else active.process.pid,
+            parent_pid=None if pid is None else parent_pid(pid),
+            registered_to=owner,
+        )
+
+    def _registered(self, message: WorkerMessage) -> None:
+        """An accepted registration enters the registry; an unregistration leaves it."""
+        pid = requested_pid(message.payload)
+        if pid is None:
+            return
+        owned = self.children.setdefault(message.worker_epoch, {})
+        if message.operation == "process.register":
+            identity = start_identity(pid)
+            owned[pid] = identity
+            if identity is not None:
+                self.registry.add(pid, identity)
+            return
+        owned.pop(pid, None)
+        self.registry.remove(pid)
+        if not owned:
+            self.children.pop(message.worker_epoch, None)
+
+    def _reap_children(self, worker_epoch: str) -> None:
+        """The epoch ended: kill its registered children that are still exactly alive (§7.11)."""
+        for pid, identity in self.children.pop(worker_epoch, {}).items():
+            if identity is not None and kill_exact(pid, identity):
+                log.info("killed process %d of worker %s", pid, worker_epoch)
+            self.registry.remove(pid)
 
     # ------------------------------------------------------------------ heartbeat and stop
 

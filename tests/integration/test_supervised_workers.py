@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,7 +21,6 @@ from pwf.supervisor import Supervisor
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from tests.integration._harness import START, Fixture, text_blob
 else:
@@ -150,3 +150,30 @@ def test_a_project_path_that_does_not_exist_is_a_crash(fx: Fixture, tmp_path: Pa
     assert worker["status"] == "crashed"
     diagnostic = str(text_blob(fx, worker["diagnostic_hash"]))
     assert diagnostic.startswith("Workflow worker could not start:")
+
+
+def test_a_worker_whose_child_keeps_its_pipes_open_still_ends(fx: Fixture, tmp_path: Path) -> None:
+    """The exit is seen at once although a child still holds stdout; the group is then killed."""
+    _start(fx, tmp_path)
+    then = (
+        "import subprocess\n"
+        "child = subprocess.Popen(['sleep', '600'])\n"
+        "open('child.pid', 'w').write(str(child.pid))\n"
+    )
+    started = time.monotonic()
+    _drive(_supervisor(fx, tmp_path, [sys.executable, "-c", READY_THEN.format(then=then)]))
+    assert time.monotonic() - started < 20
+    [worker] = _workers(fx)
+    assert (worker["status"], worker["exit_code"]) == ("crashed", 0)
+    child = int((tmp_path / "child.pid").read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and _state(child) != "Z":
+        assert time.monotonic() < deadline, "the worker's child outlived its group"
+        time.sleep(0.02)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0]
+    except (OSError, IndexError):
+        return "Z"

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from pwf.commands import Context
+    from pwf.commands.processes import ProcessFacts
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
     from pwf.store.sqlite import SqliteStore, SqliteTransaction
@@ -173,6 +174,12 @@ class Host:
         """
         return _workers.supervise(self, operation, now, decide)
 
-    def worker(self, message: WorkerMessage, now: int) -> WorkerResponse:
-        """Answer one worker message (DOMAIN §14 handling order)."""
-        return _workers.worker(self, message, now)
+    def worker(
+        self, message: WorkerMessage, now: int, facts: ProcessFacts | None = None
+    ) -> WorkerResponse:
+        """Answer one worker message (DOMAIN §14 handling order).
+
+        ``facts`` are what a supervising host knows about the pid a
+        ``process.*`` message names (HOST §7.7).
+        """
+        return _workers.worker(self, message, now, facts)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from pwf import canonical
 from pwf.commands import Result
+from pwf.commands.processes import PROCESS_OPERATIONS, process_operation
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
 from pwf.errors import CommandError, StoreError
 from pwf.events import Actor, Cause, WorkerMessageRecorded
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.commands import Context
+    from pwf.commands.processes import ProcessFacts
     from pwf.host import Host
     from pwf.protocol.worker import LaunchEnvelope, WorkerMessage
 
@@ -57,10 +59,15 @@ def supervise(host: Host, operation: str, now: int, decide: Callable[[Context], 
             raise refusal(error) from None
 
 
-def worker(host: Host, message: WorkerMessage, now: int) -> WorkerResponse:
-    """Answer one worker message; a blob conflict found while recording rejects it."""
+def worker(
+    host: Host, message: WorkerMessage, now: int, facts: ProcessFacts | None = None
+) -> WorkerResponse:
+    """Answer one worker message; a blob conflict found while recording rejects it.
+
+    ``facts`` are the supervising host's about the pid a ``process.*`` message names.
+    """
     try:
-        return _answer(host, message, now)
+        return _answer(host, message, now, facts)
     except (sqlite3.IntegrityError, StoreError) as error:
         if host.shared is not None or CONFLICT_SIGNATURE not in str(error):
             raise
@@ -69,7 +76,9 @@ def worker(host: Host, message: WorkerMessage, now: int) -> WorkerResponse:
         )
 
 
-def _answer(host: Host, message: WorkerMessage, now: int) -> WorkerResponse:
+def _answer(
+    host: Host, message: WorkerMessage, now: int, facts: ProcessFacts | None
+) -> WorkerResponse:
     with host.transaction() as tx:
         cause = Cause(
             operation=message.operation,
@@ -83,7 +92,7 @@ def _answer(host: Host, message: WorkerMessage, now: int) -> WorkerResponse:
             return early
         try:
             with tx.savepoint():
-                result = _result(ctx, message)
+                result = _result(ctx, message, facts)
         except (CommandError, sqlite3.IntegrityError) as error:
             error = refusal(error)
             result = Result(outcome="rejected", error=str(error))
@@ -97,7 +106,9 @@ def _answer(host: Host, message: WorkerMessage, now: int) -> WorkerResponse:
     )
 
 
-def _result(ctx: Context, message: WorkerMessage) -> Result:
+def _result(ctx: Context, message: WorkerMessage, facts: ProcessFacts | None) -> Result:
+    if message.operation in PROCESS_OPERATIONS:
+        return process_operation(ctx, message, facts)
     handler = WORKER_OPERATIONS.get(message.operation)
     if handler is None:
         raise CommandError("Unknown worker operation")
