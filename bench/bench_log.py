@@ -218,7 +218,9 @@ def _task_floor_write(db: Path, work: Path) -> tuple[float, int, str]:
     Only the inserts are timed; the result is events of the log per second of
     inserting, so it compares with the rebuild's rate directly.
     """
-    from pwf.readmodel import CHECKPOINT_TABLE, ReadModel, projection_tables  # noqa: PLC0415
+    from pwf._sqlite import projection_tables  # noqa: PLC0415
+    from pwf.fold.bulk import BulkFold  # noqa: PLC0415
+    from pwf.readmodel import CHECKPOINT_TABLE  # noqa: PLC0415
 
     out = work / "written.db"
     _remove(out)
@@ -229,7 +231,7 @@ def _task_floor_write(db: Path, work: Path) -> tuple[float, int, str]:
         target.execute("PRAGMA journal_mode = OFF")
         target.execute("PRAGMA synchronous = OFF")
         target.execute(CHECKPOINT_TABLE)
-        ReadModel().install(target, defer_indexes=True)
+        BulkFold().install(target)
         target.execute("BEGIN")
         for table in projection_tables(source):
             columns = [row[1] for row in source.execute(f"PRAGMA table_info({table})")]

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pwf import canonical
+from pwf._sqlite import Value, changed_cells, projection_tables, quote, shown
 from pwf.errors import InputError, NotPwfDatabaseError
-from pwf.readmodel import projection_tables
 from pwf.store.sqlite import FORMAT, translate_error
 
 if TYPE_CHECKING:
@@ -34,14 +34,13 @@ __all__ = [
     "Difference",
     "Digest",
     "LogDiff",
+    "Value",
     "diff_databases",
     "diff_logs",
     "digest_database",
     "open_read_only",
 ]
 
-Value = str | int | float | None
-"""A cell as reports show it: BLOBs become lower-case hex text."""
 Row = tuple[object, ...]
 LogRow = tuple[int, bytes]
 Kind = Literal["onlyInA", "onlyInB", "changed"]
@@ -100,11 +99,6 @@ def _opened(path: str | PathLike[str]) -> Iterator[sqlite3.Connection]:
 # --------------------------------------------------------------------------- schema
 
 
-def _quote(name: str) -> str:
-    """An SQL identifier for a name read from the file itself."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 @dataclass(frozen=True, slots=True)
 class _Table:
     """A projection table: its columns in declared order and its key columns' positions."""
@@ -120,9 +114,9 @@ class _Table:
         """
         cell = "CASE WHEN typeof({0}) = 'blob' THEN lower(hex({0})) ELSE {0} END"
         shown = cell if hex_blobs else "{0}"
-        columns = ", ".join(shown.format(_quote(column)) for column in self.columns)
-        order = ", ".join(f"{_quote(self.columns[i])} COLLATE BINARY" for i in self.key)
-        table = _quote(self.name)
+        columns = ", ".join(shown.format(quote(column)) for column in self.columns)
+        order = ", ".join(f"{quote(self.columns[i])} COLLATE BINARY" for i in self.key)
+        table = quote(self.name)
         return f"SELECT {columns} FROM {table} ORDER BY {order}"  # noqa: S608 - quoted names
 
     def key_names(self) -> tuple[str, ...]:
@@ -132,7 +126,7 @@ class _Table:
 
 def _table(connection: sqlite3.Connection, name: str) -> _Table:
     """Read a table's columns; its key is the primary key, else every column."""
-    info = connection.execute(f"PRAGMA table_info({_quote(name)})").fetchall()
+    info = connection.execute(f"PRAGMA table_info({quote(name)})").fetchall()
     columns = tuple(str(row[1]) for row in info)
     ranked = sorted((int(row[5]), int(row[0])) for row in info if row[5])
     key = tuple(position for _, position in ranked) or tuple(range(len(columns)))
@@ -272,10 +266,9 @@ def _differences(
         elif row_b is None:
             yield Difference("onlyInA", _values(key(row_a)))
         else:
-            shown = _values(key(row_a))
-            for column, value_a, value_b in zip(table.columns, row_a, row_b, strict=True):
-                if value_a != value_b:
-                    yield Difference("changed", shown, column, _value(value_a), _value(value_b))
+            where = _values(key(row_a))
+            for column, value_a, value_b in changed_cells(table.columns, row_a, row_b):
+                yield Difference("changed", where, column, value_a, value_b)
 
 
 def _key_of(table: _Table) -> Callable[[Row], Row]:
@@ -326,16 +319,8 @@ def _ranked(value: object) -> tuple[int, object]:
     return (1, value)
 
 
-def _value(value: object) -> Value:
-    """A cell as reports show it: BLOBs as lower-case hex."""
-    if isinstance(value, bytes):
-        return value.hex()
-    assert value is None or isinstance(value, str | int | float)
-    return value
-
-
 def _values(row: Row) -> tuple[Value, ...]:
-    return tuple(_value(value) for value in row)
+    return tuple(shown(value) for value in row)
 
 
 # --------------------------------------------------------------------------- digest

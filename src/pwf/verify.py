@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from pwf._sqlite import Value, changed_cells, projection_tables, quote, shown, transaction
 from pwf.errors import ChainError
-from pwf.fold.workfile import CHUNK, Progress, quote, scratch_fold, table_names, transaction
+from pwf.fold.workfile import CHUNK, Progress, scratch_fold
 from pwf.store import VerifyReport
 
 if TYPE_CHECKING:
@@ -21,9 +22,6 @@ if TYPE_CHECKING:
     from pwf.store.sqlite import SqliteStore
 
 __all__ = ["Check", "RowDifference", "TableDifference", "Value", "check", "verify_failure"]
-
-Value = str | int | float | None
-"""A cell as reports show it: BLOBs become lower-case hex text."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +89,7 @@ def check(
             with transaction(scratch.connection):
                 head = scratch.live_head()
                 scratch.fold_until(head.seq)
-                tables = table_names(scratch.connection, "main")
+                tables = projection_tables(scratch.connection, "main")
                 difference = _compare(scratch.connection, rows)
     except ChainError as error:
         events = max(error.seq - 1 - (report.head.seq - report.events), 0)
@@ -108,7 +106,7 @@ def _compare(connection: sqlite3.Connection, limit: int) -> TableDifference | No
     difference = _compare_table(connection, "_pwf_checkpoint", limit)
     if difference is not None:
         return difference
-    live, rebuilt = table_names(connection, "live"), table_names(connection, "main")
+    live, rebuilt = projection_tables(connection, "live"), projection_tables(connection, "main")
     for table in sorted(set(live) | set(rebuilt)):
         if table not in rebuilt:
             return TableDifference(table, "the log does not produce this table")
@@ -171,24 +169,13 @@ def _row_difference(  # noqa: PLR0913 - one row's whole context
         f" WHERE {where}",
         tuple(values[name] for name in keys),
     ).fetchone()
-    key = {name: _shown(values[name]) for name in keys}
+    key = {name: shown(values[name]) for name in keys}
     if match is None:
         return RowDifference(key, "onlyInLive" if side == "live" else "onlyInRebuild", {})
-    theirs = dict(zip(names, match, strict=True))
-    live, rebuilt = (values, theirs) if side == "live" else (theirs, values)
-    changed = {
-        name: (_shown(live[name]), _shown(rebuilt[name]))
-        for name in names
-        if live[name] != rebuilt[name] or type(live[name]) is not type(rebuilt[name])
-    }
-    return RowDifference(key, "changed", changed)
-
-
-def _shown(value: object) -> Value:
-    if isinstance(value, bytes):
-        return value.hex()
-    assert value is None or isinstance(value, str | int | float)
-    return value
+    found = tuple(values[name] for name in names)
+    live, rebuilt = (found, match) if side == "live" else (match, found)
+    changed = changed_cells(names, live, rebuilt, storage_class=True)
+    return RowDifference(key, "changed", {name: (a, b) for name, a, b in changed})
 
 
 def verify_failure(store: SqliteStore) -> str | None:

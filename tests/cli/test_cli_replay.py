@@ -19,7 +19,7 @@ from click.testing import Result
 
 import pwf.cli.replay
 from pwf import canonical
-from pwf.readmodel import projection_tables
+from pwf._sqlite import projection_tables
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -42,6 +42,8 @@ HEAVY = (
     "pwf.fold.workfile",
     "pwf.fold.decode",
     "pwf.fold.parallel",
+    "pwf.fold.chain",
+    "pwf.fold.bulk",
     "pwf.artifacts",
     "pwf.store.chainwalk",
     "pwf.store.compaction",

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from pwf import canonical
+from pwf._sqlite import dump
 from pwf.cli._options import open_store
+from pwf.fold.bulk import rebuild_into
 from pwf.host import Host
 from pwf.protocol.client import ClientRequest, ClientResponse
 from pwf.protocol.worker import LaunchEnvelope, WorkerResponse, parse_worker_message
-from pwf.readmodel import dump, rebuild_into
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Final
 
+from pwf._sqlite import dump, projection_tables
 from pwf.events import LogCompacted
-from pwf.readmodel import dump, projection_tables
 from pwf.store.compaction import prove
 
 if TYPE_CHECKING:

@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pwf._sqlite import dump
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.errors import CommandError, InputError
 from pwf.fold.replay import rebuild, replay
-from pwf.readmodel import dump
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
 from pwf.store.sqlite import SqliteStore, SqliteTransaction

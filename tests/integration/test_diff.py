@@ -26,7 +26,7 @@ from pwf.diff import (
     open_read_only,
 )
 from pwf.errors import InputError
-from pwf.readmodel import rebuild_into
+from pwf.fold.bulk import rebuild_into
 from pwf.store.jsonl import export_jsonl, import_jsonl
 
 if TYPE_CHECKING:

@@ -19,11 +19,11 @@ import pytest
 import pwf.fold.decode
 import pwf.fold.parallel
 import pwf.fold.replay
+from pwf._sqlite import dump
 from pwf.cli._options import open_store
 from pwf.errors import ChainError, InputError, StoreBusyError, StoreError
 from pwf.fold.replay import rebuild, replay
 from pwf.projections import PROJECTIONS
-from pwf.readmodel import dump
 from pwf.store.sqlite import SqliteStore
 from pwf.verify import check
 
@@ -405,14 +405,14 @@ class _Appender:
 
 def _fail_at(monkeypatch: pytest.MonkeyPatch, *, seq: int) -> None:
     """Make decoding the event at ``seq`` raise, as a crash in the middle of the fold would."""
-    decode = pwf.fold.decode._entry
+    decode = pwf.fold.decode.entry_at
 
     def failing(expected: int, stored: int, body: bytes) -> Entry:
         if expected == seq:
             raise RuntimeError("crash")
         return decode(expected, stored, body)
 
-    monkeypatch.setattr(pwf.fold.decode, "_entry", failing)
+    monkeypatch.setattr(pwf.fold.decode, "entry_at", failing)
 
 
 class TestCheck:

@@ -10,7 +10,7 @@ from pwf.commands.deadlines import begin_turn_shift
 from pwf.commands.expiry import candidates
 from pwf.commands.ids import message_id
 from pwf.events import DeadlineShifted, Event, InteractionTimeoutStarted
-from pwf.readmodel import rebuild_into
+from pwf.fold.bulk import rebuild_into
 
 if TYPE_CHECKING:
     from pathlib import Path

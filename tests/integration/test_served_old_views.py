@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pwf.readmodel import views_current
+from pwf.sqlviews import views_current
 
 if TYPE_CHECKING:
     from tests.integration._served import Served, pwf, rows, short_dir

@@ -45,6 +45,7 @@ from hypothesis.stateful import (
 )
 
 from pwf import canonical
+from pwf._sqlite import dump
 from pwf.cli._options import open_store
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
 from pwf.commands.prune import iso_utc
@@ -62,10 +63,10 @@ from pwf.events import (
     WorkerMessageRecorded,
 )
 from pwf.events import InteractionTimeoutStarted as TimeoutStarted
+from pwf.fold.bulk import rebuild_into
 from pwf.host import Host
 from pwf.protocol.client import OUTCOMES, ClientRequest, ClientResponse
 from pwf.protocol.worker import WORKER_OUTCOMES, WorkerResponse, parse_worker_message
-from pwf.readmodel import dump, rebuild_into
 
 if TYPE_CHECKING:
     from tests.integration._pruning import assert_pruned

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
+from pwf._sqlite import dump
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
-from pwf.readmodel import dump
 from pwf.store.sqlite import SqliteStore
 from pwf.verify import check
 

@@ -18,7 +18,8 @@ import click
 from pwf import canonical
 from pwf.config import Settings
 from pwf.errors import ConfigError
-from pwf.readmodel import ReadModel, install_views, views_current
+from pwf.readmodel import ReadModel
+from pwf.sqlviews import install_views, views_current
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:

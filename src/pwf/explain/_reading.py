@@ -6,10 +6,12 @@ import sqlite3
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias
 
+from pwf._sqlite import transaction
 from pwf.commands import Context
 from pwf.errors import InputError
 from pwf.explain._report import Cause
-from pwf.readmodel import RowReader, rebuild_into
+from pwf.fold.bulk import rebuild_into
+from pwf.readmodel import RowReader
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -37,8 +39,7 @@ def state_at(
     ``progress(done, total)`` is told every 1 000 events folded.
     """
     live = store.connection
-    live.execute("BEGIN")
-    try:
+    with transaction(live):
         head = store.head().seq
         if at_seq is None:
             yield live, head
@@ -52,8 +53,6 @@ def state_at(
             yield folded, last
         finally:
             folded.close()
-    finally:
-        live.execute("COMMIT")
 
 
 def _counted(entries: Iterable[Entry], last: int, progress: Progress | None) -> Iterator[Entry]:

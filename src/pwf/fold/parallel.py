@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 from pwf._process import Forked, can_fork, processors
+from pwf._sqlite import projection_tables, quote, transaction
 from pwf.errors import StoreError
 from pwf.events import EVENT_TYPES
 from pwf.fold import scratchfiles
+from pwf.fold.bulk import BulkFold
 from pwf.projections import PROJECTIONS
-from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
+from pwf.readmodel import CHECKPOINT_TABLE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -44,11 +46,6 @@ SPLIT_FROM: Final = 20_000
 
 _TYPE_MEMBER: Final = b',"type":"'
 """Canonical bytes end with this member, as ``type`` sorts last."""
-_PART_TABLES: Final = (
-    "SELECT name FROM part.sqlite_master WHERE type = 'table'"
-    " AND name NOT LIKE '\\_pwf\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
-    " ORDER BY rowid"
-)
 
 
 class Scratch(Protocol):
@@ -57,8 +54,8 @@ class Scratch(Protocol):
     path: Path
     connection: sqlite3.Connection
     chunk: int
-    model: ReadModel
-    bulk: ReadModel | None
+    model: BulkFold
+    bulk: BulkFold | None
     """While a forked process folds some read models, the model of the others."""
 
     def fold_until(self, last: int) -> None:
@@ -103,7 +100,7 @@ def fold(scratch: Scratch, first: int, last: int, decode: Callable[[int, bytes],
             decode=decode,
         )
         with Forked(fold_part, job) as other:
-            scratch.bulk = ReadModel(rest)
+            scratch.bulk = BulkFold(rest)
             try:
                 scratch.fold_until(last)
             finally:
@@ -157,7 +154,7 @@ def fold_part(part: Part) -> int:
     the caller's to check.  The caller compares the rows read with the span's
     length.
     """
-    model = ReadModel([projection for projection in PROJECTIONS if projection.NAME in part.names])
+    model = BulkFold([projection for projection in PROJECTIONS if projection.NAME in part.names])
     skipped = {cls.TAG.encode() for cls in EVENT_TYPES if not model.handlers(cls)}
     decode, chunk = part.decode, part.chunk
     read = 0
@@ -176,18 +173,16 @@ def fold_part(part: Part) -> int:
         connection.execute("PRAGMA main.journal_mode = OFF")
         connection.execute("PRAGMA main.synchronous = OFF")
         connection.execute("ATTACH DATABASE ? AS live", (part.live,))
-        connection.execute("BEGIN")
-        connection.execute(CHECKPOINT_TABLE)
-        model.install(connection, defer_indexes=True)
-        connection.execute("COMMIT")
+        with transaction(connection):
+            connection.execute(CHECKPOINT_TABLE)
+            model.install(connection)
         for low in range(part.first, part.last + 1, chunk):
-            connection.execute("BEGIN")
-            rows = connection.execute(
-                "SELECT seq, body FROM live.events WHERE seq BETWEEN ? AND ? ORDER BY seq",
-                (low, min(low + chunk - 1, part.last)),
-            )
-            model.fold(connection, wanted(rows))
-            connection.execute("COMMIT")
+            with transaction(connection):
+                rows = connection.execute(
+                    "SELECT seq, body FROM live.events WHERE seq BETWEEN ? AND ? ORDER BY seq",
+                    (low, min(low + chunk - 1, part.last)),
+                )
+                model.fold(connection, wanted(rows))
     finally:
         connection.close()
     return read
@@ -207,9 +202,8 @@ def merge(connection: sqlite3.Connection, part: Path, names: tuple[str, ...], la
     """
     connection.execute("ATTACH DATABASE ? AS part", (f"{part.absolute().as_uri()}?mode=ro",))
     try:
-        connection.execute("BEGIN")
-        try:
-            tables = [row[0] for row in connection.execute(_PART_TABLES)]
+        with transaction(connection):
+            tables = projection_tables(connection, "part")
             for table in tables:
                 _copy(connection, table)
             marks = ", ".join("?" * len(names))
@@ -217,10 +211,6 @@ def merge(connection: sqlite3.Connection, part: Path, names: tuple[str, ...], la
                 f"UPDATE main._pwf_checkpoint SET last_seq = ? WHERE projection IN ({marks})",  # noqa: S608 - placeholders only
                 (last, *names),
             )
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
     finally:
         connection.execute("DETACH DATABASE part")
     return len(tables)
@@ -228,7 +218,7 @@ def merge(connection: sqlite3.Connection, part: Path, names: tuple[str, ...], la
 
 def _copy(connection: sqlite3.Connection, table: str) -> None:
     """Copy one table of the part into the same, empty table of ``main``."""
-    quoted = '"' + table.replace('"', '""') + '"'
+    quoted = quote(table)
     found = connection.execute(f"SELECT count(*) FROM main.{quoted}").fetchone()  # noqa: S608 - a name from sqlite_master
     if found[0]:
         raise StoreError(f"cannot merge {table}: the scratch table is not empty")

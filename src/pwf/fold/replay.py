@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from pwf._sqlite import projection_tables, quote, transaction
 from pwf.errors import ChainError, InputError, StoreError
 from pwf.events import LogCompacted, open_body
-from pwf.fold.workfile import CHUNK, Progress, quote, scratch_fold, table_names, transaction
-from pwf.readmodel import drop_views, install_views
+from pwf.fold.workfile import CHUNK, Progress, scratch_fold
+from pwf.sqlviews import drop_views, install_views
 
 if TYPE_CHECKING:
     import os
@@ -86,7 +87,7 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
             raise ChainError(live.seq, "the log's head does not match its last event")
         scratch.index()
         connection.execute("DETACH DATABASE live")
-        tables = len(table_names(connection, "main"))
+        tables = len(projection_tables(connection, "main"))
         connection.execute("PRAGMA main.journal_mode = WAL")
         connection.close()
         if target.exists():
@@ -209,9 +210,9 @@ def _swap(connection: sqlite3.Connection) -> int:
     schema keeps its order: the log's objects, the projections', the views.
     """
     views = drop_views(connection, "live")
-    for table in table_names(connection, "live"):
+    for table in projection_tables(connection, "live"):
         connection.execute(f"DROP TABLE live.{quote(table)}")
-    tables = table_names(connection, "main")
+    tables = projection_tables(connection, "main")
     names = ", ".join("?" * len(tables))
     # Each table, then its indexes, as the projections' DDL creates them: the scratch file
     # created its indexes after the fold, but the live schema keeps its order.

@@ -1,11 +1,11 @@
-"""Scratch files that fold a stored log in chunks; imports decode, parallel, readmodel, store.
+"""A fold into a throw-away work file, in chunks of seq; imports the fold's rooms and store.
 
 A :class:`ScratchFold` is a new SQLite file with the live database attached
 as ``live``: it creates every projection without its secondary indexes, folds
 the log in chunks of seq (one transaction each, so memory stays flat however
 long the log is), splitting long folds with a forked process, and indexes
 the tables afterwards (ADR 0013).  :func:`scratch_fold` makes one and deletes
-it whatever happens; replay, rebuild and check build on it.
+it whatever happens; replay, rebuild and verify build on it.
 """
 
 from __future__ import annotations
@@ -13,14 +13,17 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
 
 from pwf import logs
+from pwf._sqlite import transaction
 from pwf.errors import ChainError
 from pwf.fold import scratchfiles
-from pwf.fold.decode import Chain, decoded
+from pwf.fold.bulk import BulkFold
+from pwf.fold.chain import Chain
+from pwf.fold.decode import decoded
 from pwf.fold.parallel import fold
-from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
+from pwf.readmodel import CHECKPOINT_TABLE
 from pwf.store import EMPTY, Head, origin_of
 from pwf.store.sqlite import APPLICATION_ID, FORMAT, HEAD_UPSERT, SCHEMA, translate_error
 
@@ -30,15 +33,7 @@ if TYPE_CHECKING:
 
     from pwf.store.sqlite import SqliteStore
 
-__all__ = [
-    "CHUNK",
-    "Progress",
-    "ScratchFold",
-    "quote",
-    "scratch_fold",
-    "table_names",
-    "transaction",
-]
+__all__ = ["CHUNK", "Progress", "ScratchFold", "scratch_fold"]
 
 CHUNK: Final = 10_000
 """Events folded per transaction: enough to amortise a commit, few enough to stream."""
@@ -52,17 +47,12 @@ _SCRATCH_PRAGMAS: Final = (
     "PRAGMA main.synchronous = OFF",
     "PRAGMA temp_store = FILE",
 )
-_PROJECTION_TABLES: Final = (
-    "SELECT name FROM {schema}.sqlite_master WHERE type = 'table'"
-    " AND name NOT LIKE '\\_pwf\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
-    " AND name != 'events' ORDER BY name"
-)
 
 
 class ScratchFold:
     """A scratch database with the live one attached as ``live``; folds its log in chunks."""
 
-    bulk: ReadModel | None = None
+    bulk: BulkFold | None = None
     """While a forked process folds some read models, the model of the caller's others."""
 
     def __init__(  # noqa: PLR0913 - each keyword shapes the fold
@@ -84,7 +74,7 @@ class ScratchFold:
         self.copy_events = copy_events
         self.progress = progress
         self.chunk = chunk
-        self.model = ReadModel()
+        self.model = BulkFold()
         row = connection.execute("SELECT seq, body FROM live.events ORDER BY seq LIMIT 1")
         found = row.fetchone()
         self.chain = Chain(EMPTY if found is None else origin_of(found[0], found[1]), verified)
@@ -105,7 +95,7 @@ class ScratchFold:
                 self.connection.execute(f"PRAGMA main.application_id = {APPLICATION_ID}")
             else:
                 self.connection.execute(CHECKPOINT_TABLE)
-            self.model.install(self.connection, defer_indexes=True)
+            self.model.install(self.connection)
 
     def index(self) -> None:
         """Create the indexes :meth:`install` left out; what is folded after keeps them up."""
@@ -215,30 +205,3 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
             connection.close()
     finally:
         scratchfiles.release(path, held)
-
-
-@contextlib.contextmanager
-def transaction(connection: sqlite3.Connection, begin: str = "BEGIN") -> Iterator[None]:
-    """Run the block in a transaction, or inside the caller's when one is open."""
-    if connection.in_transaction:
-        yield
-        return
-    connection.execute(begin)
-    try:
-        yield
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
-
-
-def table_names(connection: sqlite3.Connection, schema: Literal["main", "live"]) -> list[str]:
-    """The projection tables of one attached database, sorted."""
-    query = _PROJECTION_TABLES.format(schema=schema)
-    return [row[0] for row in connection.execute(query)]
-
-
-def quote(name: str) -> str:
-    """A name as an SQL identifier, in double quotes."""
-    return '"' + name.replace('"', '""') + '"'

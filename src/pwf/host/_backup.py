@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pwf._sqlite import dump
 from pwf.commands import Context, Result
 from pwf.errors import CommandError, PwfError, os_error_text
 from pwf.events import LogCompacted, open_body
+from pwf.fold.bulk import rebuild_into
 from pwf.host._destination import check_destination
 from pwf.private import create_file, make_directories
-from pwf.readmodel import ReadModel, dump, rebuild_into
+from pwf.readmodel import ReadModel
 from pwf.store import Head, check_link, check_position
 from pwf.store.sqlite import SqliteStore
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pwf._sqlite import projection_tables
 from pwf.commands import Result
 from pwf.commands.prune import Cutoff, iso_utc, prune_options, select
 from pwf.errors import CommandError, PwfError
 from pwf.host._backup import Recording, backup_database, catch_up
 from pwf.host._lock import MaintenanceLock, acquire_lock
-from pwf.readmodel import projection_tables
 from pwf.store.compaction import compact
 
 if TYPE_CHECKING:

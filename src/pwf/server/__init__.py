@@ -25,7 +25,7 @@ from pwf.errors import CommandError, PwfError
 from pwf.host._statereads import STATE_READS, state_read
 from pwf.host.served import STOPPING, Identity, ServedHost
 from pwf.protocol.client import ClientResponse
-from pwf.readmodel import ReadModel, install_views, views_current
+from pwf.readmodel import ReadModel
 from pwf.server._connections import PACKAGE_VERSION, Connection
 from pwf.server._process import (
     HostPaths,
@@ -36,6 +36,7 @@ from pwf.server._process import (
 )
 from pwf.server._views import PUBLISH_SECONDS, SUBSCRIBING, Views
 from pwf.server._writer import Writer
+from pwf.sqlviews import install_views, views_current
 from pwf.store.sqlite import SqliteStore, Synchronous
 from pwf.supervise import STARTUP_SECONDS, Registry
 from pwf.supervisor import Supervisor

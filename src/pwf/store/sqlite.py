@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Self
 
 from pwf import canonical
+from pwf._sqlite import transaction
 from pwf.errors import (
     ChainError,
     InputError,
@@ -499,14 +500,8 @@ class SqliteStore:
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
         """One read transaction, so the head and the events come from the same moment."""
-        if self.connection.in_transaction:
+        with transaction(self.connection):
             yield
-            return
-        self.connection.execute("BEGIN")
-        try:
-            yield
-        finally:
-            self.connection.execute("COMMIT")
 
     def _walk(self, origin: Head, head: Head, *, deep: bool) -> Head:
         """The walk, shared across processes for a long log (``pwf.store.chainwalk``).
