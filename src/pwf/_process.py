@@ -1,4 +1,4 @@
-"""One function run in a forked process; imports errors only (plus multiprocessing).
+"""One function run in a second process (forked on Linux, spawned elsewhere); imports errors only.
 
 The chain walk and the fold split their work with a second process: the
 caller does its own share meanwhile, then takes the other's result.  It is

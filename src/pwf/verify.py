@@ -1,6 +1,6 @@
 """Live projections against the log: the chain, then a rebuild compared table by table.
 
-Imports fold.workfile, store and errors.  :func:`check` is ``pwf verify``: it
+Imports fold.workfile, _sqlite, store and errors.  :func:`check` is ``pwf verify``: it
 verifies the chain, folds the log into a scratch file and compares the live
 checkpoints and projection tables with it in SQLite, reporting the first
 differing table with a few of its rows paired by primary key (ADR 0013 D4).

@@ -1,6 +1,6 @@
 """A long fold split in two: a forked process folds some read models, the caller the rest.
 
-Imports readmodel, projections, events, errors, pwf._process and the scratch files (plus sqlite3).
+Imports fold.bulk, readmodel, projections, events, errors, _process, _sqlite and scratchfiles.
 Every statement a projection emits reads and writes one table of its own
 read model, so read models fold independently of each other: the forked process
 folds its read models over the same events into a file of its own, and the

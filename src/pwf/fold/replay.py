@@ -1,4 +1,4 @@
-"""Fold the log into fresh read models; imports workfile, decode, store, events and errors.
+"""Fold the log into fresh read models; imports workfile, _sqlite, sqlviews, events and errors.
 
 :func:`replay` copies a prefix of whole batches of the log, verbatim, into a
 new pwf database and folds it into every projection.  :func:`rebuild` folds
