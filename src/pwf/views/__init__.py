@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf.commands import Result, refuse
 from pwf.commands._payload import positive_int
+from pwf.views.content import view_content_of_run
 from pwf.views.runs import direct_live, list_page, run_view
 from pwf.views.session import session_view
 
@@ -232,6 +233,7 @@ READS: Final[dict[str, Callable[[Context, ClientRequest], Result]]] = {
     "view.runs.page": view_runs_page,
     "view.run.get": view_run_get,
     "view.page": view_page,
+    "view.content": view_content_of_run,
     "channel.status": channel_status,
 }
 """The reads any mode answers from the projections alone."""

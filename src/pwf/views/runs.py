@@ -31,6 +31,7 @@ __all__ = [
     "display",
     "list_page",
     "list_revision",
+    "reason_texts",
     "run_view",
 ]
 
@@ -88,6 +89,20 @@ def _error_text(ctx: Context, run: Row, queue: Row) -> str | None:
         return str(error["message"])
     message = queue["error_message"]
     return None if message is None else str(message)
+
+
+def reason_texts(ctx: Context, run_id: str) -> list[str]:
+    """The failure reasons a run view may show whole as ``reasonContent`` (over 16 KiB)."""
+    run = ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
+    queue = ctx.one("SELECT * FROM run_queue WHERE run_id = ?", run_id)
+    if run is None or queue is None:
+        return []
+    found = [_error_text(ctx, run, queue), queue["error_message"]]
+    return [
+        str(text)
+        for text in found
+        if isinstance(text, str) and len(text.encode()) > INLINE_REASON_BYTES
+    ]
 
 
 def _status(  # noqa: PLR0911 - one return per rule of §2.14, in order
