@@ -24,11 +24,13 @@ from hypothesis import strategies as st
 from pwf._sqlite import dump
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
-from pwf.errors import CommandError, InputError
+from pwf.errors import InputError, StoreError
 from pwf.fold.replay import rebuild, replay
+from pwf.store import compaction
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
-from pwf.store.sqlite import SqliteStore, SqliteTransaction
+from pwf.store.segment import Template
+from pwf.store.sqlite import SqliteStore
 from pwf.verify import check
 
 if TYPE_CHECKING:
@@ -219,23 +221,31 @@ def test_a_tampered_or_foreign_backup_does_not_prove(tmp_path: Path) -> None:
     assert not prove(fx.store, tmp_path / "other.db").ok
 
 
+@pytest.mark.parametrize(
+    ("target", "at"),
+    [
+        pytest.param(Template, 40, id="preparing, off the lock"),
+        pytest.param(compaction, 1, id="copying the projections, under the lock"),
+    ],
+)
 def test_a_compaction_that_fails_midway_leaves_everything_as_it_was(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: object, at: int
 ) -> None:
     db = tmp_path / "state.db"
     fx, cutoff = _traffic_history(db)
     before = dump(fx.store.connection)
     head = fx.store.head()
     calls = {"n": 0}
-    original = SqliteTransaction.write_batch
+    name = "sealed" if target is Template else "_copy_projections"
+    original = getattr(target, name)
 
-    def failing(self: SqliteTransaction, *args: Any, **kwargs: Any) -> Any:
+    def failing(*args: Any, **kwargs: Any) -> Any:
         calls["n"] += 1
-        if calls["n"] == 40:
-            raise CommandError("the disk went away")
-        return original(self, *args, **kwargs)
+        if calls["n"] == at:
+            raise StoreError("the disk went away")
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(SqliteTransaction, "write_batch", failing)
+    monkeypatch.setattr(target, name, failing)
     answer = _prune(fx, cutoff, tmp_path / "b" / "x.sqlite")
     assert (answer.outcome, answer.error) == ("rejected", "compaction failed: the disk went away")
     assert fx.store.origin().seq == 0

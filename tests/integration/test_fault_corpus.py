@@ -41,10 +41,10 @@ from pwf.errors import ChainError, ImportRefusedError, PwfError
 from pwf.events import Actor, open_body
 from pwf.fold.replay import rebuild, replay
 from pwf.host._backup import backup_database
-from pwf.host._prune import empty_projections
+from pwf.host._compacting import prepared, swap
 from pwf.store import Head
 from pwf.store.chainwalk import walk_chain, walk_rows
-from pwf.store.compaction import compact, prove
+from pwf.store.compaction import attached, prove
 from pwf.store.jsonl import import_jsonl
 from pwf.store.rows import COLUMNS, columns, verify_rows
 from pwf.store.sqlite import SqliteStore
@@ -218,17 +218,18 @@ def _make_log(path: Path, *, compacted: bool, fill: Callable[..., object]) -> No
         if compacted:
             backup = path.parent / "backup.sqlite"
             backup_database(store.path, store.connection, backup)
-            with store.transaction() as tx:
-                empty_projections(tx.connection)
-                compact(
-                    tx,
-                    backup,
-                    removed=frozenset(),
-                    cutoff=0,
-                    at=1_764_403_300_000,
-                    actor=Actor(type="host", id="pwf-direct"),
-                    cause=None,
-                )
+            with prepared(store, frozenset()) as scratch:
+                scratch.extend(backup)
+                with attached(store, scratch.path), store.transaction() as tx:
+                    swap(
+                        tx,
+                        backup,
+                        scratch,
+                        cutoff=0,
+                        at=1_764_403_300_000,
+                        actor=Actor(type="host", id="pwf-direct"),
+                        cause=None,
+                    )
         store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 

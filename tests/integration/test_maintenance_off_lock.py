@@ -1,10 +1,12 @@
-"""Backups and prunes copy outside the write lock; a prune still compacts exactly its backup.
+"""Backups and prunes work outside the write lock; a prune still compacts exactly its backup.
 
-The copy is interrupted from inside (the copy's own check is wrapped) to
-do what a concurrent writer would do at that moment: take the write lock
-with no busy timeout, append events, finish a run.  A backup lets the
-writer in; a prune brings its backup up to the live head before it
-compacts, or refuses when the selection changed meanwhile (DOMAIN §13.2).
+The copy and the prune's preparation of its compacted segment are
+interrupted from inside (the copy's own check, or the fold into the scratch
+file, is wrapped) to do what a concurrent writer would do at that moment:
+take the write lock with no busy timeout, append events, finish a run.  A
+backup lets the writer in; a prune brings its backup and its scratch file up
+to the live head before it compacts, or refuses when the selection changed
+meanwhile (DOMAIN §13.2, ADR 0047).
 """
 
 from __future__ import annotations
@@ -12,17 +14,23 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pwf.commands.prune import iso_utc
+from pwf.errors import StoreError
+from pwf.events import seal
 from pwf.host import _backup
+from pwf.host import _prune as prune_flow
+from pwf.host._compacting import Prepared
 from pwf.host._lock import lock_path
 from pwf.store.compaction import prove
+from pwf.store.segment import Template
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    import pytest
     from tests.integration._harness import Fixture, finish_fixture_run, start_run
 else:
     from _harness import Fixture, finish_fixture_run, start_run
@@ -122,3 +130,103 @@ def test_a_selection_changed_during_the_copy_is_refused(
     assert fx.store.head().seq > head.seq
     assert not lock_path(fx.store.path).exists()
     fx.assert_rebuild_equals_live()
+
+
+def _while_preparing(monkeypatch: pytest.MonkeyPatch, act: Callable[[], object]) -> list[int]:
+    """Run ``act`` each time the prune folds its backup into the scratch file; count the calls."""
+    ran: list[int] = []
+    extend = Prepared.extend
+
+    def wrapped(self: Prepared, backup: Path, chunk: int = 10_000) -> None:
+        act()
+        ran.append(1)
+        extend(self, backup, chunk)
+
+    monkeypatch.setattr(Prepared, "extend", wrapped)
+    return ran
+
+
+def test_a_prune_holds_no_write_lock_while_it_prepares_the_compaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer with no busy timeout commits while the compacted segment is folded."""
+    fx = Fixture.f(tmp_path / "s.db")
+    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
+    ran = _while_preparing(monkeypatch, lambda: _write_now(fx.store.path))
+    response = _prune(fx, tmp_path / "p.sqlite")
+    assert ("accepted", [1]) == (response.outcome, ran)
+    assert prove(fx.store, tmp_path / "p.sqlite").ok
+
+
+@pytest.mark.parametrize("rounds", [0, 1], ids=["tail under the lock", "tail folded off the lock"])
+def test_events_committed_while_the_compaction_is_prepared_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rounds: int
+) -> None:
+    """Runs started meanwhile reach the backup and the compacted log; the proof holds.
+
+    With no catch-up round left for later, the events committed while the
+    scratch file was folded are sealed under the write lock; with one, the
+    backup and the scratch file take them first.
+    """
+    fx = Fixture.f(tmp_path / "s.db")
+    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
+    monkeypatch.setattr(prune_flow, "ROUNDS", rounds)
+    monkeypatch.setattr(prune_flow, "CAUGHT_UP", 1)
+    started = iter(range(1, 10))
+
+    def start() -> None:
+        number = next(started)
+        start_run(fx, f"run-late-{number}", session=f"s-late-{number}", at=125_000 + number)
+
+    ran = _while_preparing(monkeypatch, start)
+    backup = tmp_path / "p.sqlite"
+    response = _prune(fx, backup)
+    assert ("accepted", 1) == (response.outcome, response.receipt["selectedRuns"])
+    assert len(ran) == 1 + rounds
+    for number in range(1, len(ran) + 1):
+        assert fx.row("runs", run_id=f"run-late-{number}") is not None
+    with SqliteStore(backup, read_only=True) as copy:
+        assert list(copy.find(run_id=f"run-late-{len(ran)}"))
+    assert fx.row("runs", run_id="run-1") is None
+    assert prove(fx.store, backup).ok
+    assert fx.store.verify(deep=True).ok
+    fx.assert_rebuild_equals_live()
+
+
+def test_a_template_seals_an_event_as_seal_does_anywhere(tmp_path: Path) -> None:
+    """Every event of a real log, split and sealed at another place, is what seal() writes there."""
+    fx = Fixture.f(tmp_path / "s.db")
+    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
+    prev: str | None = None
+    count = 0
+    for stored in fx.store.read():
+        entry = next(fx.store.entries(stored.seq, stored.seq))
+        piece = Template.of(stored.body, entry)
+        seq, batch = entry.seq + 99_991, entry.batch + 12_345
+        expected = seal(
+            entry.event,
+            seq=seq,
+            batch=batch,
+            at=entry.at,
+            actor=entry.actor,
+            cause=entry.cause,
+            event_id=f"evt-{seq}",
+            prev_hash=prev,
+        )
+        got = piece.sealed(seq=seq, batch=batch, prev_hash=None if prev is None else prev.encode())
+        assert (expected.body, expected.entry.content_hash) == got
+        prev = expected.entry.content_hash
+        count += 1
+    assert count > 10
+
+
+def test_bytes_that_do_not_split_into_an_envelope_are_refused(tmp_path: Path) -> None:
+    """A body whose members are not where canonical order puts them gives no template."""
+    fx = Fixture.f(tmp_path / "s.db")
+    stored = next(fx.store.read())
+    entry = next(fx.store.entries(1, 1))
+    shuffled = stored.body.replace(b',"batch":1,', b',"batch":01,', 1)
+    with pytest.raises(StoreError, match="seq 1: its bytes do not split"):
+        Template.of(shuffled, entry)
+    with pytest.raises(StoreError, match="seq 1: its bytes do not split"):
+        Template.of(b"{}", entry)

@@ -78,12 +78,13 @@ def run_backup(
         return recording.adopt(ctx, request) or recording.record(ctx, request, result)
 
 
-def catch_up(tx: SqliteTransaction, backup: Path) -> None:
-    """Append to ``backup`` the live events committed since its snapshot, folded as they go.
+def catch_up(store: SqliteStore, backup: Path, upto: Head) -> None:
+    """Append to ``backup`` the events of ``store`` after its head up to ``upto``, folded.
 
-    Runs inside the live write transaction, so afterwards the backup holds
-    exactly the live log; every appended event is checked on its own and
-    linked by the one chain rule.
+    Inside the live write transaction (``upto`` its head) the backup then
+    holds exactly the live log; outside it, a prune narrows what is left for
+    then.  Every appended event is checked on its own and linked by the one
+    chain rule.
 
     Raises:
         CommandError: the backup is not a prefix of the live log, or cannot be written.
@@ -92,16 +93,18 @@ def catch_up(tx: SqliteTransaction, backup: Path) -> None:
     try:
         with SqliteStore(backup, hooks=[model]) as copy, copy.transaction() as into:
             head = into.head
-            live = tx.head
-            if head.seq > live.seq:
+            if head.seq > upto.seq:
                 raise CommandError(f"{backup}: the backup is ahead of the live log")
-            row = tx.connection.execute(
-                "SELECT content_hash, batch FROM events WHERE seq = ?", (head.seq,)
-            ).fetchone()
-            if head.seq and (row is None or (row[0], row[1]) != (head.content_hash, head.batch)):
-                raise CommandError(f"{backup}: the backup is not a prefix of the live log")
+            if head.seq:
+                found = next(store.read(head.seq, head.seq), None)
+                entry = None if found is None else open_body(found.body)
+                if entry is None or (entry.content_hash, entry.batch) != (
+                    head.content_hash,
+                    head.batch,
+                ):
+                    raise CommandError(f"{backup}: the backup is not a prefix of the live log")
             before = head
-            for stored in tx.store.read(head.seq + 1, live.seq):
+            for stored in store.read(head.seq + 1, upto.seq):
                 entry = open_body(stored.body)
                 check_position(before.seq + 1, entry.seq)
                 check_link(
@@ -114,6 +117,8 @@ def catch_up(tx: SqliteTransaction, backup: Path) -> None:
                 )
                 into.insert_verified(entry, stored.body)
                 before = Head(seq=entry.seq, content_hash=entry.content_hash, batch=entry.batch)
+            if before.seq != upto.seq:
+                raise CommandError(f"{backup}: the live log ends before seq {upto.seq}")
     except (PwfError, sqlite3.Error) as error:
         if isinstance(error, CommandError):
             raise

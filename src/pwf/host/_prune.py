@@ -13,15 +13,16 @@ import datetime as dt
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pwf._sqlite import projection_tables
 from pwf.commands import Result
 from pwf.commands.prune import Cutoff, iso_utc, prune_options, select
 from pwf.errors import CommandError, PwfError
 from pwf.host._backup import Recording, backup_database, catch_up
+from pwf.host._compacting import Prepared, prepared, swap
 from pwf.host._lock import MaintenanceLock, acquire_lock
-from pwf.store.compaction import compact
+from pwf.store.compaction import attached
 
 if TYPE_CHECKING:
     from pwf.commands.prune import Selection
@@ -33,7 +34,6 @@ __all__ = [
     "Recording",
     "Tally",
     "database_bytes",
-    "empty_projections",
     "report",
     "resolve_cutoff",
     "run_prune",
@@ -86,13 +86,6 @@ def tally(connection: sqlite3.Connection) -> Tally:
         "SELECT count(*), coalesce(sum(byte_length), 0) FROM blobs"
     ).fetchone()
     return Tally(rows=rows, blobs=blobs, blob_bytes=size)
-
-
-def empty_projections(connection: sqlite3.Connection) -> None:
-    """Delete every projection row and rewind the checkpoints, before a compaction refolds them."""
-    for table in projection_tables(connection):
-        connection.execute(f'DELETE FROM "{table}"')  # noqa: S608 - names from sqlite_master
-    connection.execute("UPDATE _pwf_checkpoint SET last_seq = 0")
 
 
 def settle(connection: sqlite3.Connection, database: Path) -> None:
@@ -263,6 +256,12 @@ def selection_signature(
     return [tuple(row) for row in rows]
 
 
+CAUGHT_UP: Final = 2_000
+"""Events left for the write lock: fewer, and the off-lock catch-ups stop."""
+ROUNDS: Final = 3
+"""At most this many catch-ups of the backup and the scratch file outside the write lock."""
+
+
 def _compacted(  # noqa: PLR0913 - the compaction's whole context
     store: SqliteStore,
     recording: Recording,
@@ -273,21 +272,84 @@ def _compacted(  # noqa: PLR0913 - the compaction's whole context
     actor: Actor,
     cause: Cause,
 ) -> Result:
-    """Under the write lock: catch the backup up, check the selection, compact; the report."""
+    """Prepare the compaction off the lock, then under it catch up, check, compact; the report.
+
+    The backup's kept events are folded into a scratch file while writers
+    carry on, and the backup and the scratch file are brought closer to the
+    live head a few times; the write lock is taken last, for the events
+    committed since, the selection's check and the swap (ADR 0047).
+    """
+    selection = selected[0]
+    if not selection.runs:
+        return _unchanged_log(store, recording, destination, selected)
+    try:
+        with prepared(store, frozenset(selection.runs)) as scratch:
+            scratch.extend(destination)
+            for _ in range(ROUNDS):
+                head = store.head()
+                if head.seq - scratch.segment.seq < CAUGHT_UP:
+                    break
+                catch_up(store, destination, head)
+                scratch.extend(destination)
+            return _swapped(
+                store, recording, destination, scratch, selected, now=now, actor=actor, cause=cause
+            )
+    except PwfError as error:
+        return Result(outcome="rejected", error=f"compaction failed: {error}")
+
+
+def _swapped(  # noqa: PLR0913 - the compaction's whole context
+    store: SqliteStore,
+    recording: Recording,
+    destination: Path,
+    scratch: Prepared,
+    selected: tuple[Selection, list[tuple[object, ...]]],
+    *,
+    now: int,
+    actor: Actor,
+    cause: Cause,
+) -> Result:
+    """Under the write lock: catch the backup up, check the selection, compact from scratch."""
+    selection = selected[0]
+    with attached(store, scratch.path), store.transaction() as tx:
+        ctx = recording.open(tx)
+        try:
+            with tx.savepoint():
+                catch_up(store, destination, tx.head)
+                _unchanged(tx.connection, select(ctx, selection.cutoff), selected)
+                size = database_bytes(store.path)
+                before = tally(tx.connection)
+                after = _apply(
+                    tx, destination, scratch, selection, now=now, actor=actor, cause=cause
+                )
+        except CommandError as error:
+            return Result(outcome="rejected", error=str(error))
+    receipt = report(
+        selection, before=before, after=after, bytes_before=size, bytes_after=size, applied=True
+    )
+    return Result(receipt=receipt)
+
+
+def _unchanged_log(
+    store: SqliteStore,
+    recording: Recording,
+    destination: Path,
+    selected: tuple[Selection, list[tuple[object, ...]]],
+) -> Result:
+    """Nothing selected: the log stays as it is; the selection is checked all the same."""
     selection = selected[0]
     with store.transaction() as tx:
         ctx = recording.open(tx)
         try:
             with tx.savepoint():
-                catch_up(tx, destination)
+                catch_up(store, destination, tx.head)
                 _unchanged(tx.connection, select(ctx, selection.cutoff), selected)
                 size = database_bytes(store.path)
-                before = tally(tx.connection)
-                after = _apply(tx, destination, selection, now=now, actor=actor, cause=cause)
+                counted = tally(tx.connection)
         except CommandError as error:
             return Result(outcome="rejected", error=str(error))
     receipt = report(
-        selection, before=before, after=after, bytes_before=size, bytes_after=size, applied=True
+        selection, before=counted, after=counted, bytes_before=size, bytes_after=size, applied=True
     )
     return Result(receipt=receipt)
 
@@ -305,26 +367,20 @@ def _settled(store: SqliteStore, result: Result) -> Result:
 def _apply(  # noqa: PLR0913 - the compaction's whole context
     tx: SqliteTransaction,
     destination: Path,
+    scratch: Prepared,
     selection: Selection,
     *,
     now: int,
     actor: Actor,
     cause: Cause,
 ) -> Tally:
-    """Compact the log from the backup and refold the projections; return the new tally."""
-    if not selection.runs:
-        return tally(tx.connection)
-    empty_projections(tx.connection)
+    """Compact from the scratch file, fold the tail on top; the new tally.
+
+    Raises:
+        CommandError: the compaction failed; the caller's savepoint undoes it.
+    """
     try:
-        compact(
-            tx,
-            destination,
-            removed=frozenset(selection.runs),
-            cutoff=selection.cutoff,
-            at=now,
-            actor=actor,
-            cause=cause,
-        )
+        swap(tx, destination, scratch, cutoff=selection.cutoff, at=now, actor=actor, cause=cause)
     except PwfError as error:
         raise CommandError(f"compaction failed: {error}") from None
     return tally(tx.connection)

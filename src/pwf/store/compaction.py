@@ -14,28 +14,31 @@ compacted log is exactly the old one minus the removed runs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
 from pwf.errors import ChainError, InputError, PwfError, StoreError
-from pwf.events import Entry, LogCompacted, open_body
+from pwf.events import Entry, LogCompacted, open_body, seal
 from pwf.events.compaction import compacted
-from pwf.events.compaction import dropped as dropped_by_rule
 from pwf.store import EMPTY, Head, check_link, check_position
-from pwf.store.sqlite import SqliteStore, translate_error
+from pwf.store.rows import COLUMNS, columns
+from pwf.store.segment import KEPT_TABLE, TEMPLATE_COLUMNS, Kept, Segment, Template
+from pwf.store.sqlite import HEAD_UPSERT, SqliteStore, translate_error
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from collections.abc import Set as AbstractSet
     from pathlib import Path
 
-    from pwf.events import Actor, Cause, Event
+    from pwf.events import Actor, Cause
     from pwf.store.sqlite import SqliteTransaction
 
-__all__ = ["Proof", "compact", "file_sha256", "prove"]
+__all__ = ["Proof", "attached", "compact", "file_sha256", "prove"]
 
 _CHUNK: Final = 1 << 20
 
@@ -59,26 +62,7 @@ def _open_backup(path: Path) -> sqlite3.Connection:
     return connection
 
 
-def _counts(backup: sqlite3.Connection, removed: AbstractSet[str]) -> tuple[int, int]:
-    """(removed, retained) event counts, from the indexed columns (verified equal to the bytes)."""
-    total = dropped = 0
-    for tag, run_id in backup.execute("SELECT type, run_id FROM events"):
-        total += 1
-        if dropped_by_rule(tag, run_id, removed):
-            dropped += 1
-    return dropped, total - dropped
-
-
-@dataclass(frozen=True)
-class _Kept:
-    """A backup event the compacted log keeps: its new batch index and the event as kept."""
-
-    batch_index: int
-    original: Entry
-    event: Event
-
-
-def _kept(backup: sqlite3.Connection, removed: AbstractSet[str]) -> Iterator[_Kept]:
+def _kept(backup: sqlite3.Connection, removed: AbstractSet[str]) -> Iterator[Kept]:
     """The backup's events as the compacted log keeps them, numbering the batches that remain."""
     index, last_batch = 0, None
     for (body,) in backup.execute("SELECT body FROM events ORDER BY seq"):
@@ -88,31 +72,36 @@ def _kept(backup: sqlite3.Connection, removed: AbstractSet[str]) -> Iterator[_Ke
             continue
         if entry.batch != last_batch:
             index, last_batch = index + 1, entry.batch
-        yield _Kept(batch_index=index, original=entry, event=event)
+        yield Kept(batch_index=index, original=entry, event=event)
 
 
 def compact(  # noqa: PLR0913 - the compaction's whole record
     tx: SqliteTransaction,
     backup: Path,
+    segment: Segment,
+    tail: Sequence[Kept],
     *,
-    removed: AbstractSet[str],
     cutoff: int,
     at: int,
     actor: Actor,
     cause: Cause | None,
-) -> LogCompacted:
-    """Replace the live log by its compaction, in ``tx``; the caller has emptied the projections.
+) -> tuple[LogCompacted, list[Entry]]:
+    """Replace the live log by its compaction, in ``tx``; return the opening and the tail sealed.
 
-    The append hooks fold every re-sealed batch, so the projections are the
-    compacted log's when this returns.  ``backup`` must hold exactly the log
-    up to ``tx.head`` (it was made under the same write lock).
+    ``backup`` holds exactly the live log up to ``tx.head`` (the caller has
+    just brought it up to the head under this write lock).  ``segment``
+    names the scratch file attached as ``prune`` (:func:`attached`), where
+    the kept events of the backup up to ``segment.seq`` wait as templates
+    and the projections are folded from them; ``tail`` is what the events
+    after ``segment.seq`` keep.  The log is rewritten here, every kept event
+    re-sealed after the opening, and the projection tables are copied whole
+    from the scratch file; the caller folds the returned tail into them, in
+    the same transaction.
     """
-    connection = _open_backup(backup)
+    head = tx.head
     try:
-        head = _backup_head(connection)
-        if head != tx.head:
-            raise StoreError(f"{backup}: the backup ends at seq {head.seq}, not at the live head")
-        dropped, retained = _counts(connection, removed)
+        if _backup_head(backup) != head:
+            raise StoreError(f"{backup}: the backup does not end at the live head")
         opening = LogCompacted(
             replaced_seq=head.seq,
             replaced_hash=head.content_hash or "",
@@ -120,34 +109,130 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
             backup_path=str(backup.absolute()),
             backup_sha256=file_sha256(backup),
             cutoff=cutoff,
-            removed_run_ids=tuple(sorted(removed)),
-            removed_events=dropped,
-            retained_events=retained,
+            removed_run_ids=tuple(sorted(segment.removed)),
+            removed_events=segment.dropped,
+            retained_events=segment.kept + len(tail),
         )
+        sealed = seal(
+            opening,
+            seq=head.seq + 1,
+            batch=head.batch + 1,
+            at=at,
+            actor=actor,
+            cause=cause,
+            event_id=f"evt-{head.seq + 1}",
+            prev_hash=head.content_hash,
+        )
+        connection = tx.connection
         tx.drop_events()
-        tx.append([opening], at=at, actor=actor, cause=cause)
-        first = head.batch + 1
-        pending: list[Event] = []
-        where: tuple[int, int, Actor, Cause | None] | None = None
-        for kept in _kept(connection, removed):
-            original = kept.original
-            here = (first + kept.batch_index, original.at, original.actor, original.cause)
-            if here != where and pending and where is not None:
-                tx.write_batch(pending, batch=where[0], at=where[1], actor=where[2], cause=where[3])
-                pending = []
-            where = here
-            pending.append(kept.event)
-        if pending and where is not None:
-            tx.write_batch(pending, batch=where[0], at=where[1], actor=where[2], cause=where[3])
+        connection.execute(_INSERT, _row(sealed.entry, sealed.body))
+        last = _write_segment(connection, sealed.entry, head.batch + 1)
+        entries: list[Entry] = []
+        for item in tail:
+            original = item.original
+            again = seal(
+                item.event,
+                seq=last.seq + 1,
+                batch=head.batch + 1 + item.batch_index,
+                at=original.at,
+                actor=original.actor,
+                cause=original.cause,
+                event_id=f"evt-{last.seq + 1}",
+                prev_hash=last.content_hash,
+            )
+            connection.execute(_INSERT, _row(again.entry, again.body))
+            entries.append(again.entry)
+            last = Head(again.entry.seq, again.entry.content_hash, again.entry.batch)
+        _copy_projections(connection)
+        connection.execute("UPDATE _pwf_checkpoint SET last_seq = ?", (last.seq,))
+        connection.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
     except sqlite3.Error as error:
         raise translate_error(error, backup) from None
+    return opening, entries
+
+
+def _row(entry: Entry, body: bytes) -> tuple[object, ...]:
+    return (*columns(entry), body)
+
+
+_INSERT: Final = f"INSERT INTO main.events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"  # noqa: S608
+_WRITTEN: Final = 10_000
+"""Kept events re-sealed and written per statement batch."""
+
+
+def _write_segment(connection: sqlite3.Connection, opening: Entry, first_batch: int) -> Head:
+    """Re-seal the kept events waiting in the scratch file after ``opening``; the last head."""
+    last = Head(opening.seq, opening.content_hash, opening.batch)
+    seq, prev = last.seq, opening.content_hash.encode()
+    batch = last.batch
+    rows: list[tuple[object, ...]] = []
+    cursor = connection.execute(
+        f"SELECT batch_index, {TEMPLATE_COLUMNS} FROM prune.{KEPT_TABLE} ORDER BY n"  # noqa: S608
+    )
+    for found in cursor:
+        seq += 1
+        batch = first_batch + found[0]
+        piece = Template(*found[1:5])
+        body, content_hash = piece.sealed(seq=seq, batch=batch, prev_hash=prev)
+        rows.append((seq, batch, *found[5:], content_hash, prev.decode(), body))
+        prev = content_hash.encode()
+        if len(rows) >= _WRITTEN:
+            connection.executemany(_INSERT, rows)
+            rows.clear()
+    connection.executemany(_INSERT, rows)
+    return Head(seq, prev.decode(), batch) if seq > opening.seq else last
+
+
+def _copy_projections(connection: sqlite3.Connection) -> None:
+    """Replace every live projection table's rows by the scratch file's, in the open transaction.
+
+    Both sides hold the same tables with the same definitions (checked
+    first), so after the delete SQLite copies each table whole.
+
+    Raises:
+        StoreError: the live projections are not the ones this pwf folds.
+    """
+    live = _definitions(connection, "main")
+    folded = _definitions(connection, "prune")
+    if live != folded:
+        raise StoreError(
+            "the live projections are not at the versions this pwf writes: run `pwf rebuild` first"
+        )
+    for table in sorted(name for kind, name, _ in live if kind == "table"):
+        connection.execute(f'DELETE FROM main."{table}"')  # noqa: S608 - names from sqlite_master
+        connection.execute(f'INSERT INTO main."{table}" SELECT * FROM prune."{table}"')  # noqa: S608
+
+
+def _definitions(connection: sqlite3.Connection, schema: str) -> set[tuple[str, str, str | None]]:
+    query = (
+        f"SELECT type, name, sql FROM {schema}.sqlite_master"  # noqa: S608 - a constant schema name
+        " WHERE type IN ('table', 'index') AND tbl_name NOT LIKE '\\_pwf\\_%' ESCAPE '\\'"
+        " AND tbl_name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND tbl_name != 'events'"
+    )
+    return {(kind, name, sql) for kind, name, sql in connection.execute(query)}
+
+
+@contextmanager
+def attached(store: SqliteStore, scratch: Path) -> Iterator[None]:
+    """The scratch file a compaction copies from, attached read-only as ``prune``."""
+    uri = f"{scratch.absolute().as_uri()}?mode=ro"
+    try:
+        store.connection.execute("ATTACH DATABASE ? AS prune", (uri,))
+    except sqlite3.Error as error:
+        raise translate_error(error, scratch) from None
+    try:
+        yield
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            store.connection.execute("DETACH DATABASE prune")
+
+
+def _backup_head(backup: Path) -> Head:
+    connection = _open_backup(backup)
+    try:
+        row = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
     finally:
         connection.close()
-    return opening
-
-
-def _backup_head(connection: sqlite3.Connection) -> Head:
-    row = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
     return EMPTY if row is None else Head(seq=row[0], content_hash=row[1], batch=row[2])
 
 
@@ -301,7 +386,7 @@ def _linked(entry: Entry, before: Head) -> None:
     check_link(entry.seq, entry.prev_hash, entry.batch, before, opens=False, compacted=compacted)
 
 
-def _mismatch(kept: _Kept, entry: Entry, batch_base: int) -> str | None:
+def _mismatch(kept: Kept, entry: Entry, batch_base: int) -> str | None:
     original = kept.original
     if entry.type != kept.event.TAG:
         return f"{entry.type} where the backup's seq {original.seq} gives {kept.event.TAG}"
