@@ -24,9 +24,9 @@ from itertools import islice
 from typing import TYPE_CHECKING, Final
 
 from pwf import logs
-from pwf.fold import scratchfiles
 from pwf.events import open_body, seal
 from pwf.events.compaction import compacted
+from pwf.fold import scratchfiles
 from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
 from pwf.store.compaction import compact
 from pwf.store.rows import columns
