@@ -6,6 +6,9 @@ prune's write transaction, by a ``log.compacted`` event that continues the
 old head, followed by the backup's events that :func:`pwf.events.compaction.compacted`
 keeps, re-sealed in order: each keeps its time, actor, cause and batch
 grouping; seq, batch numbers and hashes continue from the replaced head.
+The kept events and the projections they fold into were prepared outside
+the lock in a scratch file (ADR 0047); :func:`compact` seals their
+templates after the live head and copies the folded tables whole.
 
 :func:`prove` repeats that walk from the backup and compares it event by
 event with the live log, so an auditor holding the backup can show that the
