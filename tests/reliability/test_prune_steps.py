@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from pwf.readmodel import dump
+from pwf._sqlite import dump
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:

@@ -24,10 +24,12 @@ from itertools import islice
 from typing import TYPE_CHECKING, Final
 
 from pwf import logs
+from pwf._sqlite import transaction
 from pwf.events import open_body, seal
 from pwf.events.compaction import compacted
 from pwf.fold import scratchfiles
-from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
+from pwf.fold.bulk import BulkFold
+from pwf.readmodel import CHECKPOINT_TABLE
 from pwf.store.compaction import compact
 from pwf.store.rows import columns
 from pwf.store.segment import KEPT_DDL, KEPT_TABLE, TEMPLATE_COLUMNS, Kept, Segment, Template
@@ -59,7 +61,7 @@ class Prepared:
         """Nothing folded yet; :meth:`extend` folds."""
         self.path = path
         self.segment = Segment(removed=removed, seq=0, kept=0, dropped=0, batch_index=0, batch=None)
-        self._model = ReadModel()
+        self._model = BulkFold()
         self._indexed = False
 
     def extend(self, backup: Path, chunk: int = CHUNK) -> None:
@@ -77,17 +79,17 @@ class Prepared:
             for pragma in _PRAGMAS:
                 connection.execute(pragma)
             if not self._indexed:
-                with _transaction(connection):
+                with transaction(connection):
                     connection.execute(CHECKPOINT_TABLE)
                     connection.execute(KEPT_DDL)
-                    self._model.install(connection, defer_indexes=True)
+                    self._model.install(connection)
             with SqliteStore(backup, read_only=True) as copy:
                 events = copy.read(self.segment.seq + 1)
                 while rows := list(islice(events, chunk)):
-                    with _transaction(connection):
+                    with transaction(connection):
                         self._fold(connection, rows)
             if not self._indexed:
-                with _transaction(connection):
+                with transaction(connection):
                     self._model.create_indexes(connection)
                 self._indexed = True
         except sqlite3.Error as error:
@@ -192,17 +194,5 @@ def swap(  # noqa: PLR0913 - the compaction's whole record
     opening, entries = compact(
         tx, backup, segment, kept, cutoff=cutoff, at=at, actor=actor, cause=cause
     )
-    ReadModel().fold(tx.connection, entries)
+    BulkFold().fold(tx.connection, entries)
     return opening
-
-
-@contextlib.contextmanager
-def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
-    connection.execute("BEGIN")
-    try:
-        yield
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
