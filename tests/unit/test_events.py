@@ -5,6 +5,8 @@ import inspect
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pwf import canonical
 from pwf.errors import EventDataError, LineError
@@ -21,6 +23,10 @@ from pwf.events import (
 )
 
 FINGERPRINT = "c5b58e1545e811b2c08997cf42f88cf7cc8ae4a6e82c47d97fadb29fa3731493"
+
+
+_TRICKY = st.one_of(st.characters(), st.sampled_from(['"', ",", ":", "\\", "\ud800", "\udc00"]))
+"""Characters, plus the ones JSON escapes or that could fake a member: quotes, lone surrogates."""
 
 
 def _recorded(**changes: object) -> CommandRecorded:
@@ -88,6 +94,32 @@ class TestEnvelope:
         assert expected == entry.content_hash
         assert expected == content_hash_of(body)
         assert canonical.encode(canonical.parse_line(body)) == body
+
+    @given(
+        actor_id=st.text(_TRICKY, min_size=1, max_size=20),
+        operation=st.text(_TRICKY, max_size=20),
+        key=st.one_of(st.none(), st.text(max_size=20)),
+        receipt=st.text(max_size=20),
+    )
+    def test_the_sealed_bytes_are_the_envelope_encoded_with_its_hash(
+        self, actor_id: str, operation: str, key: str | None, receipt: str
+    ):
+        """Inserting contentHash into the hashed bytes gives the envelope's own encoding.
+
+        Texts with quotes, commas, ``"data":`` and lone surrogates take the
+        exact path of the canonical encoder; the result must not differ.
+        """
+        actor = Actor(type="host", id=actor_id)
+        cause = Cause(operation=operation + ',"data":{}', idempotency_key=key)
+        event = _recorded(receipt=canonical.raw({"data": receipt, ',"data":': 1}))
+        sealed = seal(
+            event, seq=3, batch=2, at=5, actor=actor, cause=cause, event_id="e", prev_hash=None
+        )
+        members = canonical.parse_line(sealed.body)
+        assert isinstance(members, dict)
+        assert canonical.encode(members) == sealed.body
+        del members["contentHash"]
+        assert hashlib.sha256(canonical.encode(members)).hexdigest() == sealed.entry.content_hash
 
     def test_the_tag_is_the_type_and_is_not_repeated_in_data(self):
         """Data holds only the fields; the envelope's type names the event."""

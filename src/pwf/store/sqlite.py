@@ -107,6 +107,7 @@ HEAD_UPSERT: Final = (
     " content_hash = excluded.content_hash, batch = excluded.batch"
 )
 """Move the head row to ``(seq, content_hash, batch)``."""
+_INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 _LOOKUPS: Final = frozenset({"type", "run_id", "session_id", "request_id", "client_id", "batch"})
 
 
@@ -198,18 +199,21 @@ class SqliteTransaction:
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """Undo everything written inside the block if it raises, keep the rest."""
-        name = f"pwf_{self._savepoints}"
+        depth = self._savepoints
         self._savepoints += 1
         head, staged = self._head, self._staged_batch
-        self.connection.execute(f"SAVEPOINT {name}")
+        statements = _SAVEPOINTS[depth] if depth < len(_SAVEPOINTS) else _savepoint(depth)
+        self.connection.execute(statements[0])
         try:
             yield
         except BaseException:
-            self.connection.execute(f"ROLLBACK TO {name}")
-            self.connection.execute(f"RELEASE {name}")
+            self.connection.execute(statements[1])
+            self.connection.execute(statements[2])
             self._head, self._staged_batch = head, staged
             raise
-        self.connection.execute(f"RELEASE {name}")
+        finally:
+            self._savepoints = depth
+        self.connection.execute(statements[2])
 
     def _seal_and_write(
         self,
@@ -243,7 +247,7 @@ class SqliteTransaction:
 
     def _write(self, sealed: list[Sealed]) -> None:
         """Insert rows, move the head, run the append hooks: all in this transaction."""
-        insert = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+        insert = _INSERT
         rows = [_row(item) for item in sealed]
         try:
             self.connection.executemany(insert, rows)
@@ -295,6 +299,17 @@ class SqliteTransaction:
     def insert_verified(self, entry: Entry, body: bytes) -> None:
         """Write an already checked event verbatim (import); the caller checked the chain."""
         self._write([Sealed(entry=entry, body=body)])
+
+
+def _savepoint(depth: int) -> tuple[str, str, str]:
+    """SAVEPOINT, ROLLBACK TO and RELEASE of the savepoint at nesting ``depth``."""
+    name = f"pwf_{depth}"
+    return (f"SAVEPOINT {name}", f"ROLLBACK TO {name}", f"RELEASE {name}")
+
+
+_SAVEPOINTS: Final = tuple(_savepoint(depth) for depth in range(8))
+"""A savepoint is named by its nesting depth, so each statement's text recurs and SQLite
+prepares it once per connection (a name per savepoint made every one a new statement)."""
 
 
 def _row(item: Sealed) -> tuple[object, ...]:
