@@ -96,6 +96,46 @@ class TestHead:
             assert 1 == store.head().seq
             assert store.verify().ok
 
+    def test_a_head_moved_without_the_lock_refuses_the_batch(
+        self, pg_url: str, command: Any
+    ) -> None:
+        """A head that moved after it was read under the lock fails the compare-and-set.
+
+        The rows, their record and the head's update go in one round trip, so
+        the refusal comes from the update's row count; nothing is written.
+        """
+        with PostgresStore(pg_url, create=True) as store:
+            store.append([command(1)], at=AT, actor=ACTOR)
+            moved = pytest.raises(ChainError, match="another writer moved the log's head")
+            with (
+                moved,
+                store.transaction() as tx,
+                psycopg.connect(pg_url, autocommit=True) as rogue,
+            ):
+                rogue.execute("UPDATE _pwf_head SET seq = 7 WHERE id = 1")
+                tx.append([command(2)], at=AT, actor=ACTOR)
+            with psycopg.connect(pg_url) as connection:
+                found = connection.execute("SELECT count(*) FROM events").fetchone()
+                records = connection.execute("SELECT count(*) FROM _pwf_recorded").fetchone()
+            assert ((1,), (1,)) == (found, records)
+            assert 7 == store.head().seq
+
+    def test_a_failed_transaction_leaves_the_connection_usable(
+        self, pg_url: str, command: Any
+    ) -> None:
+        """After a refused batch the next transaction starts clean and appends."""
+        with PostgresStore(pg_url, create=True) as store:
+            store.append([command(1, request_id="r")], at=AT, actor=ACTOR)
+            with pytest.raises(StoreError, match="already recorded this request"):
+                store.append([command(2, request_id="r")], at=AT, actor=ACTOR)
+            inside = pytest.raises(RuntimeError, match="inside")
+            with inside, store.transaction() as tx:
+                tx.append([command(3)], at=AT, actor=ACTOR)
+                raise RuntimeError("inside")
+            store.append([command(4)], at=AT, actor=ACTOR)
+            assert 2 == store.head().seq
+            assert store.verify().ok
+
 
 def _insert_again(store: PostgresStore, item: Sealed) -> None:
     with store.transaction() as tx:

@@ -109,9 +109,9 @@ class MirroredStore(SqliteStore):
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
         try:
-            with self.log.transaction() as remote:
-                local = SqliteTransaction(self, self.connection)
-                self._apply(local, remote.head)
+            local = SqliteTransaction(self, self.connection)
+            with self.log.transaction(after=local.head.seq) as remote:
+                self._apply(local, remote.head, remote.prefetched)
                 start = local.head.seq
                 yield local
                 local.settle()
@@ -129,11 +129,18 @@ class MirroredStore(SqliteStore):
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
 
-    def _apply(self, local: SqliteTransaction, target: Head) -> int:
+    def _apply(
+        self,
+        local: SqliteTransaction,
+        target: Head,
+        prefetched: list[tuple[object, ...]] | None = None,
+    ) -> int:
         """Copy and fold the shared log's events after the local head, up to ``target``.
 
-        Each event is checked on its own and against the one before it, as
-        verify checks them, before it is folded.
+        ``prefetched`` are rows read after the local head in the transaction
+        that read ``target``; they are used when they reach it.  Each event
+        is checked on its own and against the one before it, as verify checks
+        them, before it is folded.
 
         Raises:
             StoreError: the file is ahead of the log or has diverged from it.
@@ -149,7 +156,9 @@ class MirroredStore(SqliteStore):
             return 0
         gap = target.seq - head.seq
         rows: Iterable[tuple[object, ...]]
-        if gap <= _SMALL_GAP:
+        if prefetched is not None and len(prefetched) >= gap:
+            rows = prefetched[:gap]
+        elif gap <= _SMALL_GAP:
             rows = self.log.connection.execute(
                 f"SELECT {COLUMNS} FROM events WHERE seq > %s AND seq <= %s ORDER BY seq",
                 (head.seq, target.seq),

@@ -17,6 +17,7 @@ and :mod:`pwf.store.mirror` import it.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, Self
@@ -50,6 +51,13 @@ _RECORD: Final = (
     "INSERT INTO _pwf_recorded (request_id, client_id, idempotency_key, seq)"
     " VALUES (%s, %s, %s, %s)"
 )
+_HEAD: Final = "SELECT seq, content_hash, batch FROM _pwf_head WHERE id = 1"
+_MOVE: Final = (
+    "UPDATE _pwf_head SET seq = %s, content_hash = %s, batch = %s WHERE id = 1 AND seq = %s"
+)
+_AFTER: Final = f"SELECT {COLUMNS} FROM events WHERE seq > %s ORDER BY seq LIMIT %s"
+PREFETCH: Final = 1_000
+"""Events a transaction reads after its caller's seq together with the head (a catch-up)."""
 _STREAM: Final = 2_000
 """Rows a streaming read fetches per round trip."""
 
@@ -147,12 +155,22 @@ def translate_error(error: psycopg.Error, where: str) -> StoreError:
 class PostgresTransaction:
     """The advisory lock is held; appends seal against the head read inside it."""
 
-    def __init__(self, store: PostgresStore) -> None:
-        """Read the head once, under the lock; later appends keep it current."""
+    def __init__(
+        self,
+        store: PostgresStore,
+        head: Head | None = None,
+        prefetched: list[tuple[object, ...]] | None = None,
+    ) -> None:
+        """Start from ``head``, read under the lock (read here when None); appends keep it current.
+
+        ``prefetched`` are the events the transaction read after a seq its
+        caller named, in seq order, at most :data:`PREFETCH` of them.
+        """
         self.store = store
         self.connection = store.connection
-        self._head = store.head()
+        self._head = store.head() if head is None else head
         self._staged_batch: int | None = None
+        self.prefetched = prefetched
 
     @property
     def head(self) -> Head:
@@ -222,17 +240,16 @@ class PostgresTransaction:
         first, last = rows[0], rows[-1]
         if first[0] != self._head.seq + 1 or first[10] != self._head.content_hash:
             raise ChainError(int(str(first[0])), "the batch does not continue the log's head")
-        with self.connection.cursor() as cursor:
-            cursor.executemany(_INSERT, rows)
-            recorded = [_recorded_keys(row) for row in rows if row[2] == "command.recorded"]
-            if recorded:
-                cursor.executemany(_RECORD, recorded)
-            cursor.execute(
-                "UPDATE _pwf_head SET seq = %s, content_hash = %s, batch = %s"
-                " WHERE id = 1 AND seq = %s",
-                (last[0], last[9], last[1], self._head.seq),
-            )
-            if cursor.rowcount != 1:
+        recorded = [_recorded_keys(row) for row in rows if row[2] == "command.recorded"]
+        connection = self.connection
+        # One round trip: the rows, their records and the head's compare-and-set.
+        with connection.cursor() as inserts, connection.cursor() as moved:
+            with connection.pipeline():
+                inserts.executemany(_INSERT, rows)
+                if recorded:
+                    inserts.executemany(_RECORD, recorded)
+                moved.execute(_MOVE, (last[0], last[9], last[1], self._head.seq))
+            if moved.rowcount != 1:
                 raise ChainError(int(str(first[0])), "another writer moved the log's head")
         self._head = Head(seq=int(str(last[0])), content_hash=str(last[9]), batch=int(str(last[1])))
 
@@ -306,14 +323,46 @@ class PostgresStore:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[PostgresTransaction]:
-        """Take the log's advisory lock; append inside; commit on exit, roll back on error."""
+    def transaction(self, *, after: int | None = None) -> Iterator[PostgresTransaction]:
+        """Take the log's advisory lock; append inside; commit on exit, roll back on error.
+
+        ``BEGIN``, the lock and the head's read go to the server in one round
+        trip (a pipeline), and so, with ``after``, does the read of up to
+        :data:`PREFETCH` events after that seq (a host's catch-up), which
+        :attr:`PostgresTransaction.prefetched` then holds.  The server runs
+        them in order, so the reads come after the lock is granted.
+        """
+        connection = self.connection
         try:
-            with self.connection.transaction():
-                self.connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-                yield PostgresTransaction(self)
+            with connection.pipeline():
+                connection.execute("BEGIN")
+                connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+                head = connection.execute(_HEAD)
+                rows = None if after is None else connection.execute(_AFTER, (after, PREFETCH))
+            transaction = PostgresTransaction(
+                self, _head_of(head.fetchone()), None if rows is None else rows.fetchall()
+            )
         except psycopg.Error as error:
+            self._rollback()
             raise translate_error(error, self.path) from None
+        except BaseException:
+            self._rollback()
+            raise
+        try:
+            yield transaction
+            connection.execute("COMMIT")
+        except psycopg.Error as error:
+            self._rollback()
+            raise translate_error(error, self.path) from None
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        """End a failed transaction; a connection that is gone has nothing left to end."""
+        with contextlib.suppress(psycopg.Error):
+            if self.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                self.connection.execute("ROLLBACK")
 
     def append(
         self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
@@ -325,12 +374,9 @@ class PostgresStore:
     def head(self) -> Head:
         """The log's tip."""
         try:
-            row = self.connection.execute(
-                "SELECT seq, content_hash, batch FROM _pwf_head WHERE id = 1"
-            ).fetchone()
+            return _head_of(self.connection.execute(_HEAD).fetchone())
         except psycopg.Error as error:
             raise translate_error(error, self.path) from None
-        return EMPTY if row is None else Head(seq=row[0], content_hash=row[1], batch=row[2])
 
     def rows(self, first: int = 1, last: int | None = None) -> Iterator[tuple[object, ...]]:
         """Stream whole rows of :data:`~pwf.store.rows.COLUMNS` with ``first <= seq <= last``."""
@@ -433,6 +479,18 @@ class PostgresStore:
                 else "the head's hash or batch does not match the last event",
             )
         return VerifyReport(events=last.seq - origin.seq, head=head)
+
+
+def _head_of(row: tuple[object, ...] | None) -> Head:
+    """The head row as a :class:`Head` (an empty log when there is no row)."""
+    if row is None:
+        return EMPTY
+    seq, content_hash, batch = row
+    return Head(
+        seq=int(str(seq)),
+        content_hash=None if content_hash is None else str(content_hash),
+        batch=int(str(batch)),
+    )
 
 
 def _recorded_keys(row: tuple[object, ...]) -> tuple[object, ...]:
