@@ -120,6 +120,26 @@ class TestHead:
             assert ((1,), (1,)) == (found, records)
             assert 7 == store.head().seq
 
+    @pytest.mark.parametrize("size", [1, 2, 300])
+    def test_a_batch_of_any_size_is_written_with_its_records(
+        self, pg_url: str, command: Any, size: int
+    ) -> None:
+        """One statement writes a small batch; a batch too big for one statement still lands."""
+        with PostgresStore(pg_url, create=True) as store:
+            store.append([command(0)], at=AT, actor=ACTOR)
+            store.append([command(n) for n in range(1, size + 1)], at=AT, actor=ACTOR)
+            assert size + 1 == store.head().seq
+            assert 2 == store.head().batch
+            assert store.verify().ok
+            with psycopg.connect(pg_url) as connection:
+                found = connection.execute(
+                    "SELECT count(*), min(seq), max(seq) FROM _pwf_recorded"
+                ).fetchone()
+            assert (size + 1, 1, size + 1) == found
+            with pytest.raises(StoreError, match="already recorded this request"):
+                store.append([command(size + 1), command(size)], at=AT, actor=ACTOR)
+            assert size + 1 == store.head().seq
+
     def test_a_failed_transaction_leaves_the_connection_usable(
         self, pg_url: str, command: Any
     ) -> None:

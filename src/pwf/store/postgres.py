@@ -18,10 +18,12 @@ and :mod:`pwf.store.mirror` import it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, Self
 
+import msgspec
 import psycopg
 
 from pwf.errors import ChainError, InputError, StoreBusyError, StoreError
@@ -46,7 +48,10 @@ __all__ = [
 FORMAT: Final = "pwf.store.v1"
 LOCK_KEY: Final = 0x707766_6C6F67
 """The advisory lock every append takes ("pwflog"); one log per database."""
-_INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES ({', '.join(['%s'] * 12)})"
+_ROW: Final = f"({', '.join(['%s'] * 12)})"
+_INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES {_ROW}"
+_ONE_STATEMENT: Final = 256
+"""Up to this many rows go in one statement (12 parameters each; PostgreSQL takes 65 535)."""
 _RECORD: Final = (
     "INSERT INTO _pwf_recorded (request_id, client_id, idempotency_key, seq)"
     " VALUES (%s, %s, %s, %s)"
@@ -241,15 +246,21 @@ class PostgresTransaction:
         if first[0] != self._head.seq + 1 or first[10] != self._head.content_hash:
             raise ChainError(int(str(first[0])), "the batch does not continue the log's head")
         recorded = [_recorded_keys(row) for row in rows if row[2] == "command.recorded"]
+        move = (last[0], last[9], last[1], self._head.seq)
         connection = self.connection
-        # One round trip: the rows, their records and the head's compare-and-set.
-        with connection.cursor() as inserts, connection.cursor() as moved:
-            with connection.pipeline():
-                inserts.executemany(_INSERT, rows)
-                if recorded:
-                    inserts.executemany(_RECORD, recorded)
-                moved.execute(_MOVE, (last[0], last[9], last[1], self._head.seq))
-            if moved.rowcount != 1:
+        with connection.cursor() as cursor:
+            if len(rows) <= _ONE_STATEMENT:
+                # One statement: the rows, their records and the head's compare-and-set.
+                params = [value for row in rows for value in row]
+                params += [value for keys in recorded for value in keys]
+                cursor.execute(_write_statement(len(rows), len(recorded)), (*params, *move))
+            else:  # one round trip still, within PostgreSQL's limit on parameters
+                with connection.pipeline():
+                    cursor.executemany(_INSERT, rows)
+                    if recorded:
+                        cursor.executemany(_RECORD, recorded)
+                    cursor.execute(_MOVE, move)
+            if cursor.rowcount != 1:
                 raise ChainError(int(str(first[0])), "another writer moved the log's head")
         self._head = Head(seq=int(str(last[0])), content_hash=str(last[9]), batch=int(str(last[1])))
 
@@ -493,11 +504,51 @@ def _head_of(row: tuple[object, ...] | None) -> Head:
     )
 
 
+@functools.cache
+def _write_statement(rows: int, recorded: int) -> str:
+    """Insert ``rows`` events and ``recorded`` records, then move the head, as one statement.
+
+    PostgreSQL runs every data-modifying ``WITH`` part to completion, in the
+    statement's one snapshot; the row count is the head update's.
+    """
+    events = ", ".join([_ROW] * rows)
+    parts = [f"e AS (INSERT INTO events ({COLUMNS}) VALUES {events})"]
+    if recorded:
+        records = ", ".join(["(%s, %s, %s, %s)"] * recorded)
+        parts.append(
+            "r AS (INSERT INTO _pwf_recorded (request_id, client_id, idempotency_key, seq)"
+            f" VALUES {records})"
+        )
+    return f"WITH {', '.join(parts)} {_MOVE}"
+
+
+class _Keys(msgspec.Struct, frozen=True, rename="camel"):
+    request_id: str
+    client_id: str
+    idempotency_key: str
+
+
+class _Recorded(msgspec.Struct, frozen=True):
+    data: _Keys
+
+
+_KEYS: Final = msgspec.json.Decoder(_Recorded)
+
+
 def _recorded_keys(row: tuple[object, ...]) -> tuple[object, ...]:
-    """The keys ``host_commands`` holds unique, from a ``command.recorded`` row's own bytes."""
-    event = open_body(_bytes(row[BODY])).event
-    assert isinstance(event, CommandRecorded)
-    return (event.request_id, event.client_id, event.idempotency_key, row[0])
+    """The keys ``host_commands`` holds unique, from a ``command.recorded`` row's own bytes.
+
+    Only the three keys are decoded: the row was sealed or checked whole
+    before it got here.  Text the decoder does not take goes the full way.
+    """
+    body = _bytes(row[BODY])
+    try:
+        keys = _KEYS.decode(body).data
+    except msgspec.DecodeError:
+        event = open_body(body).event
+        assert isinstance(event, CommandRecorded)
+        return (event.request_id, event.client_id, event.idempotency_key, row[0])
+    return (keys.request_id, keys.client_id, keys.idempotency_key, row[0])
 
 
 def _bytes(value: object) -> bytes:
