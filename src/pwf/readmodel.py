@@ -6,9 +6,9 @@ transaction, just before the commit, it moves ``_pwf_checkpoint`` to the
 transaction's head, all through the store's own connection, so rows and
 checkpoint commit together with the batch (ADR 0005, ADR 0033).  It also
 installs the projections' tables; replay and rebuild fold through its bulk
-form, :class:`pwf.fold.bulk.BulkFold` (ADR 0013).  :class:`RowReader` reads
-rows by column name for the deciders, which see it only as
-:class:`pwf.commands.Reader`.
+form, :class:`pwf.fold.bulk.BulkFold` (ADR 0013).  :class:`RowReader` (kept in
+:mod:`pwf.sqlreader`, which the store uses too) reads rows by column name
+for the deciders, which see it only as :class:`pwf.commands.Reader`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Final
 from pwf import canonical
 from pwf.errors import StoreError
 from pwf.projections import PROJECTIONS, Projection
+from pwf.sqlreader import RowReader
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from pwf.commands import Row
     from pwf.events import Entry, Event, Sealed
     from pwf.projections import Statement
 
@@ -139,30 +139,3 @@ class ReadModel:
             marks = ", ".join("?" for _ in self.projections)
             self._settle = f"UPDATE _pwf_checkpoint SET last_seq = ? WHERE projection IN ({marks})"
         connection.execute(self._settle, (seq, *self._names))
-
-
-class RowReader:
-    """Rows of one connection by column name: what deciders and rules read through a Context."""
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        """Read through ``connection`` (its transaction, if one is open)."""
-        self.connection = connection
-
-    def one(self, sql: str, params: tuple[object, ...] = ()) -> Row | None:
-        """The first row of a query, or None."""
-        try:
-            cursor = self.connection.execute(sql, params)
-        except UnicodeEncodeError:  # a lone surrogate: looked up as Node binds it
-            cursor = self.connection.execute(sql, canonical.bindable(params))
-        cursor.row_factory = sqlite3.Row
-        row: Row | None = cursor.fetchone()
-        return row
-
-    def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
-        """Every row of a query."""
-        try:
-            cursor = self.connection.execute(sql, params)
-        except UnicodeEncodeError:  # a lone surrogate: looked up as Node binds it
-            cursor = self.connection.execute(sql, canonical.bindable(params))
-        cursor.row_factory = sqlite3.Row
-        return list(cursor.fetchall())

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pwf.events.runs import WorkerEnd
     from pwf.host import Host
     from pwf.protocol.worker import LaunchEnvelope, WorkerMessage
+    from pwf.store import EventStore
     from pwf.supervise import Exit
 
 __all__ = ["ENDING", "HANDOFF_SECONDS", "Active", "Supervisor"]
@@ -68,7 +69,7 @@ class Supervisor:
 
     def __init__(  # noqa: PLR0913 - each keyword is a host setting
         self,
-        submit: Callable[[Callable[[Host], object]], Awaitable[object]],
+        submit: Callable[[Callable[[Host[EventStore]], object]], Awaitable[object]],
         command: Sequence[str],
         registry: Registry,
         *,
@@ -96,12 +97,12 @@ class Supervisor:
         self.stopping = False
         self._claiming = asyncio.Lock()
 
-    async def _call(self, decide: Callable[[Host], T]) -> T:
+    async def _call(self, decide: Callable[[Host[EventStore]], T]) -> T:
         return await self._submit(decide)  # type: ignore[return-value]
 
     def _decision(
         self, operation: str, function: Callable[..., T], *args: object, **kw: object
-    ) -> Callable[[Host], T]:
+    ) -> Callable[[Host[EventStore]], T]:
         def bound(ctx: Context) -> T:
             return function(ctx, *args, **kw)
 

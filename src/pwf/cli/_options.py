@@ -120,9 +120,7 @@ def open_store(db: str | None, *, create: bool = False, read_only: bool = False)
         read_only=read_only,
     )
     if create:
-        with store.transaction() as tx:
-            read_model.install(tx.connection)
-            install_views(tx.connection)
+        store.install(read_model.install, install_views)
     elif not read_only:
         try:
             upgrade_views(store)

@@ -21,18 +21,17 @@ def init(db: str | None, as_json: bool) -> None:
     """
     with open_store(db, create=True) as store:
         head = store.head()
-        log = getattr(store, "log", None)
-        where = str(store.path) if log is None else log.path
-        logs.info("store.initialised", path=where, seq=head.seq)
+        shared = store.log_file is None
+        logs.info("store.initialised", path=store.log_name, seq=head.seq)
         if as_json:
             report = {"db": str(store.path), "format": FORMAT, "events": head.seq}
-            if log is not None:
-                report["store"] = log.path
+            if shared:
+                report["store"] = store.log_name
             click.echo(canonical.encode(report).decode())
-        elif log is None:
+        elif not shared:
             click.echo(f"initialised {store.path} ({FORMAT}, {head.seq} events)")
         else:
             click.echo(
-                f"initialised {log.path} ({FORMAT}, {head.seq} events),"
+                f"initialised {store.log_name} ({FORMAT}, {head.seq} events),"
                 f" local projections {store.path}"
             )

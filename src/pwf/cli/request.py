@@ -115,7 +115,7 @@ class _Canonicalizer:
 
 
 def answer_lines(
-    host: Host,
+    host: Host[SqliteStore],
     answer: Callable[[bytes, int], bytes],
     at: int | None,
     *,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from pwf.events import Actor
 from pwf.host import _maintenance, _routing, _sessions, _verdict, _workers
@@ -33,21 +33,28 @@ if TYPE_CHECKING:
     from pwf.commands.processes import ProcessFacts
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
-    from pwf.store.sqlite import SqliteStore, SqliteTransaction
+    from pwf.store import EventStore, StoreTransaction
+    from pwf.store.sqlite import SqliteStore
     from pwf.views.status import Live
 
 __all__ = ["DIRECT_ACTOR", "LEASE_MS", "Host"]
 
 DIRECT_ACTOR: Final = Actor(type="host", id="pwf-direct")
 T = TypeVar("T")
+StoreT_co = TypeVar("StoreT_co", bound="EventStore", covariant=True)
+"""The store a host is given; the host itself uses only the protocol's members."""
 
 
-class Host:
-    """Runs client requests and worker messages against one store."""
+class Host(Generic[StoreT_co]):
+    """Runs client requests and worker messages against one store.
+
+    The host is typed against :class:`pwf.store.EventStore`; ``store`` keeps
+    the type it was given for the callers that made it.
+    """
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: StoreT_co,
         *,
         actor: Actor = DIRECT_ACTOR,
         host_epoch: int | None = None,
@@ -64,7 +71,7 @@ class Host:
         self.actor = actor
         self.host_epoch = host_epoch
         self.new_epoch = new_epoch or (lambda: str(uuid.uuid4()))
-        self.shared: SqliteTransaction | None = None
+        self.shared: StoreTransaction | None = None
         """A group's open write transaction: each decision is then its own batch in it."""
         self.gate: Callable[[Context], str | None] | None = None
         """Why executed and maintenance commands are ``unavailable`` now (a served host)."""
@@ -76,7 +83,7 @@ class Host:
         """A served host's own facts: ``host.status`` is then HOST §3.1's receipt."""
 
     @contextmanager
-    def transaction(self) -> Iterator[SqliteTransaction]:
+    def transaction(self) -> Iterator[StoreTransaction]:
         """The write transaction of one decision: its own, or the next batch of a group's."""
         if self.shared is None:
             with self.store.transaction() as tx:

@@ -1,6 +1,6 @@
 """What every decision of the host is given and how it refuses (DOMAIN §7).
 
-Imports commands, events, protocol and the read model.  A decision runs on
+Imports commands, events, protocol and the store's types.  A decision runs on
 a :class:`~pwf.commands.Context` built from the write transaction: its
 reader sees the projections, its stager seals events into the batch.  A
 refusal is one ``ClientResponse`` with a collapsed error line.
@@ -16,20 +16,19 @@ from pwf.errors import CommandError
 from pwf.events import Cause
 from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
 from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
-from pwf.readmodel import RowReader
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable
 
     from pwf.events import Actor
-    from pwf.store.sqlite import SqliteTransaction
+    from pwf.store import StoreTransaction
 
 __all__ = ["cause_of", "context", "json_value", "refusal", "refused", "text_value"]
 
 
 def context(  # noqa: PLR0913 - the transaction and everything a decider is given
-    tx: SqliteTransaction,
+    tx: StoreTransaction,
     now: int,
     actor: Actor,
     cause: Cause | None,
@@ -42,7 +41,7 @@ def context(  # noqa: PLR0913 - the transaction and everything a decider is give
     def stage(events: Any) -> object:  # noqa: ANN401 - the store's own signature
         return tx.stage(events, at=now, actor=actor, cause=cause)
 
-    return Context(RowReader(tx.connection), stage, now, mint, connection=connection)
+    return Context(tx.reader(), stage, now, mint, connection=connection)
 
 
 def cause_of(request: ClientRequest) -> Cause:

@@ -12,27 +12,26 @@ from typing import TYPE_CHECKING
 from pwf.errors import StoreError
 
 if TYPE_CHECKING:
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 __all__ = ["refuse_if_served"]
 
 
-def refuse_if_served(store: SqliteStore, now: int) -> None:
+def refuse_if_served(store: EventStore, now: int) -> None:
     """Refuse direct mode at ``now`` while a live served host owns ``store``.
 
     Raises:
         StoreError: a live host owns the database.
     """
-    connection = store.connection
-    table = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'host_state'"
-    ).fetchone()
+    reader = store.reader()
+    table = reader.one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'host_state'")
     if table is None:
         return
-    row = connection.execute(
+    row = reader.one(
         "SELECT epoch FROM host_state WHERE host_id IS NOT NULL AND expires_at > ?", (now,)
-    ).fetchone()
+    )
     if row is not None:
         raise StoreError(
-            f"a live pwf host (epoch {row[0]}) owns this database; send requests to it instead"
+            f"a live pwf host (epoch {row['epoch']}) owns this database;"
+            " send requests to it instead"
         )

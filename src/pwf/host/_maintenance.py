@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from pwf.commands import Context, Result
     from pwf.host import Host
     from pwf.protocol.client import ClientRequest, ClientResponse
+    from pwf.store import EventStore
+    from pwf.store.sqlite import SqliteStore
 
 __all__ = ["FILE_MAINTENANCE", "effect", "maintain", "not_on_shared_log"]
 
@@ -29,9 +31,9 @@ FILE_MAINTENANCE: Final = frozenset({"state.backup", "state.prune"})
 """Operations on the database file itself, which a shared log in PostgreSQL is not."""
 
 
-def not_on_shared_log(host: Host, request: ClientRequest) -> ClientResponse | None:
+def not_on_shared_log(host: Host[EventStore], request: ClientRequest) -> ClientResponse | None:
     """The refusal of file maintenance on a log kept in PostgreSQL, else None."""
-    if request.operation not in FILE_MAINTENANCE or not getattr(host.store, "shared_log", False):
+    if request.operation not in FILE_MAINTENANCE or host.store.log_file is not None:
         return None
     return refused(
         request,
@@ -41,7 +43,7 @@ def not_on_shared_log(host: Host, request: ClientRequest) -> ClientResponse | No
 
 
 def maintain(
-    host: Host,
+    host: Host[EventStore],
     request: ClientRequest,
     handler: Callable[[Context, ClientRequest], Result],
     now: int,
@@ -57,20 +59,31 @@ def maintain(
         validate=handler,
         closed=lambda ctx, req: _closed_answer(host, ctx, req),
     )
+    store = _log_file(host)
     if request.operation == "state.backup":
-        return run_backup(host.store, request, recording, replace=host.replace_backups)
+        return run_backup(store, request, recording, replace=host.replace_backups)
     from pwf.host._prune import run_prune  # noqa: PLC0415 - only state.prune
 
-    return run_prune(host.store, request, now, recording, actor=host.actor, cause=cause)
+    return run_prune(store, request, now, recording, actor=host.actor, cause=cause)
 
 
-def _closed_answer(host: Host, ctx: Context, request: ClientRequest) -> ClientResponse | None:
+def _log_file(host: Host[EventStore]) -> SqliteStore:
+    """The SQLite file of record; :func:`not_on_shared_log` refused any other store first."""
+    store = host.store.log_file
+    if store is None:
+        raise CommandError("file maintenance needs a SQLite log of record")
+    return store
+
+
+def _closed_answer(
+    host: Host[EventStore], ctx: Context, request: ClientRequest
+) -> ClientResponse | None:
     """``unavailable`` while a served host is stopping or has lost its claim."""
     closed = host.gate(ctx) if host.gate is not None else None
     return None if closed is None else refused(request, closed, "unavailable")
 
 
-def effect(host: Host, kind: str, target: str) -> None:
+def effect(host: Host[EventStore], kind: str, target: str) -> None:
     """File work a maintenance command asked for, done while the write lock is held.
 
     Raises:
@@ -80,6 +93,5 @@ def effect(host: Host, kind: str, target: str) -> None:
         raise CommandError(f"Unknown maintenance effect: {kind}")
     from pwf.host._backup import backup_database  # noqa: PLC0415 - only state.backup
 
-    backup_database(
-        host.store.path, host.store.connection, Path(target), replace=host.replace_backups
-    )
+    store = _log_file(host)
+    backup_database(store.path, store.connection, Path(target), replace=host.replace_backups)

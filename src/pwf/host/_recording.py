@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.host import Host
+    from pwf.store import EventStore
 
 __all__ = ["adopt_or_execute", "record", "replay"]
 
@@ -36,7 +37,7 @@ _SELECT: Final = (
 
 
 def adopt_or_execute(
-    host: Host,
+    host: Host[EventStore],
     request: ClientRequest,
     route: Route,
     handler: Callable[[Context, ClientRequest], Result],

@@ -35,13 +35,14 @@ if TYPE_CHECKING:
 
     from pwf.commands import Context
     from pwf.host import Host
+    from pwf.store import EventStore
     from pwf.views.status import Live
 
 __all__ = ["decide", "frame"]
 
 
 def decide(
-    host: Host, request: ClientRequest, now: int, connection: str | None = None
+    host: Host[EventStore], request: ClientRequest, now: int, connection: str | None = None
 ) -> tuple[ClientResponse, str | None]:
     """Decide one request; the submission whose verdict its answer awaits, if any."""
     operation = CLIENT_OPERATIONS.get(request.operation)
@@ -61,7 +62,7 @@ def decide(
 
 
 def _recorded(
-    host: Host,
+    host: Host[EventStore],
     request: ClientRequest,
     route: Route,
     handler: Callable[[Context, ClientRequest], Result],
@@ -90,13 +91,14 @@ def _served_status(live: Callable[[], Live]) -> Callable[[Context, ClientRequest
     return status
 
 
-def _state_read(host: Host, request: ClientRequest, now: int) -> ClientResponse:
+def _state_read(host: Host[EventStore], request: ClientRequest, now: int) -> ClientResponse:
     """``state.status`` and ``state.verify`` ignore their payload (HOST §2)."""
-    return state_read(host.store, request, now, verifier=host.verifier, overview=host.overview)
+    store = host.store.projections_file  # the reads of the database file itself
+    return state_read(store, request, now, verifier=host.verifier, overview=host.overview)
 
 
 def _direct(
-    host: Host,
+    host: Host[EventStore],
     request: ClientRequest,
     handler: Callable[[Context, ClientRequest], Result],
     now: int,

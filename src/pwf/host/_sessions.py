@@ -17,32 +17,34 @@ from pwf.commands.sessionview import session_view
 from pwf.errors import CommandError
 from pwf.events import Cause
 from pwf.host._context import context, refusal
-from pwf.readmodel import RowReader
 
 if TYPE_CHECKING:
     from pwf.host import Host
+    from pwf.store import EventStore
 
 __all__ = ["detach", "expire", "recover", "view"]
 
 
-def view(host: Host, session_id: str, now: int, epoch: str | None = None) -> dict[str, object]:
+def view(
+    host: Host[EventStore], session_id: str, now: int, epoch: str | None = None
+) -> dict[str, object]:
     """The session snapshot a watch publishes, as coordinator ``epoch`` (or a viewer) sees it."""
 
     def read_only(_events: object) -> object:
         raise CommandError("a session view reads only")
 
-    ctx = Context(RowReader(host.store.connection), read_only, now)
+    ctx = Context(host.store.reader(), read_only, now)
     return session_view(ctx, session_id, epoch)
 
 
-def detach(host: Host, session_id: str, now: int, epoch: str | None = None) -> bool:
+def detach(host: Host[EventStore], session_id: str, now: int, epoch: str | None = None) -> bool:
     """The coordinator's connection ended (§10.5); False when there was none to detach."""
     with host.transaction() as tx:
         ctx = context(tx, now, host.actor, Cause(operation="session.detach"))
         return detach_coordinator(ctx, session_id, epoch)
 
 
-def expire(host: Host, now: int) -> list[tuple[str, str]]:
+def expire(host: Host[EventStore], now: int) -> list[tuple[str, str]]:
     """Begin the timeout of every expired interaction (§10.7); return (run, session) pairs."""
     with host.transaction() as tx:
         ctx = context(tx, now, host.actor, Cause(operation="host.expire"))
@@ -53,7 +55,7 @@ def expire(host: Host, now: int) -> list[tuple[str, str]]:
             raise refusal(error) from None
 
 
-def recover(host: Host, now: int, heartbeat: int | None) -> int:
+def recover(host: Host[EventStore], now: int, heartbeat: int | None) -> int:
     """Host recovery (§10.6) after a host whose last heartbeat was ``heartbeat``."""
     with host.transaction() as tx:
         ctx = context(tx, now, host.actor, Cause(operation="host.recover"))

@@ -17,6 +17,7 @@ from pwf.protocol.client import ClientRequest, ClientResponse
 
 if TYPE_CHECKING:
     from pwf.host import Host
+    from pwf.store import EventStore
 
 __all__ = ["await_verdict", "verdict"]
 
@@ -25,7 +26,11 @@ _FAILED: Final = "Workflow step output failed validation"
 
 
 def await_verdict(
-    host: Host, request: ClientRequest, submission_id: str, started: ClientResponse, wait_ms: int
+    host: Host[EventStore],
+    request: ClientRequest,
+    submission_id: str,
+    started: ClientResponse,
+    wait_ms: int,
 ) -> ClientResponse:
     """The submission's verdict once recorded, or ``unavailable`` after ``wait_ms``."""
     deadline = time.monotonic() + wait_ms / 1000
@@ -44,19 +49,19 @@ def await_verdict(
 
 
 def verdict(
-    host: Host, request: ClientRequest, submission_id: str, started: ClientResponse
+    host: Host[EventStore], request: ClientRequest, submission_id: str, started: ClientResponse
 ) -> ClientResponse | None:
     """The answer of a submission once its worker's verdict is recorded, else None."""
-    row = host.store.connection.execute(
+    row = host.store.reader().one(
         "SELECT s.outcome, b.content FROM interactive_submissions s"
         " LEFT JOIN blobs b ON b.blob_hash = s.receipt_hash WHERE s.submission_id = ?",
         (submission_id,),
-    ).fetchone()
-    if row is not None and row[0] == "accepted":
-        return msgspec.structs.replace(started, receipt=json_value(row[1]))
-    if row is None or row[0] != "rejected":
+    )
+    if row is not None and row["outcome"] == "accepted":
+        return msgspec.structs.replace(started, receipt=json_value(row["content"]))
+    if row is None or row["outcome"] != "rejected":
         return None
-    receipt = json_value(row[1])
+    receipt = json_value(row["content"])
     error = receipt.get("error") if isinstance(receipt, dict) else None
     return ClientResponse(
         request_id=request.request_id,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pwf.commands.processes import ProcessFacts
     from pwf.host import Host
     from pwf.protocol.worker import LaunchEnvelope, WorkerMessage
+    from pwf.store import EventStore
 
 __all__ = ["LEASE_MS", "launch", "supervise", "worker"]
 
@@ -36,7 +37,9 @@ T = TypeVar("T")
 LEASE_MS: Final = 30_000
 
 
-def launch(host: Host, run_id: str, now: int, host_epoch: int | None = None) -> LaunchEnvelope:
+def launch(
+    host: Host[EventStore], run_id: str, now: int, host_epoch: int | None = None
+) -> LaunchEnvelope:
     """Claim a queued or resumable parked run for a new worker and return its envelope."""
     with host.transaction() as tx:
         cause = Cause(operation="worker.launch")
@@ -48,7 +51,9 @@ def launch(host: Host, run_id: str, now: int, host_epoch: int | None = None) -> 
             raise refusal(error) from None
 
 
-def supervise(host: Host, operation: str, now: int, decide: Callable[[Context], T]) -> T:
+def supervise(
+    host: Host[EventStore], operation: str, now: int, decide: Callable[[Context], T]
+) -> T:
     """One decision about supervised worker processes, in its own batch."""
     with host.transaction() as tx:
         ctx = context(tx, now, host.actor, Cause(operation=operation))
@@ -60,7 +65,7 @@ def supervise(host: Host, operation: str, now: int, decide: Callable[[Context], 
 
 
 def worker(
-    host: Host, message: WorkerMessage, now: int, facts: ProcessFacts | None = None
+    host: Host[EventStore], message: WorkerMessage, now: int, facts: ProcessFacts | None = None
 ) -> WorkerResponse:
     """Answer one worker message; a blob conflict found while recording rejects it.
 
@@ -77,7 +82,7 @@ def worker(
 
 
 def _answer(
-    host: Host, message: WorkerMessage, now: int, facts: ProcessFacts | None
+    host: Host[EventStore], message: WorkerMessage, now: int, facts: ProcessFacts | None
 ) -> WorkerResponse:
     with host.transaction() as tx:
         cause = Cause(

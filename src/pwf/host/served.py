@@ -17,12 +17,13 @@ from pwf.commands.sessions import detach, recover_turns
 from pwf.events import Actor, Cause
 from pwf.host import Host
 from pwf.host._context import context
+from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.commands import Context
-    from pwf.store.sqlite import SqliteStore, SqliteTransaction
+    from pwf.store import StoreTransaction
 
 __all__ = ["STOPPING", "Identity", "Recovery", "ServedHost"]
 
@@ -48,7 +49,7 @@ class Recovery(NamedTuple):
     detached_coordinators: int
 
 
-class ServedHost(Host):
+class ServedHost(Host[SqliteStore]):
     """A host that holds the claim and answers connections."""
 
     def __init__(
@@ -71,7 +72,7 @@ class ServedHost(Host):
             return STOPPING
         return None
 
-    def _ctx(self, tx: SqliteTransaction, now: int, operation: str) -> Context:
+    def _ctx(self, tx: StoreTransaction, now: int, operation: str) -> Context:
         return context(tx, now, self.actor, Cause(operation=operation), self.mint)
 
     def start(self, token_hash: str, lease_ms: int, now: int) -> Recovery:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Final, cast
 from pwf.commands import Context, Result, refuse
 from pwf.errors import CommandError, PwfError
 from pwf.protocol.client import ClientResponse, collapse_error, encode_event, encode_line
-from pwf.readmodel import RowReader
 from pwf.views import Subscription, subscription_of, unwatch_id
 from pwf.views.subscriptions import Subscriptions
 
@@ -42,12 +41,8 @@ def _read_only(_events: object) -> object:
 
 def _read(host: ServedHost, now: int, work: Callable[[Context], object]) -> object:
     """``work`` over one read snapshot of the committed projections."""
-    connection = host.store.connection
-    connection.execute("BEGIN")
-    try:
-        return work(Context(RowReader(connection), _read_only, now))
-    finally:
-        connection.execute("COMMIT")
+    with host.store.snapshot() as reader:
+        return work(Context(reader, _read_only, now))
 
 
 class Views:

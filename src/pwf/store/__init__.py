@@ -3,12 +3,14 @@
 A store appends batches atomically (gapless seq, prev-hash chain, content hash
 over the stored canonical bytes), streams ranges in constant memory, looks
 events up by their indexed columns and verifies the chain from stored bytes.
-:mod:`pwf.store.sqlite` is the embedded default.
+:mod:`pwf.store.sqlite` is the embedded default.  :class:`EventLog` is what
+every log keeps; :class:`EventStore` is a log with its projections, which is
+what the host, the CLI and the readers are typed against (ADR 0044).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, Self
 
 import msgspec
 
@@ -18,16 +20,21 @@ from pwf.events import LogCompacted, open_body
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from contextlib import AbstractContextManager
+    from pathlib import Path
 
+    from pwf.commands import Reader
     from pwf.events import Actor, Cause, Entry, Event, Sealed
+    from pwf.store.sqlite import SqliteStore
 
 __all__ = [
     "COMPACTED_INSIDE",
     "EMPTY",
     "PREV_FAULT",
     "AppendHook",
+    "EventLog",
     "EventStore",
     "Head",
+    "StoreTransaction",
     "StoredEvent",
     "Transaction",
     "VerifyReport",
@@ -172,7 +179,7 @@ class AppendHook(Protocol):
 
 
 class Transaction(Protocol):
-    """A write transaction: the write lock is held until it ends."""
+    """A write transaction of a log: the write lock is held until it ends."""
 
     @property
     def head(self) -> Head:
@@ -196,14 +203,20 @@ class Transaction(Protocol):
         actor: Actor,
         cause: Cause | None = None,
     ) -> list[Sealed]:
-        """Add events to the transaction's one open batch, projecting them at once."""
+        """Add events to the transaction's one open batch."""
 
     def savepoint(self) -> AbstractContextManager[None]:
         """Undo what the block wrote if it raises."""
 
+    def insert_verified(self, entry: Entry, body: bytes) -> None:
+        """Write an already checked event verbatim (import); the caller checked the chain."""
 
-class EventStore(Protocol):
-    """The contract every log implementation keeps."""
+
+class EventLog(Protocol):
+    """The contract every log implementation keeps (SQLite, PostgreSQL, a mirrored file).
+
+    ``tests/contract`` runs the same tests against each.
+    """
 
     def append(
         self,
@@ -221,11 +234,82 @@ class EventStore(Protocol):
     def head(self) -> Head:
         """The log's tip."""
 
+    def origin(self) -> Head:
+        """Where the chain starts: zeros, or the head a compaction replaced."""
+
     def read(self, first: int = 1, last: int | None = None) -> Iterator[StoredEvent]:
         """Stream stored events with ``first <= seq <= last`` in seq order."""
 
     def entries(self, first: int = 1, last: int | None = None) -> Iterator[Entry]:
         """Stream checked, typed events with ``first <= seq <= last``."""
 
+    def find(self, **wanted: str | int | None) -> Iterator[StoredEvent]:
+        """Stream the events whose indexed columns equal every given value."""
+
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Check the whole chain from stored bytes (``deep``: parse and check columns too)."""
+
+    def close(self) -> None:
+        """Close the connections."""
+
+
+class StoreTransaction(Transaction, Protocol):
+    """A write transaction of a store with projections: deciders read them inside it."""
+
+    def new_batch(self) -> None:
+        """Let the next :meth:`stage` open a new batch, as a new transaction would."""
+
+    def reader(self) -> Reader:
+        """The read-model port (ADR 0008): the projections as this transaction sees them."""
+
+
+class EventStore(EventLog, Protocol):
+    """A log with its projections beside it: what the host, the CLI and the readers use.
+
+    :class:`pwf.store.sqlite.SqliteStore` keeps both in one file;
+    :class:`pwf.store.mirror.MirroredStore` keeps the log in PostgreSQL and
+    the projections in a local file caught up from it.
+    """
+
+    @property
+    def path(self) -> Path:
+        """The SQLite file that holds the projections."""
+
+    @property
+    def log_file(self) -> SqliteStore | None:
+        """The SQLite file that is the log of record, which file maintenance acts on.
+
+        None when the log of record is elsewhere (a shared log in PostgreSQL):
+        ``state.backup`` and ``state.prune`` then refuse (ADR 0038 D6).
+        """
+
+    @property
+    def projections_file(self) -> SqliteStore:
+        """The SQLite file that holds the projections, for what reads the file itself.
+
+        ``state.status`` (its size) and ``state.verify`` (SQLite's integrity
+        check, then a rebuild compared with it) are reads of the database
+        file (HOST §2.16, §2.17); nothing writes through it.
+        """
+
+    @property
+    def log_name(self) -> str:
+        """What messages call the log of record (a file's path, or a URL without password)."""
+
+    def catch_up(self) -> int:
+        """Fold what a shared log of record holds beyond the projections; how many events."""
+
+    def transaction(self) -> AbstractContextManager[StoreTransaction]:
+        """Take the write lock; decide, stage and read inside; commit on exit."""
+
+    def reader(self) -> Reader:
+        """Read the committed projections (queries, explain, views, verdicts)."""
+
+    def snapshot(self) -> AbstractContextManager[Reader]:
+        """Read one committed moment of the projections (the open transaction's, inside one)."""
+
+    def __enter__(self) -> Self:
+        """Use as a context manager that closes on exit."""
+
+    def __exit__(self, *_: object) -> None:
+        """Close on exit."""

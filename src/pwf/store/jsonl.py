@@ -1,4 +1,4 @@
-"""JSONL export and import of a log; imports events, errors and the SQLite store.
+"""JSONL export and import of any log; imports events, errors and the store's types.
 
 Export writes each event's stored bytes and a newline, nothing else, so two
 exports of the same log are identical files.  Import checks every line
@@ -19,7 +19,7 @@ from pwf.store import EMPTY, Head, check_link, origin_of
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventLog, EventStore
 
 __all__ = ["export_jsonl", "import_jsonl"]
 
@@ -27,7 +27,7 @@ _LIMIT = 1_048_576 * 8
 """Longest line accepted on import: eight times the protocol limit, as events carry receipts."""
 
 
-def export_jsonl(store: SqliteStore, out: BinaryIO, first: int = 1, last: int | None = None) -> int:
+def export_jsonl(store: EventLog, out: BinaryIO, first: int = 1, last: int | None = None) -> int:
     """Write stored events ``first..last`` as JSONL; return how many were written."""
     written = 0
     for stored in store.read(first, last):
@@ -45,7 +45,7 @@ def _lines(source: BinaryIO) -> Iterable[tuple[int, bytes]]:
         yield number, line[:-1]
 
 
-def import_jsonl(store: SqliteStore, source: BinaryIO) -> Head:
+def import_jsonl(store: EventStore, source: BinaryIO) -> Head:
     """Append a JSONL log to an empty store, checking every line; all or nothing.
 
     Raises:

@@ -3,13 +3,15 @@
 Imports the store, its rows, the SQLite and PostgreSQL stores and errors.
 The local file is an ordinary pwf database: its projections, and a copy of
 every event it has applied, each checked against the chain as it is copied.
-:class:`MirroredStore` is a :class:`~pwf.store.sqlite.SqliteStore` whose
-write transaction spans both databases, in this order: ``BEGIN IMMEDIATE``
-locally, then the shared log's advisory lock; fold every event of the shared
-log the file has not applied yet (from any host) into the local projections;
-let the caller decide and stage; copy the new events to PostgreSQL and
-commit there; then commit locally.  A crash between the two commits leaves
-the file behind the log, never ahead, and the next catch-up (at the next
+:func:`MirroredStore` opens the file as a
+:class:`~pwf.store.sqlite.SqliteStore` composed with a :class:`Mirror` of
+the log (the file's store is not a subclass of anything); its write
+transaction spans both databases, in this order: ``BEGIN IMMEDIATE``
+locally, then the shared log's advisory lock; fold every event of the
+shared log the file has not applied yet (from any host) into the local
+projections; let the caller decide and stage; copy the new events to
+PostgreSQL and commit there; then commit locally.  A crash between the two
+commits leaves the file behind the log, never ahead, and the next catch-up (at the next
 open or command) folds what it missed.
 """
 
@@ -27,6 +29,7 @@ from pwf.store.sqlite import SqliteStore, SqliteTransaction, Synchronous, transl
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Iterable, Iterator, Sequence
+    from pathlib import Path
 
     from pwf.store import AppendHook
     from pwf.store.postgres import PostgresStore
@@ -37,97 +40,114 @@ _SMALL_GAP: Final = 1_000
 """Up to this many missing events are fetched in one query, more are streamed."""
 
 
-class MirroredStore(SqliteStore):
-    """A local projection file on a shared PostgreSQL log; every write goes through both."""
+def MirroredStore(  # noqa: N802, PLR0913 - named for the store it makes; operator settings
+    path: str | os.PathLike[str],
+    log: PostgresStore,
+    *,
+    synchronous: Synchronous = "NORMAL",
+    busy_timeout_ms: int = 5_000,
+    hooks: Sequence[AppendHook] = (),
+    install: Callable[[sqlite3.Connection], None] | None = None,
+) -> SqliteStore:
+    """Open (creating if missing) the local file at ``path`` as a mirror of the shared ``log``.
 
-    shared_log: Final = True
-    """Marks a store whose log of record is elsewhere (file maintenance does not apply)."""
+    ``install`` creates the projections' tables in a new file.
+    ``synchronous`` is NORMAL by default: an acknowledged command is
+    durable once PostgreSQL commits, and a local commit lost to a power
+    cut is folded again from the log at the next catch-up.
 
-    def __init__(  # noqa: PLR0913 - each keyword is an operator setting
-        self,
-        path: str | os.PathLike[str],
-        log: PostgresStore,
-        *,
-        synchronous: Synchronous = "NORMAL",
-        busy_timeout_ms: int = 5_000,
-        hooks: Sequence[AppendHook] = (),
-        install: Callable[[sqlite3.Connection], None] | None = None,
-    ) -> None:
-        """Open (creating if missing) the local file at ``path`` for the shared ``log``.
+    Raises:
+        StoreError: the file belongs to another log, or is ahead of this one.
+    """
+    mirror = Mirror(log)
+    store = SqliteStore(
+        path,
+        create=True,
+        synchronous=synchronous,
+        busy_timeout_ms=busy_timeout_ms,
+        hooks=hooks,
+        shared=mirror,
+    )
+    try:
+        store.install(
+            *([] if install is None else [install]),
+            lambda connection: mirror.bind(connection, store.path),
+        )
+    except BaseException:
+        store.close()
+        raise
+    return store
 
-        ``install`` creates the projections' tables in a new file.
-        ``synchronous`` is NORMAL by default: an acknowledged command is
-        durable once PostgreSQL commits, and a local commit lost to a power
-        cut is folded again from the log at the next catch-up.
+
+class Mirror:
+    """The shared log a local file mirrors: its write path, catch-up and verify (ADR 0038).
+
+    A :class:`~pwf.store.sqlite.SqliteStore` made with ``shared=Mirror(log)``
+    runs its write transactions, catch-ups and verification through it; it
+    holds the connection to PostgreSQL and nothing of the file but what each
+    call is given.
+    """
+
+    def __init__(self, log: PostgresStore) -> None:
+        """Mirror the shared ``log``."""
+        self.log = log
+
+    @property
+    def name(self) -> str:
+        """The shared log's URL without its password."""
+        return self.log.path
+
+    def bind(self, connection: sqlite3.Connection, path: Path) -> None:
+        """Tie the file at ``path`` to the log it mirrors, or refuse a file of another log.
 
         Raises:
-            StoreError: the file belongs to another log, or is ahead of this one.
+            StoreError: the file mirrors another log.
         """
-        super().__init__(
-            path,
-            create=True,
-            synchronous=synchronous,
-            busy_timeout_ms=busy_timeout_ms,
-            hooks=hooks,
-        )
-        self.log = log
-        self.before_local_commit: Callable[[], None] | None = None
-        """Called between the two commits (tests kill the process there)."""
-        try:
-            with self._immediate() as connection:
-                if install is not None:
-                    install(connection)
-                self._bind(connection)
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
-
-    def _bind(self, connection: sqlite3.Connection) -> None:
-        """Tie the file to the log it mirrors, or refuse a file of another log."""
         row = connection.execute("SELECT value FROM _pwf_meta WHERE key = 'log_id'").fetchone()
         if row is not None and row[0] != self.log.log_id:
-            raise StoreError(f"{self.path}: mirrors another log than {self.log.path}")
+            raise StoreError(f"{path}: mirrors another log than {self.log.path}")
         if row is None:
             connection.execute(
                 "INSERT INTO _pwf_meta (key, value) VALUES ('log_id', ?)", (self.log.log_id,)
             )
 
     def close(self) -> None:
-        """Close the local file and the connection to the shared log."""
-        super().close()
+        """Close the connection to the shared log."""
         self.log.close()
 
-    def catch_up(self) -> int:
-        """Fold every event of the shared log this file has not applied yet; return how many."""
-        with super().transaction() as local:
-            return self._apply(local, self.log.head())
+    def catch_up(self, local: SqliteStore) -> int:
+        """Fold every event of the shared log ``local`` has not applied yet; return how many."""
+        with local.file_transaction() as tx:
+            return self._apply(tx, self.log.head())
 
     @contextmanager
-    def transaction(self) -> Iterator[SqliteTransaction]:
+    def transaction(self, local: SqliteStore) -> Iterator[SqliteTransaction]:
         """Lock both logs, catch up, let the caller stage; commit PostgreSQL, then SQLite."""
+        connection = local.connection
         try:
-            self.connection.execute("BEGIN IMMEDIATE")
+            connection.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
+            raise translate_error(error, local.path) from None
         try:
-            local = SqliteTransaction(self, self.connection)
-            with self.log.transaction(after=local.head.seq) as remote:
-                self._apply(local, remote.head, remote.prefetched)
-                start = local.head.seq
-                yield local
-                local.settle()
-                rows = self.connection.execute(
+            tx = SqliteTransaction(local, connection)
+            with self.log.transaction(after=tx.head.seq) as remote:
+                self._apply(tx, remote.head, remote.prefetched)
+                start = tx.head.seq
+                yield tx
+                tx.settle()
+                rows = connection.execute(
                     f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq", (start,)
                 ).fetchall()
                 remote.write_rows(rows)
-            if self.before_local_commit is not None:
-                self.before_local_commit()
+            if local.before_local_commit is not None:
+                local.before_local_commit()
         except BaseException:
-            self.connection.execute("ROLLBACK")
+            connection.execute("ROLLBACK")
             raise
         try:
-            self.connection.execute("COMMIT")
+            connection.execute("COMMIT")
         except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
+            raise translate_error(error, local.path) from None
 
     def _apply(
         self,
@@ -148,11 +168,14 @@ class MirroredStore(SqliteStore):
         head = local.head
         if head.seq > target.seq:
             raise StoreError(
-                f"{self.path}: holds seq {head.seq}, beyond the shared log's head {target.seq}"
+                f"{local.store.path}: holds seq {head.seq}, beyond the shared log's head"
+                f" {target.seq}"
             )
         if head.seq == target.seq:
             if head != target:
-                raise StoreError(f"{self.path}: has diverged from the shared log at seq {head.seq}")
+                raise StoreError(
+                    f"{local.store.path}: has diverged from the shared log at seq {head.seq}"
+                )
             return 0
         gap = target.seq - head.seq
         rows: Iterable[tuple[object, ...]]
@@ -188,8 +211,6 @@ class MirroredStore(SqliteStore):
             before = Head(seq=entry.seq, content_hash=entry.content_hash, batch=entry.batch)
             count += 1
         return count
-
-    # The log of record is PostgreSQL: reading and verifying the log go there.
 
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Verify the shared log in PostgreSQL (the file holds a checked copy of it)."""

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Final, Self
 import msgspec
 import psycopg
 
-from pwf.errors import ChainError, InputError, StoreBusyError, StoreError
-from pwf.events import Actor, Cause, CommandRecorded, Entry, Event, Sealed, open_body, seal
+from pwf.errors import ChainError, StoreBusyError, StoreError
+from pwf.events import Actor, Cause, CommandRecorded, Entry, Event, Sealed, open_body
 from pwf.store import EMPTY, Head, StoredEvent, VerifyReport, origin_of
 from pwf.store.chainwalk import walk_rows
 from pwf.store.rows import BODY, COLUMNS, columns, verify_rows
+from pwf.store.sealing import lookup, report, seal_batch
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -122,16 +123,6 @@ SCHEMA: Final = (
 )
 """Idempotent: ``pwf init --store`` may run any number of times, from any host."""
 
-_LOOKUP_COLUMNS: Final = (
-    "type",
-    "run_id",
-    "session_id",
-    "request_id",
-    "client_id",
-    "idempotency_key",
-    "batch",
-)
-
 
 def is_postgres_url(text: str) -> bool:
     """True for a ``postgresql://`` or ``postgres://`` connection URL."""
@@ -212,22 +203,7 @@ class PostgresTransaction:
     ) -> list[Sealed]:
         if not events:
             return []
-        seq, prev = self._head.seq, self._head.content_hash
-        sealed: list[Sealed] = []
-        for event in events:
-            seq += 1
-            item = seal(
-                event,
-                seq=seq,
-                batch=batch,
-                at=at,
-                actor=actor,
-                cause=cause,
-                event_id=f"evt-{seq}",
-                prev_hash=prev,
-            )
-            sealed.append(item)
-            prev = item.entry.content_hash
+        sealed = seal_batch(events, self._head, batch, at=at, actor=actor, cause=cause)
         self.write_rows([(*columns(item.entry), item.body) for item in sealed])
         return sealed
 
@@ -426,12 +402,7 @@ class PostgresStore:
         Raises:
             InputError: an unknown column, or an idempotency key without its client id.
         """
-        unknown = sorted(set(wanted) - set(_LOOKUP_COLUMNS))
-        if unknown:
-            raise InputError(f"events cannot be looked up by {unknown[0]}")
-        given = {column: value for column, value in wanted.items() if value is not None}
-        if "idempotency_key" in given and "client_id" not in given:
-            raise InputError("an idempotency key is looked up together with its client id")
+        given = lookup(wanted)
         where = " AND ".join(f"{column} = %s" for column in given) or "TRUE"
         for seq, body in self._stream(
             f"SELECT seq, body FROM events WHERE {where} ORDER BY seq", tuple(given.values())
@@ -463,33 +434,13 @@ class PostgresStore:
             raise translate_error(error, self.path) from None
 
     def _verify(self, *, deep: bool) -> VerifyReport:
-        head = self.head()
-        origin = EMPTY
-        try:
-            origin = self.origin()
-            rows: Iterable[tuple[object, ...]] = self.rows()
-            if deep:
-                last = verify_rows(rows, origin)
-            else:
-                last = walk_rows(((row[0], str(row[9]).encode(), row[11]) for row in rows), origin)
-        except ChainError as error:
-            return VerifyReport(
-                events=max(error.seq - 1 - origin.seq, 0),
-                head=head,
-                first_bad_seq=error.seq,
-                reason=error.reason,
-            )
-        if last != head:
-            bad = last.seq if last.seq == head.seq else min(last.seq, head.seq) + 1
-            return VerifyReport(
-                events=last.seq - origin.seq,
-                head=head,
-                first_bad_seq=bad,
-                reason=f"the log ends at seq {last.seq} but its head says seq {head.seq}"
-                if last.seq != head.seq
-                else "the head's hash or batch does not match the last event",
-            )
-        return VerifyReport(events=last.seq - origin.seq, head=head)
+        return report(self.head(), self.origin, lambda origin: self._walk(origin, deep=deep))
+
+    def _walk(self, origin: Head, *, deep: bool) -> Head:
+        rows: Iterable[tuple[object, ...]] = self.rows()
+        if deep:
+            return verify_rows(rows, origin)
+        return walk_rows(((row[0], str(row[9]).encode(), row[11]) for row in rows), origin)
 
 
 def _head_of(row: tuple[object, ...] | None) -> Head:

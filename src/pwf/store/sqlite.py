@@ -14,7 +14,7 @@ import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Self
+from typing import TYPE_CHECKING, Final, Literal, Protocol, Self
 
 from pwf import canonical
 from pwf._sqlite import transaction
@@ -26,19 +26,23 @@ from pwf.errors import (
     StoreBusyError,
     StoreError,
 )
-from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body, seal
+from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body
 from pwf.private import create_file, make_directories
+from pwf.sqlreader import RowReader
 from pwf.store import EMPTY, AppendHook, Head, StoredEvent, VerifyReport, origin_of
 from pwf.store.rows import COLUMNS, columns, verify_rows
+from pwf.store.sealing import lookup, report, seal_batch
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
+    from contextlib import AbstractContextManager
 
 __all__ = [
     "APPLICATION_ID",
     "FORMAT",
     "HEAD_UPSERT",
     "SCHEMA",
+    "SharedLog",
     "SqliteStore",
     "SqliteTransaction",
     "translate_error",
@@ -108,7 +112,6 @@ HEAD_UPSERT: Final = (
 )
 """Move the head row to ``(seq, content_hash, batch)``."""
 _INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-_LOOKUPS: Final = frozenset({"type", "run_id", "session_id", "request_id", "client_id", "batch"})
 
 
 def translate_error(error: sqlite3.Error, path: Path) -> PwfError:
@@ -138,6 +141,26 @@ def _prepare_file(path: Path) -> None:
     os.close(descriptor)
 
 
+class SharedLog(Protocol):
+    """A log of record elsewhere that a SQLite file mirrors (:class:`pwf.store.mirror.Mirror`)."""
+
+    @property
+    def name(self) -> str:
+        """What messages call the log (a URL without its password)."""
+
+    def transaction(self, local: SqliteStore) -> AbstractContextManager[SqliteTransaction]:
+        """Lock both logs, catch ``local`` up, yield its transaction; commit there, then here."""
+
+    def catch_up(self, local: SqliteStore) -> int:
+        """Fold into ``local`` what the log holds beyond it; return how many events."""
+
+    def verify(self, *, deep: bool = True) -> VerifyReport:
+        """Verify the log of record."""
+
+    def close(self) -> None:
+        """Close the connection to the log."""
+
+
 class SqliteTransaction:
     """The write lock is held; appends seal against the head read inside it."""
 
@@ -157,6 +180,10 @@ class SqliteTransaction:
     def head(self) -> Head:
         """The log's tip as seen inside the transaction."""
         return self._head
+
+    def reader(self) -> RowReader:
+        """The read-model port: the projections as this transaction sees them, own writes too."""
+        return RowReader(self.connection)
 
     def append(
         self,
@@ -225,23 +252,7 @@ class SqliteTransaction:
     ) -> list[Sealed]:
         if not events:
             return []
-        head = self._head
-        prev = head.content_hash
-        sealed: list[Sealed] = []
-        for offset, event in enumerate(events, start=1):
-            seq = head.seq + offset
-            item = seal(
-                event,
-                seq=seq,
-                batch=batch,
-                at=at,
-                actor=actor,
-                cause=cause,
-                event_id=f"evt-{seq}",
-                prev_hash=prev,
-            )
-            sealed.append(item)
-            prev = item.entry.content_hash
+        sealed = seal_batch(events, self._head, batch, at=at, actor=actor, cause=cause)
         self._write(sealed)
         return sealed
 
@@ -328,8 +339,13 @@ class SqliteStore:
         busy_timeout_ms: int = 5_000,
         hooks: Sequence[AppendHook] = (),
         read_only: bool = False,
+        shared: SharedLog | None = None,
     ) -> None:
         """Open (or with ``create`` make) the database at ``path``.
+
+        With ``shared`` the file mirrors a log of record elsewhere
+        (:class:`pwf.store.mirror.Mirror`): writes, catch-ups and verify go
+        through it, reads come from the file's checked copy.
 
         Raises:
             InputError: the database does not exist and ``create`` is false.
@@ -337,6 +353,9 @@ class SqliteStore:
         """
         self.path = Path(path).absolute()
         self.hooks: list[AppendHook] = list(hooks)
+        self.shared = shared
+        self.before_local_commit: Callable[[], None] | None = None
+        """With a shared log: called between its commit and this file's (tests kill there)."""
         if self.path.is_dir():
             raise InputError(f"{self.path} is a directory, not a database file")
         if not self.path.exists():
@@ -394,9 +413,54 @@ class SqliteStore:
         if row is None or row[0] != FORMAT:
             raise NotPwfDatabaseError(f"{self.path}: not a pwf database (expected format {FORMAT})")
 
+    @property
+    def log_file(self) -> SqliteStore | None:
+        """This file when it is the log of record (file maintenance acts on it), else None."""
+        return self if self.shared is None else None
+
+    @property
+    def projections_file(self) -> SqliteStore:
+        """This file holds the projections (also when it mirrors a shared log)."""
+        return self
+
+    @property
+    def log_name(self) -> str:
+        """What messages call the log of record: this file, or the shared log it mirrors."""
+        return str(self.path) if self.shared is None else self.shared.name
+
+    @property
+    def shared_log(self) -> bool:
+        """True when the log of record is a shared log this file mirrors."""
+        return self.shared is not None
+
+    def catch_up(self) -> int:
+        """Fold what the shared log holds beyond this file; return how many events (0 alone)."""
+        return 0 if self.shared is None else self.shared.catch_up(self)
+
+    def reader(self) -> RowReader:
+        """Read the committed projections (outside any write transaction of this store)."""
+        return RowReader(self.connection)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[RowReader]:
+        """Read one committed moment of the projections (the open transaction's, inside one)."""
+        with self._snapshot():
+            yield self.reader()
+
+    def install(self, *installers: Callable[[sqlite3.Connection], object]) -> None:
+        """Create schema beside the log (the projections' tables, the views) in one transaction.
+
+        It is this file's own transaction, also when it mirrors a shared log.
+        """
+        with self.file_transaction():
+            for install in installers:
+                install(self.connection)
+
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the shared log's)."""
         self.connection.close()
+        if self.shared is not None:
+            self.shared.close()
 
     def __enter__(self) -> Self:
         """Use as a context manager that closes on exit."""
@@ -418,7 +482,20 @@ class SqliteStore:
 
     @contextmanager
     def transaction(self) -> Iterator[SqliteTransaction]:
-        """Take the write lock; decide and append inside; commit on exit, roll back on error."""
+        """Take the write lock; decide and append inside; commit on exit, roll back on error.
+
+        With a shared log the lock is both logs' and the commit goes there first.
+        """
+        if self.shared is None:
+            with self.file_transaction() as tx:
+                yield tx
+            return
+        with self.shared.transaction(self) as tx:
+            yield tx
+
+    @contextmanager
+    def file_transaction(self) -> Iterator[SqliteTransaction]:
+        """This file's own write transaction (a mirror's catch-up and schema installs use it)."""
         try:
             with self._immediate() as connection:
                 transaction = SqliteTransaction(self, connection)
@@ -458,30 +535,13 @@ class SqliteStore:
         for stored in self.read(first, last):
             yield open_body(stored.body)
 
-    def find(  # noqa: PLR0913 - one keyword per indexed column
-        self,
-        *,
-        type: str | None = None,  # noqa: A002 - the column's name
-        run_id: str | None = None,
-        session_id: str | None = None,
-        request_id: str | None = None,
-        client_id: str | None = None,
-        idempotency_key: str | None = None,
-        batch: int | None = None,
-    ) -> Iterator[StoredEvent]:
-        """Stream the events whose indexed columns equal every given value."""
-        wanted = {
-            "type": type,
-            "run_id": run_id,
-            "session_id": session_id,
-            "request_id": request_id,
-            "client_id": client_id,
-            "idempotency_key": idempotency_key,
-            "batch": batch,
-        }
-        given = {column: value for column, value in wanted.items() if value is not None}
-        if idempotency_key is not None and client_id is None:
-            raise InputError("an idempotency key is looked up together with its client id")
+    def find(self, **wanted: str | int | None) -> Iterator[StoredEvent]:
+        """Stream the events whose indexed columns equal every given value.
+
+        Raises:
+            InputError: an unknown column, or an idempotency key without its client id.
+        """
+        given = lookup(wanted)
         where = " AND ".join(f"{column} = ?" for column in given) or "1"
         cursor = self.connection.execute(
             f"SELECT seq, body FROM events WHERE {where} ORDER BY seq", tuple(given.values())
@@ -509,6 +569,8 @@ class SqliteStore:
         ``contentHash``, and ``seq``, ``batch`` and ``prevHash`` read from the
         bytes, which proves that no acknowledged byte changed.
         """
+        if self.shared is not None:
+            return self.shared.verify(deep=deep)
         with self._snapshot():
             return self._verify(deep=deep)
 
@@ -547,25 +609,4 @@ class SqliteStore:
 
     def _verify(self, *, deep: bool) -> VerifyReport:
         head = self.head()
-        origin = EMPTY
-        try:
-            origin = self.origin()
-            last = self._walk(origin, head, deep=deep)
-        except ChainError as error:
-            return VerifyReport(
-                events=max(error.seq - 1 - origin.seq, 0),
-                head=head,
-                first_bad_seq=error.seq,
-                reason=error.reason,
-            )
-        if last != head:
-            bad = last.seq if last.seq == head.seq else min(last.seq, head.seq) + 1
-            return VerifyReport(
-                events=last.seq - origin.seq,
-                head=head,
-                first_bad_seq=bad,
-                reason=f"the log ends at seq {last.seq} but its head says seq {head.seq}"
-                if last.seq != head.seq
-                else "the head's hash or batch does not match the last event",
-            )
-        return VerifyReport(events=last.seq - origin.seq, head=head)
+        return report(head, self.origin, lambda origin: self._walk(origin, head, deep=deep))

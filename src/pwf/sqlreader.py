@@ -1,0 +1,47 @@
+"""Rows of one SQLite connection by column name: the read-model port (ADR 0008).
+
+Imports canonical (plus sqlite3: this is an edge room).  A
+:class:`RowReader` is what deciders and rules read the projections through
+(:class:`pwf.commands.Reader`); the store hands one out for its write
+transaction and one for committed state, so no caller builds it from a
+connection of its own.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+from pwf import canonical
+
+if TYPE_CHECKING:
+    from pwf.commands import Row
+
+__all__ = ["RowReader"]
+
+
+class RowReader:
+    """Rows of one connection by column name: what deciders and rules read through a Context."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        """Read through ``connection`` (its transaction, if one is open)."""
+        self.connection = connection
+
+    def one(self, sql: str, params: tuple[object, ...] = ()) -> Row | None:
+        """The first row of a query, or None."""
+        try:
+            cursor = self.connection.execute(sql, params)
+        except UnicodeEncodeError:  # a lone surrogate: looked up as Node binds it
+            cursor = self.connection.execute(sql, canonical.bindable(params))
+        cursor.row_factory = sqlite3.Row
+        row: Row | None = cursor.fetchone()
+        return row
+
+    def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
+        """Every row of a query."""
+        try:
+            cursor = self.connection.execute(sql, params)
+        except UnicodeEncodeError:  # a lone surrogate: looked up as Node binds it
+            cursor = self.connection.execute(sql, canonical.bindable(params))
+        cursor.row_factory = sqlite3.Row
+        return list(cursor.fetchall())

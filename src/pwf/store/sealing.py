@@ -1,0 +1,108 @@
+"""What every log does alike: sealing a batch, checking a lookup, reporting a verify.
+
+Imports events, errors and the store's types.  The SQLite and PostgreSQL
+logs seal against the head read inside their write transaction, accept the
+same indexed-column lookups and turn a walk of their rows into the same
+:class:`~pwf.store.VerifyReport`, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.errors import ChainError, InputError
+from pwf.events import seal
+from pwf.store import EMPTY, VerifyReport
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from pwf.events import Actor, Cause, Event, Sealed
+    from pwf.store import Head
+
+__all__ = ["LOOKUP_COLUMNS", "lookup", "report", "seal_batch"]
+
+LOOKUP_COLUMNS: Final = (
+    "type",
+    "run_id",
+    "session_id",
+    "request_id",
+    "client_id",
+    "idempotency_key",
+    "batch",
+)
+"""The indexed columns events are looked up by."""
+
+
+def seal_batch(  # noqa: PLR0913 - the head, the batch and what every event of it shares
+    events: Sequence[Event],
+    head: Head,
+    batch: int,
+    *,
+    at: int,
+    actor: Actor,
+    cause: Cause | None,
+) -> list[Sealed]:
+    """Seal ``events`` into ``batch`` after ``head``: gapless seqs, each hanging off the last."""
+    seq, prev = head.seq, head.content_hash
+    sealed: list[Sealed] = []
+    for event in events:
+        seq += 1
+        item = seal(
+            event,
+            seq=seq,
+            batch=batch,
+            at=at,
+            actor=actor,
+            cause=cause,
+            event_id=f"evt-{seq}",
+            prev_hash=prev,
+        )
+        sealed.append(item)
+        prev = item.entry.content_hash
+    return sealed
+
+
+def lookup(wanted: Mapping[str, str | int | None]) -> dict[str, str | int]:
+    """The given values of an indexed-column lookup, checked.
+
+    Raises:
+        InputError: an unknown column, or an idempotency key without its client id.
+    """
+    unknown = sorted(set(wanted) - set(LOOKUP_COLUMNS))
+    if unknown:
+        raise InputError(f"events cannot be looked up by {unknown[0]}")
+    given = {column: value for column, value in wanted.items() if value is not None}
+    if "idempotency_key" in given and "client_id" not in given:
+        raise InputError("an idempotency key is looked up together with its client id")
+    return given
+
+
+def report(head: Head, origin: Callable[[], Head], walk: Callable[[Head], Head]) -> VerifyReport:
+    """What a verify found: ``walk`` from the log's ``origin`` must end at ``head``.
+
+    A chain fault names its seq; a walk that ends elsewhere than the head
+    names the first seq past the shorter of the two.
+    """
+    start = EMPTY
+    try:
+        start = origin()
+        last = walk(start)
+    except ChainError as error:
+        return VerifyReport(
+            events=max(error.seq - 1 - start.seq, 0),
+            head=head,
+            first_bad_seq=error.seq,
+            reason=error.reason,
+        )
+    if last != head:
+        bad = last.seq if last.seq == head.seq else min(last.seq, head.seq) + 1
+        return VerifyReport(
+            events=last.seq - start.seq,
+            head=head,
+            first_bad_seq=bad,
+            reason=f"the log ends at seq {last.seq} but its head says seq {head.seq}"
+            if last.seq != head.seq
+            else "the head's hash or batch does not match the last event",
+        )
+    return VerifyReport(events=last.seq - start.seq, head=head)

@@ -1,0 +1,198 @@
+"""The contract of a log with its projections (``pwf.store.EventStore``), on every implementation.
+
+A SQLite file that is its own log, and a host's local file mirroring a
+shared log in PostgreSQL (ADR 0038), keep the same promises to the host:
+deciders read their own staged writes through the transaction's reader
+(ADR 0008), committed reads see whole commands only (ADR 0005), racing
+hosts with one client + key execute it once (DOMAIN §7.2), and file
+maintenance applies only where the file is the log of record.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pwf.events import Actor
+from pwf.host import Host
+from pwf.protocol.client import ClientRequest
+from pwf.readmodel import ReadModel
+from pwf.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from pwf.store import EventLog, EventStore
+
+KINDS = ("sqlite", "mirrored")
+AT = 1_764_403_200_000
+ACTOR = Actor(type="session", id="session-main")
+START = {
+    "projectPath": "/p",
+    "workflowName": "echo",
+    "workflowSourceRef": "builtin:echo",
+    "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
+    "definitionDigest": "d1",
+    "definitionSnapshot": {},
+    "input": {},
+    "originSessionId": "s-1",
+}
+
+
+class Stores:
+    """Hosts' stores of one log: ``open(n)`` is host ``n``'s (its own file when mirrored)."""
+
+    def __init__(self, kind: str, folder: Path, url: str | None) -> None:
+        """Stores of ``kind`` kept in ``folder`` (on the shared log at ``url`` when mirrored)."""
+        self.kind = kind
+        self.folder = folder
+        self.url = url
+        self.opened: list[SqliteStore] = []
+
+    def open(self, host: int = 0) -> SqliteStore:
+        """Host ``host``'s store, with the read model; closed after the test."""
+        store = self.connect(host)
+        self.opened.append(store)
+        return store
+
+    def connect(self, host: int = 0) -> SqliteStore:
+        """Host ``host``'s store, with the read model, for the caller to close."""
+        model = ReadModel()
+        if self.kind == "sqlite":
+            store = SqliteStore(self.folder / "state.db", create=True, hooks=[model])
+            store.install(model.install)
+        else:
+            from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - optional extra
+            from pwf.store.postgres import PostgresStore  # noqa: PLC0415
+
+            assert self.url is not None
+            log = PostgresStore(self.url, create=True)
+            store = MirroredStore(
+                self.folder / f"host-{host}.db", log, hooks=[model], install=model.install
+            )
+            store.catch_up()
+        return store
+
+    def close(self) -> None:
+        """Close every store the test opened."""
+        for store in self.opened:
+            store.close()
+
+
+@pytest.fixture(params=KINDS)
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
+    """Each implementation in turn, on an empty log."""
+    url = request.getfixturevalue("pg_url") if request.param == "mirrored" else None
+    made = Stores(request.param, tmp_path, url)
+    yield made
+    made.close()
+
+
+def _start(request_id: str) -> ClientRequest:
+    return ClientRequest(
+        request_id=request_id,
+        client_id="cli-A",
+        operation="run.start",
+        idempotency_key="start-race",
+        payload=START,
+        run_id="run-1",
+    )
+
+
+def test_every_implementation_keeps_the_protocols(stores: Stores) -> None:
+    """Statically (mypy) and at run time, the store is an EventStore and an EventLog."""
+    store: EventStore = stores.open()
+    log: EventLog = store
+    assert (0, store.path) == (log.head().seq, store.projections_file.path)
+
+
+def test_the_transaction_reader_sees_its_own_staged_writes(stores: Stores, command: Any) -> None:
+    """Inside the write transaction the decider reads what it staged (ADR 0008 D3)."""
+    store = stores.open()
+    with store.transaction() as tx:
+        tx.stage([command(1)], at=AT, actor=ACTOR)
+        seen = tx.reader().one("SELECT count(*) AS n FROM events")
+        assert seen is not None
+        assert 1 == seen["n"]
+        tx.new_batch()
+        tx.stage([command(2)], at=AT, actor=ACTOR)
+    assert [1, 2] == [entry.batch for entry in store.entries()]
+
+
+def test_a_snapshot_reads_committed_state_only(stores: Stores, command: Any) -> None:
+    """Another host's store sees a command only once it committed (ADR 0005)."""
+    store, other = stores.open(0), stores.open(1)
+    with store.transaction() as tx:
+        tx.append([command(1)], at=AT, actor=ACTOR)
+        other.catch_up()
+        with other.snapshot() as reader:
+            assert [] == reader.all("SELECT seq FROM events")
+    other.catch_up()
+    with other.snapshot() as reader:
+        assert [1] == [row["seq"] for row in reader.all("SELECT seq FROM events")]
+
+
+def test_file_maintenance_applies_only_to_a_log_of_record(stores: Stores) -> None:
+    """The capability that replaces guessing: the SQLite log is its own file, a mirror has none."""
+    store = stores.open()
+    expected = store if stores.kind == "sqlite" else None
+    assert expected is store.log_file
+    assert (stores.kind == "mirrored") is store.shared_log
+
+
+def test_racing_hosts_execute_one_client_key_once(stores: Stores) -> None:
+    """Four hosts race ``run.start`` with one client + key: one accepted, three adopted."""
+    hosts = 4
+    stores.open().close()  # the log and the first file exist before the race
+    start = threading.Barrier(hosts)
+    outcomes: list[str] = []
+    failures: list[BaseException] = []
+
+    def send(index: int) -> None:
+        try:
+            with stores.connect(index) as store:
+                start.wait(timeout=60)
+                outcomes.append(Host(store).request(_start(f"r-{index}"), AT).outcome)
+        except BaseException as error:  # noqa: BLE001 - reported by the test below
+            failures.append(error)
+
+    threads = [threading.Thread(target=send, args=(n,)) for n in range(hosts)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [] == failures
+    assert ["accepted", "adopted", "adopted", "adopted"] == sorted(outcomes)
+    store = stores.open()
+    assert 1 == len(list(store.find(type="command.recorded")))
+    assert store.verify().ok
+
+
+def test_verify_reads_the_log_of_record(stores: Stores, command: Any) -> None:
+    """A fault in the log of record is found through the store, at its seq."""
+    store = stores.open()
+    for number in range(3):
+        store.append([command(number)], at=AT, actor=ACTOR)
+    _tamper(stores, "UPDATE events SET run_id = 'run-x' WHERE seq = 2")
+    report = store.verify()
+    assert (2, 1) == (report.first_bad_seq, report.events)
+
+
+def _tamper(stores: Stores, sql: str) -> None:
+    """Change the log of record behind the store's back."""
+    if stores.kind == "sqlite":
+        import sqlite3  # noqa: PLC0415
+
+        connection = sqlite3.connect(stores.folder / "state.db")
+        with connection:
+            connection.execute(sql)
+        connection.close()
+        return
+    import psycopg  # noqa: PLC0415 - optional extra
+
+    assert stores.url is not None
+    with psycopg.connect(stores.url, autocommit=True) as pg:
+        pg.execute(sql)
