@@ -10,7 +10,7 @@ connection of its own.
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pwf import canonical
 
@@ -36,6 +36,13 @@ class RowReader:
         cursor.row_factory = sqlite3.Row
         row: Row | None = cursor.fetchone()
         return row
+
+    def table(
+        self, sql: str, params: tuple[object, ...] = ()
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The column names and the rows (as tuples) of a query, names even when it has none."""
+        cursor = self.connection.execute(sql, params)
+        return [column[0] for column in cursor.description], cursor.fetchall()
 
     def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
         """Every row of a query."""

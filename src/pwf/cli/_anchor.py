@@ -9,9 +9,12 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
+from pwf.sqlreader import RowReader
+
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from pwf.commands import Reader
     from pwf.store.compaction import Proof
     from pwf.store.sqlite import SqliteStore
 
@@ -57,9 +60,9 @@ def parse_anchor(text: str) -> Anchor:
     return Anchor(seq=int(found[1]), content_hash=found[2])
 
 
-def _stored_hash(connection: sqlite3.Connection, seq: int) -> str | None:
-    row = connection.execute("SELECT content_hash FROM events WHERE seq = ?", (seq,)).fetchone()
-    return None if row is None else str(row[0])
+def _stored_hash(reader: Reader, seq: int) -> str | None:
+    row = reader.one("SELECT content_hash FROM events WHERE seq = ?", (seq,))
+    return None if row is None else str(row["content_hash"])
 
 
 def anchored(store: SqliteStore, anchor: Anchor, proof: Proof | None, backup: Path | None) -> Held:
@@ -77,7 +80,7 @@ def anchored(store: SqliteStore, anchor: Anchor, proof: Proof | None, backup: Pa
     if anchor.seq > head.seq:
         return Held(anchor.seq, wanted, f"the log's head is seq {head.seq}")
     if anchor.seq > origin.seq:
-        found = _stored_hash(store.connection, anchor.seq)
+        found = _stored_hash(store.reader(), anchor.seq)
         return held if found == wanted else Held(anchor.seq, wanted, f"it has {found}")
     if anchor.seq == origin.seq:
         found = origin.content_hash
@@ -91,7 +94,7 @@ def anchored(store: SqliteStore, anchor: Anchor, proof: Proof | None, backup: Pa
         )
     connection = sqlite3.connect(f"{backup.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
     try:
-        found = _stored_hash(connection, anchor.seq)
+        found = _stored_hash(RowReader(connection), anchor.seq)
     finally:
         connection.close()
     return held if found == wanted else Held(anchor.seq, wanted, f"the backup's has {found}")

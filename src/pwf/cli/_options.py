@@ -138,11 +138,7 @@ def upgrade_views(store: SqliteStore) -> None:
     there, in a transaction that appends nothing (ADR 0049).  The store has
     already proven the file is pwf's, so no other program's file is touched.
     """
-    if views_current(store.connection):
-        return
-    with store.transaction() as tx:
-        if not views_current(tx.connection):
-            install_views(tx.connection)
+    store.upgrade(views_current, install_views)
 
 
 def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) -> SqliteStore:

@@ -18,9 +18,8 @@ from pwf.cli._output import (
 )
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from pwf.cli._output import Form
+    from pwf.sqlreader import RowReader
 
 __all__ = ["query"]
 
@@ -128,7 +127,7 @@ class _Filters(NamedTuple):
 
 
 def _rows(
-    connection: sqlite3.Connection, source: _Source, filters: _Filters
+    reader: RowReader, source: _Source, filters: _Filters
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Column names and rows of one listing, filtered, ordered and paged."""
     where: list[str] = []
@@ -146,8 +145,7 @@ def _rows(
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     text = f"{source.select}{clause} ORDER BY {source.order} LIMIT ? OFFSET ?"
     limit = -1 if filters.limit is None else filters.limit
-    cursor = connection.execute(text, (*params, limit, filters.offset))
-    return [column[0] for column in cursor.description], cursor.fetchall()
+    return reader.table(text, (*params, limit, filters.offset))
 
 
 class _Shape(NamedTuple):
@@ -159,7 +157,7 @@ class _Shape(NamedTuple):
 def _show(name: str, db: str | None, filters: _Filters, shape: _Shape) -> None:
     source = _SOURCES[name]
     with open_store(db, read_only=True) as store:
-        names, rows = _rows(store.connection, source, filters)
+        names, rows = _rows(store.reader(), source, filters)
     default = names if shape.form in ("json", "nl") else source.shown
     picked = pick_columns(names, shape.columns, default)
     indexes = [names.index(column) for column in picked]

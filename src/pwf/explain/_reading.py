@@ -6,7 +6,6 @@ import sqlite3
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias
 
-from pwf._sqlite import transaction
 from pwf.commands import Context
 from pwf.errors import InputError
 from pwf.explain._report import Cause
@@ -16,7 +15,7 @@ from pwf.readmodel import RowReader
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-    from pwf.commands import Row
+    from pwf.commands import Reader, Row
     from pwf.events import Entry
     from pwf.store.sqlite import SqliteStore
 
@@ -33,13 +32,12 @@ def _read_only(_events: object) -> object:
 @contextmanager
 def state_at(
     store: SqliteStore, at_seq: int | None, progress: Progress | None = None
-) -> Iterator[tuple[sqlite3.Connection, int]]:
+) -> Iterator[tuple[Reader, int]]:
     """The projections to read (live, or folded up to ``at_seq``) and the last seq they hold.
 
     ``progress(done, total)`` is told every 1 000 events folded.
     """
-    live = store.connection
-    with transaction(live):
+    with store.snapshot() as live:
         head = store.head().seq
         if at_seq is None:
             yield live, head
@@ -50,7 +48,7 @@ def state_at(
         folded = sqlite3.connect(":memory:")
         try:
             rebuild_into(folded, _counted(store.entries(1, last), last, progress))
-            yield folded, last
+            yield RowReader(folded), last
         finally:
             folded.close()
 
@@ -63,29 +61,29 @@ def _counted(entries: Iterable[Entry], last: int, progress: Progress | None) -> 
         yield entry
 
 
-def _whole_batches(connection: sqlite3.Connection, at_seq: int) -> int:
+def _whole_batches(reader: Reader, at_seq: int) -> int:
     """The last seq of the last batch that ends at or before ``at_seq``.
 
     A batch is one command's decision; the state in the middle of one never
     existed, so a seq inside a batch explains the state before that batch.
     """
-    row = connection.execute(
-        "SELECT e.batch, (SELECT batch FROM events WHERE seq = e.seq + 1)"
+    row = reader.one(
+        "SELECT e.batch AS batch, (SELECT batch FROM events WHERE seq = e.seq + 1) AS following"
         " FROM events e WHERE e.seq = ?",
         (at_seq,),
-    ).fetchone()
-    if row is None or row[0] != row[1]:
+    )
+    if row is None or row["batch"] != row["following"]:
         return at_seq
-    before = connection.execute("SELECT max(seq) FROM events WHERE batch < ?", (row[0],))
-    return int(before.fetchone()[0] or 0)
+    before = reader.one("SELECT max(seq) AS seq FROM events WHERE batch < ?", (row["batch"],))
+    return int((before["seq"] if before is not None else None) or 0)
 
 
 def clock(store: SqliteStore, last: int, now: int | None) -> int:
     """The explanation's time: ``now`` if given, else the time of the last seq."""
     if now is not None:
         return now
-    row = store.connection.execute("SELECT at FROM events WHERE seq = ?", (last,)).fetchone()
-    return 0 if row is None else int(row[0])
+    row = store.reader().one("SELECT at FROM events WHERE seq = ?", (last,))
+    return 0 if row is None else int(row["at"])
 
 
 def cause_of(entry: Entry) -> Cause | None:
@@ -112,9 +110,9 @@ def values(row: Row | None, **names: str) -> dict[str, object] | None:
     }
 
 
-def context(connection: sqlite3.Connection, now: int) -> Context:
-    """A read-only command context over ``connection`` at ``now``."""
-    return Context(RowReader(connection), _read_only, now)
+def context(reader: Reader, now: int) -> Context:
+    """A read-only command context over ``reader`` at ``now``."""
+    return Context(reader, _read_only, now)
 
 
 def missing(subject: str, subject_id: str, at_seq: int | None, last: int) -> InputError:

@@ -199,7 +199,7 @@ def rebuild(
                 raise ChainError(head.seq, "the log's head does not match its last event")
             tables = _swap(scratch.connection)
     with contextlib.suppress(sqlite3.Error):
-        store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.checkpoint()
     return RebuildReport(events=head.seq - scratch.chain.origin.seq, seq=head.seq, tables=tables)
 
 

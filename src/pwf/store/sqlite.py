@@ -447,6 +447,28 @@ class SqliteStore:
         with self._snapshot():
             yield self.reader()
 
+    def checkpoint(self) -> None:
+        """Move the write-ahead log into the file and truncate it (after a bulk write)."""
+        try:
+            self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
+
+    def upgrade(
+        self,
+        current: Callable[[sqlite3.Connection], bool],
+        install: Callable[[sqlite3.Connection], object],
+    ) -> None:
+        """Install schema that is not ``current``: asked first by reading, then under the lock.
+
+        A file whose schema is current is not written at all.
+        """
+        if current(self.connection):
+            return
+        with self.file_transaction():
+            if not current(self.connection):
+                install(self.connection)
+
     def install(self, *installers: Callable[[sqlite3.Connection], object]) -> None:
         """Create schema beside the log (the projections' tables, the views) in one transaction.
 

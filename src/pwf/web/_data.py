@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pwf.events import CommandRecorded, DeadlineShifted, RunPaused, RunResumed, open_body
 from pwf.explain import explain_interaction, explain_run
-from pwf.readmodel import RowReader
 from pwf.status import overview
 
 if TYPE_CHECKING:
@@ -45,11 +44,11 @@ RUN_STATUSES: Final = (
 
 
 def _rows(store: SqliteStore, sql: str, *params: object) -> list[Row]:
-    return RowReader(store.connection).all(sql, params)
+    return store.reader().all(sql, params)
 
 
 def _one(store: SqliteStore, sql: str, *params: object) -> Row | None:
-    return RowReader(store.connection).one(sql, params)
+    return store.reader().one(sql, params)
 
 
 def _blob(store: SqliteStore, digest: bytes | None) -> str | None:
@@ -300,11 +299,11 @@ def log_page(view: View, filters: dict[str, str], start: int) -> dict[str, Any]:
         if filters.get(name):
             where.append(f"{column} = ?")
             params.append(filters[name])
-    rows = store.connection.execute(
+    _, rows = store.reader().table(
         "SELECT seq, batch, type, at, run_id, session_id, request_id, body FROM events"  # noqa: S608 - fixed fragments
         f" WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
         (*params, PAGE + 1),
-    ).fetchall()
+    )
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     runs = _known(store, "runs", "run_id", {row[4] for row in rows if row[4]})
@@ -350,8 +349,8 @@ def _known(store: SqliteStore, table: str, column: str, ids: set[str]) -> set[st
     if not ids:
         return set()
     marks = ", ".join("?" * len(ids))
-    cursor = store.connection.execute(
+    _, rows = store.reader().table(
         f"SELECT {column} FROM {table} WHERE {column} IN ({marks})",  # noqa: S608 - names are constants
         tuple(ids),
     )
-    return {row[0] for row in cursor}
+    return {row[0] for row in rows}
