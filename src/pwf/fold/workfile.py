@@ -184,13 +184,11 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
         try:
             for pragma in _SCRATCH_PRAGMAS:
                 connection.execute(pragma)
-            timeout = store.connection.execute("PRAGMA busy_timeout").fetchone()[0]
-            connection.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+            connection.execute(f"PRAGMA busy_timeout = {store.busy_timeout_ms}")
             mode = "rw" if writable else "ro"
             connection.execute("ATTACH DATABASE ? AS live", (f"{store.path.as_uri()}?mode={mode}",))
             if writable:
-                level = store.connection.execute("PRAGMA synchronous").fetchone()[0]
-                connection.execute(f"PRAGMA live.synchronous = {int(level)}")
+                connection.execute(f"PRAGMA live.synchronous = {store.synchronous_level}")
             yield ScratchFold(
                 path,
                 connection,

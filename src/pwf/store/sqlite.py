@@ -447,6 +447,16 @@ class SqliteStore:
         with self._snapshot():
             yield self.reader()
 
+    @property
+    def busy_timeout_ms(self) -> int:
+        """How long a writer waits for the write lock, as this connection has it."""
+        return int(self.connection.execute("PRAGMA busy_timeout").fetchone()[0])
+
+    @property
+    def synchronous_level(self) -> int:
+        """This connection's ``PRAGMA synchronous`` (0 OFF to 3 EXTRA), for files it attaches."""
+        return int(self.connection.execute("PRAGMA synchronous").fetchone()[0])
+
     def checkpoint(self) -> None:
         """Move the write-ahead log into the file and truncate it (after a bulk write)."""
         try:
