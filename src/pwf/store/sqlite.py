@@ -1,6 +1,8 @@
 """The embedded event store: log and projections in one SQLite file.
 
-Imports canonical, events and errors (plus sqlite3: this is an edge room).
+Imports canonical, events and errors (plus sqlite3: this is an edge room); its
+schema and errors are :mod:`pwf.store.sqlite_schema`'s, its write transaction
+:mod:`pwf.store.sqlite_transaction`'s, and both are re-exported here.
 One command is one batch is one write transaction (ADR 0005): ``BEGIN
 IMMEDIATE`` takes the write lock, the caller decides from the projections it
 can read through the same connection, the batch is sealed against the head
@@ -10,30 +12,36 @@ checkpoints, and the commit makes all of it durable at once.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Protocol, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
-from pwf import canonical
 from pwf._sqlite import transaction
 from pwf.errors import (
     ChainError,
     InputError,
     NotPwfDatabaseError,
-    PwfError,
-    StoreBusyError,
     StoreError,
 )
 from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body
-from pwf.private import create_file, make_directories
 from pwf.sqlreader import RowReader
 from pwf.store import EMPTY, AppendHook, Head, StoredEvent, VerifyReport, origin_of
-from pwf.store.rows import COLUMNS, columns, verify_rows
-from pwf.store.sealing import lookup, report, seal_batch
+from pwf.store.rows import COLUMNS, verify_rows
+from pwf.store.sealing import lookup, report
+from pwf.store.sqlite_schema import (
+    APPLICATION_ID,
+    FORMAT,
+    HEAD_UPSERT,
+    SCHEMA,
+    Synchronous,
+    prepare_file,
+    translate_error,
+)
+from pwf.store.sqlite_transaction import SqliteTransaction
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
 
@@ -45,100 +53,9 @@ __all__ = [
     "SharedLog",
     "SqliteStore",
     "SqliteTransaction",
+    "Synchronous",
     "translate_error",
 ]
-
-FORMAT: Final = "pwf.store.v1"
-APPLICATION_ID: Final = 0x70776631
-"""``PRAGMA application_id`` of every pwf database: the bytes ``pwf1`` (1886873137).
-
-Tools that read the SQLite header (``file(1)``'s magic, ``sqlite3 .dbinfo``)
-tell a pwf file by it; a file with another program's id is not a pwf
-database, and one with 0 (made before pwf set it) still opens.
-"""
-Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
-
-SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS events (
-  seq INTEGER PRIMARY KEY CHECK (seq >= 1),
-  batch INTEGER NOT NULL CHECK (batch >= 1),
-  type TEXT NOT NULL,
-  at INTEGER NOT NULL,
-  run_id TEXT,
-  session_id TEXT,
-  request_id TEXT,
-  client_id TEXT,
-  idempotency_key TEXT,
-  content_hash TEXT NOT NULL UNIQUE,
-  prev_hash TEXT,
-  body BLOB NOT NULL
-) STRICT""",
-    "CREATE INDEX IF NOT EXISTS events_batch ON events (batch)",
-    "CREATE INDEX IF NOT EXISTS events_type ON events (type, seq)",
-    "CREATE INDEX IF NOT EXISTS events_run ON events (run_id, seq) WHERE run_id IS NOT NULL",
-    (
-        "CREATE INDEX IF NOT EXISTS events_session ON events (session_id, seq)"
-        " WHERE session_id IS NOT NULL"
-    ),
-    (
-        "CREATE INDEX IF NOT EXISTS events_request ON events (request_id, seq)"
-        " WHERE request_id IS NOT NULL"
-    ),
-    (
-        "CREATE INDEX IF NOT EXISTS events_idempotency ON events (client_id, idempotency_key, seq)"
-        " WHERE client_id IS NOT NULL"
-    ),
-    """CREATE TABLE IF NOT EXISTS _pwf_meta (
-  key TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-) STRICT""",
-    """CREATE TABLE IF NOT EXISTS _pwf_head (
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  seq INTEGER NOT NULL,
-  content_hash TEXT,
-  batch INTEGER NOT NULL
-) STRICT""",
-    """CREATE TABLE IF NOT EXISTS _pwf_checkpoint (
-  projection TEXT PRIMARY KEY,
-  version INTEGER NOT NULL,
-  last_seq INTEGER NOT NULL
-) STRICT""",
-)
-
-HEAD_UPSERT: Final = (
-    "INSERT INTO _pwf_head (id, seq, content_hash, batch) VALUES (1, ?, ?, ?)"
-    " ON CONFLICT (id) DO UPDATE SET seq = excluded.seq,"
-    " content_hash = excluded.content_hash, batch = excluded.batch"
-)
-"""Move the head row to ``(seq, content_hash, batch)``."""
-_INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-
-
-def translate_error(error: sqlite3.Error, path: Path) -> PwfError:
-    """Turn a sqlite3 error into pwf's tree at the edge, with a clear line."""
-    text = str(error)
-    lowered = text.lower()
-    if "locked" in lowered or "busy" in lowered:
-        return StoreBusyError(f"{path}: the database is locked by another writer ({text})")
-    if "readonly" in lowered or "read-only" in lowered:
-        return StoreError(f"{path}: the database is read-only ({text})")
-    if "disk is full" in lowered or "disk i/o" in lowered:
-        return StoreError(f"{path}: the disk failed or is full ({text})")
-    if "not a database" in lowered or "malformed" in lowered:
-        return NotPwfDatabaseError(f"{path}: not a pwf database or damaged ({text})")
-    if "unable to open" in lowered:
-        return StoreError(f"{path}: cannot open the database ({text})")
-    return StoreError(f"{path}: {text}")
-
-
-def _prepare_file(path: Path) -> None:
-    """Create the database's directories (0700) and an empty file (0600) if missing."""
-    make_directories(path.parent)
-    try:
-        descriptor = create_file(path)
-    except FileExistsError:
-        return
-    os.close(descriptor)
 
 
 class SharedLog(Protocol):
@@ -159,172 +76,6 @@ class SharedLog(Protocol):
 
     def close(self) -> None:
         """Close the connection to the log."""
-
-
-class SqliteTransaction:
-    """The write lock is held; appends seal against the head read inside it."""
-
-    def __init__(self, store: SqliteStore, connection: sqlite3.Connection) -> None:
-        """Read the head once; later appends keep it current."""
-        self.store = store
-        self.connection = connection
-        row = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
-        self._head = (
-            Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
-        )
-        self._opened = self._head
-        self._staged_batch: int | None = None
-        self._savepoints = 0
-
-    @property
-    def head(self) -> Head:
-        """The log's tip as seen inside the transaction."""
-        return self._head
-
-    def reader(self) -> RowReader:
-        """The read-model port: the projections as this transaction sees them, own writes too."""
-        return RowReader(self.connection)
-
-    def append(
-        self,
-        events: Sequence[Event],
-        *,
-        at: int,
-        actor: Actor,
-        cause: Cause | None = None,
-    ) -> list[Sealed]:
-        """Seal and write one batch, run the append hooks, move the head."""
-        return self._seal_and_write(events, self._head.batch + 1, at, actor, cause)
-
-    def stage(
-        self,
-        events: Sequence[Event],
-        *,
-        at: int,
-        actor: Actor,
-        cause: Cause | None = None,
-    ) -> list[Sealed]:
-        """Add events to this transaction's one open batch and project them at once.
-
-        A command handler stages what it decides step by step and reads the
-        projections in between; all staged events share one batch number and
-        commit (or vanish) together with the transaction.
-        """
-        if self._staged_batch is None:
-            self._staged_batch = self._head.batch + 1
-        return self._seal_and_write(events, self._staged_batch, at, actor, cause)
-
-    def new_batch(self) -> None:
-        """Let the next :meth:`stage` open a new batch, as a new transaction would.
-
-        A served host decides several commands in one write transaction
-        (group commit); each still gets its own batch, so the log is the one
-        that one transaction per command would have written.
-        """
-        self._staged_batch = None
-
-    @contextmanager
-    def savepoint(self) -> Iterator[None]:
-        """Undo everything written inside the block if it raises, keep the rest."""
-        depth = self._savepoints
-        self._savepoints += 1
-        head, staged = self._head, self._staged_batch
-        statements = _SAVEPOINTS[depth] if depth < len(_SAVEPOINTS) else _savepoint(depth)
-        self.connection.execute(statements[0])
-        try:
-            yield
-        except BaseException:
-            self.connection.execute(statements[1])
-            self.connection.execute(statements[2])
-            self._head, self._staged_batch = head, staged
-            raise
-        finally:
-            self._savepoints = depth
-        self.connection.execute(statements[2])
-
-    def _seal_and_write(
-        self,
-        events: Sequence[Event],
-        batch: int,
-        at: int,
-        actor: Actor,
-        cause: Cause | None,
-    ) -> list[Sealed]:
-        if not events:
-            return []
-        sealed = seal_batch(events, self._head, batch, at=at, actor=actor, cause=cause)
-        self._write(sealed)
-        return sealed
-
-    def _write(self, sealed: list[Sealed]) -> None:
-        """Insert rows, move the head, run the append hooks: all in this transaction."""
-        insert = _INSERT
-        rows = [_row(item) for item in sealed]
-        try:
-            self.connection.executemany(insert, rows)
-        except UnicodeEncodeError:  # an indexed id with a lone surrogate: bound as Node binds it
-            self.connection.executemany(insert, [canonical.bindable(row) for row in rows])
-        last = sealed[-1].entry
-        self._head = Head(seq=last.seq, content_hash=last.content_hash, batch=last.batch)
-        for hook in self.store.hooks:
-            hook(self.connection, sealed)
-
-    def settle(self) -> None:
-        """Before the commit: write the head row and let the hooks settle, once (ADR 0033).
-
-        Nothing is written when the transaction left the head where it found it.
-        """
-        head = self._head
-        if head == self._opened:
-            return
-        self.connection.execute(HEAD_UPSERT, (head.seq, head.content_hash, head.batch))
-        for hook in self.store.hooks:
-            settle = getattr(hook, "settle", None)
-            if settle is not None:
-                settle(self.connection, head.seq)
-
-    def drop_events(self) -> Head:
-        """Delete every stored event but keep the head, so the next batch continues from it.
-
-        Only a compaction does this (DOMAIN §13.2), inside its transaction and
-        after a checked backup of the whole log; its next write must be the
-        ``log.compacted`` event that names the head returned here.
-        """
-        self.connection.execute("DELETE FROM events")
-        return self._head
-
-    def write_batch(
-        self,
-        events: Sequence[Event],
-        *,
-        batch: int,
-        at: int,
-        actor: Actor,
-        cause: Cause | None,
-    ) -> list[Sealed]:
-        """Seal events into batch ``batch`` (the head's or the next), as compaction does."""
-        if batch not in (self._head.batch, self._head.batch + 1):
-            raise InputError(f"batch {batch} does not follow batch {self._head.batch}")
-        return self._seal_and_write(events, batch, at, actor, cause)
-
-    def insert_verified(self, entry: Entry, body: bytes) -> None:
-        """Write an already checked event verbatim (import); the caller checked the chain."""
-        self._write([Sealed(entry=entry, body=body)])
-
-
-def _savepoint(depth: int) -> tuple[str, str, str]:
-    """SAVEPOINT, ROLLBACK TO and RELEASE of the savepoint at nesting ``depth``."""
-    name = f"pwf_{depth}"
-    return (f"SAVEPOINT {name}", f"ROLLBACK TO {name}", f"RELEASE {name}")
-
-
-_SAVEPOINTS: Final = tuple(_savepoint(depth) for depth in range(8))
-"""A savepoint is named by its nesting depth, so each statement's text recurs and SQLite
-prepares it once per connection (a name per savepoint made every one a new statement)."""
-
-
-def _row(item: Sealed) -> tuple[object, ...]:
-    return (*columns(item.entry), item.body)
 
 
 class SqliteStore:
@@ -361,7 +112,7 @@ class SqliteStore:
         if not self.path.exists():
             if not create:
                 raise InputError(f"no state database at {self.path} (run `pwf init` first)")
-            _prepare_file(self.path)
+            prepare_file(self.path)
         try:
             uri = f"{self.path.as_uri()}?mode={'ro' if read_only else 'rw'}"
             self.connection = sqlite3.connect(

@@ -1,0 +1,119 @@
+"""The SQLite log's schema, its format marks and its errors; imports errors (plus sqlite3).
+
+:data:`SCHEMA` makes the log's tables (events, the head row, the format
+row, checkpoints); :func:`translate_error` turns SQLite's errors into pwf's
+tree with one clear line naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Final, Literal
+
+from pwf.errors import NotPwfDatabaseError, PwfError, StoreBusyError, StoreError
+from pwf.private import create_file, make_directories
+
+if TYPE_CHECKING:
+    import sqlite3
+    from pathlib import Path
+
+__all__ = [
+    "APPLICATION_ID",
+    "FORMAT",
+    "HEAD_UPSERT",
+    "SCHEMA",
+    "Synchronous",
+    "prepare_file",
+    "translate_error",
+]
+
+FORMAT: Final = "pwf.store.v1"
+APPLICATION_ID: Final = 0x70776631
+"""``PRAGMA application_id`` of every pwf database: the bytes ``pwf1`` (1886873137).
+
+Tools that read the SQLite header (``file(1)``'s magic, ``sqlite3 .dbinfo``)
+tell a pwf file by it; a file with another program's id is not a pwf
+database, and one with 0 (made before pwf set it) still opens.
+"""
+Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
+
+SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS events (
+  seq INTEGER PRIMARY KEY CHECK (seq >= 1),
+  batch INTEGER NOT NULL CHECK (batch >= 1),
+  type TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  run_id TEXT,
+  session_id TEXT,
+  request_id TEXT,
+  client_id TEXT,
+  idempotency_key TEXT,
+  content_hash TEXT NOT NULL UNIQUE,
+  prev_hash TEXT,
+  body BLOB NOT NULL
+) STRICT""",
+    "CREATE INDEX IF NOT EXISTS events_batch ON events (batch)",
+    "CREATE INDEX IF NOT EXISTS events_type ON events (type, seq)",
+    "CREATE INDEX IF NOT EXISTS events_run ON events (run_id, seq) WHERE run_id IS NOT NULL",
+    (
+        "CREATE INDEX IF NOT EXISTS events_session ON events (session_id, seq)"
+        " WHERE session_id IS NOT NULL"
+    ),
+    (
+        "CREATE INDEX IF NOT EXISTS events_request ON events (request_id, seq)"
+        " WHERE request_id IS NOT NULL"
+    ),
+    (
+        "CREATE INDEX IF NOT EXISTS events_idempotency ON events (client_id, idempotency_key, seq)"
+        " WHERE client_id IS NOT NULL"
+    ),
+    """CREATE TABLE IF NOT EXISTS _pwf_meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) STRICT""",
+    """CREATE TABLE IF NOT EXISTS _pwf_head (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  seq INTEGER NOT NULL,
+  content_hash TEXT,
+  batch INTEGER NOT NULL
+) STRICT""",
+    """CREATE TABLE IF NOT EXISTS _pwf_checkpoint (
+  projection TEXT PRIMARY KEY,
+  version INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL
+) STRICT""",
+)
+
+HEAD_UPSERT: Final = (
+    "INSERT INTO _pwf_head (id, seq, content_hash, batch) VALUES (1, ?, ?, ?)"
+    " ON CONFLICT (id) DO UPDATE SET seq = excluded.seq,"
+    " content_hash = excluded.content_hash, batch = excluded.batch"
+)
+"""Move the head row to ``(seq, content_hash, batch)``."""
+
+
+def translate_error(error: sqlite3.Error, path: Path) -> PwfError:
+    """Turn a sqlite3 error into pwf's tree at the edge, with a clear line."""
+    text = str(error)
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return StoreBusyError(f"{path}: the database is locked by another writer ({text})")
+    if "readonly" in lowered or "read-only" in lowered:
+        return StoreError(f"{path}: the database is read-only ({text})")
+    if "disk is full" in lowered or "disk i/o" in lowered:
+        return StoreError(f"{path}: the disk failed or is full ({text})")
+    if "not a database" in lowered or "malformed" in lowered:
+        return NotPwfDatabaseError(f"{path}: not a pwf database or damaged ({text})")
+    if "unable to open" in lowered:
+        return StoreError(f"{path}: cannot open the database ({text})")
+    return StoreError(f"{path}: {text}")
+
+
+def prepare_file(path: Path) -> None:
+    """Create the database's directories (0700) and an empty file (0600) if missing."""
+    make_directories(path.parent)
+    try:
+        descriptor = create_file(path)
+    except FileExistsError:
+        return
+    os.close(descriptor)

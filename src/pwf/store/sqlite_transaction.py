@@ -1,0 +1,199 @@
+"""The SQLite log's write transaction: staging, savepoints, sealing against the head.
+
+Imports canonical, events, the store's types and the SQLite schema.  The
+write lock is held for the transaction's life (ADR 0005); every batch is
+sealed against the head read inside it, projected by the append hooks as it
+is written (ADR 0008), and the head row is written once before the commit
+(ADR 0033).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final
+
+from pwf import canonical
+from pwf.errors import InputError
+from pwf.events import Sealed
+from pwf.sqlreader import RowReader
+from pwf.store import Head
+from pwf.store.rows import COLUMNS, columns
+from pwf.store.sealing import seal_batch
+from pwf.store.sqlite_schema import HEAD_UPSERT
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Iterator, Sequence
+
+    from pwf.events import Actor, Cause, Entry, Event
+    from pwf.store.sqlite import SqliteStore
+
+__all__ = ["SqliteTransaction"]
+
+_INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+
+
+class SqliteTransaction:
+    """The write lock is held; appends seal against the head read inside it."""
+
+    def __init__(self, store: SqliteStore, connection: sqlite3.Connection) -> None:
+        """Read the head once; later appends keep it current."""
+        self.store = store
+        self.connection = connection
+        row = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
+        self._head = (
+            Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
+        )
+        self._opened = self._head
+        self._staged_batch: int | None = None
+        self._savepoints = 0
+
+    @property
+    def head(self) -> Head:
+        """The log's tip as seen inside the transaction."""
+        return self._head
+
+    def reader(self) -> RowReader:
+        """The read-model port: the projections as this transaction sees them, own writes too."""
+        return RowReader(self.connection)
+
+    def append(
+        self,
+        events: Sequence[Event],
+        *,
+        at: int,
+        actor: Actor,
+        cause: Cause | None = None,
+    ) -> list[Sealed]:
+        """Seal and write one batch, run the append hooks, move the head."""
+        return self._seal_and_write(events, self._head.batch + 1, at, actor, cause)
+
+    def stage(
+        self,
+        events: Sequence[Event],
+        *,
+        at: int,
+        actor: Actor,
+        cause: Cause | None = None,
+    ) -> list[Sealed]:
+        """Add events to this transaction's one open batch and project them at once.
+
+        A command handler stages what it decides step by step and reads the
+        projections in between; all staged events share one batch number and
+        commit (or vanish) together with the transaction.
+        """
+        if self._staged_batch is None:
+            self._staged_batch = self._head.batch + 1
+        return self._seal_and_write(events, self._staged_batch, at, actor, cause)
+
+    def new_batch(self) -> None:
+        """Let the next :meth:`stage` open a new batch, as a new transaction would.
+
+        A served host decides several commands in one write transaction
+        (group commit); each still gets its own batch, so the log is the one
+        that one transaction per command would have written.
+        """
+        self._staged_batch = None
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Undo everything written inside the block if it raises, keep the rest."""
+        depth = self._savepoints
+        self._savepoints += 1
+        head, staged = self._head, self._staged_batch
+        statements = _SAVEPOINTS[depth] if depth < len(_SAVEPOINTS) else _savepoint(depth)
+        self.connection.execute(statements[0])
+        try:
+            yield
+        except BaseException:
+            self.connection.execute(statements[1])
+            self.connection.execute(statements[2])
+            self._head, self._staged_batch = head, staged
+            raise
+        finally:
+            self._savepoints = depth
+        self.connection.execute(statements[2])
+
+    def _seal_and_write(
+        self,
+        events: Sequence[Event],
+        batch: int,
+        at: int,
+        actor: Actor,
+        cause: Cause | None,
+    ) -> list[Sealed]:
+        if not events:
+            return []
+        sealed = seal_batch(events, self._head, batch, at=at, actor=actor, cause=cause)
+        self._write(sealed)
+        return sealed
+
+    def _write(self, sealed: list[Sealed]) -> None:
+        """Insert rows, move the head, run the append hooks: all in this transaction."""
+        insert = _INSERT
+        rows = [_row(item) for item in sealed]
+        try:
+            self.connection.executemany(insert, rows)
+        except UnicodeEncodeError:  # an indexed id with a lone surrogate: bound as Node binds it
+            self.connection.executemany(insert, [canonical.bindable(row) for row in rows])
+        last = sealed[-1].entry
+        self._head = Head(seq=last.seq, content_hash=last.content_hash, batch=last.batch)
+        for hook in self.store.hooks:
+            hook(self.connection, sealed)
+
+    def settle(self) -> None:
+        """Before the commit: write the head row and let the hooks settle, once (ADR 0033).
+
+        Nothing is written when the transaction left the head where it found it.
+        """
+        head = self._head
+        if head == self._opened:
+            return
+        self.connection.execute(HEAD_UPSERT, (head.seq, head.content_hash, head.batch))
+        for hook in self.store.hooks:
+            settle = getattr(hook, "settle", None)
+            if settle is not None:
+                settle(self.connection, head.seq)
+
+    def drop_events(self) -> Head:
+        """Delete every stored event but keep the head, so the next batch continues from it.
+
+        Only a compaction does this (DOMAIN §13.2), inside its transaction and
+        after a checked backup of the whole log; its next write must be the
+        ``log.compacted`` event that names the head returned here.
+        """
+        self.connection.execute("DELETE FROM events")
+        return self._head
+
+    def write_batch(
+        self,
+        events: Sequence[Event],
+        *,
+        batch: int,
+        at: int,
+        actor: Actor,
+        cause: Cause | None,
+    ) -> list[Sealed]:
+        """Seal events into batch ``batch`` (the head's or the next), as compaction does."""
+        if batch not in (self._head.batch, self._head.batch + 1):
+            raise InputError(f"batch {batch} does not follow batch {self._head.batch}")
+        return self._seal_and_write(events, batch, at, actor, cause)
+
+    def insert_verified(self, entry: Entry, body: bytes) -> None:
+        """Write an already checked event verbatim (import); the caller checked the chain."""
+        self._write([Sealed(entry=entry, body=body)])
+
+
+def _savepoint(depth: int) -> tuple[str, str, str]:
+    """SAVEPOINT, ROLLBACK TO and RELEASE of the savepoint at nesting ``depth``."""
+    name = f"pwf_{depth}"
+    return (f"SAVEPOINT {name}", f"ROLLBACK TO {name}", f"RELEASE {name}")
+
+
+_SAVEPOINTS: Final = tuple(_savepoint(depth) for depth in range(8))
+"""A savepoint is named by its nesting depth, so each statement's text recurs and SQLite
+prepares it once per connection (a name per savepoint made every one a new statement)."""
+
+
+def _row(item: Sealed) -> tuple[object, ...]:
+    return (*columns(item.entry), item.body)
