@@ -107,6 +107,15 @@ def test_every_implementation_keeps_the_protocols(stores: Stores) -> None:
     store: EventStore = stores.open()
     log: EventLog = store
     assert (0, store.path) == (log.head().seq, store.projections_file.path)
+    if stores.kind == "mirrored":
+        from pwf.store.postgres import PostgresStore  # noqa: PLC0415 - optional extra
+
+        assert stores.url is not None
+        shared: EventLog = PostgresStore(stores.url)
+        try:
+            assert shared.head() == log.head()
+        finally:
+            shared.close()
 
 
 def test_the_transaction_reader_sees_its_own_staged_writes(stores: Stores, command: Any) -> None:
