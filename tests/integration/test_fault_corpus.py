@@ -74,12 +74,19 @@ class Damaged(NamedTuple):
     rows: list[tuple[Any, ...]]
     """Every event row, all columns, in seq order."""
     head: Head
-    origin: Head
     work: Path
     backup: Path
     """The backup of the compacted log (unused on the plain one)."""
     empty: Path
     """An empty pwf database to copy for an import."""
+
+    def origin(self) -> Head:
+        """Where the chain starts, as a walker's caller reads it from the first event.
+
+        Raises:
+            ChainError: the first event cannot start a log.
+        """
+        return EMPTY if not self.rows else origin_of(self.rows[0][0], self.rows[0][11])
 
 
 Walker = Callable[[Damaged], int | None]
@@ -105,12 +112,12 @@ def _verify(deep: bool) -> Walker:
 
 
 def _rows(log: Damaged) -> int | None:
-    return _against_head(log, verify_rows(iter(log.rows), log.origin))
+    return _against_head(log, verify_rows(iter(log.rows), log.origin()))
 
 
 def _bytes(log: Damaged) -> int | None:
     rows = ((row[0], row[9].encode(), row[11]) for row in log.rows)
-    return _against_head(log, walk_rows(rows, log.origin))
+    return _against_head(log, walk_rows(rows, log.origin()))
 
 
 class _InProcess:
@@ -140,7 +147,7 @@ def _ranges_in_process() -> contextlib.AbstractContextManager[object]:
 def _split(deep: bool, *, fork: bool) -> Walker:
     def walk(log: Damaged) -> int | None:
         with contextlib.nullcontext() if fork else _ranges_in_process():
-            return _against_head(log, walk_chain(log.path, log.origin, processes=3, deep=deep))
+            return _against_head(log, walk_chain(log.path, log.origin(), processes=3, deep=deep))
 
     return walk
 
@@ -440,14 +447,12 @@ def _damaged(template: Log, fault: Fault, name: str) -> Damaged:
         row = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
     finally:
         connection.close()
-    origin = EMPTY if not rows else origin_of(rows[0][0], rows[0][11])
     (work / "walk").mkdir()
     directory = template.path.parent
     return Damaged(
         path,
         rows,
         Head(*row),
-        origin,
         work / "walk",
         directory / "backup.sqlite",
         directory / "empty.db",
