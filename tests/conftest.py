@@ -106,6 +106,53 @@ def reseal(document: dict[str, Any]) -> bytes:
     return canonical.encode(draft)
 
 
+def client_request_line(
+    number: int,
+    operation: str = "run.start",
+    *,
+    at: int | None = None,
+    payload: object = None,
+) -> bytes:
+    """A canonical client request line about ``run-N`` (preceded by ``#at AT`` when given).
+
+    ``run.start`` gets the ``builtin:echo`` payload with input ``{"n": N}`` and
+    origin ``s-N`` and ids ``r-N`` / ``k-N``; other operations get ``payload``
+    (``{}`` by default) and ids named after the operation.
+    """
+    if operation == "run.start":
+        rid, key = f"r-{number}", f"k-{number}"
+        payload = {
+            "projectPath": "/p",
+            "workflowName": "echo",
+            "workflowSourceRef": "builtin:echo",
+            "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
+            "definitionDigest": "d1",
+            "definitionSnapshot": {},
+            "input": {"n": number},
+            "originSessionId": f"s-{number}",
+        }
+    else:
+        rid = key = f"{operation}-{number}"
+    request = {
+        "schema": "pi-workflows.client.v1",
+        "type": "request",
+        "requestId": rid,
+        "clientId": "cli-A",
+        "idempotencyKey": key,
+        "operation": operation,
+        "runId": f"run-{number}",
+        "payload": {} if payload is None else payload,
+    }
+    clock = b"" if at is None else f"#at {at}\n".encode()
+    return clock + canonical.encode(request) + b"\n"
+
+
+@pytest.fixture(scope="session")
+def client_line() -> Callable[..., bytes]:
+    """Build client request lines about ``run-N`` (see :func:`client_request_line`)."""
+    return client_request_line
+
+
 @pytest.fixture(scope="session")
 def actor() -> Actor:
     """The actor every test batch is appended by."""

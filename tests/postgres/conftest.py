@@ -14,11 +14,9 @@ from typing import TYPE_CHECKING
 import pytest
 from click.testing import CliRunner, Result
 
-from pwf import canonical
 from pwf.cli import cli
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
 collect_ignore_glob = [] if importlib.util.find_spec("psycopg") else ["test_*.py"]
@@ -52,50 +50,3 @@ def hosts(pg_url: str, tmp_path: Path) -> Hosts:
     made = Hosts(pg_url, tmp_path)
     assert 0 == made("a", "init").exit_code
     return made
-
-
-def _client_line(
-    number: int,
-    operation: str = "run.start",
-    *,
-    at: int | None = None,
-    payload: object = None,
-) -> bytes:
-    """A canonical client request line about ``run-N`` (preceded by ``#at AT`` when given).
-
-    ``run.start`` gets the ``builtin:echo`` payload with input ``{"n": N}`` and
-    origin ``s-N`` and ids ``r-N`` / ``k-N``; other operations get ``payload``
-    (``{}`` by default) and ids named after the operation.
-    """
-    if operation == "run.start":
-        rid, key = f"r-{number}", f"k-{number}"
-        payload = {
-            "projectPath": "/p",
-            "workflowName": "echo",
-            "workflowSourceRef": "builtin:echo",
-            "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
-            "definitionDigest": "d1",
-            "definitionSnapshot": {},
-            "input": {"n": number},
-            "originSessionId": f"s-{number}",
-        }
-    else:
-        rid = key = f"{operation}-{number}"
-    request = {
-        "schema": "pi-workflows.client.v1",
-        "type": "request",
-        "requestId": rid,
-        "clientId": "cli-A",
-        "idempotencyKey": key,
-        "operation": operation,
-        "runId": f"run-{number}",
-        "payload": {} if payload is None else payload,
-    }
-    clock = b"" if at is None else f"#at {at}\n".encode()
-    return clock + canonical.encode(request) + b"\n"
-
-
-@pytest.fixture
-def client_line() -> Callable[..., bytes]:
-    """Build client request lines about ``run-N`` (as the command-line tests do)."""
-    return _client_line
