@@ -32,7 +32,7 @@ check: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pwf dev export --check
-	$(BIN)/pytest -n $(PYTEST_WORKERS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 test: check
 

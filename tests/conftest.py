@@ -153,6 +153,17 @@ def client_line() -> Callable[..., bytes]:
     return client_request_line
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests marked ``slow`` first, in their collected order, then all the others.
+
+    With ``--dist worksteal`` (``make test``) the multi-second tests then
+    start while both workers still have short tests queued behind them, so a
+    worker that runs out steals short ones instead of idling while the other
+    finishes one long test (ADR 0049).  Every test still runs, once.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def actor() -> Actor:
     """The actor every test batch is appended by."""
