@@ -8,7 +8,7 @@ RUNTIME := $(VENV)/.installed-runtime
 PYTEST_WORKERS ?= auto
 BENCH_VENV := .venv-bench
 
-.PHONY: install check test demo bench artifacts reliability-report clean
+.PHONY: install check test test-deep demo bench artifacts reliability-report clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ check: install
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 test: check
+
+# The whole suite with the Hypothesis example counts the tests had before ADR 0049.
+test-deep: install
+	PWF_TEST_DEPTH=deep $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 demo: $(RUNTIME)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh

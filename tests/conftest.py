@@ -6,8 +6,10 @@ modules stay independent of how pytest puts ``tests/`` on ``sys.path``.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,7 @@ MakeCommand = Callable[..., CommandRecorded]
 MakeCause = Callable[[CommandRecorded], Cause]
 AppendBatches = Callable[..., list[list[Sealed]]]
 Reseal = Callable[[dict[str, Any]], bytes]
+Built = Callable[[str, Callable[["Path"], object]], "Path"]
 
 
 def make_command(  # noqa: PLR0913 - one keyword per field a test may want to pin
@@ -162,6 +165,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     finishes one long test (ADR 0049).  Every test still runs, once.
     """
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """``built(name, make)``: the file ``make(path)`` writes, made once per run and shared.
+
+    Expensive inputs (a database a writer process filled) are made by the
+    first test that asks, under a file lock, in the run's base temporary
+    directory that every pytest-xdist worker shares; later tests, on any
+    worker, get the same finished file.  Tests must copy it before they
+    change anything (ADR 0049).
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    shared = root / "built"
+    shared.mkdir(exist_ok=True)
+
+    def get(name: str, make: Callable[[Path], object]) -> Path:
+        target = shared / name
+        with (shared / f"{name}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not target.exists():
+                scratch = shared / f"{name}.partial"
+                shutil.rmtree(scratch, ignore_errors=True)  # left by a make that failed
+                scratch.mkdir()
+                make(scratch / name)
+                (scratch / name).rename(target)
+        return target
+
+    return get
 
 
 @pytest.fixture(scope="session")

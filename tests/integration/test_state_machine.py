@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import event as note_outcome
 from hypothesis import strategies as st
@@ -69,9 +70,12 @@ from pwf.protocol.client import OUTCOMES, ClientRequest, ClientResponse
 from pwf.protocol.worker import WORKER_OUTCOMES, WorkerResponse, parse_worker_message
 
 if TYPE_CHECKING:
+    from tests._depth import examples
     from tests.integration._pruning import assert_pruned
 else:
     from _pruning import assert_pruned
+
+    from _depth import examples
 
 AT: Final = 1_764_403_200_000
 """The first clock reading (ms since the epoch)."""
@@ -1739,10 +1743,12 @@ class CommandPathMachine(RuleBasedStateMachine):
 
 
 CommandPathMachine.TestCase.settings = settings(
-    max_examples=60,
+    # 15 runs of 60 steps, each step checked against a rebuild of the whole log;
+    # make test-deep runs the 60 this test had before (ADR 0049).
+    max_examples=examples(quick=15, deep=60),
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
 )
-TestLiveEqualsRebuild = CommandPathMachine.TestCase
+TestLiveEqualsRebuild = pytest.mark.slow(CommandPathMachine.TestCase)

@@ -59,4 +59,4 @@ def _server(postgres_server: Any) -> None:
     SharedLogMachine.server = postgres_server
 
 
-TestLiveEqualsRebuildOnPostgres = SharedLogMachine.TestCase
+TestLiveEqualsRebuildOnPostgres = pytest.mark.slow(SharedLogMachine.TestCase)

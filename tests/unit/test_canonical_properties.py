@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pytest
@@ -26,8 +26,13 @@ from hypothesis import strategies as st
 from pwf import canonical
 from pwf.canonical import MISSING, encode, parse_line
 
+if TYPE_CHECKING:
+    from tests._depth import examples
+else:
+    from _depth import examples
+
 SETTINGS = settings(
-    max_examples=300,
+    max_examples=examples(quick=100, deep=300),  # ADR 0049
     deadline=None,
     derandomize=True,
     database=None,
