@@ -28,7 +28,12 @@ Only ``pwf.cli`` turns these into exit codes and one-line messages.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
+
+Outcome = Literal[
+    "accepted", "adopted", "rejected", "conflict", "notFound", "claimLost", "unavailable"
+]
+"""What a response says happened (DOMAIN §7); a refusal carries one of these too."""
 
 
 class PwfError(Exception):
@@ -100,7 +105,7 @@ class CommandError(InputError):
     command that raises records nothing (DOMAIN §7.3), so a retry runs again.
     """
 
-    def __init__(self, message: str, outcome: str = "rejected") -> None:
+    def __init__(self, message: str, outcome: Outcome = "rejected") -> None:
         """Keep the outcome the response carries (``rejected`` unless stated)."""
         super().__init__(message)
         self.outcome = outcome

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from pwf.errors import CommandError
+from pwf.errors import CommandError, Outcome
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -46,7 +46,7 @@ class Reader(Protocol):
 class Result(msgspec.Struct, frozen=True, kw_only=True):
     """What a handler answers: outcome, revision, receipt and error, as the response carries."""
 
-    outcome: str = "accepted"
+    outcome: Outcome = "accepted"
     receipt: object = msgspec.UNSET
     revision: int | None = None
     error: str | None = None
@@ -103,6 +103,6 @@ def _no_mint(prefix: str) -> str:
     raise CommandError(f"no id source for {prefix}")
 
 
-def refuse(message: str, outcome: str = "rejected") -> CommandError:
+def refuse(message: str, outcome: Outcome = "rejected") -> CommandError:
     """The error a decider raises to refuse with the original's text."""
     return CommandError(message, outcome)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from pwf import canonical
-from pwf.errors import EventDataError, LineError
+from pwf.errors import EventDataError, LineError, Outcome
 from pwf.events._base import (
     MAX_EVENT_BYTES,
     SCHEMA,
@@ -31,7 +31,7 @@ from pwf.events._base import (
     one_of,
     seal,
 )
-from pwf.events.commands import CommandRecorded, CommandRefused, Outcome
+from pwf.events.commands import CommandRecorded, CommandRefused
 from pwf.events.host import HostClaimed, HostReleased, HostRenewed
 from pwf.events.interactions import (
     InteractionCancelled,

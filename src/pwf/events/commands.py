@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar
 
 import msgspec
 
+from pwf.errors import Outcome  # noqa: TC001 - msgspec reads the field types at run time
 from pwf.events._base import Event, Hex256, OpaqueId, SafeInt
-
-Outcome = Literal[
-    "accepted", "adopted", "rejected", "conflict", "notFound", "claimLost", "unavailable"
-]
 
 
 class CommandRecorded(Event, frozen=True, kw_only=True):

@@ -7,7 +7,7 @@ the handler, so folding the log needs no clock and no lookups.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Final, Literal, get_args
 
 import msgspec
 
@@ -24,6 +24,7 @@ EndedQueueStatus = Literal["done", "failed", "cancelled"]
 WorkerEnd = Literal["exited", "cancelled", "timedOut", "crashed", "claimLost", "orphaned"]
 WorkerOutcome = Literal["accepted", "adopted", "rejected", "claimLost"]
 """The outcomes a worker message's response carries (DOMAIN §14)."""
+WORKER_OUTCOME_MEMBERS: Final[tuple[WorkerOutcome, ...]] = get_args(WorkerOutcome)
 LineageKind = Literal["continuation", "restart"]
 ExecutionMode = Literal["interactive", "headless"]
 Positive = Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]

@@ -82,7 +82,7 @@ def record(
             operation=request.operation,
             idempotency_key=request.idempotency_key,
             fingerprint=request.fingerprint,
-            outcome=result.outcome,  # type: ignore[arg-type]
+            outcome=result.outcome,
             run_id=result.run_id or request.run_id,
             revision=result.revision,
             receipt=canonical.MISSING

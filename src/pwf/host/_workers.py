@@ -17,7 +17,8 @@ from pwf.commands import Result
 from pwf.commands.processes import PROCESS_OPERATIONS, process_operation
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
 from pwf.errors import CommandError, StoreError
-from pwf.events import Actor, Cause, WorkerMessageRecorded
+from pwf.events import Actor, Cause, WorkerMessageRecorded, one_of
+from pwf.events.runs import WORKER_OUTCOME_MEMBERS
 from pwf.host._context import context, refusal
 from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
 from pwf.protocol.worker import WorkerResponse
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from pwf.commands import Context
     from pwf.commands.processes import ProcessFacts
+    from pwf.events.runs import WorkerOutcome
     from pwf.host import Host
     from pwf.protocol.worker import LaunchEnvelope, WorkerMessage
     from pwf.store import EventStore
@@ -97,11 +99,11 @@ def _answer(
             return early
         try:
             with tx.savepoint():
-                result = _result(ctx, message, facts)
+                outcome, result = _result(ctx, message, facts)
         except (CommandError, sqlite3.IntegrityError) as error:
             error = refusal(error)
-            result = Result(outcome="rejected", error=str(error))
-        revision = _record(ctx, message, result, now)
+            outcome, result = "rejected", Result(outcome="rejected", error=str(error))
+        revision = _record(ctx, message, result, outcome, now)
     return WorkerResponse(
         message_id=message.message_id,
         outcome=result.outcome,
@@ -111,16 +113,26 @@ def _answer(
     )
 
 
-def _result(ctx: Context, message: WorkerMessage, facts: ProcessFacts | None) -> Result:
+def _result(
+    ctx: Context, message: WorkerMessage, facts: ProcessFacts | None
+) -> tuple[WorkerOutcome, Result]:
+    """The handler's result, whose outcome must be one a worker response carries (DOMAIN §14)."""
     if message.operation in PROCESS_OPERATIONS:
-        return process_operation(ctx, message, facts)
-    handler = WORKER_OPERATIONS.get(message.operation)
-    if handler is None:
-        raise CommandError("Unknown worker operation")
-    return handler(ctx, message)
+        result = process_operation(ctx, message, facts)
+    else:
+        handler = WORKER_OPERATIONS.get(message.operation)
+        if handler is None:
+            raise CommandError("Unknown worker operation")
+        result = handler(ctx, message)
+    outcome = one_of(result.outcome, WORKER_OUTCOME_MEMBERS)
+    if outcome is None:
+        raise CommandError(f"A worker message cannot be answered {result.outcome}")
+    return outcome, result
 
 
-def _record(ctx: Context, message: WorkerMessage, result: Result, now: int) -> int | None:
+def _record(
+    ctx: Context, message: WorkerMessage, result: Result, outcome: WorkerOutcome, now: int
+) -> int | None:
     """Stage ``worker.message_recorded``; return the revision it names."""
     revision = result.revision if result.revision is not None else run_revision(ctx, message.run_id)
     lease = now + LEASE_MS if result.outcome in ("accepted", "adopted") else None
@@ -131,7 +143,7 @@ def _record(ctx: Context, message: WorkerMessage, result: Result, now: int) -> i
             message_id=message.message_id,
             operation=message.operation,
             fingerprint=message.fingerprint,
-            outcome=result.outcome,  # type: ignore[arg-type]
+            outcome=outcome,
             revision=revision,
             result=canonical.MISSING
             if result.receipt is canonical.MISSING
