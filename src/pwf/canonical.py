@@ -137,6 +137,7 @@ def _learn_key(key: object) -> bool:
         and (key.isascii() or max(key) < "\ud800")
     )
     if ok and len(_key_ok) < _KEY_CACHE_LIMIT:
+        # ok is only true for a str key, which mypy cannot see through the and-chain.
         _key_ok[key] = ok  # type: ignore[index]
     return ok
 
@@ -148,6 +149,8 @@ def _plain(value: object) -> bool:
     """Tell whether msgspec's sorted encoding of ``value`` is already canonical."""
     kind = type(value)
     items: Any
+    # The exact-type tests (``type(value) is dict``) are deliberate: subclasses take the exact
+    # path, and they are faster than isinstance.  mypy does not narrow on them, hence the ignores.
     if kind is dict:
         if not all(map(_known_key, value)) and not all(map(_learn_key, value)):  # type: ignore[call-overload]
             return False
@@ -276,6 +279,8 @@ def _object(members: dict[Any, Any], out: list[str]) -> None:
 
 
 def _value(value: object, out: list[str]) -> None:  # noqa: C901, PLR0912 - one branch per JSON kind
+    # Exact-type tests, so that subclasses (IntEnum, a str subclass) are refused or handled
+    # on purpose; mypy does not narrow on ``type(value) is X``, hence the ignores below.
     kind = type(value)
     if value is None:
         out.append("null")
@@ -382,6 +387,7 @@ def _struct_plain(value: msgspec.Struct) -> bool:  # noqa: C901 - one branch per
     if plan is None:
         return False
     fields = msgspec.structs.astuple(value)
+    # plan is a tuple here; mypy keeps bool from the lookup's False default (one lookup, hot path).
     for index, kind, cls in plan:  # type: ignore[union-attr]
         item = fields[index]
         if kind == _INT:
