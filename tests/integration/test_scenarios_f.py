@@ -5,10 +5,13 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
+import pytest
+
 from pwf.commands import Context, Row
 from pwf.commands.deadlines import begin_turn_shift
 from pwf.commands.expiry import candidates
 from pwf.commands.ids import message_id
+from pwf.errors import CommandError
 from pwf.events import DeadlineShifted, Event, InteractionTimeoutStarted
 from pwf.fold.bulk import rebuild_into
 
@@ -91,7 +94,30 @@ def test_f40_the_first_turn_credits_the_wait_before_it(fx: Fixture) -> None:
 
     assert "accepted" == started.outcome
     assert (5000, 65000, "waiting", 5000) == _attempt(fx)
+    shifts = [entry.event for entry in fx.store.entries() if entry.type == DeadlineShifted.TAG]
+    assert [
+        DeadlineShifted(
+            run_id=RUN,
+            attempt_id=ATTEMPT,
+            idle_ms=4000,
+            from_deadline=61000,
+            to_deadline=65000,
+            from_started_at=1000,
+            to_started_at=5000,
+            cause="turn.start",
+        )
+    ] == shifts
     fx.assert_rebuild_equals_live()
+
+
+def test_f40_a_single_millisecond_of_wait_is_credited(fx: Fixture) -> None:
+    """SHIFT is a no-op only when idleMs is 0 (DOMAIN §10.1): 1 ms of wait moves both by 1 ms."""
+    epoch = coordinate(fx, {M1: "e-1"}, at=1000)
+
+    turn(fx, epoch, M1, "t-1", at=1001)
+
+    assert (1001, 61001, "waiting", 1001) == _attempt(fx)
+    assert 1 == fx.events(DeadlineShifted.TAG)
 
 
 def test_f41_later_turns_credit_the_gap_since_the_previous_end(fx: Fixture) -> None:
@@ -121,6 +147,38 @@ def test_f42_without_a_deadline_a_turn_moves_nothing(tmp_path: Path) -> None:
     assert 0 == fx.events("attempt.deadline_shifted")
     fx.assert_rebuild_equals_live()
     fx.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE interactive_requests SET status = 'cancelled'",
+        "DELETE FROM node_attempts",
+    ],
+)
+def test_a_turn_start_without_a_pending_timeout_is_refused(fx: Fixture, damage: str) -> None:
+    """DOMAIN §10.2: the request must be pending and its attempt present, else the exact text.
+
+    Neither can happen through the commands, so the decider runs on a rebuilt copy.
+    """
+    copy = sqlite3.connect(":memory:")
+    try:
+        rebuild_into(copy, fx.store.entries())
+        copy.execute(damage)
+        ctx, staged = _reading(copy, 9000)
+        request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
+        assert request is not None
+
+        with pytest.raises(CommandError) as refused:
+            begin_turn_shift(ctx, request)
+
+        assert ("Pending workflow interaction timeout is missing", "rejected") == (
+            str(refused.value),
+            refused.value.outcome,
+        )
+        assert [] == staged
+    finally:
+        copy.close()
 
 
 def test_f42_the_fallback_base_is_the_request_creation(tmp_path: Path) -> None:
