@@ -8,7 +8,7 @@ RUNTIME := $(VENV)/.installed-runtime
 PYTEST_WORKERS ?= auto
 BENCH_VENV := .venv-bench
 
-.PHONY: install check test test-deep demo bench artifacts reliability-report clean
+.PHONY: install check test test-deep demo bench artifacts reliability-report mutate clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,8 +55,17 @@ bench:
 reliability-report: install
 	PWF_RELIABILITY_REPORT=1 $(BIN)/pytest tests/reliability
 
+# Mutation testing, a habit and not a gate (ADR 0046): prints the surviving mutants.
+# `make mutate TARGETS="canonical chain"` runs some targets; MUTATE_ARGS="--fresh" starts over.
+$(VENV)/.installed-mutate: pyproject.toml | $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,web,postgres,mutate]'
+	touch $@
+
+mutate: $(VENV)/.installed-mutate
+	$(BIN)/python scripts/mutate.py $(TARGETS) $(MUTATE_ARGS)
+
 artifacts: install
 	$(BIN)/pwf dev export
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis demo-state bench/out
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .mutate demo-state bench/out

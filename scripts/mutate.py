@@ -1,0 +1,244 @@
+"""Mutation testing of the code where a small slip does the most harm (ADR 0046).
+
+``make mutate`` runs mutmut once per target, each in its own scratch folder
+under ``.mutate/`` with a configuration that names the target's files, the
+functions to mutate and a fast selection of the tests written for them, then
+prints the surviving mutants.  It is a habit, not a gate: it always exits 0
+once the runs are done, and ``make check`` does not run it.
+
+    python scripts/mutate.py                 # every target
+    python scripts/mutate.py canonical chain # some of them
+    python scripts/mutate.py --list          # what the targets are
+
+Each run is bounded: mutmut works with ``--jobs`` children (2 by default) and
+a timeout of ``--timeout-multiplier`` times a test's clean duration.  A run's
+results stay in ``.mutate/<target>/mutants`` so a second run only tests the
+mutants whose code changed; ``--fresh`` starts over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Final
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+WORK: Final = ROOT / ".mutate"
+MUTMUT: Final = Path(sys.executable).parent / "mutmut"
+SQLITE_ONLY: Final = ["-k", "not postgresql"]
+"""The PostgreSQL twins of the integration tests add nothing here and cost a server each."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What one run mutates and which tests judge it."""
+
+    about: str
+    files: tuple[str, ...]
+    """Source files (under ``src/``) mutmut copies and mutates."""
+    names: tuple[str, ...]
+    """Mutant name globs: the functions of those files that are mutated."""
+    tests: tuple[str, ...]
+    """Test files or node ids; mutmut runs, per mutant, those of them that reach its function."""
+
+
+TARGETS: Final = {
+    "canonical": Target(
+        about="canonical JSON: key order, number and string forms, hashing (DOMAIN §3)",
+        files=("src/pwf/canonical.py",),
+        names=("pwf.canonical.*",),
+        tests=(
+            "tests/unit/test_canonical.py",
+            "tests/unit/test_canonical_golden.py",
+            "tests/unit/test_conformance_golden.py",
+        ),
+    ),
+    "chain": Target(
+        about="the hash chain: the link rule and the verifying walk (DOMAIN §2.1)",
+        files=("src/pwf/store/chainwalk.py", "src/pwf/store/__init__.py"),
+        names=(
+            "pwf.store.chainwalk.*",
+            "pwf.store.x_link_fault*",
+            "pwf.store.x_check_link*",
+            "pwf.store.x_check_position*",
+            "pwf.store.x_origin_of*",
+        ),
+        tests=(
+            "tests/integration/test_chainwalk.py",
+            "tests/integration/test_verify.py",
+            "tests/integration/test_store.py",
+        ),
+    ),
+    "idempotency": Target(
+        about="adopt or execute: the replay lookup and the recording of an outcome (DOMAIN §7.2)",
+        files=("src/pwf/host/_recording.py",),
+        names=("pwf.host._recording.*",),
+        tests=(
+            "tests/integration/test_scenarios_b.py",
+            "tests/integration/test_workflow_source.py",
+        ),
+    ),
+    "deadlines": Target(
+        about="deadline arithmetic: SHIFT, turn start, resume and expiry (DOMAIN §10)",
+        files=("src/pwf/commands/deadlines.py", "src/pwf/commands/expiry.py"),
+        names=("pwf.commands.deadlines.*", "pwf.commands.expiry.*"),
+        tests=(
+            "tests/integration/test_scenarios_e.py",
+            "tests/integration/test_scenarios_f.py",
+        ),
+    ),
+}
+
+
+def _toml(value: object) -> str:
+    """A TOML value: JSON's strings, numbers, booleans and arrays are valid TOML."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _config(target: Target, multiplier: float) -> str:
+    """The scratch folder's pyproject.toml: the project's pytest settings and the target's run."""
+    pytest_options = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["pytest"]
+    lines = ["[tool.pytest.ini_options]"]
+    lines += [f"{key} = {_toml(value)}" for key, value in pytest_options["ini_options"].items()]
+    lines += [
+        "",
+        "[tool.mutmut]",
+        f"source_paths = {_toml(['src'])}",
+        f"only_mutate = {_toml(list(target.files))}",
+        f"pytest_add_cli_args_test_selection = {_toml([*target.tests, *SQLITE_ONLY])}",
+        f"timeout_multiplier = {_toml(multiplier)}",
+        "use_git_change_detection = false",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _prepare(name: str, target: Target, multiplier: float, *, fresh: bool) -> Path:
+    """The target's scratch folder, with links to the sources and the tests."""
+    folder = WORK / name
+    if fresh and folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for part in ("src", "tests"):
+        link = folder / part
+        if not link.exists():
+            link.symlink_to(ROOT / part, target_is_directory=True)
+    (folder / "pyproject.toml").write_text(_config(target, multiplier), "utf-8")
+    _drop_stale_copies(folder / "mutants", target)
+    return folder
+
+
+def _drop_stale_copies(mutants: Path, target: Target) -> None:
+    """Forget mutmut's copies of the files it does not mutate once they differ from the sources.
+
+    mutmut copies the whole source tree once and never refreshes a copy; the
+    target's own files it tracks itself (so their results are kept).
+    """
+    for copy in mutants.glob("src/**/*.py"):
+        relative = copy.relative_to(mutants)
+        source = ROOT / relative
+        if str(relative) in target.files:
+            continue
+        if not source.exists() or source.read_bytes() != copy.read_bytes():
+            copy.unlink()
+
+
+def _functions(path: Path) -> dict[str, str]:
+    """The source of every top-level function of a mutated file, by name."""
+    text = path.read_text("utf-8")
+    tree = ast.parse(text)
+    return {
+        node.name: ast.get_source_segment(text, node) or ""
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+    }
+
+
+def _case_only(folder: Path, name: str, cache: dict[Path, dict[str, str]]) -> bool:
+    """Whether a mutant only changes the letter case of a string (SQL text or a row key).
+
+    SQLite reads keywords and names in any case and ``sqlite3.Row`` looks keys
+    up in any case, so such a mutant of a query or a row read is equivalent;
+    the list still names it, because the same change to an error text is not.
+    """
+    module, _, function = name.rpartition(".")
+    base = folder / "mutants" / "src" / module.replace(".", "/")
+    path = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+    if not path.exists():
+        return False
+    functions = cache.setdefault(path, _functions(path))
+    original = functions.get(function.rsplit("__mutmut_", 1)[0] + "__mutmut_orig")
+    mutant = functions.get(function)
+    if original is None or mutant is None:
+        return False
+    mutant = mutant.replace(f"def {function}(", "def _(", 1)
+    original = original.replace(f"def {function.rsplit('__mutmut_', 1)[0]}__mutmut_orig(", "def _(")
+    return mutant != original and mutant.lower() == original.lower()
+
+
+def _survivors(folder: Path) -> list[str]:
+    """The mutants no test killed (and those that timed out), each with what kind it is."""
+    done = subprocess.run(  # noqa: S603 - our own venv's mutmut
+        [str(MUTMUT), "results"], cwd=folder, capture_output=True, text=True, check=False
+    )
+    found = []
+    cache: dict[Path, dict[str, str]] = {}
+    for line in done.stdout.splitlines():
+        match = re.fullmatch(r"\s*(\S+): (survived|timeout|suspicious|no tests)", line)
+        if match:
+            case = ", letter case only" if _case_only(folder, match[1], cache) else ""
+            found.append(f"{match[1]} ({match[2]}{case})")
+    return found
+
+
+def _run(name: str, args: argparse.Namespace) -> list[str]:
+    target = TARGETS[name]
+    folder = _prepare(name, target, args.timeout_multiplier, fresh=args.fresh)
+    print(f"== {name}: {target.about}", flush=True)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [str(MUTMUT), "run", "--max-children", str(args.jobs), *target.names]
+    try:
+        subprocess.run(command, cwd=folder, env=env, check=False, timeout=args.budget)  # noqa: S603
+    except subprocess.TimeoutExpired:
+        print(f"   {name}: stopped after {args.budget} s; the results so far follow", flush=True)
+    survivors = _survivors(folder)
+    print(f"   {name}: {len(survivors)} survivors", flush=True)
+    return [f"{name}: {survivor}" for survivor in survivors]
+
+
+def main() -> int:
+    """Run the chosen targets and print every survivor; ``mutmut show NAME`` in its folder."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("targets", nargs="*", help=f"some of: {', '.join(TARGETS)} (all)")
+    parser.add_argument("--list", action="store_true", help="list the targets and stop")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (2)")
+    parser.add_argument("--timeout-multiplier", type=float, default=5.0)
+    parser.add_argument("--budget", type=int, default=900, help="seconds per target (900)")
+    parser.add_argument("--fresh", action="store_true", help="forget earlier results")
+    args = parser.parse_args()
+    unknown = sorted(set(args.targets) - set(TARGETS))
+    if unknown:
+        parser.error(f"unknown target {unknown[0]!r}; the targets are {', '.join(TARGETS)}")
+    if args.list:
+        for name, target in TARGETS.items():
+            print(f"{name}: {target.about}\n    {' '.join(target.files)}")
+        return 0
+    survivors: list[str] = []
+    for name in args.targets or list(TARGETS):
+        survivors += _run(name, args)
+    print(f"\n{len(survivors)} surviving mutants (mutmut show NAME in .mutate/TARGET):")
+    for survivor in survivors:
+        print(f"  {survivor}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
