@@ -65,7 +65,7 @@ class Chain:
                     opens=seq == first,
                     compacted=type(entry.event) is LogCompacted,
                 )
-                before = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
+                before = Head(seq, entry.content_hash, entry.batch)  # positional: hot loop
                 yield entry
         finally:
             self.head = Head(seq=seq, content_hash=before.content_hash, batch=before.batch)
