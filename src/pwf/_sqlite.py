@@ -3,7 +3,8 @@
 Written once here so that no room spells them its own way: an identifier in
 double quotes (:func:`quote`), the list of a database's projection tables
 (:func:`projection_tables`, :func:`dump`), a block run in one transaction
-(:func:`transaction`), and a cell as reports show it, with the columns in
+(:func:`transaction`), a connection held on one read snapshot
+(:func:`begin_snapshot`), and a cell as reports show it, with the columns in
 which two rows differ (:func:`shown`, :func:`changed_cells`).
 """
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Value",
+    "begin_snapshot",
     "changed_cells",
     "dump",
     "projection_tables",
@@ -82,6 +84,18 @@ def transaction(
             connection.execute("ROLLBACK")
         raise
     connection.execute("COMMIT")
+
+
+def begin_snapshot(connection: sqlite3.Connection) -> None:
+    """Hold the connection on one read snapshot until it commits, rolls back or closes.
+
+    For a connection that only ever reads (a file opened read-only to compare
+    or digest it); a block that reads once uses :func:`transaction` instead.
+    The snapshot is taken at the first read, not here (SQLite's deferred
+    ``BEGIN``); inside an open transaction this does nothing.
+    """
+    if not connection.in_transaction:
+        connection.execute("BEGIN")
 
 
 def shown(value: object) -> Value:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pwf import canonical
-from pwf._sqlite import Value, changed_cells, projection_tables, quote, shown
+from pwf._sqlite import Value, begin_snapshot, changed_cells, projection_tables, quote, shown
 from pwf.errors import InputError, NotPwfDatabaseError
 from pwf.store.sqlite import FORMAT, translate_error
 
@@ -75,7 +75,7 @@ def open_read_only(path: str | PathLike[str]) -> sqlite3.Connection:
 def _check_format(connection: sqlite3.Connection, path: str | PathLike[str]) -> None:
     """Start the read transaction and insist on pwf's format row."""
     try:
-        connection.execute("BEGIN")
+        begin_snapshot(connection)
         row = connection.execute("SELECT value FROM _pwf_meta WHERE key = 'format'").fetchone()
     except sqlite3.OperationalError as error:
         if "no such table" not in str(error):

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Final
 from pwf.commands import Context, Result, refuse
 from pwf.errors import CommandError
 from pwf.protocol.client import ClientResponse, collapse_error
-from pwf.readmodel import RowReader
 from pwf.views.status import state_counts
 
 if TYPE_CHECKING:
@@ -36,19 +35,12 @@ def state_status(
     store: SqliteStore, now: int, overview: Callable[[SqliteStore, int], object] | None = None
 ) -> Result:
     """``{sizeBytes, counts}``, plus ``overview`` (what ``pwf status`` shows) when one is given."""
-    connection = store.connection
-    own = not connection.in_transaction  # a served host's group may already hold one
-    if own:
-        connection.execute("BEGIN")
-    try:
-        ctx = Context(RowReader(connection), _read_only, now)
+    with store.snapshot() as reader:  # inside a served host's group, the group's transaction
+        ctx = Context(reader, _read_only, now)
         receipt: dict[str, object] = {
             "counts": state_counts(ctx),
             "sizeBytes": store.path.stat().st_size,
         }
-    finally:
-        if own:
-            connection.execute("COMMIT")
     if overview is not None:
         receipt["overview"] = overview(store, now)
     return Result(receipt=receipt)
