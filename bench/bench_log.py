@@ -23,7 +23,7 @@ apart, as the largest one's high-water mark:
   fold creates them, timing the inserts only: the least any fold of this log
   must write, reported as events of the log per second; with read+parse it
   gives the raw-SQLite cost of reading the log and writing its result once;
-* **rebuild**: ``pwf.fold.replay.rebuild`` on a copy of the log (the copy is made
+* **rebuild**: ``pwf.fold.rebuild.rebuild`` on a copy of the log (the copy is made
   before the clock starts);
 * **replay**: ``pwf.fold.replay.replay`` of the whole log into a new file;
 * **verify**: ``SqliteStore.verify`` (the chain, from the stored bytes, every event
@@ -261,7 +261,7 @@ def _open(db: Path, *, read_only: bool) -> Any:  # noqa: ANN401 - a SqliteStore
 
 
 def _task_rebuild(db: Path, work: Path) -> tuple[float, int, str]:
-    from pwf.fold.replay import rebuild  # noqa: PLC0415 - imported in the child only
+    from pwf.fold.rebuild import rebuild  # noqa: PLC0415 - imported in the child only
 
     copy = work / "rebuilt.db"
     _remove(copy)
@@ -341,6 +341,7 @@ def _task_digest(db: Path, _work: Path) -> tuple[float, int, str]:
 
 def _task_baseline(_db: Path, _work: Path) -> tuple[float, int, str]:
     import pwf.diff  # noqa: PLC0415 - the imports every pwf task pays for
+    import pwf.fold.rebuild  # noqa: PLC0415
     import pwf.fold.replay  # noqa: PLC0415, F401
 
     return 0.0, 0, ""

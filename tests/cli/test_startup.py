@@ -37,6 +37,7 @@ HEAVY = (
     "pwf.settings_model",
     "pwf.diff",
     "pwf.fold.replay",
+    "pwf.fold.rebuild",
     "pwf.verify",
     "pwf.explain",
     "pwf.fold.workfile",

@@ -25,7 +25,8 @@ from pwf._sqlite import dump
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.errors import InputError, StoreError
-from pwf.fold.replay import rebuild, replay
+from pwf.fold.rebuild import rebuild
+from pwf.fold.replay import replay
 from pwf.store import compaction
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl

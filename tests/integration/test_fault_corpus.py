@@ -50,7 +50,8 @@ from pwf._process import ForkedError
 from pwf.cli._options import open_store
 from pwf.errors import ChainError, ImportRefusedError, PwfError
 from pwf.events import Actor, open_body
-from pwf.fold.replay import rebuild, replay
+from pwf.fold.rebuild import rebuild
+from pwf.fold.replay import replay
 from pwf.host._backup import backup_database
 from pwf.host._compacting import prepared, swap
 from pwf.store import EMPTY, Head, chainwalk, origin_of

@@ -18,11 +18,12 @@ import pytest
 
 import pwf.fold.decode
 import pwf.fold.parallel
-import pwf.fold.replay
+import pwf.fold.rebuild
 from pwf._sqlite import dump
 from pwf.cli._options import open_store
 from pwf.errors import ChainError, InputError, StoreBusyError, StoreError
-from pwf.fold.replay import rebuild, replay
+from pwf.fold.rebuild import rebuild
+from pwf.fold.replay import replay
 from pwf.projections import PROJECTIONS
 from pwf.store.sqlite import SqliteStore
 from pwf.verify import check
@@ -351,13 +352,13 @@ class TestRebuild:
         """The swap dies after dropping and refilling the tables: its transaction rolls back."""
         edit(live, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
         digest, before = _digest(live), sorted(path.name for path in tmp_path.iterdir())
-        swap = pwf.fold.replay._swap
+        swap = pwf.fold.rebuild._swap
 
         def swap_then_crash(connection: sqlite3.Connection) -> int:
             swap(connection)
             raise RuntimeError("crash")
 
-        monkeypatch.setattr(pwf.fold.replay, "_swap", swap_then_crash)
+        monkeypatch.setattr(pwf.fold.rebuild, "_swap", swap_then_crash)
         with _store(live) as store, pytest.raises(RuntimeError, match="crash"):
             rebuild(store)
         assert digest == _digest(live)

@@ -11,7 +11,8 @@ from pwf import canonical, logs
 from pwf.cli._options import db_option, json_option, open_store
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError, InputError
-from pwf.fold.replay import rebuild, replay
+from pwf.fold.rebuild import rebuild
+from pwf.fold.replay import replay
 from pwf.host._prune import resolve_cutoff
 from pwf.verify import check
 

@@ -1,0 +1,113 @@
+"""``pwf rebuild``: the whole log folded beside the live database and swapped in (ADR 0013).
+
+:func:`rebuild` folds the log into a scratch file beside the live database
+while writers carry on, then swaps the rebuilt tables in under the live write
+lock, in one transaction.  Imports workfile, _sqlite, sqlviews and errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from pwf._sqlite import projection_tables, quote, transaction
+from pwf.errors import ChainError, StoreError
+from pwf.fold.workfile import CHUNK, Progress, scratch_fold
+from pwf.sqlviews import drop_views, install_views
+
+if TYPE_CHECKING:
+    from pwf.store.sqlite import SqliteStore
+
+__all__ = ["RebuildReport", "rebuild"]
+
+_CREATE: Final = re.compile(r"^CREATE (UNIQUE INDEX|INDEX|TABLE) ")
+
+
+@dataclass(frozen=True)
+class RebuildReport:
+    """What :func:`rebuild` swapped in: the events folded, up to which seq, and the tables."""
+
+    events: int
+    """How many events were folded: from the log's origin (its opening, or a compaction) on."""
+    seq: int
+    """The head seq the projections now stand at."""
+    tables: int
+
+
+def rebuild(
+    store: SqliteStore, *, progress: Progress | None = None, chunk: int = CHUNK
+) -> RebuildReport:
+    """Rebuild every projection of the live database from its log, atomically.
+
+    The log is folded into a scratch file beside the database while writers
+    carry on.  Then, holding the live write lock, the tail appended meanwhile
+    is folded too, the rebuilt head is checked against the live head, and the
+    live projection tables are dropped, recreated and filled from the scratch
+    file, all in that one transaction.  Until it commits the live tables stay
+    exactly as they were, whatever fails or crashes.
+
+    Raises:
+        ChainError: the log breaks its chain; nothing was changed.
+        StoreBusyError: the write lock was not granted in time.
+    """
+    with scratch_fold(
+        store,
+        store.path,
+        "rebuild",
+        copy_events=False,
+        writable=True,
+        progress=progress,
+        chunk=chunk,
+    ) as scratch:
+        scratch.install()
+        scratch.fold_split(scratch.live_head().seq)
+        scratch.index()
+        with transaction(scratch.connection, "BEGIN IMMEDIATE"):
+            head = scratch.live_head()
+            scratch.fold_until(head.seq)
+            if scratch.chain.head != head:
+                raise ChainError(head.seq, "the log's head does not match its last event")
+            tables = _swap(scratch.connection)
+    with contextlib.suppress(sqlite3.Error):
+        store.checkpoint()
+    return RebuildReport(events=head.seq - scratch.chain.origin.seq, seq=head.seq, tables=tables)
+
+
+def _swap(connection: sqlite3.Connection) -> int:
+    """Replace the live projections and checkpoints by the rebuilt ones, in the open transaction.
+
+    The readable views are dropped first and made again last, so the live
+    schema keeps its order: the log's objects, the projections', the views.
+    """
+    views = drop_views(connection, "live")
+    for table in projection_tables(connection, "live"):
+        connection.execute(f"DROP TABLE live.{quote(table)}")
+    tables = projection_tables(connection, "main")
+    names = ", ".join("?" * len(tables))
+    # Each table, then its indexes, as the projections' DDL creates them: the scratch file
+    # created its indexes after the fold, but the live schema keeps its order.
+    query = (
+        f"SELECT item.sql FROM main.sqlite_master AS item WHERE item.tbl_name IN ({names})"  # noqa: S608 - placeholders only
+        " AND item.sql IS NOT NULL ORDER BY (SELECT owner.rowid FROM main.sqlite_master AS owner"
+        " WHERE owner.type = 'table' AND owner.name = item.tbl_name),"
+        " item.type = 'index', item.rowid"
+    )
+    schema = connection.execute(query, tables).fetchall()
+    for (statement,) in schema:
+        qualified, found = _CREATE.subn(r"CREATE \1 live.", statement, count=1)
+        if not found:
+            raise StoreError(f"cannot recreate a projection object: {statement[:60]}")
+        connection.execute(qualified)
+    for table in tables:
+        # Same definition on both sides and an empty target: SQLite copies the b-trees whole.
+        connection.execute(
+            f"INSERT INTO live.{quote(table)} SELECT * FROM main.{quote(table)}"  # noqa: S608 - names from sqlite_master
+        )
+    connection.execute("DELETE FROM live._pwf_checkpoint")
+    connection.execute("INSERT INTO live._pwf_checkpoint SELECT * FROM main._pwf_checkpoint")
+    if views:
+        install_views(connection, "live")
+    return len(tables)
