@@ -68,7 +68,7 @@ def _fill(db: str, source: str, *, create: bool) -> tuple[Head, int]:
 
 def _into(db: str, stream: _Counting, *, create: bool) -> tuple[Head, int]:
     with open_store(db, create=create) as store:
-        head = import_jsonl(store, stream)  # type: ignore[arg-type]
+        head = import_jsonl(store, stream)
         events = head.seq - store.origin().seq  # a compacted log starts after its origin
         store.checkpoint()
     return head, events

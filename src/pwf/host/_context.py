@@ -75,11 +75,11 @@ def refusal(error: CommandError | sqlite3.IntegrityError) -> CommandError:
     return CommandError(f"Workflow state constraint failed: {error}")
 
 
-def json_value(value: object) -> object:
+def json_value(value: bytes | None) -> object:
     """A stored canonical blob as a value (MISSING when there is none)."""
-    return canonical.decode(bytes(value)) if value is not None else canonical.MISSING  # type: ignore[call-overload]
+    return canonical.decode(value) if value is not None else canonical.MISSING
 
 
-def text_value(value: object) -> str | None:
+def text_value(value: bytes | None) -> str | None:
     """A stored text blob as text (None when there is none)."""
-    return None if value is None else bytes(value).decode()  # type: ignore[call-overload]
+    return None if value is None else value.decode()

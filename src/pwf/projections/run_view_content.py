@@ -43,7 +43,9 @@ DDL: Final = (
 def view_content(value: bytes) -> tuple[bytes, str] | None:
     """The bytes and media type a large view value is stored as, or None when it is small."""
     if value.startswith(b'"'):
-        text = canonical.utf8(canonical.decode(value))  # type: ignore[arg-type]
+        decoded = canonical.decode(value)
+        assert isinstance(decoded, str)  # a canonical value that opens with a quote is a string
+        text = canonical.utf8(decoded)
         return (text, "text/plain") if len(text) > VIEW_VALUE_LIMIT else None
     return (value, "application/json") if len(value) > VIEW_VALUE_LIMIT else None
 

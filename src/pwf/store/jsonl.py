@@ -10,7 +10,7 @@ and leaves nothing behind; memory stays constant however long the file is.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from pwf.errors import ChainError, ImportRefusedError, InputError
 from pwf.events import Entry, LogCompacted, open_body
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from pwf.store import EventLog, EventStore
 
-__all__ = ["export_jsonl", "import_jsonl"]
+__all__ = ["LineSource", "export_jsonl", "import_jsonl"]
 
 _LIMIT = 1_048_576 * 8
 """Longest line accepted on import: eight times the protocol limit, as events carry receipts."""
@@ -37,7 +37,15 @@ def export_jsonl(store: EventLog, out: BinaryIO, first: int = 1, last: int | Non
     return written
 
 
-def _lines(source: BinaryIO) -> Iterable[tuple[int, bytes]]:
+class LineSource(Protocol):
+    """What import reads a log from: a binary stream's ``readline``."""
+
+    def readline(self, limit: int = -1, /) -> bytes:
+        """The next line with its newline, at most ``limit`` bytes; empty at the end."""
+        ...
+
+
+def _lines(source: LineSource) -> Iterable[tuple[int, bytes]]:
     for number, line in enumerate(iter(lambda: source.readline(_LIMIT + 1), b""), start=1):
         if not line.endswith(b"\n"):
             reason = "line is too long" if len(line) > _LIMIT else "the last line has no newline"
@@ -45,7 +53,7 @@ def _lines(source: BinaryIO) -> Iterable[tuple[int, bytes]]:
         yield number, line[:-1]
 
 
-def import_jsonl(store: EventStore, source: BinaryIO) -> Head:
+def import_jsonl(store: EventStore, source: LineSource) -> Head:
     """Append a JSONL log to an empty store, checking every line; all or nothing.
 
     Raises:

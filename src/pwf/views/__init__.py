@@ -156,7 +156,14 @@ def view_run_get(
     view = run_view(ctx, _run_id(request), live=live)
     if view is None:
         return Result(outcome="notFound", error=NOT_FOUND)
-    return Result(receipt=view, revision=int(view["revision"]))  # type: ignore[call-overload]
+    return Result(receipt=view, revision=_revision(view))
+
+
+def _revision(view: dict[str, object]) -> int:
+    """A run view's revision: the run row's INTEGER ``revision`` column."""
+    revision = view["revision"]
+    assert isinstance(revision, int)
+    return revision
 
 
 def run_page(view: dict[str, object], kind: str, cursor: int) -> dict[str, object]:
@@ -221,7 +228,7 @@ def view_page(
     view = run_view(ctx, run_id, (kind, cursor), live)
     if view is None:
         return Result(outcome="notFound", error=NOT_FOUND)
-    return Result(receipt=run_page(view, kind, cursor), revision=int(view["revision"]))  # type: ignore[call-overload]
+    return Result(receipt=run_page(view, kind, cursor), revision=_revision(view))
 
 
 def channel_status(_ctx: Context, _request: ClientRequest) -> Result:
