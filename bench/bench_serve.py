@@ -3,8 +3,13 @@
 Each round starts ``pwf serve`` as a process on a fresh database
 (``synchronous=FULL``, the default) and, for each client count, runs that
 many client threads for a few seconds, each with its own connection and one
-request outstanding at a time (``run.start`` of a new run, recorded).  Beside
-it, in the same round:
+request outstanding at a time (``run.start`` of a new run, recorded): every
+request is a full round trip, and only ``accepted`` answers count.  A
+client's lines are made from one canonical template by putting the request's
+number in (the bytes ``canonical.encode`` gives), so the clients, which share
+this process and its interpreter lock, spend little of the machine.  The
+host's processor time per request (``/proc``, user and system, all its
+threads) is printed beside each client count.  Beside it, in the same round:
 
 * **pwf request**: one process answering 1 000 such lines from stdin, each in
   its own transaction (start-up included);
@@ -17,6 +22,7 @@ commit (group commit, ADR 0028).
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import sqlite3
@@ -68,6 +74,28 @@ def _start(number: int, client: str) -> bytes:
     )
 
 
+_SLOT: Final = 987_654_321
+"""A number no request uses: each line is the template with it replaced by the request's."""
+
+
+def _template(client: str) -> bytes:
+    return _start(_SLOT, client)
+
+
+def _line(template: bytes, number: int) -> bytes:
+    """``_start(number, client)``: the number appears only as digits, in ids and ``input.n``."""
+    return template.replace(b"%d" % _SLOT, b"%d" % number)
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User plus system processor time of a process and all its threads (Linux), else None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _init(db: Path) -> None:
     subprocess.run([PWF, "init", "--db", str(db)], check=True, capture_output=True)
 
@@ -81,13 +109,16 @@ def _served_round(db: Path, clients: int, seconds: float, base: int) -> tuple[fl
     failures: list[str] = []
 
     def work(index: int) -> None:
+        template = _template(f"c-{index}")
         with HostClient.connect(path, timeout=30) as client:
             number = base + index * 1_000_000
             start.wait()
             while not stop.is_set():
                 number += 1
+                line = _line(template, number)
                 began = time.perf_counter()
-                answer = client.request(_start(number, f"c-{index}"))
+                client.send(line)
+                answer = client.response(f"r-{number}")[0]
                 latencies[index].append(time.perf_counter() - began)
                 if answer["outcome"] != "accepted":
                     failures.append(str(answer))
@@ -145,6 +176,8 @@ def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
     served = {clients: Rates(()) for clients in CLIENTS}
     p50: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
     p99: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
+    cpu: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
+    loads: list[float] = []
     direct, floor = Rates(()), Rates(())
     scaling: list[float] = []
     try:
@@ -165,7 +198,12 @@ def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
                 wait_for_host(socket_path(db), timeout=60).close()
                 rates = {}
                 for offset, clients in enumerate(CLIENTS):
+                    before = _cpu_seconds(host.pid)
                     rate, latencies = _served_round(db, clients, seconds, offset * 100_000_000)
+                    after = _cpu_seconds(host.pid)
+                    if before is not None and after is not None:
+                        cpu[clients].append((after - before) * 1000 / len(latencies))
+                    loads.append(os.getloadavg()[0])
                     rates[clients] = rate
                     served[clients] = served[clients].add(rate)
                     p50[clients].append(_percentile(latencies, 0.50) * 1000)
@@ -186,6 +224,7 @@ def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
         f"  p50 {statistics.median(p50[clients]):.1f} ms"
         f"  p99 {statistics.median(p99[clients]):.1f} ms"
         f"  ({served[clients].median / floor.median:.2f}x floor)"
+        + (f"  host CPU {statistics.median(cpu[clients]):.2f} ms/request" if cpu[clients] else "")
         for clients in CLIENTS
     )
     direct_line = (
@@ -196,6 +235,10 @@ def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
         direct_line,
         f"  floor, raw sqlite3 one transaction per request  {floor.summary()}",
         f"  16 clients / 1 client  {statistics.median(scaling):.2f} (median of per-round ratios)",
+        (
+            f"  load average (1 min) while serving  {min(loads):.2f}-{max(loads):.2f}"
+            f" on {os.cpu_count()} processors"
+        ),
     ]
     return lines
 

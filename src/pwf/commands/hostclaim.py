@@ -14,7 +14,7 @@ from pwf.events import HostClaimed, HostReleased, HostRenewed, WorkerEnded
 if TYPE_CHECKING:
     from pwf.commands import Context, Row
 
-__all__ = ["Claim", "acquire", "is_live", "orphan_workers", "previous", "release", "renew"]
+__all__ = ["Claim", "acquire", "holds", "is_live", "orphan_workers", "previous", "release", "renew"]
 
 
 class Claim(NamedTuple):
@@ -40,7 +40,11 @@ def previous(ctx: Context) -> Row | None:
 
 def is_live(ctx: Context, claim: Claim) -> bool:
     """Whether ``claim`` is still the live claim at ``ctx.now``."""
-    row = previous(ctx)
+    return holds(previous(ctx), claim, ctx.now)
+
+
+def holds(row: Row | None, claim: Claim, now: int) -> bool:
+    """Whether the host row ``row`` (:func:`previous`) is ``claim``, live at ``now``."""
     return (
         row is not None
         and row["epoch"] == claim.epoch
@@ -49,7 +53,7 @@ def is_live(ctx: Context, claim: Claim) -> bool:
         and bytes(row["token_hash"]).hex() == claim.token_hash
         and row["pid"] == claim.pid
         and row["process_start_identity"] == claim.process_start_identity
-        and row["expires_at"] > ctx.now
+        and row["expires_at"] > now
     )
 
 

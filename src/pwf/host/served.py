@@ -12,7 +12,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf.commands import refuse
-from pwf.commands.hostclaim import Claim, acquire, is_live, orphan_workers, previous, release, renew
+from pwf.commands.hostclaim import (
+    Claim,
+    acquire,
+    holds,
+    is_live,
+    orphan_workers,
+    previous,
+    release,
+    renew,
+)
 from pwf.commands.sessions import detach, recover_turns
 from pwf.events import Actor, Cause
 from pwf.host import Host
@@ -22,7 +31,7 @@ from pwf.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pwf.commands import Context
+    from pwf.commands import Context, Row
     from pwf.store import StoreTransaction
 
 __all__ = ["STOPPING", "Identity", "Recovery", "ServedHost"]
@@ -65,12 +74,29 @@ class ServedHost(Host[SqliteStore]):
         self.claim: Claim | None = None
         self.stopping = False
         self.gate = self._closed
+        self._host_row: tuple[StoreTransaction, Row | None] | None = None
+        """The host row as a group's transaction read it; only this host's claim events move it."""
 
     def _closed(self, ctx: Context) -> str | None:
-        """Why commands are refused now: stopping, no claim, or the claim was lost."""
-        if self.stopping or self.claim is None or not is_live(ctx, self.claim):
+        """Why commands are refused now: stopping, no claim, or the claim was lost.
+
+        In a group's transaction the host row is read once: the write lock is
+        held, and only :meth:`start`, :meth:`renew` and :meth:`release` write
+        it, each forgetting the row it read.  Each request still checks the
+        lease against its own ``now``.
+        """
+        claim = self.claim
+        if self.stopping or claim is None:
             return STOPPING
-        return None
+        group = self.shared
+        if group is None:
+            live = is_live(ctx, claim)
+        else:
+            cached = self._host_row
+            if cached is None or cached[0] is not group:
+                cached = self._host_row = (group, previous(ctx))
+            live = holds(cached[1], claim, ctx.now)
+        return None if live else STOPPING
 
     def _ctx(self, tx: StoreTransaction, now: int, operation: str) -> Context:
         return context(tx, now, self.actor, Cause(operation=operation), self.mint)
@@ -88,6 +114,7 @@ class ServedHost(Host[SqliteStore]):
             CommandError: a live host owns the claim, or the lease is not positive.
         """
         who = self.identity
+        self._host_row = None
         with self.transaction() as tx:
             ctx = self._ctx(tx, now, "host.start")
             before = previous(ctx)
@@ -117,8 +144,12 @@ class ServedHost(Host[SqliteStore]):
         claim = self.claim
         if claim is None:
             raise refuse("Pi Workflows host claim lost")
-        with self.transaction() as tx:
-            renew(self._ctx(tx, now, "host.heartbeat"), claim, lease_ms)
+        self._host_row = None
+        try:
+            with self.transaction() as tx:
+                renew(self._ctx(tx, now, "host.heartbeat"), claim, lease_ms)
+        finally:
+            self._host_row = None
 
     def detach_connection(self, connection_id: str, now: int) -> int:
         """A connection closed: detach every coordinator it held (§1.16, §10.5)."""
@@ -131,6 +162,7 @@ class ServedHost(Host[SqliteStore]):
         Nothing is touched when the claim went to another host meanwhile.
         """
         claim, self.claim = self.claim, None
+        self._host_row = None
         if claim is None:
             return False
         with self.transaction() as tx:

@@ -228,7 +228,10 @@ class Server:
         socket_path = self.paths.socket
         with contextlib.suppress(FileNotFoundError):
             socket_path.unlink()
-        self._listener = await asyncio.start_unix_server(self._accept, path=str(socket_path))
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_unix_server(
+            lambda: Connection(self), path=str(socket_path)
+        )
         socket_path.chmod(0o600)
 
     async def _undo(self) -> None:
@@ -281,16 +284,19 @@ class Server:
 
     # ------------------------------------------------------------------ connections
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = Connection(reader, writer)
+    def opened(self, connection: Connection) -> bool:
+        """A connection was accepted: keep it, unless the host is stopping."""
         if self.stopping:
-            connection.close()
-            return
+            return False
         self.connections.add(connection)
+        return True
+
+    def lost(self, connection: Connection) -> None:
+        """A connection closed: once its requests are done, forget it, detach its coordinators."""
+        self._spawn(self._forget(connection))
+
+    async def _forget(self, connection: Connection) -> None:
         try:
-            await connection.serve(
-                self._answer, lambda request, response: self._after(request, response, connection)
-            )
             await connection.drained()
         finally:
             self.connections.discard(connection)
@@ -301,6 +307,46 @@ class Server:
                     await self.writer.submit(
                         lambda host: host.detach_connection(connection.id, self.clock())
                     )
+
+    def dispatch(self, connection: Connection, request: ClientRequest) -> None:
+        """Queue ``request``'s decision; its answer is written once that is committed.
+
+        Subscriptions and state reads run as tasks of their own (:meth:`_answer`);
+        every other request goes to the writer with a callback, so the common
+        path creates no task and no future.
+        """
+        writer = self.writer
+        assert writer is not None
+        views = self.views
+        operation = request.operation
+        if (views is not None and operation in SUBSCRIBING) or (
+            operation in STATE_READS and self.options.store_url is None
+        ):
+            connection.spawn(request, self._answer(connection, request))
+            return
+        if views is not None and operation == "view.session.watch":
+            views.session_watch(connection, request)
+        writer.call(
+            lambda host: host.decide(request, self.clock(), connection.id),
+            lambda decided, error: self._decided(connection, request, decided, error),
+            alone=operation in ("state.backup", "state.prune"),
+        )
+
+    def _decided(
+        self,
+        connection: Connection,
+        request: ClientRequest,
+        decided: tuple[ClientResponse, str | None] | None,
+        error: BaseException | None,
+    ) -> None:
+        if error is not None or decided is None:
+            connection.failed(request, error or PwfError("Workflow request failed"))
+            return
+        response, submission = decided
+        if submission is None:
+            connection.answered(request, response)
+        else:
+            connection.spawn(request, self._verdict_of(connection, request, response, submission))
 
     async def _answer(self, connection: Connection, request: ClientRequest) -> ClientResponse:
         writer = self.writer
@@ -316,7 +362,21 @@ class Server:
         response, submission = await writer.submit(
             lambda host: host.decide(request, self.clock(), connection.id), alone=alone
         )
-        while submission is not None:
+        if submission is None:
+            return response
+        return await self._verdict_of(connection, request, response, submission)
+
+    async def _verdict_of(
+        self,
+        connection: Connection,
+        request: ClientRequest,
+        response: ClientResponse,
+        submission: str,
+    ) -> ClientResponse:
+        """``interaction.submit`` waits for its worker's verdict (DOMAIN §8)."""
+        writer = self.writer
+        assert writer is not None
+        while True:
             if self.stopping or connection.closed:
                 return ClientResponse(
                     request_id=request.request_id,
@@ -327,7 +387,6 @@ class Server:
             verdict = await writer.submit(_verdict(request, submission, response), read=True)
             if verdict is not None:
                 return verdict
-        return response
 
     def _read_state(self, request: ClientRequest) -> ClientResponse:
         """``state.status`` or ``state.verify`` on a read-only connection of its own.
@@ -349,8 +408,8 @@ class Server:
         finally:
             store.close()
 
-    def _after(
-        self, request: ClientRequest, response: ClientResponse, connection: Connection | None = None
+    def after(
+        self, connection: Connection | None, request: ClientRequest, response: ClientResponse
     ) -> None:
         """After an answer: stop, stop a cancelled run's worker, look for work, publish.
 
@@ -365,7 +424,7 @@ class Server:
             if request.operation == "run.cancel" and request.run_id is not None:
                 supervisor.stop_run(request.run_id, "cancelled")
             self._spawn(supervisor.claim())
-        if self.views is not None and connection is not None:
+        if self.views is not None and connection is not None and self.views.watching(connection):
             self._spawn(self.views.publish(connection))
 
     # ------------------------------------------------------------------ stop
@@ -374,6 +433,18 @@ class Server:
         """Begin stopping (idempotent): from a signal, ``host.stop`` or a lost claim."""
         if self._stop_task is None:
             self._stop_task = asyncio.get_running_loop().create_task(self.stop())
+
+    async def _inflight_done(self) -> None:
+        """Wait up to the grace period for every connection's requests in flight."""
+        busy = [
+            asyncio.get_running_loop().create_task(connection.drained())
+            for connection in self.connections
+            if connection.inflight
+        ]
+        if busy:
+            await asyncio.wait(busy, timeout=STOP_GRACE_SECONDS)
+            for waiting in busy:
+                waiting.cancel()
 
     async def stop(self) -> None:
         """Finish what is in flight, answer the rest ``unavailable``, release, clean up.
@@ -391,9 +462,7 @@ class Server:
             timer.cancel()
         if self._listener is not None:
             self._listener.close()
-        inflight = [task for connection in self.connections for task in connection.tasks]
-        if inflight:
-            await asyncio.wait(inflight, timeout=STOP_GRACE_SECONDS)
+        await self._inflight_done()
         for connection in list(self.connections):
             connection.close()
         if self.supervisor is not None:

@@ -1,10 +1,15 @@
 """One client connection: hello first, NDJSON frames, concurrent requests (HOST §1.10-§1.16).
 
-Every complete frame becomes its own task, started in arrival order; a
-response is written when its decision is committed, so answers on one
-connection can come out of order and are matched by ``requestId``.  A frame
-decoder error, a line that is not a request, or an answer over 1 MiB closes
-this connection only.
+A connection is an :class:`asyncio.Protocol`: each chunk the socket gives is
+split into frames at once, and every complete frame is handed to the server
+in arrival order.  A response is written when its decision is committed, so
+answers on one connection can come out of order and are matched by
+``requestId``.  A frame decoder error, a line that is not a request, or an
+answer over 1 MiB closes this connection only.
+
+Most requests need no task of their own: the server queues their decision
+with a callback (:meth:`Connection.answered` once committed).  Those that
+wait (subscriptions, state reads, a submission's verdict) run as tasks.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from pwf.errors import PwfError
 from pwf.protocol.client import (
@@ -28,70 +33,96 @@ from pwf.protocol.client import (
 from pwf.protocol.framing import FrameDecoder
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable
 
     from pwf.protocol.client import ClientRequest
 
-__all__ = ["PACKAGE_VERSION", "Connection"]
+__all__ = ["PACKAGE_VERSION", "Connection", "Dispatcher", "thrown"]
 
 PACKAGE_VERSION: Final = "0.16.1"
 """The original's version: its clients refuse a host whose hello names another (HOST §1.11)."""
-_READ_BYTES: Final = 1 << 16
 _MAX_BUFFERED: Final = 64 << 20
 """A client that lets this much of its answers pile up unread is closed."""
 
 log = logging.getLogger("pwf.server")
 
 
-class Connection:
+class Dispatcher(Protocol):
+    """What a connection asks of the server."""
+
+    def opened(self, connection: Connection) -> bool:
+        """A connection was accepted; False when the host is stopping (it is then closed)."""
+
+    def dispatch(self, connection: Connection, request: ClientRequest) -> None:
+        """Start answering ``request``; the answer comes back through the connection."""
+
+    def after(
+        self, connection: Connection, request: ClientRequest, response: ClientResponse
+    ) -> None:
+        """An answer was written (or dropped with a closed connection)."""
+
+    def lost(self, connection: Connection) -> None:
+        """The connection closed; its requests in flight are still being decided."""
+
+
+class Connection(asyncio.Protocol):
     """A client socket and the requests in flight on it."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, server: Dispatcher) -> None:
         """Name the connection (``connection-<uuid>``); nothing is sent yet."""
         self.id = f"connection-{uuid.uuid4()}"  # noqa: TID251 - the edge mints connection ids
-        self.reader = reader
-        self.writer = writer
+        self.server = server
+        self.transport: asyncio.Transport | None = None
         self.tasks: set[asyncio.Task[None]] = set()
+        self.inflight = 0
+        """Requests read and not yet answered, tasks included."""
         self.closed = False
+        self._decoder = FrameDecoder()
+        self._quiet: asyncio.Event | None = None
 
-    async def serve(
-        self,
-        answer: Callable[[Connection, ClientRequest], Awaitable[ClientResponse]],
-        after: Callable[[ClientRequest, ClientResponse], None],
-    ) -> None:
-        """Send the hello, then read frames until the peer leaves or breaks the protocol."""
+    # ------------------------------------------------------------------ the protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Send the hello, or close at once when the host is stopping."""
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        if not self.server.opened(self):
+            self.close()
+            return
         hello = encode_hello(ClientHello(connection_id=self.id, package_version=PACKAGE_VERSION))
-        self.writer.write(encode_line(hello))
-        decoder = FrameDecoder()
+        transport.write(encode_line(hello))
+
+    def data_received(self, data: bytes) -> None:
+        """Split the chunk into frames and hand each request on, in order."""
+        if self.closed:
+            return
         try:
-            await self.writer.drain()
-            while not self.closed and (data := await self.reader.read(_READ_BYTES)):
-                for frame in decoder.feed(data):
-                    request = parse_request(frame)
-                    task = asyncio.create_task(self._respond(answer, after, request))
-                    self.tasks.add(task)
-                    task.add_done_callback(self.tasks.discard)
+            for frame in self._decoder.feed(data):
+                request = parse_request(frame)
+                self.inflight += 1
+                self.server.dispatch(self, request)
+                if self.closed:
+                    return
         except PwfError as error:
             log.info("closing %s: %s", self.id, error)
-        except OSError as error:
-            log.info("client socket error: %s", error)
-        finally:
             self.close()
 
-    async def _respond(
-        self,
-        answer: Callable[[Connection, ClientRequest], Awaitable[ClientResponse]],
-        after: Callable[[ClientRequest, ClientResponse], None],
-        request: ClientRequest,
-    ) -> None:
-        try:
-            response = await answer(self, request)
-        except Exception as error:  # noqa: BLE001 - a thrown handler answers rejected (HOST §1)
-            response = ClientResponse(
-                request_id=request.request_id,
-                outcome="rejected",
-                error=collapse_error(str(error) or type(error).__name__),
-            )
+    def eof_received(self) -> bool:
+        """The peer is done sending: close, as a read of nothing always did."""
+        self.close()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Requests in flight are still decided; the server cleans up once they are."""
+        if exc is not None:
+            log.info("client socket error: %s", exc)
+        self.closed = True
+        self.server.lost(self)
+
+    # ------------------------------------------------------------------ answers
+
+    def answered(self, request: ClientRequest, response: ClientResponse) -> None:
+        """Write ``request``'s answer (unless closed), then tell the server."""
         try:
             line = encode_line(encode_response(response))
         except PwfError as error:
@@ -99,14 +130,39 @@ class Connection:
             self.close()
         else:
             self.send(line)
-        after(request, response)
+        self._done()
+        self.server.after(self, request, response)
+
+    def failed(self, request: ClientRequest, error: BaseException) -> None:
+        """A thrown handler answers rejected (HOST §1)."""
+        self.answered(request, thrown(request, error))
+
+    def spawn(self, request: ClientRequest, answer: Awaitable[ClientResponse]) -> None:
+        """Answer ``request`` with a task that awaits ``answer`` (it counts as in flight)."""
+        task = asyncio.get_running_loop().create_task(self._respond(request, answer))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _respond(self, request: ClientRequest, answer: Awaitable[ClientResponse]) -> None:
+        try:
+            response = await answer
+        except Exception as error:  # noqa: BLE001 - a thrown handler answers rejected (HOST §1)
+            response = thrown(request, error)
+        self.answered(request, response)
+
+    def _done(self) -> None:
+        self.inflight -= 1
+        if self.inflight == 0 and self._quiet is not None:
+            self._quiet.set()
+            self._quiet = None
 
     def send(self, line: bytes) -> None:
         """Write one framed line unless the connection is closed."""
-        if self.closed:
+        transport = self.transport
+        if self.closed or transport is None:
             return
-        self.writer.write(line)
-        if self.writer.transport.get_write_buffer_size() > _MAX_BUFFERED:
+        transport.write(line)
+        if transport.get_write_buffer_size() > _MAX_BUFFERED:
             log.info("closing %s: it reads no answers", self.id)
             self.close()
 
@@ -115,10 +171,22 @@ class Connection:
         if self.closed:
             return
         self.closed = True
-        with contextlib.suppress(Exception):
-            self.writer.transport.abort()
+        if self.transport is not None:
+            with contextlib.suppress(Exception):
+                self.transport.abort()
 
     async def drained(self) -> None:
         """Wait for the requests in flight on this connection."""
-        while self.tasks:
-            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        while self.inflight > 0:
+            if self._quiet is None:
+                self._quiet = asyncio.Event()
+            await self._quiet.wait()
+
+
+def thrown(request: ClientRequest, error: BaseException) -> ClientResponse:
+    """The answer to a request whose decision raised: rejected with the error's line."""
+    return ClientResponse(
+        request_id=request.request_id,
+        outcome="rejected",
+        error=collapse_error(str(error) or type(error).__name__),
+    )

@@ -101,6 +101,10 @@ class Views:
         ):
             self._of(connection).watch(Subscription(subscription_id, "session", session_id))
 
+    def watching(self, connection: Connection) -> bool:
+        """Whether the connection has a subscription to publish."""
+        return bool(self.subscriptions.get(connection.id))
+
     def forget(self, connection: Connection) -> None:
         """The connection closed: its subscriptions end with it."""
         self.subscriptions.pop(connection.id, None)

@@ -1,12 +1,17 @@
 """One writer thread that owns the database and commits decisions in groups.
 
 The event loop never touches SQLite.  It hands each piece of work to
-:class:`Writer` and awaits the future it returns.  The thread takes every
-piece that arrived while it was busy, in arrival order, and decides them one
-after another inside one write transaction: each in its own savepoint (a
-failing one rolls back alone) and its own batch (the log is the one that one
-transaction per command writes).  Only after the commit are their futures
-settled, so an answer is never sent for work that is not durable.  Work
+:class:`Writer` and awaits the future it returns (or gets a callback).  The
+thread takes every piece that arrived while it was busy, in arrival order,
+and decides them one after another inside one write transaction: each in
+its own savepoint (a failing one rolls back alone) and its own batch (the log
+is the one that one transaction per command writes).  Work that arrives
+while the group is being decided joins it, after everything before it, until
+the queue is empty or the group holds :data:`MAX_GROUP` (ADR 0052); then the
+group commits.  Only after the commit are their futures
+settled, so an answer is never sent for work that is not durable; a whole
+group is handed back to the event loop with one ``call_soon_threadsafe``
+(one wake-up of the loop, not one per request).  Work
 marked ``alone`` (file effects that copy the database, prune) closes the
 group before it and runs in its own transactions.  ``read`` work runs
 outside any write transaction, against committed state.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import queue
 import threading
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
@@ -34,26 +40,48 @@ MAX_GROUP: Final = 256
 
 
 class _Job(Generic[T]):
-    __slots__ = ("alone", "future", "loop", "read", "work")
+    __slots__ = ("alone", "done", "loop", "read", "work")
 
     def __init__(
         self,
         work: Callable[[ServedHost], T],
-        future: asyncio.Future[T],
+        done: Callable[[T | None, BaseException | None], None],
         loop: asyncio.AbstractEventLoop,
         *,
         alone: bool,
         read: bool,
     ) -> None:
         self.work = work
-        self.future = future
+        self.done = done
         self.loop = loop
         self.alone = alone
         self.read = read
 
-    def settle(self, value: object, error: BaseException | None) -> None:
+
+Outcome = tuple[_Job[Any], object, "BaseException | None"]
+
+
+def _hand_back(outcomes: list[Outcome]) -> None:
+    """Give every decided job of a group to the event loop that queued it, in one call each."""
+    loop = outcomes[0][0].loop
+    if all(job.loop is loop for job, _, _ in outcomes):
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            self.loop.call_soon_threadsafe(_settle, self.future, value, error)
+            loop.call_soon_threadsafe(_settle_all, outcomes)
+        return
+    for outcome in outcomes:
+        with contextlib.suppress(RuntimeError):
+            outcome[0].loop.call_soon_threadsafe(_settle_all, [outcome])
+
+
+def _settle_all(outcomes: list[Outcome]) -> None:
+    """On the loop: each job's callback, in the group's order; one that raises stops no other."""
+    for job, value, error in outcomes:
+        try:
+            job.done(value, error)
+        except Exception as problem:  # noqa: BLE001 - reported as the loop reports a callback's
+            job.loop.call_exception_handler(
+                {"message": "a writer callback raised", "exception": problem}
+            )
 
 
 def _settle(future: asyncio.Future[Any], value: object, error: BaseException | None) -> None:
@@ -90,8 +118,23 @@ class Writer:
         """Queue ``work``; the future settles once it is decided and committed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Job(work, future, loop, alone=alone, read=read))  # type: ignore[arg-type]
+        self._queue.put(
+            _Job(work, functools.partial(_settle, future), loop, alone=alone, read=read)
+        )
         return future
+
+    def call(
+        self,
+        work: Callable[[ServedHost], T],
+        done: Callable[[T | None, BaseException | None], None],
+        *,
+        alone: bool = False,
+    ) -> None:
+        """Queue ``work``; ``done(value, error)`` runs on the loop once it is committed.
+
+        The served connections' path: no future and no task per request.
+        """
+        self._queue.put(_Job(work, done, asyncio.get_running_loop(), alone=alone, read=False))  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Finish the queued work, close the store and end the thread."""
@@ -120,21 +163,26 @@ class Writer:
         if first is None:
             return None
         group = [first]
-        if first.alone or first.read:
-            return group
-        while len(group) < MAX_GROUP:
+        if not (first.alone or first.read):
+            self._extend(group)
+        return group
+
+    def _extend(self, group: list[_Job[object]]) -> bool:
+        """Add the jobs queued now, in order, up to an ``alone`` or ``read`` one; any added?"""
+        size = len(group)
+        while self._carry is None and len(group) < MAX_GROUP:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if job is None or job.alone or job.read:
+            if job is None:
+                self._queue.put(None)  # the end: once this group is done
+                break
+            if job.alone or job.read:
                 self._carry = job
-                if job is None:
-                    self._queue.put(None)
-                    self._carry = None
                 break
             group.append(job)
-        return group
+        return len(group) > size
 
     def _decide(self, host: ServedHost, store: SqliteStore, group: list[_Job[object]]) -> None:
         if group[0].alone or group[0].read:
@@ -142,16 +190,17 @@ class Writer:
             try:
                 value = job.work(host)
             except Exception as error:  # noqa: BLE001 - the caller answers with it
-                job.settle(None, error)
+                _hand_back([(job, None, error)])
             else:
-                job.settle(value, None)
+                _hand_back([(job, value, None)])
             return
         results: list[tuple[object, BaseException | None]] = []
         try:
             with store.transaction() as tx:
                 host.shared = tx
                 try:
-                    for job in group:
+                    while len(results) < len(group) or self._extend(group):
+                        job = group[len(results)]
                         try:
                             with tx.savepoint():
                                 results.append((job.work(host), None))
@@ -162,5 +211,6 @@ class Writer:
         except Exception as failure:  # noqa: BLE001 - the commit failed: nothing is durable
             results = [(None, failure)] * len(group)
         self.groups += 1
-        for job, (value, problem) in zip(group, results, strict=True):
-            job.settle(value, problem)
+        _hand_back(
+            [(job, value, problem) for job, (value, problem) in zip(group, results, strict=True)]
+        )

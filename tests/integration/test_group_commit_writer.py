@@ -1,0 +1,132 @@
+"""The writer's groups: what arrives while a group is decided joins it, in order (ADR 0052).
+
+A job that blocks until more work is queued shows the writer taking that
+work into the same transaction, after it and before the commit; an
+``alone`` job queued meanwhile is not taken and runs after the commit.
+Every answer comes back once the group is committed, in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from pwf.server._writer import Writer
+from pwf.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _writer(db: Path) -> Writer:
+    return Writer(lambda: (SqliteStore(db, create=True), SimpleNamespace(shared=None)))  # type: ignore[arg-type,return-value]
+
+
+def _blocking(entered: threading.Event, go: threading.Event, name: str, order: list[str]) -> Any:
+    def work(_host: object) -> str:
+        entered.set()
+        go.wait(30)
+        order.append(name)
+        return name
+
+    return work
+
+
+def _record(name: str, order: list[str], seen: list[object]) -> Any:
+    def work(host: Any) -> str:
+        seen.append(host.shared)
+        order.append(name)
+        return name
+
+    return work
+
+
+def test_work_queued_while_a_group_is_decided_joins_it(tmp_path: Path) -> None:
+    """One transaction for the blocking job and the two queued behind it, decided in order."""
+
+    async def scenario() -> tuple[list[str], list[str], int, list[object]]:
+        writer = _writer(tmp_path / "state.db")
+        entered, go = threading.Event(), threading.Event()
+        order: list[str] = []
+        seen: list[object] = []
+        try:
+            first = writer.submit(_blocking(entered, go, "a", order))
+            await asyncio.to_thread(entered.wait, 30)
+            later = [writer.submit(_record(name, order, seen)) for name in ("b", "c")]
+            go.set()
+            answers = [await first, *[await future for future in later]]
+            return answers, order, writer.groups, seen
+        finally:
+            await asyncio.to_thread(writer.close)
+
+    answers, order, groups, seen = asyncio.run(scenario())
+    assert answers == ["a", "b", "c"]
+    assert order == ["a", "b", "c"]
+    assert groups == 1
+    assert seen[0] is not None
+    assert seen[0] is seen[1]
+
+
+def test_alone_work_queued_meanwhile_waits_for_the_commit(tmp_path: Path) -> None:
+    """An ``alone`` job is not pulled into the open group; what follows it opens the next one."""
+
+    async def scenario() -> tuple[list[str], int, list[object]]:
+        writer = _writer(tmp_path / "state.db")
+        entered, go = threading.Event(), threading.Event()
+        order: list[str] = []
+        seen: list[object] = []
+        try:
+            first = writer.submit(_blocking(entered, go, "a", order))
+            await asyncio.to_thread(entered.wait, 30)
+            alone = writer.submit(_record("alone", order, seen), alone=True)
+            after = writer.submit(_record("b", order, seen))
+            go.set()
+            await first
+            await alone
+            await after
+            return order, writer.groups, seen
+        finally:
+            await asyncio.to_thread(writer.close)
+
+    order, groups, seen = asyncio.run(scenario())
+    assert order == ["a", "alone", "b"]
+    assert groups == 2
+    assert seen[0] is None
+    assert seen[1] is not None
+
+
+def test_a_callback_that_raises_stops_no_other_answer(tmp_path: Path) -> None:
+    """A group's answers are handed back together; one failing callback leaves the rest."""
+
+    async def scenario() -> tuple[list[object], list[dict[str, Any]]]:
+        loop = asyncio.get_running_loop()
+        problems: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _loop, context: problems.append(context))
+        writer = _writer(tmp_path / "state.db")
+        entered, go = threading.Event(), threading.Event()
+        got: list[object] = []
+        done = asyncio.Event()
+
+        def broken(_value: object, _error: BaseException | None) -> None:
+            raise RuntimeError("broken callback")
+
+        def kept(value: object, _error: BaseException | None) -> None:
+            got.append(value)
+            done.set()
+
+        try:
+            writer.call(_blocking(entered, go, "a", []), lambda value, _e: got.append(value))
+            await asyncio.to_thread(entered.wait, 30)
+            writer.call(lambda _host: "b", broken)
+            writer.call(lambda _host: "c", kept)
+            go.set()
+            await asyncio.wait_for(done.wait(), 30)
+            return got, problems
+        finally:
+            await asyncio.to_thread(writer.close)
+
+    got, problems = asyncio.run(scenario())
+    assert got == ["a", "c"]
+    assert [str(problem["exception"]) for problem in problems] == ["broken callback"]
