@@ -18,7 +18,10 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["MISSING", "Server", "find_bin", "sweep_orphans"]
 
@@ -87,10 +90,16 @@ def sweep_orphans(bin_dir: Path) -> None:
 class Server:
     """One PostgreSQL cluster in a temporary folder, reachable through its Unix socket."""
 
-    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
-        """Prepare (not start) a cluster; ``durable`` keeps fsync on, as a benchmark needs."""
+    def __init__(
+        self, bin_dir: Path, *, durable: bool = False, settings: Sequence[str] = ()
+    ) -> None:
+        """Prepare (not start) a cluster; ``durable`` keeps fsync on, as a benchmark needs.
+
+        ``settings`` are more ``name=value`` server settings.
+        """
         self.bin_dir = bin_dir
         self.durable = durable
+        self.settings = [f"-c {setting}" for setting in settings]
         sweep_orphans(bin_dir)
         self.root = Path(tempfile.mkdtemp(prefix=PREFIX))
         self.data = self.root / "data"
@@ -136,12 +145,21 @@ class Server:
         ]
         if not self.durable:
             settings += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
+        self.settings = settings + self.settings
+        self.restart()
+
+    def crash(self) -> None:
+        """Stop the server as a crash would: at once, without writing out what it buffers."""
+        self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+
+    def restart(self) -> None:
+        """Start the server on its cluster (it recovers from its WAL after a crash)."""
         self._run(
             str(self.bin_dir / "pg_ctl"),
             "-D",
             str(self.data),
             "-o",
-            " ".join(settings),
+            " ".join(self.settings),
             "-l",
             str(self.root / "server.log"),
             "-w",

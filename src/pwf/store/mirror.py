@@ -12,7 +12,9 @@ shared log the file has not applied yet (from any host) into the local
 projections; let the caller decide and stage; copy the new events to
 PostgreSQL and commit there; then commit locally.  A crash between the two
 commits leaves the file behind the log, never ahead, and the next catch-up (at the next
-open or command) folds what it missed.
+open or command) folds what it missed.  While other hosts write, a transaction
+folds their events before taking the lock and frees the lock before its WAL
+flush; nothing read or written is kept locally before it is flushed (ADR 0053).
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ class Mirror:
     def __init__(self, log: PostgresStore) -> None:
         """Mirror the shared ``log``."""
         self.log = log
+        self._others_write = False
+        """The last write transaction found other hosts' events (ADR 0053)."""
 
     @property
     def name(self) -> str:
@@ -116,9 +120,16 @@ class Mirror:
         self.log.close()
 
     def catch_up(self, local: SqliteStore) -> int:
-        """Fold every event of the shared log ``local`` has not applied yet; return how many."""
+        """Fold every event of the shared log ``local`` has not applied yet; return how many.
+
+        What was read may be committed but not yet flushed by its writer; the
+        file commits it only after a flush barrier (ADR 0053).
+        """
         with local.file_transaction() as tx:
-            return self._apply(tx, self.log.head())
+            count = self._apply(tx, self.log.head())
+            if count:
+                self.log.flush()
+            return count
 
     @contextmanager
     def transaction(self, local: SqliteStore) -> Iterator[SqliteTransaction]:
@@ -130,8 +141,12 @@ class Mirror:
             raise translate_error(error, local.path) from None
         try:
             tx = SqliteTransaction(local, connection)
-            with self.log.transaction(after=tx.head.seq) as remote:
-                self._apply(tx, remote.head, remote.prefetched)
+            others = self._others_write  # then fold ahead of the lock, and free it early
+            ahead = self._fold_ahead(tx) if others else 0
+            with self.log.transaction(after=tx.head.seq, early=others) as remote:
+                late = self._apply(tx, remote.head, remote.prefetched)
+                self._others_write = ahead + late > 0
+                remote.must_flush = ahead + late > 0
                 start = tx.head.seq
                 yield tx
                 tx.settle()
@@ -148,6 +163,15 @@ class Mirror:
             connection.execute("COMMIT")
         except sqlite3.Error as error:
             raise translate_error(error, local.path) from None
+
+    def _fold_ahead(self, local: SqliteTransaction) -> int:
+        """Before the lock: fold what other hosts committed since the local head (ADR 0053).
+
+        Every snapshot of the log holds a gapless prefix (commits take the
+        lock in seq order), so these rows continue the local head; under the
+        lock only what arrived meanwhile is left to fold.
+        """
+        return self._fold(local, local.head, self.log.after(local.head.seq))
 
     def _apply(
         self,
@@ -182,10 +206,7 @@ class Mirror:
         if prefetched is not None and len(prefetched) >= gap:
             rows = prefetched[:gap]
         elif gap <= _SMALL_GAP:
-            rows = self.log.connection.execute(
-                f"SELECT {COLUMNS} FROM events WHERE seq > %s AND seq <= %s ORDER BY seq",
-                (head.seq, target.seq),
-            ).fetchall()
+            rows = self.log.after(head.seq, target.seq)
         else:
             rows = self.log.rows(head.seq + 1, target.seq)
         return self._fold(local, head, rows)

@@ -62,6 +62,13 @@ _MOVE: Final = (
     "UPDATE _pwf_head SET seq = %s, content_hash = %s, batch = %s WHERE id = 1 AND seq = %s"
 )
 _AFTER: Final = f"SELECT {COLUMNS} FROM events WHERE seq > %s ORDER BY seq LIMIT %s"
+_BETWEEN: Final = f"SELECT {COLUMNS} FROM events WHERE seq > %s AND seq <= %s ORDER BY seq"
+_FLUSH: Final = "SELECT pg_logical_emit_message(true, 'pwf.flush', '')"
+"""A flush barrier (ADR 0053): a transaction with an xid that writes WAL, committed synchronously.
+
+Its commit waits until the WAL is flushed up to its own commit record, which
+comes after the commit record of every transaction this session has seen.
+"""
 PREFETCH: Final = 1_000
 """Events a transaction reads after its caller's seq together with the head (a catch-up)."""
 _STREAM: Final = 2_000
@@ -167,6 +174,15 @@ class PostgresTransaction:
         self._head = store.head() if head is None else head
         self._staged_batch: int | None = None
         self.prefetched = prefetched
+        self.wrote = False
+        """True once the transaction wrote rows."""
+        self.must_flush = False
+        """True when the caller keeps events it read here (ADR 0053).
+
+        Another writer's commit may be visible before its WAL is flushed; the
+        transaction then ends with a flush barrier, so what it read is durable
+        when it returns.
+        """
 
     @property
     def head(self) -> Head:
@@ -238,6 +254,7 @@ class PostgresTransaction:
                     cursor.execute(_MOVE, move)
             if cursor.rowcount != 1:
                 raise ChainError(int(str(first[0])), "another writer moved the log's head")
+        self.wrote = True
         self._head = Head(seq=int(str(last[0])), content_hash=str(last[9]), batch=int(str(last[1])))
 
     def insert_verified(self, entry: Entry, body: bytes) -> None:
@@ -310,7 +327,9 @@ class PostgresStore:
         self.close()
 
     @contextmanager
-    def transaction(self, *, after: int | None = None) -> Iterator[PostgresTransaction]:
+    def transaction(
+        self, *, after: int | None = None, early: bool = False
+    ) -> Iterator[PostgresTransaction]:
         """Take the log's advisory lock; append inside; commit on exit, roll back on error.
 
         ``BEGIN``, the lock and the head's read go to the server in one round
@@ -318,11 +337,20 @@ class PostgresStore:
         :data:`PREFETCH` events after that seq (a host's catch-up), which
         :attr:`PostgresTransaction.prefetched` then holds.  The server runs
         them in order, so the reads come after the lock is granted.
+
+        The transaction returns only once everything it wrote, and what it
+        read when :attr:`PostgresTransaction.must_flush` is set, is durable
+        (ADR 0053).  With ``early`` (other writers are waiting) its commit
+        frees the lock before the WAL is flushed and a flush barrier follows
+        in the same round trip, so the next writer works while this one's
+        flush runs, and concurrent flushes are done as one.
         """
         connection = self.connection
         try:
             with connection.pipeline():
                 connection.execute("BEGIN")
+                if early:
+                    connection.execute("SET LOCAL synchronous_commit = off")
                 connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 head = connection.execute(_HEAD)
                 rows = None if after is None else connection.execute(_AFTER, (after, PREFETCH))
@@ -337,7 +365,14 @@ class PostgresStore:
             raise
         try:
             yield transaction
-            connection.execute("COMMIT")
+            # A synchronous commit that wrote flushes past everything read before it.
+            synchronous = not early and transaction.wrote
+            if (transaction.must_flush or transaction.wrote) and not synchronous:
+                with connection.pipeline():
+                    connection.execute("COMMIT")
+                    connection.execute(_FLUSH)
+            else:
+                connection.execute("COMMIT")
         except psycopg.Error as error:
             self._rollback()
             raise translate_error(error, self.path) from None
@@ -358,10 +393,30 @@ class PostgresStore:
         with self.transaction() as tx:
             return tx.append(events, at=at, actor=actor, cause=cause)
 
+    def flush(self) -> None:
+        """Return once everything this connection has read or written is durable (ADR 0053).
+
+        A writer's commit becomes visible before its WAL is flushed; a reader
+        that keeps what it read (a host's catch-up) calls this first.
+        """
+        try:
+            self.connection.execute(_FLUSH)
+        except psycopg.Error as error:
+            raise translate_error(error, self.path) from None
+
     def head(self) -> Head:
         """The log's tip."""
         try:
             return _head_of(self.connection.execute(_HEAD).fetchone())
+        except psycopg.Error as error:
+            raise translate_error(error, self.path) from None
+
+    def after(self, seq: int, last: int | None = None) -> list[tuple[object, ...]]:
+        """Whole rows after ``seq`` (up to ``last``, else at most :data:`PREFETCH`), in one read."""
+        try:
+            if last is None:
+                return self.connection.execute(_AFTER, (seq, PREFETCH)).fetchall()
+            return self.connection.execute(_BETWEEN, (seq, last)).fetchall()
         except psycopg.Error as error:
             raise translate_error(error, self.path) from None
 

@@ -1,0 +1,304 @@
+"""Nothing is answered or kept locally before PostgreSQL has flushed it (ADR 0053).
+
+A shared-log commit does not wait for its WAL flush, so the advisory lock is
+free for the next host at once; a flush barrier then comes before the local
+commit.  The order of statements is pinned through a recording connection,
+and a server stopped as a crash would stop it, in the middle of three hosts'
+requests, loses none that was answered.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Final, Self
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from pwf.cli import cli
+from pwf.diff import digest_database
+from pwf.host import Host
+from pwf.protocol.client import parse_request
+from pwf.readmodel import ReadModel
+from pwf.store.mirror import MirroredStore
+from pwf.store.postgres import PostgresStore
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+    from tests._pg import Server
+    from tests.postgres.conftest import Hosts
+
+    from pwf.store.sqlite import SqliteStore
+
+AT: Final = 1_764_403_200_000
+FLUSH: Final = "pg_logical_emit_message"
+
+
+class _Cursor:
+    """A psycopg cursor that notes each statement it runs."""
+
+    def __init__(self, cursor: Any, seen: list[tuple[str, str]]) -> None:
+        self._cursor, self._seen = cursor, seen
+
+    def __enter__(self) -> Self:
+        self._cursor.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cursor.__exit__(*exc)
+
+    def execute(self, sql: str, params: object = None) -> Any:
+        self._seen.append(("pg", " ".join(str(sql).split())[:60]))
+        return self._cursor.execute(sql, params)
+
+    def executemany(self, sql: str, params: object) -> Any:
+        self._seen.append(("pg", " ".join(str(sql).split())[:60]))
+        return self._cursor.executemany(sql, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+class _Connection:
+    """A psycopg connection that notes each statement it runs, in one list with SQLite's."""
+
+    def __init__(self, connection: Any, seen: list[tuple[str, str]]) -> None:
+        self._connection, self._seen = connection, seen
+
+    def execute(self, sql: str, params: object = None) -> Any:
+        self._seen.append(("pg", " ".join(str(sql).split())[:60]))
+        return self._connection.execute(sql, params)
+
+    def cursor(self, *args: Any, **kwargs: Any) -> _Cursor:
+        return _Cursor(self._connection.cursor(*args, **kwargs), self._seen)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+
+def _host(url: str, path: Path) -> tuple[SqliteStore, Host[SqliteStore]]:
+    model = ReadModel()
+    store = MirroredStore(path, PostgresStore(url), hooks=[model], install=model.install)
+    return store, Host(store)
+
+
+def _recording(store: SqliteStore) -> list[tuple[str, str]]:
+    """Note every statement of ``store``'s two connections from now on, in order."""
+    seen: list[tuple[str, str]] = []
+    assert store.shared is not None
+    log = store.shared.log  # type: ignore[attr-defined]
+    log.connection = _Connection(log.connection, seen)
+    store.connection.set_trace_callback(lambda sql: seen.append(("sqlite", sql[:60])))
+    return seen
+
+
+def _at(seen: list[tuple[str, str]], where: str, start: str, after: int = -1) -> int:
+    """The index of the first statement of ``where`` after ``after`` starting with ``start``."""
+    for index, (place, sql) in enumerate(seen):
+        if index > after and place == where and sql.startswith(start):
+            return index
+    pytest.fail(f"no {where} statement {start!r} after {after} in {seen}")
+
+
+@pytest.fixture
+def pair(
+    pg_url: str, tmp_path: Path, client_line: Callable[..., bytes]
+) -> Iterator[tuple[Callable[[str, int], object], Any]]:
+    """Two hosts ``a`` and ``b`` on a fresh log: ``send(name, n)`` starts ``run-n`` there."""
+    PostgresStore(pg_url, create=True).close()
+    opened = {name: _host(pg_url, tmp_path / f"{name}.db") for name in ("a", "b")}
+
+    def send(name: str, number: int) -> object:
+        line = client_line(number).strip()
+        return opened[name][1].request(parse_request(line), AT + number)
+
+    yield send, {name: store for name, (store, _) in opened.items()}
+    for store, _ in opened.values():
+        store.close()
+
+
+class TestOrder:
+    """Each keeps the durability rule; writers that take turns release the lock before the flush."""
+
+    def test_a_lone_host_commits_synchronously(self, pair: Any) -> None:
+        """No other host writes: the commit itself flushes, as it always did, before SQLite's."""
+        send, stores = pair
+        send("a", 1)
+        seen = _recording(stores["a"])
+        send("a", 2)
+        begin = _at(seen, "pg", "BEGIN")
+        assert seen[begin + 1][1].startswith("SELECT pg_advisory_xact_lock")
+        assert not [sql for _, sql in seen if "synchronous_commit" in sql or FLUSH in sql]
+        assert _at(seen, "sqlite", "COMMIT") > _at(seen, "pg", "COMMIT", begin)
+
+    def test_taking_turns_the_flush_comes_after_the_lock(self, pair: Any) -> None:
+        """Another host writes: fold its events first, commit without waiting, barrier, SQLite."""
+        send, stores = pair
+        send("a", 1)
+        send("b", 2)
+        send("a", 3)  # folds b's batch under the lock: another host writes, so ...
+        send("b", 4)
+        seen = _recording(stores["a"])
+        send("a", 5)  # ... this one folds b's next batch before the lock, and releases it early
+        begin = _at(seen, "pg", "BEGIN")
+        assert _at(seen, "sqlite", "INSERT INTO events") < begin
+        assert seen[begin + 1] == ("pg", "SET LOCAL synchronous_commit = off")
+        assert seen[begin + 2][1].startswith("SELECT pg_advisory_xact_lock")
+        written = _at(seen, "pg", "WITH e AS (INSERT INTO events", begin)
+        commit = _at(seen, "pg", "COMMIT", written)
+        assert seen[commit + 1] == ("pg", f"SELECT {FLUSH}(true, 'pwf.flush', '')")
+        assert _at(seen, "sqlite", "COMMIT") > commit + 1
+        assert [sql for place, sql in seen if place == "sqlite" and sql == "COMMIT"] == ["COMMIT"]
+        stores["b"].catch_up()
+        assert 1 == len({digest_database(str(store.path)).all for store in stores.values()})
+
+    def test_folding_alone_still_flushes(self, pair: Any) -> None:
+        """A transaction that only folds another host's events flushes before keeping them."""
+        send, stores = pair
+        send("a", 1)
+        send("b", 2)
+        seen = _recording(stores["a"])
+        with stores["a"].transaction():
+            pass
+        commit = _at(seen, "pg", "COMMIT")
+        assert seen[commit + 1][1].startswith(f"SELECT {FLUSH}")
+        assert _at(seen, "sqlite", "COMMIT") > commit + 1
+
+    def test_nothing_read_nothing_flushed(self, pair: Any) -> None:
+        """A transaction that neither wrote nor folded anything commits without a barrier."""
+        send, stores = pair
+        send("a", 1)
+        seen = _recording(stores["a"])
+        with stores["a"].transaction():
+            pass
+        assert not [sql for _, sql in seen if FLUSH in sql]
+        assert 0 == stores["a"].catch_up()
+        assert not [sql for _, sql in seen if FLUSH in sql]
+
+    def test_a_catch_up_flushes_before_it_commits(self, pair: Any) -> None:
+        """A read's catch-up of another host's events flushes before the file keeps them."""
+        send, stores = pair
+        send("a", 1)
+        send("b", 2)
+        seen = _recording(stores["a"])
+        assert stores["a"].catch_up() > 0
+        flush = _at(seen, "pg", f"SELECT {FLUSH}")
+        inserted = _at(seen, "sqlite", "INSERT INTO events")
+        assert inserted < flush < _at(seen, "sqlite", "COMMIT", flush)
+
+
+def _wait_for_events(url: str, count: int, processes: list[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with psycopg.connect(url) as connection:
+            row = connection.execute("SELECT max(seq) FROM events").fetchone()
+        if row is not None and row[0] is not None and int(row[0]) >= count:
+            return
+        if all(process.poll() is not None for process in processes):
+            return
+        time.sleep(0.05)
+    pytest.fail("the hosts wrote too little")
+
+
+@pytest.mark.slow
+def test_a_crash_loses_no_answered_request(
+    tmp_path: Path, client_line: Callable[..., bytes], postgres_server: Server
+) -> None:
+    """Stop PostgreSQL as a crash would while three hosts write: every answer is in the log.
+
+    The WAL writer is slowed down to ten seconds, so a commit nobody
+    flushed stays in PostgreSQL's buffers and is lost by the crash.
+    """
+    server = type(postgres_server)(
+        postgres_server.bin_dir, durable=True, settings=["wal_writer_delay=10000"]
+    )
+    server.start()
+    try:
+        url = server.create_database()
+        run = CliRunner()
+        assert (
+            0 == run.invoke(cli, ["init", "--db", str(tmp_path / "a.db"), "--store", url]).exit_code
+        )
+        processes = []
+        for index, name in enumerate("abc"):
+            lines = b"".join(client_line(index * 1_000 + n) for n in range(1, 200))
+            (tmp_path / f"{name}.jsonl").write_bytes(lines)
+            with (tmp_path / f"{name}.jsonl").open("rb") as stdin:
+                processes.append(
+                    subprocess.Popen(
+                        [
+                            *(sys.executable, "-m", "pwf", "request"),
+                            *("--db", str(tmp_path / f"{name}.db"), "--store", url),
+                            *("--at", str(AT)),
+                        ],
+                        stdin=stdin,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                    )
+                )
+        _wait_for_events(url, 150, processes)
+        server.crash()
+        answered = []
+        for process in processes:
+            out, _ = process.communicate(timeout=120)
+            answered += [json.loads(line) for line in out.splitlines()]
+        server.restart()
+        accepted = {answer["requestId"] for answer in answered if answer["outcome"] == "accepted"}
+        assert len(accepted) >= 10
+        with psycopg.connect(url) as connection:
+            recorded = {
+                str(row[0]) for row in connection.execute("SELECT request_id FROM _pwf_recorded")
+            }
+        assert accepted <= recorded, sorted(accepted - recorded)
+        verified = run.invoke(
+            cli, ["log", "verify", "--db", str(tmp_path / "a.db"), "--store", url]
+        )
+        assert 0 == verified.exit_code, verified.output
+        for name in "abc":
+            healed = run.invoke(
+                cli,
+                ["query", "runs", "--json", "--db", str(tmp_path / f"{name}.db"), "--store", url],
+            )
+            assert 0 == healed.exit_code, healed.output
+        digests = {digest_database(str(tmp_path / f"{name}.db")).all for name in "abc"}
+        assert 1 == len(digests)
+    finally:
+        server.stop()
+
+
+def test_the_log_is_the_one_sqlite_writes(
+    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
+) -> None:
+    """One workload through three hosts on the shared log and through one file: same bytes.
+
+    Starts, retries (adopted), a key of the run before, status and cancel
+    requests go to the hosts in turn, so each folds the others' events on
+    the write path before it decides.
+    """
+    alone = tmp_path / "alone.db"
+    run = CliRunner()
+    assert 0 == run.invoke(cli, ["init", "--db", str(alone)]).exit_code
+    for number in range(1, 10):
+        lines = b"".join(
+            [
+                client_line(number),
+                client_line(number),
+                client_line(max(number - 1, 1)),
+                client_line(number, "run.status"),
+                client_line(number, "run.cancel"),
+            ]
+        )
+        at = str(AT + number * 1_000)
+        shared = hosts("abc"[number % 3], "request", "--at", at, stdin=lines)
+        single = run.invoke(cli, ["request", "--db", str(alone), "--at", at], input=lines)
+        assert (0, 0) == (shared.exit_code, single.exit_code), shared.output
+        assert shared.output == single.output
+    exported = hosts("b", "log", "export").stdout_bytes
+    assert 45 < len(exported.splitlines())
+    assert exported == run.invoke(cli, ["log", "export", "--db", str(alone)]).stdout_bytes
