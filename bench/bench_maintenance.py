@@ -8,7 +8,11 @@ and then a ``state.prune --apply`` whose cutoff removes the older half of
 the finished runs.  Each write's start and end are wall-clock stamps, so
 the writes that overlap each operation give its longest writer wait; the
 median write outside both is the floor of the same run.  A failed write
-(``database is locked`` past the busy timeout) is counted.
+(``database is locked`` past the busy timeout) is counted.  The prune's
+time under the write lock is printed step by step (ADR 0051): from the
+moment the install holds the lock to its commit, with what each step of
+the work done under it took; the rest of that span is the copy of the
+image into the live file and its commit.
 
 Usage, from the repository root::
 
@@ -18,6 +22,8 @@ Usage, from the repository root::
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
 import shutil
 import statistics
 import subprocess
@@ -25,7 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,6 +44,62 @@ EVENTS: Final = 100_000
 BACKUP_TARGET_S: Final = 1.0
 """Wanted: no writer waits longer than this through a backup."""
 _SETTLE_S: Final = 0.5
+UNDER_LOCK: Final = (
+    ("catch-up", "pwf.host._prune:catch_up"),
+    ("selection", "pwf.host._prune:_unchanged"),
+    ("tally", "pwf.host._prune:tally"),
+    ("backup hash", "pwf.store.compaction:file_sha256"),
+    ("sealing", "pwf.store.compaction:_write_segment"),
+    ("indexes", "pwf.host._compacting:index_events"),
+    ("shape", "pwf.host._compacting:same_shape"),
+)
+"""The steps of the prune's work under the write lock, by what runs them."""
+_LOCKED: Final = "pwf.store.image:_Progress.__call__"
+_INSTALL: Final = "pwf.host._compacting:install"
+
+
+class Steps:
+    """Wall-clock spans of named functions while a prune runs in this process."""
+
+    def __init__(self) -> None:
+        """Nothing timed yet."""
+        self.spans: list[tuple[str, float, float]] = []
+
+    def wrap(self, label: str, target: str) -> None:
+        """Time every call of ``target`` (``module:attribute``, maybe ``Class.method``)."""
+        module, _, path = target.partition(":")
+        owner: Any = importlib.import_module(module)
+        *outer, name = path.split(".")
+        for part in outer:
+            owner = getattr(owner, part)
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def timed(*args: object, **kwargs: object) -> object:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.spans.append((label, started, time.perf_counter()))
+
+        setattr(owner, name, timed)
+
+    def report(self) -> str:
+        """The time under the lock and its steps, in ms; empty when no install ran."""
+        locked = [(b - a, a) for label, a, b in self.spans if label == "locked"]
+        installs = [end for label, _, end in self.spans if label == "install"]
+        if not locked or not installs:
+            return ""
+        start, end = max(locked)[1], installs[-1]  # the longest call is the one that did the work
+        parts = []
+        for label, _ in UNDER_LOCK:
+            took = sum(b - a for name, a, b in self.spans if name == label and a >= start)
+            parts.append(f"{label} {took * 1000:.0f}")
+        return (
+            f"  prune under the write lock {(end - start) * 1000:.0f} ms: "
+            + ", ".join(parts)
+            + " ms; the rest is the image's copy and commit"
+        )
 
 
 def _wall() -> float:
@@ -143,6 +205,11 @@ def run(events: int = EVENTS, seed: int = 7) -> list[str]:
             time.sleep(2 * _SETTLE_S + 1)
             backup = _maintain(db, "state.backup", {"destination": str(work / "backup.sqlite")})
             time.sleep(_SETTLE_S)
+            steps = Steps()
+            for label, target in UNDER_LOCK:
+                steps.wrap(label, target)
+            steps.wrap("locked", _LOCKED)
+            steps.wrap("install", _INSTALL)
             prune = _maintain(
                 db,
                 "state.prune",
@@ -176,6 +243,7 @@ def run(events: int = EVENTS, seed: int = 7) -> list[str]:
             f" longest wait {worst * 1000:.0f} ms ({worst / floor if floor else 0:.0f}x the floor),"
             f" {failed} failed{target}"
         )
+    lines.append(steps.report())
     return lines
 
 

@@ -27,7 +27,8 @@ from pwf.commands.prune import iso_utc
 from pwf.errors import InputError, StoreError
 from pwf.fold.rebuild import rebuild
 from pwf.fold.replay import replay
-from pwf.store import compaction
+from pwf.host import _compacting
+from pwf.store import compaction, image
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
 from pwf.store.segment import Template
@@ -223,21 +224,23 @@ def test_a_tampered_or_foreign_backup_does_not_prove(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("target", "at"),
+    ("target", "name", "at"),
     [
-        pytest.param(Template, 40, id="preparing, off the lock"),
-        pytest.param(compaction, 1, id="copying the projections, under the lock"),
+        pytest.param(Template, "sealed", 40, id="preparing, off the lock"),
+        pytest.param(compaction, "_write_segment", 1, id="sealing into the image, under the lock"),
+        pytest.param(_compacting, "same_shape", 1, id="checking the image, under the lock"),
+        pytest.param(image._Progress, "__call__", 2, id="copying the image, under the lock"),
     ],
 )
 def test_a_compaction_that_fails_midway_leaves_everything_as_it_was(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: object, at: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: object, name: str, at: int
 ) -> None:
+    """A failure before the image is installed leaves the live file, and refuses the prune."""
     db = tmp_path / "state.db"
     fx, cutoff = _traffic_history(db)
     before = dump(fx.store.connection)
     head = fx.store.head()
     calls = {"n": 0}
-    name = "sealed" if target is Template else "_copy_projections"
     original = getattr(target, name)
 
     def failing(*args: Any, **kwargs: Any) -> Any:

@@ -53,10 +53,10 @@ from pwf.events import Actor, open_body
 from pwf.fold.rebuild import rebuild
 from pwf.fold.replay import replay
 from pwf.host._backup import backup_database
-from pwf.host._compacting import prepared, swap
+from pwf.host._compacting import prepared
 from pwf.store import EMPTY, Head, chainwalk, origin_of
 from pwf.store.chainwalk import walk_chain, walk_rows
-from pwf.store.compaction import attached, prove
+from pwf.store.compaction import prove
 from pwf.store.jsonl import import_jsonl
 from pwf.store.rows import COLUMNS, columns, verify_rows
 from pwf.store.sqlite import SqliteStore
@@ -254,16 +254,18 @@ def _make_log(path: Path, *, compacted: bool, fill: Callable[..., object]) -> No
             backup_database(store.path, store.connection, backup)
             with prepared(store, frozenset()) as scratch:
                 scratch.extend(backup)
-                with attached(store, scratch.path), store.transaction() as tx:
-                    swap(
+                scratch.install(
+                    store,
+                    lambda tx, image: scratch.seal(
                         tx,
+                        image,
                         backup,
-                        scratch,
                         cutoff=0,
                         at=1_764_403_300_000,
                         actor=Actor(type="host", id="pwf-direct"),
                         cause=None,
-                    )
+                    ),
+                )
         store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 

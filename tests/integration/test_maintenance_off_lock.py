@@ -24,7 +24,8 @@ from pwf.host import _prune as prune_flow
 from pwf.host._compacting import Prepared
 from pwf.host._lock import lock_path
 from pwf.store.compaction import prove
-from pwf.store.segment import Template
+from pwf.store.rows import columns
+from pwf.store.segment import Template, sealed_rows
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -218,6 +219,28 @@ def test_a_template_seals_an_event_as_seal_does_anywhere(tmp_path: Path) -> None
         prev = expected.entry.content_hash
         count += 1
     assert count > 10
+
+
+def test_a_run_of_templates_seals_as_each_template_does(tmp_path: Path) -> None:
+    """The loop run under the write lock gives the rows :meth:`Template.sealed` gives one by one."""
+    fx = Fixture.f(tmp_path / "s.db")
+    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
+    found: list[tuple[Any, ...]] = []
+    pieces: list[Template] = []
+    for index, stored in enumerate(fx.store.read()):
+        entry = next(fx.store.entries(stored.seq, stored.seq))
+        pieces.append(Template.of(stored.body, entry))
+        found.append((index // 3, *pieces[-1], *columns(entry)[2:9]))
+    prev = "ab" * 32
+    seq, first_batch = 70_000, 900
+    rows = list(sealed_rows(found, seq=seq, first_batch=first_batch, prev_hash=prev.encode()))
+    assert len(rows) == len(found) > 10
+    for row, item, piece in zip(rows, found, pieces, strict=True):
+        seq += 1
+        batch = first_batch + item[0]
+        body, content_hash = piece.sealed(seq=seq, batch=batch, prev_hash=prev.encode())
+        assert row == (seq, batch, *item[5:], content_hash, prev, body)
+        prev = content_hash
 
 
 def test_bytes_that_do_not_split_into_an_envelope_are_refused(tmp_path: Path) -> None:

@@ -2,9 +2,11 @@
 
 ``pwf state prune --apply`` runs on a fresh copy of a database the writers
 filled and is killed (``_killed_at.py``) at one named step: after the
-backup, in the middle of folding its scratch file, before it takes the
-write lock, under the lock once the backup has caught up, once the log is
-rewritten, before the commit, after the commit and after the vacuum.
+backup, in the middle of folding its scratch file, once the image is built
+and before the install takes the write lock, under the lock once the
+backup has caught up, once the log is sealed into the image, once the
+image is sealed, halfway through copying the image into the live file,
+after the install's commit and after the checkpoint (ADR 0051).
 Every copy afterwards verifies and equals a rebuild.  Before the commit its
 log and projections are exactly the old ones, and a second prune (to
 another backup) takes over the dead one's maintenance lock and succeeds;
@@ -46,18 +48,25 @@ BEFORE, AFTER = "log unchanged", "log compacted"
 STEPS: Final = (
     ("after the backup", "pwf.host._prune:_backed_up", 1, "after", BEFORE),
     ("folding the scratch file", "pwf.host._compacting:Prepared._fold", 1, "after", BEFORE),
-    ("before the write lock", "pwf.host._prune:attached", 1, "before", BEFORE),
+    ("image built, before the write lock", "pwf.host._compacting:install", 1, "before", BEFORE),
     ("under the lock, backup caught up", "pwf.host._prune:_unchanged", 1, "before", BEFORE),
     (
-        "under the lock, log rewritten",
-        "pwf.store.compaction:_copy_projections",
+        "under the lock, log sealed into the image",
+        "pwf.store.compaction:compact",
         1,
+        "after",
+        BEFORE,
+    ),
+    ("under the lock, image sealed", "pwf.host._prune:tally", 2, "after", BEFORE),
+    (
+        "under the lock, image half copied",
+        "pwf.store.image:_Progress.__call__",
+        2,
         "before",
         BEFORE,
     ),
-    ("under the lock, before the commit", "pwf.host._prune:tally", 2, "after", BEFORE),
-    ("after the commit", "pwf.host._prune:settle", 1, "before", AFTER),
-    ("after the vacuum", "pwf.host._prune:_settled", 1, "after", AFTER),
+    ("after the install's commit", "pwf.host._prune:settle", 1, "before", AFTER),
+    ("after the checkpoint", "pwf.host._prune:_settled", 1, "after", AFTER),
 )
 
 

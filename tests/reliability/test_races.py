@@ -10,6 +10,7 @@ actually interleaved is a figure, not a condition.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import signal
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
@@ -31,7 +33,6 @@ from pwf.verify import check
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
     from tests.reliability._reliability import (
         AT,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         Ack,
         assert_sound,
         init,
+        log_state,
         missing,
         parse_acks,
         pwf,
@@ -57,6 +59,7 @@ else:
         Ack,
         assert_sound,
         init,
+        log_state,
         missing,
         parse_acks,
         pwf,
@@ -459,3 +462,71 @@ def test_writers_keep_writing_through_a_backup_and_a_prune_of_a_large_log(
     figures.add(PART, "backups checked", len(copies))
     figures.add(PART, "prunes applied")
     figures.add(PART, "runs pruned", report["selectedRuns"])
+
+
+TRAFFIC: Final = Path(__file__).resolve().parents[2] / "scripts" / "demo_traffic.py"
+TRAFFIC_RUNS: Final = 60
+"""Runs of the demo's traffic in the log a prune compacts under a writer: a few thousand events."""
+
+
+def _traffic(db: Path) -> int:
+    """Fill ``db`` with the demo's traffic; the cutoff that prunes the older half of its runs."""
+    spec = importlib.util.spec_from_file_location("demo_traffic", TRAFFIC)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    init(db)
+    traffic = module.Traffic(str(db), 5)
+    for index in range(TRAFFIC_RUNS):
+        traffic.run(index)
+    store = traffic.store
+    finished = [
+        row[0]
+        for row in store.connection.execute(
+            "SELECT finished_at FROM runs WHERE finished_at IS NOT NULL ORDER BY finished_at"
+        )
+    ]
+    store.close()
+    return int(finished[len(finished) // 2]) + 1
+
+
+def test_a_writer_with_the_default_busy_timeout_writes_throughout_a_prune(
+    tmp_path: Path, figures: Figures
+) -> None:
+    """The prune seals and installs its image under the lock, nothing more (ADR 0051).
+
+    A writer with the default busy timeout starts before the prune and
+    writes until after it; it must never fail (it exits on the first
+    unexpected answer, ``database is locked`` included), every answer it
+    acknowledged is in the live log or, for a pruned run, in the backup,
+    and the log verifies and is proven by its backup.
+    """
+    db = tmp_path / "state.db"
+    cutoff = _traffic(db)
+    events = log_state(db).seq
+    backup = tmp_path / "backups" / "prune.sqlite"
+    pruned: list[subprocess.CompletedProcess[bytes]] = []
+
+    def prune() -> None:
+        args = ("--before", iso_utc(cutoff), "--apply", "--backup", str(backup), "--json")
+        pruned.append(pwf("state", "prune", "--db", str(db), *args))
+
+    acks = _through(db, tmp_path, "W", None, prune)
+    [done] = pruned
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr
+    report = json.loads(done.stdout)["report"]
+    assert report["applied"]
+    assert report["selectedRuns"] >= TRAFFIC_RUNS // 3
+    assert acks
+    assert [] == missing(backup, missing(db, acks))
+    assert_sound(db)
+    proved = pwf("log", "verify", "--db", str(db), "--backup", str(backup))
+    assert (proved.returncode, proved.stderr) == (0, b"")
+    verified = pwf("verify", "--db", str(db))
+    assert verified.returncode == 0, verified.stderr
+    figures.add(PART, "races run")
+    figures.add(PART, "processes raced", 2)
+    figures.add(PART, "prunes applied")
+    figures.add(PART, "runs pruned", report["selectedRuns"])
+    assert events > TRAFFIC_RUNS * 20

@@ -1,18 +1,24 @@
-"""A prune's compacted segment, prepared in a scratch file outside the write lock (ADR 0047).
+"""A prune's compacted database, built whole in a scratch file outside the write lock.
 
 The projections of the compacted log do not depend on where it will stand:
 a projection reads an event's data and time, never its seq, batch or
 hashes.  So the kept events of the backup are folded into a scratch file
-beside the live database while writers carry on, and stored there as
-:class:`pwf.store.segment.Template` rows.  Under the write lock
-:func:`pwf.store.compaction.compact` then only seals the templates after the
-live head, copies the folded tables whole and adds the few events committed
-meanwhile (:func:`tail`).
+beside the live database while writers carry on (ADR 0047), and stored as
+:class:`pwf.store.segment.Template` rows in a second scratch file attached
+beside it.  The first file is the image of the whole database the live
+file is to become (ADR 0051): the live file's page size, header marks and
+schema, its projections and views, the log's tables still empty.
 
-The scratch file is held while it lives and swept by the next fold of the
-database if a killed prune left it (:mod:`pwf.fold.scratchfiles`); it is never
-the live database, so a crash anywhere before the compaction's commit
-leaves the live file as it was.
+Under the write lock :meth:`Prepared.install` has the caller check what it
+must, then :meth:`Prepared.seal` seals the templates after the live head
+into the image, folds the few events committed meanwhile (:func:`tail`) on
+top and moves its checkpoints and head row; the image is then copied over
+the live file in the same write transaction (:func:`pwf.store.image.install`).
+
+The scratch files are held while they live and swept by the next fold of
+the database if a killed prune left them (:mod:`pwf.fold.scratchfiles`);
+neither is the live database, so a crash anywhere before the install's
+commit leaves the live file as it was.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import contextlib
 import sqlite3
 from dataclasses import replace
 from itertools import islice
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from pwf import logs
 from pwf._sqlite import transaction
@@ -29,58 +35,100 @@ from pwf.events import open_body, seal
 from pwf.events.compaction import compacted
 from pwf.fold import scratchfiles
 from pwf.fold.bulk import BulkFold
-from pwf.readmodel import CHECKPOINT_TABLE
 from pwf.store.compaction import compact
+from pwf.store.image import (
+    begin_image,
+    finish_image,
+    index_events,
+    install,
+    same_shape,
+    shape_of,
+)
 from pwf.store.rows import columns
-from pwf.store.segment import KEPT_DDL, KEPT_TABLE, TEMPLATE_COLUMNS, Kept, Segment, Template
-from pwf.store.sqlite import SqliteStore, translate_error
+from pwf.store.segment import (
+    KEPT_DDL,
+    KEPT_SCHEMA,
+    KEPT_TABLE,
+    TEMPLATE_COLUMNS,
+    Kept,
+    Segment,
+    Template,
+)
+from pwf.store.sqlite import SqliteStore, SqliteTransaction, translate_error
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
 
     from pwf.events import Actor, Cause, Entry, LogCompacted
     from pwf.store import StoredEvent
-    from pwf.store.sqlite import SqliteTransaction
+    from pwf.store.image import Shape
 
-__all__ = ["Prepared", "prepared", "swap", "tail"]
+__all__ = ["Prepared", "prepared", "tail"]
+
+T = TypeVar("T")
 
 CHUNK: Final = 10_000
 """Backup events folded per scratch transaction, as a rebuild folds them (ADR 0013 D2)."""
-_PRAGMAS: Final = ("PRAGMA journal_mode = OFF", "PRAGMA synchronous = OFF")
+_PRAGMAS: Final = (
+    "PRAGMA journal_mode = OFF",
+    "PRAGMA main.cache_size = -131072",
+    "PRAGMA main.synchronous = OFF",
+    f"PRAGMA {KEPT_SCHEMA}.synchronous = OFF",
+)
 _INSERT: Final = (
-    f"INSERT INTO {KEPT_TABLE} (n, batch_index, {TEMPLATE_COLUMNS})"  # noqa: S608 - constants
+    f"INSERT INTO {KEPT_SCHEMA}.{KEPT_TABLE} (n, batch_index, {TEMPLATE_COLUMNS})"  # noqa: S608
     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
 
 class Prepared:
-    """The scratch file of one compaction and how far into the backup it has got."""
+    """The scratch files of one compaction and how far into the backup they have got."""
 
-    def __init__(self, path: Path, removed: frozenset[str]) -> None:
-        """Nothing folded yet; :meth:`extend` folds."""
+    def __init__(self, path: Path, kept: Path, removed: frozenset[str], live: Shape) -> None:
+        """Nothing folded yet; :meth:`extend` folds into ``path`` shaped like ``live``."""
         self.path = path
+        self.kept = kept
+        self.live = live
         self.segment = Segment(removed=removed, seq=0, kept=0, dropped=0, batch_index=0, batch=None)
         self._model = BulkFold()
         self._indexed = False
 
-    def extend(self, backup: Path, chunk: int = CHUNK) -> None:
-        """Fold the backup's events after :attr:`segment` into the scratch file.
-
-        The first call folds the bulk without the projections' secondary
-        indexes and CHECK constraints and adds them after, as a rebuild does;
-        later calls fold the events the backup gained since.
+    def connect(self) -> sqlite3.Connection:
+        """The image, with the templates' file attached as :data:`KEPT_SCHEMA`.
 
         Raises:
-            StoreError: the backup or the scratch file cannot be read or written.
+            sqlite3.Error: either file cannot be opened.
         """
         connection = sqlite3.connect(self.path, isolation_level=None)
         try:
+            connection.execute(f"ATTACH DATABASE ? AS {KEPT_SCHEMA}", (str(self.kept),))
             for pragma in _PRAGMAS:
                 connection.execute(pragma)
+        except sqlite3.Error:
+            connection.close()
+            raise
+        return connection
+
+    def extend(self, backup: Path, chunk: int = CHUNK) -> None:
+        """Fold the backup's events after :attr:`segment` into the scratch files.
+
+        The first call gives the image the live file's marks and log tables,
+        folds the bulk without the projections' secondary indexes and CHECK
+        constraints and adds them and the views after, as a rebuild does;
+        later calls fold the events the backup gained since.
+
+        Raises:
+            StoreError: the backup or a scratch file cannot be read or written.
+        """
+        try:
+            connection = self.connect()
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
+        try:
             if not self._indexed:
+                begin_image(connection, self.live)
                 with transaction(connection):
-                    connection.execute(CHECKPOINT_TABLE)
                     connection.execute(KEPT_DDL)
                     self._model.install(connection)
             with SqliteStore(backup, read_only=True) as copy:
@@ -91,11 +139,101 @@ class Prepared:
             if not self._indexed:
                 with transaction(connection):
                     self._model.create_indexes(connection)
+                    finish_image(connection, self.live)
                 self._indexed = True
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
         finally:
             connection.close()
+
+    def install(
+        self, store: SqliteStore, work: Callable[[SqliteTransaction, sqlite3.Connection], T]
+    ) -> T:
+        """Copy the image over ``store``'s file in one write transaction, ``work`` done first.
+
+        ``work`` is given a read transaction of the live file through a
+        connection of its own, which sees the last commit since the write
+        lock is held, and the image's connection; what it returns is
+        returned once the image is installed.  An exception from it leaves
+        the live file as it was.
+
+        Raises:
+            StoreError: the lock was not free in time or the copy failed.
+        """
+        try:
+            connection = self.connect()
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
+        try:
+            with SqliteStore(store.path, read_only=True) as reader:
+
+                def under_lock() -> T:
+                    with transaction(reader.connection):
+                        return work(SqliteTransaction(reader, reader.connection), connection)
+
+                return install(
+                    connection, store.connection, under_lock, busy_timeout_ms=store.busy_timeout_ms
+                )
+        finally:
+            connection.close()
+
+    def seal(  # noqa: PLR0913 - the compaction's whole record
+        self,
+        tx: SqliteTransaction,
+        image: sqlite3.Connection,
+        backup: Path,
+        *,
+        cutoff: int,
+        at: int,
+        actor: Actor,
+        cause: Cause | None,
+    ) -> LogCompacted:
+        """Under the lock, write the compacted log after ``tx.head`` into the image, and the rest.
+
+        The templates are sealed after ``log.compacted``, the events committed
+        since the last fold are sealed after them and folded on top; the
+        image's checkpoints, head row and ``_pwf_meta`` become the live
+        file's moved to the new head, and its shape is checked against the
+        live file's.  ``backup`` must hold exactly the live log up to
+        ``tx.head``.
+
+        Raises:
+            StoreError: a write failed, or the live file is not shaped as this pwf makes it.
+        """
+        segment, kept = tail(tx, self.segment)
+        live = tx.connection
+        try:
+            with transaction(image):
+                opening, entries = compact(
+                    image,
+                    tx.head,
+                    backup,
+                    segment,
+                    kept,
+                    cutoff=cutoff,
+                    at=at,
+                    actor=actor,
+                    cause=cause,
+                )
+                index_events(image, self.live)
+                BulkFold().fold(image, entries)
+                last = image.execute("SELECT seq FROM main._pwf_head").fetchone()[0]
+                checkpoints = live.execute("SELECT projection, version FROM _pwf_checkpoint")
+                image.execute("DELETE FROM main._pwf_checkpoint")
+                image.executemany(
+                    "INSERT INTO main._pwf_checkpoint (projection, version, last_seq)"
+                    " VALUES (?, ?, ?)",
+                    [(name, version, last) for name, version in checkpoints],
+                )
+                image.execute("DELETE FROM main._pwf_meta")
+                image.executemany(
+                    "INSERT INTO main._pwf_meta (key, value) VALUES (?, ?)",
+                    live.execute("SELECT key, value FROM _pwf_meta").fetchall(),
+                )
+                same_shape(shape_of(image), shape_of(live))
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
+        return opening
 
     def _fold(self, connection: sqlite3.Connection, rows: Iterable[StoredEvent]) -> None:
         segment = self.segment
@@ -143,15 +281,27 @@ class Prepared:
 
 @contextlib.contextmanager
 def prepared(store: SqliteStore, removed: frozenset[str]) -> Iterator[Prepared]:
-    """A new scratch file beside the live database, deleted when the block ends, whatever happens.
+    """New scratch files beside the live database, deleted when the block ends, whatever happens.
 
-    Scratch files a killed fold or prune left beside it are swept first, each with a warning.
+    The image is shaped like the live file as it stands now.  Scratch files
+    a killed fold or prune left beside it are swept first, each with a warning.
+
+    Raises:
+        StoreError: the live file's shape cannot be read.
     """
+    try:
+        live = shape_of(store.connection)
+    except sqlite3.Error as error:
+        raise translate_error(error, store.path) from None
     path, held = scratchfiles.make(f"{store.path.name}.rebuild-", store.path.parent)
     try:
-        for orphan in scratchfiles.sweep(store.path, path):
-            logs.warning("scratch.orphan_removed", path=str(orphan))
-        yield Prepared(path, removed)
+        kept, holds = scratchfiles.make(f"{store.path.name}.rebuild-", store.path.parent)
+        try:
+            for orphan in scratchfiles.sweep(store.path, path):
+                logs.warning("scratch.orphan_removed", path=str(orphan))
+            yield Prepared(path, kept, removed, live)
+        finally:
+            scratchfiles.release(kept, holds)
     finally:
         scratchfiles.release(path, held)
 
@@ -174,25 +324,3 @@ def tail(tx: SqliteTransaction, segment: Segment) -> tuple[Segment, list[Kept]]:
             index, batch = index + 1, entry.batch
         kept.append(Kept(batch_index=index, original=entry, event=event))
     return replace(segment, dropped=dropped, batch_index=index, batch=batch), kept
-
-
-def swap(  # noqa: PLR0913 - the compaction's whole record
-    tx: SqliteTransaction,
-    backup: Path,
-    scratch: Prepared,
-    *,
-    cutoff: int,
-    at: int,
-    actor: Actor,
-    cause: Cause | None,
-) -> LogCompacted:
-    """Compact the live log from ``scratch`` (attached) and fold the tail on top, in ``tx``.
-
-    ``backup`` must hold exactly the live log up to ``tx.head``.
-    """
-    segment, kept = tail(tx, scratch.segment)
-    opening, entries = compact(
-        tx, backup, segment, kept, cutoff=cutoff, at=at, actor=actor, cause=cause
-    )
-    BulkFold().fold(tx.connection, entries)
-    return opening

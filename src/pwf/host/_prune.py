@@ -20,9 +20,8 @@ from pwf.commands import Result
 from pwf.commands.prune import Cutoff, iso_utc, prune_options, select
 from pwf.errors import CommandError, PwfError
 from pwf.host._backup import Recording, backup_database, catch_up
-from pwf.host._compacting import Prepared, prepared, swap
+from pwf.host._compacting import Prepared, prepared
 from pwf.host._lock import MaintenanceLock, acquire_lock
-from pwf.store.compaction import attached
 
 if TYPE_CHECKING:
     from pwf.commands.prune import Selection
@@ -89,14 +88,19 @@ def tally(connection: sqlite3.Connection) -> Tally:
 
 
 def settle(connection: sqlite3.Connection, database: Path) -> None:
-    """After the compaction committed: checkpoint, vacuum, checkpoint, integrity check."""
+    """After the compaction committed: checkpoint, then an integrity check.
+
+    The installed image is compact already (ADR 0051), so no vacuum follows.
+    A passive checkpoint moves it from the write-ahead log into the file
+    while writers carry on; the truncating one after it has only what they
+    wrote meanwhile left to move.
+    """
     try:
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        connection.execute("VACUUM")
+        connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         verdict = connection.execute("PRAGMA integrity_check").fetchone()[0]
     except sqlite3.Error as error:
-        raise CommandError(f"{database}: vacuum after prune failed: {error}") from None
+        raise CommandError(f"{database}: checkpoint after prune failed: {error}") from None
     if verdict != "ok":
         raise CommandError(f"{database}: failed its integrity check after prune")
 
@@ -256,9 +260,9 @@ def selection_signature(
     return [tuple(row) for row in rows]
 
 
-CAUGHT_UP: Final = 2_000
+CAUGHT_UP: Final = 50
 """Events left for the write lock: fewer, and the off-lock catch-ups stop."""
-ROUNDS: Final = 3
+ROUNDS: Final = 5
 """At most this many catch-ups of the backup and the scratch file outside the write lock."""
 
 
@@ -309,21 +313,28 @@ def _swapped(  # noqa: PLR0913 - the compaction's whole context
     actor: Actor,
     cause: Cause,
 ) -> Result:
-    """Under the write lock: catch the backup up, check the selection, compact from scratch."""
+    """Under the write lock: catch the backup up, check the selection, seal and install the image.
+
+    The lock is the one SQLite's backup API takes to install the image
+    (ADR 0051): everything here runs in it, before the image is copied.
+    """
     selection = selected[0]
-    with attached(store, scratch.path), store.transaction() as tx:
+
+    def under_lock(tx: SqliteTransaction, image: sqlite3.Connection) -> tuple[int, Tally, Tally]:
         ctx = recording.open(tx)
-        try:
-            with tx.savepoint():
-                catch_up(store, destination, tx.head)
-                _unchanged(tx.connection, select(ctx, selection.cutoff), selected)
-                size = database_bytes(store.path)
-                before = tally(tx.connection)
-                after = _apply(
-                    tx, destination, scratch, selection, now=now, actor=actor, cause=cause
-                )
-        except CommandError as error:
-            return Result(outcome="rejected", error=str(error))
+        catch_up(tx.store, destination, tx.head)
+        _unchanged(tx.connection, select(ctx, selection.cutoff), selected)
+        size = database_bytes(store.path)
+        before = tally(tx.connection)
+        scratch.seal(
+            tx, image, destination, cutoff=selection.cutoff, at=now, actor=actor, cause=cause
+        )
+        return size, before, tally(image)
+
+    try:
+        size, before, after = scratch.install(store, under_lock)
+    except CommandError as error:
+        return Result(outcome="rejected", error=str(error))
     receipt = report(
         selection, before=before, after=after, bytes_before=size, bytes_after=size, applied=True
     )
@@ -355,32 +366,10 @@ def _unchanged_log(
 
 
 def _settled(store: SqliteStore, result: Result) -> Result:
-    """Vacuum after the compaction committed, and the size after it in the report."""
+    """Checkpoint after the compaction committed, and the size after it in the report."""
     try:
         settle(store.connection, store.path)
     except CommandError as error:
         return Result(outcome="rejected", error=str(error))
     assert isinstance(result.receipt, dict)
     return Result(receipt={**result.receipt, "databaseBytesAfter": database_bytes(store.path)})
-
-
-def _apply(  # noqa: PLR0913 - the compaction's whole context
-    tx: SqliteTransaction,
-    destination: Path,
-    scratch: Prepared,
-    selection: Selection,
-    *,
-    now: int,
-    actor: Actor,
-    cause: Cause,
-) -> Tally:
-    """Compact from the scratch file, fold the tail on top; the new tally.
-
-    Raises:
-        CommandError: the compaction failed; the caller's savepoint undoes it.
-    """
-    try:
-        swap(tx, destination, scratch, cutoff=selection.cutoff, at=now, actor=actor, cause=cause)
-    except PwfError as error:
-        raise CommandError(f"compaction failed: {error}") from None
-    return tally(tx.connection)

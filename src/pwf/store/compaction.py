@@ -1,14 +1,15 @@
 """Compacting the log after a prune, and proving a compacted log against its backup.
 
 Imports events, errors and the SQLite store (an edge room, like the store).
-A compaction (DOMAIN §13.2, ADR 0018) replaces the live log, inside the
-prune's write transaction, by a ``log.compacted`` event that continues the
+A compaction (DOMAIN §13.2, ADR 0018) replaces the live log, under the
+prune's write lock, by a ``log.compacted`` event that continues the
 old head, followed by the backup's events that :func:`pwf.events.compaction.compacted`
 keeps, re-sealed in order: each keeps its time, actor, cause and batch
 grouping; seq, batch numbers and hashes continue from the replaced head.
 The kept events and the projections they fold into were prepared outside
-the lock in a scratch file (ADR 0047); :func:`compact` seals their
-templates after the live head and copies the folded tables whole.
+the lock in a scratch file that becomes the whole compacted database (ADR
+0047, 0051); :func:`compact` seals their templates after the live head,
+into that file.
 
 :func:`prove` repeats that walk from the backup and compares it event by
 event with the live log, so an auditor holding the backup can show that the
@@ -17,10 +18,8 @@ compacted log is exactly the old one minus the removed runs.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import sqlite3
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -30,7 +29,14 @@ from pwf.events import Entry, LogCompacted, open_body, seal
 from pwf.events.compaction import compacted
 from pwf.store import EMPTY, Head, check_link, check_position
 from pwf.store.rows import COLUMNS, columns
-from pwf.store.segment import KEPT_TABLE, TEMPLATE_COLUMNS, Kept, Segment, Template
+from pwf.store.segment import (
+    KEPT_SCHEMA,
+    KEPT_TABLE,
+    TEMPLATE_COLUMNS,
+    Kept,
+    Segment,
+    sealed_rows,
+)
 from pwf.store.sqlite import HEAD_UPSERT, SqliteStore, translate_error
 
 if TYPE_CHECKING:
@@ -39,9 +45,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pwf.events import Actor, Cause
-    from pwf.store.sqlite import SqliteTransaction
 
-__all__ = ["Proof", "attached", "compact", "file_sha256", "prove"]
+__all__ = ["Proof", "compact", "file_sha256", "prove"]
 
 _CHUNK: Final = 1 << 20
 
@@ -79,7 +84,8 @@ def _kept(backup: sqlite3.Connection, removed: AbstractSet[str]) -> Iterator[Kep
 
 
 def compact(  # noqa: PLR0913 - the compaction's whole record
-    tx: SqliteTransaction,
+    image: sqlite3.Connection,
+    head: Head,
     backup: Path,
     segment: Segment,
     tail: Sequence[Kept],
@@ -89,19 +95,17 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
     actor: Actor,
     cause: Cause | None,
 ) -> tuple[LogCompacted, list[Entry]]:
-    """Replace the live log by its compaction, in ``tx``; return the opening and the tail sealed.
+    """Write the compaction of the log ending at ``head`` into the image; the opening and the tail.
 
-    ``backup`` holds exactly the live log up to ``tx.head`` (the caller has
-    just brought it up to the head under this write lock).  ``segment``
-    names the scratch file attached as ``prune`` (:func:`attached`), where
-    the kept events of the backup up to ``segment.seq`` wait as templates
-    and the projections are folded from them; ``tail`` is what the events
-    after ``segment.seq`` keep.  The log is rewritten here, every kept event
-    re-sealed after the opening, and the projection tables are copied whole
-    from the scratch file; the caller folds the returned tail into them, in
-    the same transaction.
+    ``image`` is the scratch database the live file is to become (ADR 0051),
+    its ``events`` still empty, with the kept events of the backup up to
+    ``segment.seq`` waiting as templates in its attached ``kept`` schema;
+    ``tail`` is what the events after ``segment.seq`` keep.  ``backup``
+    holds exactly the live log up to ``head`` (the caller has just brought
+    it up to the head under the write lock).  ``log.compacted`` is sealed
+    after ``head``, every kept event after it, and the head row moves to the
+    last; the caller folds the returned tail into the image's projections.
     """
-    head = tx.head
     try:
         if _backup_head(backup) != head:
             raise StoreError(f"{backup}: the backup does not end at the live head")
@@ -126,10 +130,8 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
             event_id=f"evt-{head.seq + 1}",
             prev_hash=head.content_hash,
         )
-        connection = tx.connection
-        tx.drop_events()
-        connection.execute(_INSERT, _row(sealed.entry, sealed.body))
-        last = _write_segment(connection, sealed.entry, head.batch + 1)
+        image.execute(_INSERT, _row(sealed.entry, sealed.body))
+        last = _write_segment(image, sealed.entry, head.batch + 1)
         entries: list[Entry] = []
         for item in tail:
             original = item.original
@@ -143,12 +145,10 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
                 event_id=f"evt-{last.seq + 1}",
                 prev_hash=last.content_hash,
             )
-            connection.execute(_INSERT, _row(again.entry, again.body))
+            image.execute(_INSERT, _row(again.entry, again.body))
             entries.append(again.entry)
             last = Head(again.entry.seq, again.entry.content_hash, again.entry.batch)
-        _copy_projections(connection)
-        connection.execute("UPDATE _pwf_checkpoint SET last_seq = ?", (last.seq,))
-        connection.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
+        image.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
     except sqlite3.Error as error:
         raise translate_error(error, backup) from None
     return opening, entries
@@ -159,75 +159,21 @@ def _row(entry: Entry, body: bytes) -> tuple[object, ...]:
 
 
 _INSERT: Final = f"INSERT INTO main.events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"  # noqa: S608
-_WRITTEN: Final = 10_000
-"""Kept events re-sealed and written per statement batch."""
 
 
 def _write_segment(connection: sqlite3.Connection, opening: Entry, first_batch: int) -> Head:
-    """Re-seal the kept events waiting in the scratch file after ``opening``; the last head."""
-    last = Head(opening.seq, opening.content_hash, opening.batch)
-    seq, prev = last.seq, opening.content_hash.encode()
-    batch = last.batch
-    rows: list[tuple[object, ...]] = []
+    """Re-seal the kept events waiting as templates after ``opening``; the last head."""
     cursor = connection.execute(
-        f"SELECT batch_index, {TEMPLATE_COLUMNS} FROM prune.{KEPT_TABLE} ORDER BY n"  # noqa: S608
+        f"SELECT batch_index, {TEMPLATE_COLUMNS} FROM {KEPT_SCHEMA}.{KEPT_TABLE} ORDER BY n"  # noqa: S608
     )
-    for found in cursor:
-        seq += 1
-        batch = first_batch + found[0]
-        piece = Template(*found[1:5])
-        body, content_hash = piece.sealed(seq=seq, batch=batch, prev_hash=prev)
-        rows.append((seq, batch, *found[5:], content_hash, prev.decode(), body))
-        prev = content_hash.encode()
-        if len(rows) >= _WRITTEN:
-            connection.executemany(_INSERT, rows)
-            rows.clear()
+    rows = sealed_rows(
+        cursor, seq=opening.seq, first_batch=first_batch, prev_hash=opening.content_hash.encode()
+    )
     connection.executemany(_INSERT, rows)
-    return Head(seq, prev.decode(), batch) if seq > opening.seq else last
-
-
-def _copy_projections(connection: sqlite3.Connection) -> None:
-    """Replace every live projection table's rows by the scratch file's, in the open transaction.
-
-    Both sides hold the same tables with the same definitions (checked
-    first), so after the delete SQLite copies each table whole.
-
-    Raises:
-        StoreError: the live projections are not the ones this pwf folds.
-    """
-    live = _definitions(connection, "main")
-    folded = _definitions(connection, "prune")
-    if live != folded:
-        raise StoreError(
-            "the live projections are not at the versions this pwf writes: run `pwf rebuild` first"
-        )
-    for table in sorted(name for kind, name, _ in live if kind == "table"):
-        connection.execute(f'DELETE FROM main."{table}"')  # noqa: S608 - names from sqlite_master
-        connection.execute(f'INSERT INTO main."{table}" SELECT * FROM prune."{table}"')  # noqa: S608
-
-
-def _definitions(connection: sqlite3.Connection, schema: str) -> set[tuple[str, str, str | None]]:
-    query = (
-        f"SELECT type, name, sql FROM {schema}.sqlite_master"  # noqa: S608 - a constant schema name
-        " WHERE type IN ('table', 'index') AND tbl_name NOT LIKE '\\_pwf\\_%' ESCAPE '\\'"
-        " AND tbl_name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND tbl_name != 'events'"
-    )
-    return {(kind, name, sql) for kind, name, sql in connection.execute(query)}
-
-
-@contextmanager
-def attached(store: SqliteStore, scratch: Path) -> Iterator[None]:
-    """The scratch file a compaction copies from, attached read-only as ``prune``."""
-    uri = f"{scratch.absolute().as_uri()}?mode=ro"
-    try:
-        store.connection.execute("ATTACH DATABASE ? AS prune", (uri,))
-    except sqlite3.Error as error:
-        raise translate_error(error, scratch) from None
-    try:
-        yield
-    finally:
-        with contextlib.suppress(sqlite3.Error):
-            store.connection.execute("DETACH DATABASE prune")
+    last = connection.execute(
+        "SELECT seq, content_hash, batch FROM main.events ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    return Head(seq=last[0], content_hash=last[1], batch=last[2])
 
 
 def _backup_head(backup: Path) -> Head:

@@ -9,26 +9,40 @@ by the backup: a :class:`Template` holds those bytes, and
 :meth:`Template.sealed` writes the whole event for a given place in a
 fraction of what :func:`pwf.events.seal` costs, as it encodes nothing.
 
-The templates wait in the scratch file's :data:`KEPT_TABLE`, one row per
-kept event in log order, with the new batch index of each.
+The templates wait in :data:`KEPT_TABLE` of a scratch file of their own,
+attached as :data:`KEPT_SCHEMA` beside the compacted image (ADR 0051), one
+row per kept event in log order, with the new batch index of each.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pwf.errors import StoreError
 from pwf.events import MAX_EVENT_BYTES, SCHEMA
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+
     from pwf.events import Entry, Event
 
-__all__ = ["KEPT_DDL", "KEPT_TABLE", "TEMPLATE_COLUMNS", "Kept", "Segment", "Template"]
+__all__ = [
+    "KEPT_DDL",
+    "KEPT_SCHEMA",
+    "KEPT_TABLE",
+    "TEMPLATE_COLUMNS",
+    "Kept",
+    "Segment",
+    "Template",
+    "sealed_rows",
+]
 
+KEPT_SCHEMA: Final = "kept"
+"""The name the templates' own scratch file is attached under, beside the image (ADR 0051)."""
 KEPT_TABLE: Final = "_pwf_kept"
-KEPT_DDL: Final = f"""CREATE TABLE {KEPT_TABLE} (
+KEPT_DDL: Final = f"""CREATE TABLE {KEPT_SCHEMA}.{KEPT_TABLE} (
   n INTEGER PRIMARY KEY,
   batch_index INTEGER NOT NULL,
   opening BLOB NOT NULL,
@@ -143,3 +157,42 @@ class Segment:
     batch_index: int
     """The last new batch index given, and the original batch it stood for."""
     batch: int | None
+
+
+_PREV_PLACED: Final = b'%s%d","prevHash":"%s","schema":"' + SCHEMA.encode() + b'","seq":%d%s'
+
+
+def sealed_rows(
+    found: Iterable[Sequence[Any]], *, seq: int, first_batch: int, prev_hash: bytes
+) -> Iterator[tuple[object, ...]]:
+    """Seal a run of templates after ``seq`` and ``prev_hash``: the events table's rows.
+
+    ``found`` gives ``(batch_index, opening, cause, data, closing, *place-free
+    columns)`` per kept event in log order (:data:`KEPT_TABLE`'s columns from
+    ``batch_index``); each row is ``(seq, batch, *place-free columns,
+    content_hash, prev_hash, body)``, the bytes :meth:`Template.sealed` gives
+    event by event.  This is the one loop a prune runs under the write lock
+    for every kept event (ADR 0051), so it does no more than hash and splice.
+
+    Raises:
+        StoreError: a sealed event exceeds the size of an event.
+    """
+    sha256, placed, event_id, marker, join = (
+        hashlib.sha256,
+        _PREV_PLACED,
+        _EVENT_ID,
+        _HASH,
+        b"".join,
+    )
+    prev = prev_hash
+    for batch_index, opening, cause, data, closing, *place_free in found:
+        seq += 1
+        batch = first_batch + batch_index
+        number = b"%d" % batch
+        rest = placed % (event_id, seq, prev, seq, closing)
+        content = sha256(join((opening, number, cause, data, rest))).hexdigest().encode()
+        body = join((opening, number, cause, marker, content, b'"', data, rest))
+        if len(body) > MAX_EVENT_BYTES:
+            raise StoreError(f"seq {seq}: the kept event of {len(body)} bytes exceeds the limit")
+        yield (seq, batch, *place_free, content.decode(), prev.decode(), body)
+        prev = content

@@ -1,0 +1,188 @@
+"""A whole database image built beside a live SQLite log and installed into it in one step.
+
+Imports errors and the SQLite store's errors (plus sqlite3: an edge room).
+A prune builds the file its live database should become in a scratch file
+(ADR 0051): the same page size, header marks and schema as the live file,
+already compact.  :func:`install` copies it over the live database with
+one run of SQLite's online backup API, in one write transaction of the
+live file: readers see the old database or the new one, never a mix, a
+crash before its commit leaves the old one, and no vacuum follows.
+
+The backup takes the live file's write lock at its first step and keeps it
+until it commits; :func:`install` runs the caller's head-dependent work
+right after that first step, so the work and the copy see the same head
+and no writer commits in between.  The work writes the image through the
+connection the backup reads it from, so SQLite carries the pages already
+copied along.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, TypeVar, cast
+
+from pwf.errors import StoreBusyError, StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "LOG_TABLES",
+    "Shape",
+    "begin_image",
+    "finish_image",
+    "install",
+    "same_shape",
+    "shape_of",
+]
+
+T = TypeVar("T")
+
+LOG_TABLES: Final = frozenset({"events", "_pwf_meta", "_pwf_head", "_pwf_checkpoint"})
+"""The log's own tables: an image takes their definitions from the live file."""
+STEP_PAGES: Final = 256
+"""Pages copied per step of the backup once the work under the lock is done."""
+_FEWEST: Final = 4
+"""An image has at least this many pages, so its first step of a quarter of them copies one."""
+_BUSY: Final = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_SCHEMA: Final = (
+    "SELECT type, name, tbl_name, sql FROM {schema}.sqlite_master"
+    " WHERE name NOT LIKE 'sqlite\\_stat%' ESCAPE '\\' ORDER BY rowid"
+)
+_MARKS: Final = ("page_size", "encoding", "auto_vacuum", "application_id", "user_version")
+
+Entry = tuple[str, str, str, str | None]
+"""One ``sqlite_master`` row: type, name, table name and SQL text."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a database file is made of beyond its rows: its header marks and its schema."""
+
+    marks: tuple[tuple[str, object], ...]
+    """``PRAGMA`` name and value, in the order a new file must be given them."""
+    schema: tuple[Entry, ...]
+    """``sqlite_master`` in its own order."""
+
+
+def shape_of(connection: sqlite3.Connection, schema: str = "main") -> Shape:
+    """The header marks and schema of the database ``schema`` on ``connection``."""
+    marks = tuple(
+        (mark, connection.execute(f"PRAGMA {schema}.{mark}").fetchone()[0]) for mark in _MARKS
+    )
+    rows = connection.execute(_SCHEMA.format(schema=schema))
+    return Shape(marks=marks, schema=tuple((a, b, c, d) for a, b, c, d in rows))
+
+
+def begin_image(connection: sqlite3.Connection, live: Shape) -> None:
+    """Give a new, empty image the live file's marks and the log's tables, still empty.
+
+    The secondary indexes of ``events`` wait for :func:`index_events`: the
+    events are only written under the write lock, and an index built once
+    they are all there costs a sort, not one insertion per event and index.
+    """
+    for mark, value in live.marks:
+        shown = f"'{value}'" if isinstance(value, str) else str(int(str(value)))
+        connection.execute(f"PRAGMA main.{mark} = {shown}")
+    _create(
+        connection,
+        [entry for entry in live.schema if entry[2] in LOG_TABLES and entry not in _events(live)],
+    )
+
+
+def index_events(connection: sqlite3.Connection, live: Shape) -> None:
+    """Create the secondary indexes of the image's ``events``, now that it is written."""
+    _create(connection, _events(live))
+
+
+def _events(live: Shape) -> list[Entry]:
+    return [
+        entry
+        for entry in live.schema
+        if entry[0] == "index" and entry[2] == "events" and entry[3] is not None
+    ]
+
+
+def finish_image(connection: sqlite3.Connection, live: Shape) -> None:
+    """Add the live file's views and triggers, once the image's tables are all there."""
+    _create(connection, [entry for entry in live.schema if entry[0] in {"view", "trigger"}])
+
+
+def _create(connection: sqlite3.Connection, entries: list[Entry]) -> None:
+    for kind, _name, _table, sql in entries:
+        if sql is not None and kind in {"table", "index", "view", "trigger"}:
+            connection.execute(sql)
+
+
+def same_shape(image: Shape, live: Shape) -> None:
+    """The image is made exactly like the live file (rows apart).
+
+    Raises:
+        StoreError: it is not: the live projections are not the ones this pwf folds.
+    """
+    if image.marks != live.marks or set(image.schema) != set(live.schema):
+        raise StoreError(
+            "the live projections are not at the versions this pwf writes: run `pwf rebuild` first"
+        )
+
+
+def install(
+    source: sqlite3.Connection,
+    destination: sqlite3.Connection,
+    work: Callable[[], T],
+    *,
+    busy_timeout_ms: int,
+) -> T:
+    """Copy ``source``'s main database over ``destination``'s, with ``work`` done under the lock.
+
+    ``work`` runs once the backup holds the destination's write lock and has
+    copied its first few pages, before anything is committed; it may write
+    ``source`` (through ``source`` only: SQLite carries the pages already
+    copied along) but must not use ``destination``, whose transaction is the
+    backup's.  The image only grows while the work runs, so the first step
+    never finishes the copy before the work.  An exception from ``work``
+    aborts the backup, which rolls the destination back.
+
+    Raises:
+        StoreBusyError: the write lock was not free within ``busy_timeout_ms``.
+        StoreError: SQLite failed to copy.
+    """
+    pages = int(source.execute("PRAGMA main.page_count").fetchone()[0])
+    if pages < _FEWEST:
+        raise StoreError(f"the compacted database of {pages} page(s) is not a whole pwf database")
+    progress = _Progress(work, busy_timeout_ms / 1000)
+    try:
+        source.backup(
+            destination, pages=max(1, min(STEP_PAGES, pages // 4)), progress=progress, sleep=0.005
+        )
+    except sqlite3.Error as error:
+        raise StoreError(f"installing the compacted database failed: {error}") from None
+    if not progress.done:
+        raise StoreError("installing the compacted database failed: it finished before its work")
+    return cast("T", progress.result)
+
+
+class _Progress:
+    """The backup's progress callback: the work under the lock on the first step that copied."""
+
+    def __init__(self, work: Callable[[], object], patience: float) -> None:
+        self.work = work
+        self.deadline = time.monotonic() + patience
+        self.done = False
+        self.result: object = None
+
+    def __call__(self, status: int, _remaining: int, _total: int) -> None:
+        if self.done:
+            return
+        if status in _BUSY:
+            if time.monotonic() > self.deadline:
+                raise StoreBusyError(
+                    "the database is locked by another writer (the install waited)"
+                )
+            return
+        if status == sqlite3.SQLITE_DONE:
+            return  # reported by install: the copy outran the work
+        self.result = self.work()
+        self.done = True

@@ -1,0 +1,242 @@
+"""A prune installs its compacted database in one step, and writes the bytes the rules give.
+
+ADR 0051: the whole compacted file is built in a scratch file, the
+head-dependent part is sealed under the write lock that SQLite's backup
+API takes to copy it over the live file, and nothing else is written.
+The log it leaves is compared byte for byte with the compaction that ADR
+0018 defines, computed here apart with ``seal()`` from the backup: the
+compaction rule over the backup's events, ``log.compacted`` after the
+replaced head, each kept event sealed after the one before it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pwf._sqlite import dump
+from pwf.commands.prune import iso_utc
+from pwf.errors import StoreError
+from pwf.events import LogCompacted, seal
+from pwf.events.compaction import compacted
+from pwf.host import _compacting
+from pwf.store import Head
+from pwf.store.compaction import file_sha256, prove
+from pwf.store.image import install
+from pwf.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.integration._harness import Fixture, finish_fixture_run, start_run
+else:
+    from _harness import Fixture, finish_fixture_run, start_run
+
+
+def _history(db: Path) -> Fixture:
+    """Three finished runs before the cutoff, one after it and one still running."""
+    fx = Fixture.f(db)
+    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
+    for number, at in ((2, 10_000), (3, 20_000), (4, 200_000)):
+        start_run(fx, f"run-{number}", session=f"s-{number}", at=at)
+        done = fx.request("run.cancel", {}, run_id=f"run-{number}", key=f"c-{number}", at=at + 1)
+        assert done.outcome == "accepted"
+    start_run(fx, "run-5", session="s-5", at=210_000)
+    return fx
+
+
+def _prune(fx: Fixture, backup: Path) -> Any:
+    payload = {"before": iso_utc(120_000), "apply": True, "backupPath": str(backup)}
+    return fx.request("state.prune", payload, key="prune", rid="prune", at=230_000)
+
+
+def _expected(backup: Path, opening: LogCompacted, at: int, first: Any) -> list[bytes]:
+    """The compacted log by ADR 0018's rules alone: every event sealed by ``seal()``."""
+    with SqliteStore(backup, read_only=True) as copy:
+        head = copy.head()
+        sealed = seal(
+            LogCompacted(
+                replaced_seq=head.seq,
+                replaced_hash=head.content_hash or "",
+                replaced_batch=head.batch,
+                backup_path=str(backup.absolute()),
+                backup_sha256=file_sha256(backup),
+                cutoff=opening.cutoff,
+                removed_run_ids=opening.removed_run_ids,
+                removed_events=opening.removed_events,
+                retained_events=opening.retained_events,
+            ),
+            seq=head.seq + 1,
+            batch=head.batch + 1,
+            at=at,
+            actor=first.actor,
+            cause=first.cause,
+            event_id=f"evt-{head.seq + 1}",
+            prev_hash=head.content_hash,
+        )
+        bodies = [sealed.body]
+        last = Head(sealed.entry.seq, sealed.entry.content_hash, sealed.entry.batch)
+        index, batch = 0, None
+        for entry in copy.entries():
+            event = compacted(entry.event, frozenset(opening.removed_run_ids))
+            if event is None:
+                continue
+            if entry.batch != batch:
+                index, batch = index + 1, entry.batch
+            again = seal(
+                event,
+                seq=last.seq + 1,
+                batch=head.batch + 1 + index,
+                at=entry.at,
+                actor=entry.actor,
+                cause=entry.cause,
+                event_id=f"evt-{last.seq + 1}",
+                prev_hash=last.content_hash,
+            )
+            bodies.append(again.body)
+            last = Head(again.entry.seq, again.entry.content_hash, again.entry.batch)
+    return bodies
+
+
+def test_the_installed_log_is_the_compaction_the_rules_define_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    """Every event from the origin to the compaction's end is what ``seal()`` gives there."""
+    fx = _history(tmp_path / "s.db")
+    backup = tmp_path / "p.sqlite"
+    response = _prune(fx, backup)
+    assert (response.outcome, response.receipt["selectedRuns"]) == ("accepted", 3)
+    origin = fx.store.origin()
+    first = next(fx.store.entries(origin.seq + 1, origin.seq + 1))
+    opening = first.event
+    assert isinstance(opening, LogCompacted)
+    expected = _expected(backup, opening, 230_000, first)
+    end = origin.seq + len(expected)
+    live = [stored.body for stored in fx.store.read(origin.seq + 1, end)]
+    assert live == expected
+    assert opening.retained_events == len(expected) - 1
+    assert prove(fx.store, backup).ok
+    assert fx.store.verify(deep=True).ok
+    fx.assert_rebuild_equals_live()
+    connection = fx.store.connection
+    assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert connection.execute("PRAGMA freelist_count").fetchone()[0] == 0  # no vacuum owed
+    assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert not list(tmp_path.glob("s.db.rebuild-*"))
+
+
+def test_the_work_runs_under_the_lock_and_readers_see_old_or_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the image is sealed no writer commits; a reader's snapshot keeps the old log."""
+    fx = _history(tmp_path / "s.db")
+    head = fx.store.head()
+    reader = sqlite3.connect(fx.store.path, isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM runs").fetchone()[0] == 5
+    seen: list[str] = []
+    sealing = _compacting.Prepared.seal
+
+    def watched(self: _compacting.Prepared, *args: Any, **kwargs: Any) -> Any:
+        writer = sqlite3.connect(fx.store.path, timeout=0, isolation_level=None)
+        try:
+            writer.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            seen.append(str(error))
+        finally:
+            writer.close()
+        return sealing(self, *args, **kwargs)
+
+    monkeypatch.setattr(_compacting.Prepared, "seal", watched)
+    assert _prune(fx, tmp_path / "p.sqlite").outcome == "accepted"
+    assert seen == ["database is locked"]
+    assert reader.execute("SELECT count(*) FROM runs").fetchone()[0] == 5
+    assert reader.execute("SELECT seq FROM _pwf_head").fetchone()[0] == head.seq
+    reader.execute("COMMIT")
+    assert reader.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+    reader.close()
+    assert fx.row("runs", run_id="run-1") is None
+    assert fx.store.verify().ok
+
+
+def _filled(path: Path, rows: int) -> sqlite3.Connection:
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("CREATE TABLE t (n INTEGER PRIMARY KEY, v BLOB NOT NULL)")
+    connection.execute("BEGIN")
+    connection.executemany("INSERT INTO t VALUES (?, ?)", ((n, b"x" * 200) for n in range(rows)))
+    connection.execute("COMMIT")
+    return connection
+
+
+def test_install_copies_the_image_with_the_work_written_into_it(tmp_path: Path) -> None:
+    """Pages the first step copied and the work changed arrive as the work left them."""
+    live = _filled(tmp_path / "live.db", 50)
+    live.execute("PRAGMA journal_mode = WAL")
+    image = _filled(tmp_path / "image.db", 2_000)
+
+    def work() -> int:
+        image.execute("UPDATE t SET v = x'00' WHERE n < 10")
+        image.execute("INSERT INTO t VALUES (5000, x'01')")
+        return 7
+
+    assert install(image, live, work, busy_timeout_ms=1000) == 7
+    assert live.execute("SELECT count(*), sum(length(v)) FROM t").fetchone() == (
+        2001,
+        1990 * 200 + 11,
+    )
+    assert live.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_failing_work_leaves_the_live_file_as_it_was(tmp_path: Path) -> None:
+    """The backup is aborted and rolled back; the lock is free again."""
+    live = _filled(tmp_path / "live.db", 50)
+    live.execute("PRAGMA journal_mode = WAL")
+    image = _filled(tmp_path / "image.db", 2_000)
+
+    def work() -> None:
+        raise StoreError("no")
+
+    with pytest.raises(StoreError, match="no"):
+        install(image, live, work, busy_timeout_ms=1000)
+    assert live.execute("SELECT count(*) FROM t").fetchone()[0] == 50
+    other = sqlite3.connect(tmp_path / "live.db", timeout=0, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("COMMIT")
+    other.close()
+
+
+def test_a_held_write_lock_makes_the_install_give_up_after_its_timeout(tmp_path: Path) -> None:
+    """A writer that never lets go: the install fails as busy, having written nothing."""
+    live = _filled(tmp_path / "live.db", 50)
+    live.execute("PRAGMA journal_mode = WAL")
+    image = _filled(tmp_path / "image.db", 2_000)
+    holder = sqlite3.connect(tmp_path / "live.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    ran: list[int] = []
+    with pytest.raises(StoreError, match="locked"):
+        install(image, live, lambda: ran.append(1), busy_timeout_ms=50)
+    holder.execute("COMMIT")
+    assert (ran, live.execute("SELECT count(*) FROM t").fetchone()[0]) == ([], 50)
+
+
+def test_an_image_of_too_few_pages_is_refused(tmp_path: Path) -> None:
+    """An image its first step could copy whole is never installed."""
+    live = _filled(tmp_path / "live.db", 50)
+    image = sqlite3.connect(tmp_path / "image.db", isolation_level=None)
+    image.execute("CREATE TABLE t (n)")
+    with pytest.raises(StoreError, match="not a whole pwf database"):
+        install(image, live, lambda: None, busy_timeout_ms=50)
+    assert live.execute("SELECT count(*) FROM t").fetchone()[0] == 50
+
+
+def test_projections_survive_the_install_as_a_rebuild_gives_them(tmp_path: Path) -> None:
+    """The installed projections are the old ones minus the trees (a rebuild of the new log)."""
+    fx = _history(tmp_path / "s.db")
+    before = dump(fx.store.connection)
+    assert _prune(fx, tmp_path / "p.sqlite").outcome == "accepted"
+    after = dump(fx.store.connection)
+    assert [row[0] for row in after["runs"]] == ["run-4", "run-5"]
+    assert len(before["runs"]) == 5
+    fx.assert_rebuild_equals_live()
