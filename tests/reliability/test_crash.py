@@ -13,7 +13,7 @@ live projections as they were or rebuilt, never half swapped, and a killed
 replay leaves no output file or a whole one.
 
 A prune is killed too: ``pwf state prune --apply`` on a copy of a database
-the writers filled, at random points of its backup, compaction and vacuum.
+the writers filled, at random points of its backup, compaction and checkpoint.
 Each copy afterwards verifies and equals a rebuild, and holds either its old
 log or a compacted log that its backup proves.
 """
@@ -242,7 +242,7 @@ def test_sigkill_during_a_prune_leaves_the_old_log_or_a_proven_compaction(
     of a running prune: when the random delays miss the side before it,
     further kills bisect the delay; when they miss the side after it,
     further prunes are killed as soon as their compaction is seen committed
-    (during the vacuum and the record that follow).
+    (during the checkpoint and the record that follow).
     """
     template, before = filled(tmp_path, built)
     started = time.monotonic()

@@ -422,9 +422,9 @@ def test_writers_keep_writing_through_a_backup_and_a_prune_of_a_large_log(
     """No writer is held off for the copy: a 250 ms busy timeout survives two backups.
 
     A backup copies a read snapshot while writers commit; only its adoption
-    and its record take the write lock.  A prune's compaction holds it for
-    its one transaction, so the writer through it keeps the default busy
-    timeout.  Every acknowledged answer is in the live log or, for a pruned
+    and its record take the write lock.  A prune holds it to seal and
+    install its compacted image (ADR 0051), so the writer through it keeps
+    the default busy timeout.  Every acknowledged answer is in the live log or, for a pruned
     run, in the prune's backup, and the log verifies with projections equal
     to a rebuild.
     """
