@@ -27,7 +27,7 @@ from pwf.explain import (
 
 if TYPE_CHECKING:
     from pwf.commands import Context, Row
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 __all__ = [
     "ALLOWED_LIFECYCLE",
@@ -107,7 +107,7 @@ class Overview(msgspec.Struct, frozen=True, rename="camel"):
         return bool(self.contradictions)
 
 
-def overview(store: SqliteStore, now: int | None = None) -> Overview:
+def overview(store: EventStore, now: int | None = None) -> Overview:
     """The overview of the live database at ``now`` (default: the last event's time).
 
     Everything is read in one read transaction, so the counts, the waiting
@@ -141,7 +141,7 @@ def overview(store: SqliteStore, now: int | None = None) -> Overview:
         )
 
 
-def overview_receipt(store: SqliteStore, now: int) -> object:
+def overview_receipt(store: EventStore, now: int) -> object:
     """``state.status``'s ``overview`` member: the overview as ``pwf status --json`` prints it."""
     return msgspec.to_builtins(overview(store, now))
 

@@ -19,7 +19,7 @@ from pwf.store import VerifyReport
 if TYPE_CHECKING:
     import sqlite3
 
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 __all__ = ["Check", "RowDifference", "TableDifference", "Value", "check", "verify_failure"]
 
@@ -58,7 +58,7 @@ class Check:
 
 
 def check(
-    store: SqliteStore, *, progress: Progress | None = None, rows: int = 5, chunk: int = CHUNK
+    store: EventStore, *, progress: Progress | None = None, rows: int = 5, chunk: int = CHUNK
 ) -> Check:
     """Verify the chain, then compare the live checkpoints and projections with a rebuild.
 
@@ -73,7 +73,7 @@ def check(
         return Check(chain=report)
     try:
         with scratch_fold(
-            store,
+            store.projections_file,
             store.path,
             "verify",
             copy_events=False,
@@ -178,7 +178,7 @@ def _row_difference(  # noqa: PLR0913 - one row's whole context
     return RowDifference(key, "changed", {name: (a, b) for name, a, b in changed})
 
 
-def verify_failure(store: SqliteStore) -> str | None:
+def verify_failure(store: EventStore) -> str | None:
     """``state.verify``'s verifier: why the chain or projections fail, or None when both hold."""
     found = check(store, rows=1)
     if not found.chain.ok:

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pwf.commands import Reader
+    from pwf.store import EventStore
     from pwf.store.compaction import Proof
-    from pwf.store.sqlite import SqliteStore
 
 __all__ = ["Anchor", "Held", "anchored", "parse_anchor"]
 
@@ -65,7 +65,7 @@ def _stored_hash(reader: Reader, seq: int) -> str | None:
     return None if row is None else str(row["content_hash"])
 
 
-def anchored(store: SqliteStore, anchor: Anchor, proof: Proof | None, backup: Path | None) -> Held:
+def anchored(store: EventStore, anchor: Anchor, proof: Proof | None, backup: Path | None) -> Held:
     """Check the anchor against a log whose chain was just verified.
 
     The chain proves every stored event's hash from its bytes, so the event

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 __all__ = ["SEED_VARIABLE", "seeded_epochs", "seeded_id"]
 
@@ -33,7 +33,7 @@ def seed() -> str | None:
     return os.environ.get(SEED_VARIABLE) or None
 
 
-def seeded_epochs(store: SqliteStore) -> Callable[[], str] | None:
+def seeded_epochs(store: EventStore) -> Callable[[], str] | None:
     """A maker of deterministic worker epochs for ``store`` when ``PWF_SEED`` is set, else None."""
     chosen = seed()
     if chosen is None:
@@ -46,7 +46,7 @@ def seeded_epochs(store: SqliteStore) -> Callable[[], str] | None:
     return make
 
 
-def seeded_id(store: SqliteStore, kind: str) -> str | None:
+def seeded_id(store: EventStore, kind: str) -> str | None:
     """A deterministic id of ``kind`` at the store's head when ``PWF_SEED`` is set, else None."""
     chosen = seed()
     return None if chosen is None else _shaped(f"{chosen}\0{kind}\0{store.head().seq}")

@@ -38,8 +38,7 @@ if TYPE_CHECKING:
 
     from pwf.cli._output import Form
     from pwf.cli._times import TimeFormat
-    from pwf.store import StoredEvent
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore, StoredEvent
 
 
 F = Any
@@ -268,7 +267,7 @@ def tail(  # noqa: PLR0913 - one option per setting
             _follow(store, head.seq, shape, interval)
 
 
-def _follow(store: SqliteStore, seq: int, shape: _Shape, interval: float) -> None:
+def _follow(store: EventStore, seq: int, shape: _Shape, interval: float) -> None:
     """Print every event after ``seq`` as it appears, until Ctrl-C."""
     plain = shape
     try:

@@ -31,7 +31,7 @@ from pwf.protocol.client import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 __all__ = ["answer_lines", "at_option", "canonicalize_option", "listing", "now_ms", "request"]
 
@@ -115,7 +115,7 @@ class _Canonicalizer:
 
 
 def answer_lines(
-    host: Host[SqliteStore],
+    host: Host[EventStore],
     answer: Callable[[bytes, int], bytes],
     at: int | None,
     *,
@@ -164,14 +164,14 @@ def answer_lines(
     return AnswerTooLargeError.exit_code if oversized else 2 if refused else 0
 
 
-def _verify_failure(store: SqliteStore) -> str | None:
+def _verify_failure(store: EventStore) -> str | None:
     """``state.verify``: pwf's whole verification, imported only when asked for."""
     from pwf.verify import verify_failure  # noqa: PLC0415 - only state.verify folds the log
 
     return verify_failure(store)
 
 
-def _overview(store: SqliteStore, now: int) -> object:
+def _overview(store: EventStore, now: int) -> object:
     """``state.status``'s ``overview``: what ``pwf status --json`` prints."""
     from pwf.status import overview_receipt  # noqa: PLC0415 - only state.status reads it
 

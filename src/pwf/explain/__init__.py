@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.commands import Context, Row
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 __all__ = [
     "INTERACTION_RULES",
@@ -47,7 +47,7 @@ __all__ = [
 
 
 def explain_interaction(
-    store: SqliteStore,
+    store: EventStore,
     request_id: str,
     at_seq: int | None = None,
     now: int | None = None,
@@ -78,7 +78,7 @@ def explain_interaction(
 
 
 def explain_run(
-    store: SqliteStore,
+    store: EventStore,
     run_id: str,
     at_seq: int | None = None,
     now: int | None = None,
@@ -109,7 +109,7 @@ def explain_run(
 
 
 def diagnose_interaction(
-    store: SqliteStore, ctx: Context, request: Row, last: int
+    store: EventStore, ctx: Context, request: Row, last: int
 ) -> tuple[Finding, ...]:
     """The diagnosis of one interactive request read through ``ctx``, up to seq ``last``.
 
@@ -120,7 +120,7 @@ def diagnose_interaction(
     return evaluate(INTERACTION_RULES, Facts(ctx, request, Log(entries)))
 
 
-def diagnose_run(store: SqliteStore, ctx: Context, run: Row, last: int) -> tuple[Finding, ...]:
+def diagnose_run(store: EventStore, ctx: Context, run: Row, last: int) -> tuple[Finding, ...]:
     """The diagnosis of one run read through ``ctx``, up to seq ``last`` (see above)."""
     entries = run_log(store, run, last)
     return evaluate(RUN_RULES, RunFacts(ctx, run, Log(entries)))

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from pwf.commands import Reader, Row
     from pwf.events import Entry
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 Progress: TypeAlias = "Callable[[int, int], None]"
 """Told ``(seq folded so far, seq to fold to)``."""
@@ -31,7 +31,7 @@ def _read_only(_events: object) -> object:
 
 @contextmanager
 def state_at(
-    store: SqliteStore, at_seq: int | None, progress: Progress | None = None
+    store: EventStore, at_seq: int | None, progress: Progress | None = None
 ) -> Iterator[tuple[Reader, int]]:
     """The projections to read (live, or folded up to ``at_seq``) and the last seq they hold.
 
@@ -78,7 +78,7 @@ def _whole_batches(reader: Reader, at_seq: int) -> int:
     return int((before["seq"] if before is not None else None) or 0)
 
 
-def clock(store: SqliteStore, last: int, now: int | None) -> int:
+def clock(store: EventStore, last: int, now: int | None) -> int:
     """The explanation's time: ``now`` if given, else the time of the last seq."""
     if now is not None:
         return now

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from pwf.commands import Row
     from pwf.events import Entry
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 __all__ = ["interaction_log", "run_log"]
 
@@ -57,7 +57,7 @@ _RUN_TYPES: Final = (
 
 
 def _events(
-    store: SqliteStore,
+    store: EventStore,
     last: int,
     *,
     run_id: str | None = None,
@@ -89,7 +89,7 @@ def _relevant(entry: Entry, request: Row, messages: set[str], start: int) -> boo
     return isinstance(event, _RUN_TYPES)
 
 
-def interaction_log(store: SqliteStore, request: Row, last: int) -> list[Entry]:
+def interaction_log(store: EventStore, request: Row, last: int) -> list[Entry]:
     """The entries up to ``last`` that touched the request, in seq order."""
     run_events = list(_events(store, last, run_id=request["run_id"]))
     session_events = [
@@ -111,7 +111,7 @@ def interaction_log(store: SqliteStore, request: Row, last: int) -> list[Entry]:
     return [entry for entry in entries if _relevant(entry, request, messages, start)]
 
 
-def run_log(store: SqliteStore, run: Row, last: int) -> list[Entry]:
+def run_log(store: EventStore, run: Row, last: int) -> list[Entry]:
     """The run's entries up to ``last`` (refused records only) and its session's."""
     entries = [entry for entry in _events(store, last, run_id=run["run_id"]) if refusal(entry)]
     session = run["origin_session_id"]

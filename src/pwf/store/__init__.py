@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from pwf.commands import Reader
     from pwf.events import Actor, Cause, Entry, Event, Sealed
+    from pwf.sqlreader import RowReader
     from pwf.store.sqlite import SqliteStore
 
 __all__ = [
@@ -302,10 +303,14 @@ class EventStore(EventLog, Protocol):
     def transaction(self) -> AbstractContextManager[StoreTransaction]:
         """Take the write lock; decide, stage and read inside; commit on exit."""
 
-    def reader(self) -> Reader:
-        """Read the committed projections (queries, explain, views, verdicts)."""
+    def reader(self) -> RowReader:
+        """Read the committed projections (queries, explain, views, verdicts).
 
-    def snapshot(self) -> AbstractContextManager[Reader]:
+        The projections are SQLite's in every store (ADR 0038), so this is
+        :class:`pwf.sqlreader.RowReader`, with its listings (``table``) too.
+        """
+
+    def snapshot(self) -> AbstractContextManager[RowReader]:
         """Read one committed moment of the projections (the open transaction's, inside one)."""
 
     def __enter__(self) -> Self:

@@ -17,7 +17,7 @@ from pwf.status import overview
 
 if TYPE_CHECKING:
     from pwf.commands import Row
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
     from pwf.web._source import View
 
 __all__ = [
@@ -43,15 +43,15 @@ RUN_STATUSES: Final = (
 )
 
 
-def _rows(store: SqliteStore, sql: str, *params: object) -> list[Row]:
+def _rows(store: EventStore, sql: str, *params: object) -> list[Row]:
     return store.reader().all(sql, params)
 
 
-def _one(store: SqliteStore, sql: str, *params: object) -> Row | None:
+def _one(store: EventStore, sql: str, *params: object) -> Row | None:
     return store.reader().one(sql, params)
 
 
-def _blob(store: SqliteStore, digest: bytes | None) -> str | None:
+def _blob(store: EventStore, digest: bytes | None) -> str | None:
     """A stored value as text (JSON or plain), or None when there is none."""
     if digest is None:
         return None
@@ -237,7 +237,7 @@ def _budget(attempt: Row | None, shifts: list[Shift]) -> dict[str, int] | None:
 
 
 def _deadline_history(
-    store: SqliteStore, run_id: str, attempt_id: str
+    store: EventStore, run_id: str, attempt_id: str
 ) -> tuple[list[Shift], list[Pause]]:
     shifts: list[Shift] = []
     pauses: list[Pause] = []
@@ -345,7 +345,7 @@ def _interaction_of(event: object) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def _known(store: SqliteStore, table: str, column: str, ids: set[str]) -> set[str]:
+def _known(store: EventStore, table: str, column: str, ids: set[str]) -> set[str]:
     if not ids:
         return set()
     marks = ", ".join("?" * len(ids))
