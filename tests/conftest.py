@@ -10,7 +10,7 @@ import fcntl
 import hashlib
 import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,8 +22,10 @@ from pwf.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests._cputime import VARIABLE, measure
     from tests._pg import MISSING, Server, find_bin
 else:
+    from _cputime import VARIABLE, measure
     from _pg import MISSING, Server, find_bin
 
 AT = 1_764_403_200_000
@@ -165,6 +167,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     finishes one long test (ADR 0049).  Every test still runs, once.
     """
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """With ``$PWF_TEST_CPU`` set, write each test's CPU seconds there (``tests/_cputime.py``)."""
+    directory = os.environ.get(VARIABLE)
+    if not directory:
+        return (yield)
+    from pathlib import Path  # noqa: PLC0415 - only for the measuring run
+
+    with measure(item, Path(directory)):
+        return (yield)
 
 
 @pytest.fixture(scope="session")
