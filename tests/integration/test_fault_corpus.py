@@ -19,7 +19,7 @@ both logs.
 Every walker runs in this process, so a damaged log costs milliseconds:
 the split walks cut the seven events into three ranges and walk them as
 the forked processes would, their parts joined by the same code
-(:data:`IN_PROCESS`); the forks themselves, one per fault class, are
+(``_inprocess.py``); the forks themselves, one per fault class, are
 walked for real by two more walkers (:data:`FORKED`).  The damaged logs
 live in the system's memory file system when it has one.
 
@@ -40,13 +40,12 @@ import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple
 from unittest import mock
 
 import pytest
 
 from pwf import canonical
-from pwf._process import ForkedError
 from pwf.cli._options import open_store
 from pwf.errors import ChainError, ImportRefusedError, PwfError
 from pwf.events import Actor, open_body
@@ -54,12 +53,19 @@ from pwf.fold.rebuild import rebuild
 from pwf.fold.replay import replay
 from pwf.host._backup import backup_database
 from pwf.host._compacting import prepared
-from pwf.store import EMPTY, Head, chainwalk, origin_of
+from pwf.store import EMPTY, Head, compaction, origin_of
 from pwf.store.chainwalk import walk_chain, walk_rows
 from pwf.store.compaction import prove
 from pwf.store.jsonl import import_jsonl
 from pwf.store.rows import COLUMNS, columns, verify_rows
 from pwf.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from tests.integration._inprocess import ranges_in_process
+
+    from pwf.store import VerifyReport
+else:
+    from _inprocess import ranges_in_process
 
 SIZES: Final = (1, 3, 2, 1)
 COMPACTED_AT: Final = 8
@@ -121,33 +127,9 @@ def _bytes(log: Damaged) -> int | None:
     return _against_head(log, walk_rows(rows, log.origin()))
 
 
-class _InProcess:
-    """What :class:`pwf._process.Forked` gives, computed here: the same function, range and part."""
-
-    def __init__(self, target: Callable[..., object], *args: object) -> None:
-        try:
-            self._found: object = target(*args)
-            self._failed: str | None = None
-        except Exception as error:  # noqa: BLE001 - a forked process reports any failure
-            self._failed = f"{type(error).__name__}: {error}"
-
-    def result(self) -> object:
-        if self._failed is not None:
-            raise ForkedError(f"a forked process failed: {self._failed}")
-        return self._found
-
-    def close(self) -> None:
-        return None
-
-
-def _ranges_in_process() -> contextlib.AbstractContextManager[object]:
-    """The split walk's ranges walked one after the other here instead of in forks."""
-    return mock.patch.object(chainwalk, "Forked", _InProcess)
-
-
 def _split(deep: bool, *, fork: bool) -> Walker:
     def walk(log: Damaged) -> int | None:
-        with contextlib.nullcontext() if fork else _ranges_in_process():
+        with contextlib.nullcontext() if fork else ranges_in_process():
             return _against_head(log, walk_chain(log.path, log.origin(), processes=3, deep=deep))
 
     return walk
@@ -181,8 +163,27 @@ def _jsonl(log: Damaged) -> int | None:
     return None
 
 
+class _Backup(SqliteStore):
+    """The backup's store in :func:`prove`: its deep verify runs once per backup content.
+
+    No fault touches the backup, so every case would verify the same bytes
+    again; the report is kept under the SHA-256 of the file (ADR 0054).
+    """
+
+    reports: ClassVar[dict[bytes, VerifyReport]] = {}
+
+    def verify(self, *, deep: bool = True) -> VerifyReport:
+        key = hashlib.sha256(self.path.read_bytes()).digest() + bytes([deep])
+        if key not in self.reports:
+            self.reports[key] = super().verify(deep=deep)
+        return self.reports[key]
+
+
 def _proof(log: Damaged) -> int | None:
-    with SqliteStore(log.path, read_only=True) as store:
+    with (
+        SqliteStore(log.path, read_only=True) as store,
+        mock.patch.object(compaction, "SqliteStore", _Backup),
+    ):
         found = prove(store, log.backup)
     if found.ok:
         return None
