@@ -78,15 +78,20 @@ def _env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key != "PWF_DB"}
 
 
-def pwf(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    """Run the real ``pwf`` command line and capture everything."""
+def pwf(
+    *args: str, stdin: bytes = b"", busy_timeout_ms: int | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the real ``pwf`` command line and capture everything (``busy_timeout_ms``: its own)."""
+    environment = _env()
+    if busy_timeout_ms is not None:
+        environment["PWF_BUSY_TIMEOUT_MS"] = str(busy_timeout_ms)
     return subprocess.run(
         [_console_script(), *args],
         input=stdin,
         capture_output=True,
         timeout=TIMEOUT,
         check=False,
-        env=_env(),
+        env=environment,
     )
 
 

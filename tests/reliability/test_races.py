@@ -275,7 +275,13 @@ def test_backup_while_a_writer_writes_is_a_prefix_snapshot(
     try:
         assert writer.stdout is not None
         assert b"ready\n" == wait_line(writer.stdout)
-        made = [pwf("state", "backup", str(copy), "--db", str(db)) for copy in copies]
+        # The writer never pauses and SQLite's lock is not fair: on a loaded machine a backup
+        # can wait seconds for the write lock its record takes.  Waiting is not what this
+        # test is about (the next tests pin the writer's side), so the backups wait long.
+        made = [
+            pwf("state", "backup", str(copy), "--db", str(db), busy_timeout_ms=TIMEOUT * 1000)
+            for copy in copies
+        ]
         writer.send_signal(signal.SIGKILL)
         out, _ = writer.communicate(timeout=300)
     finally:
