@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from pwf.cli import cli
 from pwf.diff import digest_database
+from pwf.errors import StoreError
 from pwf.host import Host
 from pwf.protocol.client import parse_request
 from pwf.readmodel import ReadModel
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from tests._pg import Server
     from tests.postgres.conftest import Hosts
 
+    from pwf.protocol.client import ClientResponse
     from pwf.store.sqlite import SqliteStore
 
 AT: Final = 1_764_403_200_000
@@ -109,12 +111,12 @@ def _at(seen: list[tuple[str, str]], where: str, start: str, after: int = -1) ->
 @pytest.fixture
 def pair(
     pg_url: str, tmp_path: Path, client_line: Callable[..., bytes]
-) -> Iterator[tuple[Callable[[str, int], object], Any]]:
+) -> Iterator[tuple[Callable[[str, int], ClientResponse], Any]]:
     """Two hosts ``a`` and ``b`` on a fresh log: ``send(name, n)`` starts ``run-n`` there."""
     PostgresStore(pg_url, create=True).close()
     opened = {name: _host(pg_url, tmp_path / f"{name}.db") for name in ("a", "b")}
 
-    def send(name: str, number: int) -> object:
+    def send(name: str, number: int) -> ClientResponse:
         line = client_line(number).strip()
         return opened[name][1].request(parse_request(line), AT + number)
 
@@ -302,3 +304,22 @@ def test_the_log_is_the_one_sqlite_writes(
     exported = hosts("b", "log", "export").stdout_bytes
     assert 45 < len(exported.splitlines())
     assert exported == run.invoke(cli, ["log", "export", "--db", str(alone)]).stdout_bytes
+
+
+def test_a_failed_barrier_keeps_nothing_locally(pair: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit went through but its flush is not confirmed: no answer, no local commit.
+
+    The retry finds the command in the log and is adopted.
+    """
+    send, stores = pair
+    for name, number in (("a", 1), ("b", 2), ("a", 3), ("b", 4)):
+        send(name, number)
+    before = stores["a"].head()
+    monkeypatch.setattr("pwf.store.postgres._FLUSH", "SELECT pwf_no_such_barrier()")
+    with pytest.raises(StoreError, match="pwf_no_such_barrier"):
+        send("a", 5)
+    assert before == stores["a"].head()
+    monkeypatch.undo()
+    assert "adopted" == send("a", 5).outcome
+    stores["b"].catch_up()
+    assert 1 == len({digest_database(str(store.path)).all for store in stores.values()})
