@@ -27,7 +27,7 @@ import contextlib
 import sqlite3
 from dataclasses import replace
 from itertools import islice
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pwf import logs
 from pwf._sqlite import transaction
@@ -35,7 +35,7 @@ from pwf.events import open_body, seal
 from pwf.events.compaction import compacted
 from pwf.fold import scratchfiles
 from pwf.fold.bulk import BulkFold
-from pwf.store.compaction import compact
+from pwf.store.compaction import KEPT_SELECT, compact
 from pwf.store.image import (
     begin_image,
     finish_image,
@@ -68,6 +68,8 @@ __all__ = ["Prepared", "prepared", "tail"]
 
 T = TypeVar("T")
 
+READ_AHEAD: Final = 256 << 20
+"""Template bytes read into memory before the write lock is taken, at most."""
 CHUNK: Final = 10_000
 """Backup events folded per scratch transaction, as a rebuild folds them (ADR 0013 D2)."""
 _PRAGMAS: Final = (
@@ -93,6 +95,34 @@ class Prepared:
         self.segment = Segment(removed=removed, seq=0, kept=0, dropped=0, batch_index=0, batch=None)
         self._model = BulkFold()
         self._indexed = False
+        self.templates: list[tuple[Any, ...]] | None = None
+        """The templates read ahead by :meth:`read_ahead`, or None: read under the lock."""
+
+    def read_ahead(self, budget: int = READ_AHEAD) -> None:
+        """Read the templates into memory, off the lock, when their bytes fit in ``budget``.
+
+        The write lock then spends no time reading them; a larger segment is
+        read as it is sealed.
+
+        Raises:
+            StoreError: the templates' file cannot be read.
+        """
+        try:
+            connection = self.connect()
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
+        try:
+            size = connection.execute(
+                "SELECT coalesce(sum(length(opening) + length(cause) + length(data)), 0)"  # noqa: S608
+                f" FROM {KEPT_SCHEMA}.{KEPT_TABLE}"
+            ).fetchone()[0]
+            self.templates = (
+                [tuple(row) for row in connection.execute(KEPT_SELECT)] if size <= budget else None
+            )
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
+        finally:
+            connection.close()
 
     def connect(self) -> sqlite3.Connection:
         """The image, with the templates' file attached as :data:`KEPT_SCHEMA`.
@@ -214,7 +244,9 @@ class Prepared:
                     at=at,
                     actor=actor,
                     cause=cause,
+                    templates=self.templates,
                 )
+                self.templates = None
                 index_events(image, self.live)
                 BulkFold().fold(image, entries)
                 last = image.execute("SELECT seq FROM main._pwf_head").fetchone()[0]

@@ -295,6 +295,7 @@ def _compacted(  # noqa: PLR0913 - the compaction's whole context
                     break
                 catch_up(store, destination, head)
                 scratch.extend(destination)
+            scratch.read_ahead()
             return _swapped(
                 store, recording, destination, scratch, selected, now=now, actor=actor, cause=cause
             )

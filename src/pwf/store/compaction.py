@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pwf import canonical
 from pwf.errors import ChainError, InputError, PwfError, StoreError
@@ -40,13 +40,18 @@ from pwf.store.segment import (
 from pwf.store.sqlite import HEAD_UPSERT, SqliteStore, translate_error
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
     from collections.abc import Set as AbstractSet
     from pathlib import Path
 
     from pwf.events import Actor, Cause
 
-__all__ = ["Proof", "compact", "file_sha256", "prove"]
+__all__ = ["KEPT_SELECT", "Proof", "compact", "file_sha256", "prove"]
+
+KEPT_SELECT: Final = (
+    f"SELECT batch_index, {TEMPLATE_COLUMNS} FROM {KEPT_SCHEMA}.{KEPT_TABLE} ORDER BY n"  # noqa: S608
+)
+"""The templates in log order, as :func:`compact` seals them."""
 
 _CHUNK: Final = 1 << 20
 
@@ -94,6 +99,7 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
     at: int,
     actor: Actor,
     cause: Cause | None,
+    templates: Iterable[Sequence[Any]] | None = None,
 ) -> tuple[LogCompacted, list[Entry]]:
     """Write the compaction of the log ending at ``head`` into the image; the opening and the tail.
 
@@ -131,7 +137,7 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
             prev_hash=head.content_hash,
         )
         image.execute(_INSERT, _row(sealed.entry, sealed.body))
-        last = _write_segment(image, sealed.entry, head.batch + 1)
+        last = _write_segment(image, sealed.entry, head.batch + 1, templates)
         entries: list[Entry] = []
         for item in tail:
             original = item.original
@@ -161,13 +167,17 @@ def _row(entry: Entry, body: bytes) -> tuple[object, ...]:
 _INSERT: Final = f"INSERT INTO main.events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"  # noqa: S608
 
 
-def _write_segment(connection: sqlite3.Connection, opening: Entry, first_batch: int) -> Head:
+def _write_segment(
+    connection: sqlite3.Connection,
+    opening: Entry,
+    first_batch: int,
+    templates: Iterable[Sequence[Any]] | None,
+) -> Head:
     """Re-seal the kept events waiting as templates after ``opening``; the last head."""
-    cursor = connection.execute(
-        f"SELECT batch_index, {TEMPLATE_COLUMNS} FROM {KEPT_SCHEMA}.{KEPT_TABLE} ORDER BY n"  # noqa: S608
-    )
+    if templates is None:
+        templates = connection.execute(KEPT_SELECT)
     rows = sealed_rows(
-        cursor, seq=opening.seq, first_batch=first_batch, prev_hash=opening.content_hash.encode()
+        templates, seq=opening.seq, first_batch=first_batch, prev_hash=opening.content_hash.encode()
     )
     connection.executemany(_INSERT, rows)
     last = connection.execute(
