@@ -1,10 +1,10 @@
-"""``state.prune`` at the edge (DOMAIN §13.2): lock, backup, compaction, vacuum, record.
+"""``state.prune`` at the edge (DOMAIN §13.2): lock, backup, compaction, checkpoint, record.
 
 The options and the selection are the pure :mod:`pwf.commands.prune`; here
 are the flow that :meth:`pwf.host.Host.request` runs for it, the lock file,
 the local time zone of zone-less cutoffs, the database's sizes, emptying
-and counting the projections around a compaction, and the vacuum after it
-(ADR 0018, 0019).
+and counting the projections around a compaction, and the checkpoint after
+it (ADR 0018, 0019, 0051).
 """
 
 from __future__ import annotations
@@ -141,19 +141,22 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
     actor: Actor,
     cause: Cause,
 ) -> ClientResponse:
-    """Select, back up, compact, vacuum and record one ``state.prune`` (ADR 0018, 0022).
+    """Select, back up, compact, checkpoint and record one ``state.prune`` (ADR 0018, 0022).
 
     Writers are held off only briefly.  A first write transaction adopts,
     validates and selects (a dry run ends there) and takes the maintenance
     lock; the backup is copied and checked outside any write transaction,
-    from a read snapshot, while writers carry on.  A second one brings the
-    backup up to the live head (the events appended meanwhile, folded into
-    its projections), selects again and refuses when the selection or its
-    signature changed, as the original does, then compacts: the backup
-    holds exactly the log the compaction replaces, and nothing selected
-    changed between the backup and the compaction.  The vacuum and the
-    record of the applied outcome follow, each on its own; the lock is held
-    until then and released whatever happens.
+    from a read snapshot, while writers carry on, and so is the compacted
+    database, in a scratch file.  The one write lock of its install (ADR
+    0051) brings the backup up to the live head (the events appended
+    meanwhile, folded into its projections), selects again and refuses when
+    the selection or its signature changed, as the original does, then
+    seals the compaction after the head and copies it over the live file:
+    the backup holds exactly the log the compaction replaces, and nothing
+    selected changed between the backup and the compaction.  The
+    checkpoint and the record of the applied outcome follow, each on its
+    own; the maintenance lock is held until then and released whatever
+    happens.
     """
     lock: MaintenanceLock | None = None
     try:
@@ -280,8 +283,9 @@ def _compacted(  # noqa: PLR0913 - the compaction's whole context
 
     The backup's kept events are folded into a scratch file while writers
     carry on, and the backup and the scratch file are brought closer to the
-    live head a few times; the write lock is taken last, for the events
-    committed since, the selection's check and the swap (ADR 0047).
+    live head a few times; the write lock is taken last, by the install of
+    the compacted image, for the events committed since, the selection's
+    check and the sealing (ADR 0047, 0051).
     """
     selection = selected[0]
     if not selection.runs:
