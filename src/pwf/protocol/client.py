@@ -15,6 +15,7 @@ request built here and one parsed from the wire agree on it.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard
 
@@ -410,10 +411,36 @@ def parse_hello(line: bytes) -> ClientHello:
 def parse_request(line: bytes) -> ClientRequest:
     """Parse a request line (without its newline); its fingerprint comes with it.
 
+    The fingerprint is hashed from the line's own bytes (:func:`_line_fingerprint`),
+    so the request is not encoded a second time to get it.
+
     Raises:
         ProtocolError: the line is not a valid request (DOMAIN §6: no response is sent).
     """
-    return _read_request(_object(line))
+    request = _read_request(_object(line))
+    fingerprint = _line_fingerprint(line, request.request_id)
+    if fingerprint is not None:
+        request.__dict__["fingerprint"] = fingerprint  # what the cached property would compute
+    return request
+
+
+def _line_fingerprint(line: bytes, request_id: str) -> str | None:
+    """The fingerprint of a canonical request line: its bytes without the ``requestId`` member.
+
+    A canonical object is its members' bytes in key order, so dropping one
+    member and its comma leaves the canonical bytes of the rest.  ``requestId``
+    sorts after ``clientId`` (never first) and before ``schema`` (never last),
+    and the members after ``payload`` are strings whose own quotes are
+    escaped, so the last ``,"requestId":<id>,`` in the line is the request's
+    own member, even when the payload holds a ``requestId`` too.  None when it
+    is not found; the property then encodes the members.
+    """
+    member = b',"requestId":' + canonical.encode(request_id)
+    at = line.rfind(member)
+    end = at + len(member)
+    if at < 0 or line[end : end + 1] != b",":
+        return None
+    return hashlib.sha256(line[:at] + line[end:]).hexdigest()
 
 
 def parse_response(line: bytes) -> ClientResponse:
