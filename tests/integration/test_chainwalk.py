@@ -16,7 +16,7 @@ import pytest
 
 from pwf.errors import ChainError, StoreError
 from pwf.store import Head, chainwalk
-from pwf.store.chainwalk import ranges, walk_chain
+from pwf.store.chainwalk import ranges, walk_chain, walk_rows
 from pwf.store.rows import COLUMNS, verify_rows
 
 if TYPE_CHECKING:
@@ -111,6 +111,33 @@ class TestIntactLog:
     def test_agrees_with_the_store_on_an_intact_log(self, log: SqliteStore) -> None:
         """The store's own chain walk reports the same head."""
         assert log.verify(deep=False).head == walk_chain(log.path, EMPTY, processes=2)
+
+
+class TestWalkRows:
+    """``walk_rows`` walks rows a caller already holds (PostgreSQL, the snapshot re-walk)."""
+
+    @staticmethod
+    def _rows(store: SqliteStore) -> list[tuple[object, ...]]:
+        return store.connection.execute(
+            "SELECT seq, CAST(content_hash AS BLOB), body FROM events ORDER BY seq"
+        ).fetchall()
+
+    def test_returns_the_head(self, log: SqliteStore) -> None:
+        """DOMAIN §2.1: the head is the last event's seq, content hash and batch."""
+        assert log.head() == walk_rows(self._rows(log), EMPTY)
+        assert Head(seq=EVENTS, content_hash=log.head().content_hash, batch=len(SIZES)) == (
+            walk_rows(self._rows(log), EMPTY)
+        )
+
+    def test_a_walk_from_a_later_origin_checks_the_link_to_it(self, log: SqliteStore) -> None:
+        """Rows after an origin (a batch's end) must hang off it: prevHash names its hash."""
+        rows = self._rows(log)
+        fourth = json.loads(_body(log, 4))
+        origin = Head(seq=4, content_hash=fourth["contentHash"], batch=fourth["batch"])
+        assert log.head() == walk_rows(rows[4:], origin)
+        with pytest.raises(ChainError) as caught:
+            walk_rows(rows[4:], Head(seq=4, content_hash=None, batch=fourth["batch"]))
+        assert 5 == caught.value.seq
 
 
 class TestTamperedBytes:

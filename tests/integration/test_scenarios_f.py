@@ -210,6 +210,33 @@ def test_f42_the_fallback_base_is_the_request_creation(tmp_path: Path) -> None:
     fx.close()
 
 
+def test_f42_the_attempt_start_is_the_base_before_the_request_creation(tmp_path: Path) -> None:
+    """DOMAIN §10.2: with no ended turn the base is the attempt's start, not the request's creation.
+
+    Start 3 000, request created 2 000, deadline 50 000: a turn at 9 000 shifts 6 000.
+    """
+    fx = Fixture.f(tmp_path / "s.db")
+    copy = sqlite3.connect(":memory:")
+    try:
+        rebuild_into(copy, fx.store.entries())
+        copy.execute("UPDATE node_attempts SET started_at = 3000, deadline_at = 50000")
+        copy.execute("UPDATE interactive_requests SET created_at = 2000")
+        ctx, staged = _reading(copy, 9000)
+        request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
+        assert request is not None
+
+        begin_turn_shift(ctx, request)
+
+        assert [(6000, 50000, 56000, 3000, 9000)] == [
+            (e.idle_ms, e.from_deadline, e.to_deadline, e.from_started_at, e.to_started_at)
+            for e in staged
+            if isinstance(e, DeadlineShifted)
+        ]
+    finally:
+        copy.close()
+    fx.close()
+
+
 def _budget_90(tmp_path: Path) -> tuple[Fixture, str]:
     """F with a 90 000 ms budget and t-1 started at 10 000 (start 10 000, deadline 100 000)."""
     fx = fixture_with_budget(tmp_path / "s.db", 90000)
@@ -256,6 +283,21 @@ def test_f44_pause_while_a_turn_runs_and_it_is_still_open_at_resume(tmp_path: Pa
     assert "accepted" == resumed.outcome
     assert (30000, 120000, "waiting", 50000) == _attempt(fx)
     assert "started" == fx.existing("workflow_turns", workflow_turn_id="t-1")["state"]
+    fx.assert_rebuild_equals_live()
+    fx.close()
+
+
+def test_f44_a_resume_in_the_millisecond_of_its_pause_credits_nothing(tmp_path: Path) -> None:
+    """DOMAIN §10.3 and §10.1: a pause of 0 ms with the turn still open shifts by 0, a no-op."""
+    fx, _ = _budget_90(tmp_path)
+    fx.request("run.pause", None, run_id=RUN, at=30000)
+    shifted = fx.events(DeadlineShifted.TAG)
+
+    resumed = fx.request("run.resume", None, run_id=RUN, at=30000)
+
+    assert "accepted" == resumed.outcome
+    assert (10000, 100000) == _attempt(fx)[:2]
+    assert shifted == fx.events(DeadlineShifted.TAG)
     fx.assert_rebuild_equals_live()
     fx.close()
 

@@ -7,7 +7,7 @@ import hashlib
 import json
 import math
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import pytest
@@ -658,3 +658,220 @@ class TestNesting:
         """Nesting past the interpreter's stack is refused as not JSON, never a RecursionError."""
         with pytest.raises(NotJsonError, match="nested deeper"):
             canonical.parse_line(b"[" * 100_000 + b"]" * 100_000)
+
+
+# ------------------------------------------------------ edges a mutation run found unpinned
+
+
+@pytest.mark.parametrize(
+    ("number", "text"),
+    [
+        (0.5, "0.5"),
+        (0.001, "0.001"),
+        (0.0123, "0.0123"),
+        (2.0**53 + 2, "9007199254740994"),
+        (-(2.0**53) - 2, "-9007199254740994"),
+        (1.5e21, "1.5e+21"),
+        (-5e-7, "-5e-7"),
+    ],
+)
+def test_number_to_string_edges(number: float, text: str) -> None:
+    """Plain notation down to 1e-6 with its leading zeros, integers past 2**53, exponents."""
+    assert text == canonical.format_number(number)
+
+
+def test_the_last_array_index_key_comes_first() -> None:
+    """DOMAIN §3.1: 4 294 967 294 is an array index, so it precedes a key that sorts before it."""
+    assert b'{"10":1,"4294967294":2,"3a":3}' == encode({"3a": 3, "4294967294": 2, "10": 1})
+
+
+def test_false_is_written_as_false() -> None:
+    """A JSON boolean: ``false`` in lower case, in an object and an array (no fast path)."""
+    assert b'{"0":false}' == encode({"0": False})
+    assert b"[false,true]" == encode((False, True))
+
+
+class TestNestingDepth:
+    """How deep a protocol line nests, counted over both brackets (HOST §1 depth limit)."""
+
+    def test_objects_and_arrays_both_count(self) -> None:
+        """Depth counts ``{`` as well as ``[``, below and above the limit."""
+        assert 2 == canonical.nesting_depth(b'[{"a":1}]', 128)
+        assert 2 == canonical.nesting_depth(b'{"a":{}}', 128)
+
+    def test_the_walk_reads_brackets_only(self) -> None:
+        """Values between brackets neither deepen nor close a level."""
+        assert 2 == canonical.nesting_depth(b"[1,[2]]", 1)
+
+    def test_a_closing_bracket_closes_one_level(self) -> None:
+        """After ``[[],[]`` the depth is back to one, so ``[[]]`` inside reaches three."""
+        assert 3 == canonical.nesting_depth(b"[[],[],[[]]]", 2)
+
+
+class TestLoneSurrogates:
+    """Canonical bytes escape only lone surrogates (DOMAIN §3.1, ADR 0027)."""
+
+    def test_an_escaped_lone_surrogate_is_found(self) -> None:
+        """``\\ud800`` escapes a lone surrogate; an escaped backslash before ``ud800`` does not."""
+        assert canonical.has_lone_surrogate(b'"\\ud800"')
+        assert canonical.has_lone_surrogate(b'"\\\\\\udfff"')
+        assert not canonical.has_lone_surrogate(b'"\\\\ud800"')
+        assert not canonical.has_lone_surrogate(b'"\\u0041"')
+
+    def test_decode_keeps_a_lone_surrogate(self) -> None:
+        """Stored bytes with a lone surrogate decode to the same one code unit."""
+        assert ["\ud800", "a"] == canonical.decode(b'["\\ud800","a"]')
+        assert {"a": 1} == canonical.decode(b'{"a":1}')
+
+    def test_decode_still_refuses_bytes_that_are_not_json(self) -> None:
+        """The surrogate-keeping way is only for bytes that hold a lone surrogate."""
+        with pytest.raises(msgspec.DecodeError):
+            canonical.decode(b'["a",')
+
+    def test_bindable_text_carries_u_fffd(self) -> None:
+        """A lone surrogate binds as Node's UTF-8 does (U+FFFD); other values are untouched."""
+        assert ("a\ufffdb", 1, None, b"\xed") == canonical.bindable(["a\ud800b", 1, None, b"\xed"])
+
+
+class TestCanonicalLine:
+    """``canonical_line`` rewrites any JSON line into its canonical form (DOMAIN §3.1)."""
+
+    def test_spacing_order_and_numbers_are_rewritten(self) -> None:
+        """Whitespace goes, indices come first, ``1.0`` and ``1E2`` are written as numbers."""
+        assert b'{"2":1,"a":[1,100]}' == canonical.canonical_line(b'{ "a" : [1.0, 1E2], "2": 1 }')
+
+    def test_a_line_over_the_limit_is_refused(self) -> None:
+        """The limit is a number of bytes, the line's own included."""
+        assert b"[1]" == canonical.canonical_line(b"[1]", limit=3)
+        with pytest.raises(LineTooLongError):
+            canonical.canonical_line(b"[1]", limit=2)
+
+    def test_a_byte_order_mark_is_refused(self) -> None:
+        """DOMAIN §3.1: a BOM is never canonical."""
+        with pytest.raises(InvalidUtf8Error, match=r"^a byte order mark is not allowed$"):
+            canonical.canonical_line(b"\xef\xbb\xbf[1]")
+
+    def test_invalid_utf8_names_its_byte(self) -> None:
+        """pwf refuses invalid UTF-8 (DOMAIN §15), naming the first bad byte."""
+        with pytest.raises(InvalidUtf8Error, match=r"^invalid UTF-8 at byte 2$") as caught:
+            canonical.canonical_line(b'["\xff"]')
+        assert 2 == caught.value.offset
+
+    def test_a_value_without_a_canonical_form_is_refused(self) -> None:
+        """A number out of double range has no canonical form."""
+        with pytest.raises(NonCanonicalLineError, match=r"^no canonical JSON form: "):
+            canonical.canonical_line(b"[1e999]")
+
+
+class TestParseLine:
+    """``parse_line`` names where a line stops being canonical."""
+
+    def test_a_byte_order_mark_is_named(self) -> None:
+        """The refusal text of a BOM, in its own case."""
+        with pytest.raises(InvalidUtf8Error, match=r"^a byte order mark is not allowed$"):
+            canonical.parse_line(b"\xef\xbb\xbf[1]")
+
+    def test_invalid_utf8_names_its_byte(self) -> None:
+        """The refusal names the first bad byte."""
+        with pytest.raises(InvalidUtf8Error, match=r"^invalid UTF-8 at byte 1$"):
+            canonical.parse_line(b"[\xff]")
+
+    def test_the_first_difference_is_named(self) -> None:
+        """The offset is the first byte where the line and its canonical form part."""
+        with pytest.raises(NonCanonicalLineError, match=r"first difference at byte 3\)$") as caught:
+            canonical.parse_line(b"[1, 2]")
+        assert 3 == caught.value.offset
+
+    def test_a_fraction_differs_where_it_starts(self) -> None:
+        """``[1.0]`` is canonically ``[1]``: they part at the point, byte 2."""
+        with pytest.raises(NonCanonicalLineError) as caught:
+            canonical.parse_line(b"[1.0]")
+        assert 2 == caught.value.offset
+
+
+def _fresh_structs() -> dict[str, Any]:
+    """Struct classes made anew on every call, so canonical meets each one for the first time.
+
+    The encoder works out once per class which fields need a look; classes
+    made inside the test make it do so inside the test.
+    """
+    inner = msgspec.defstruct("Inner", [("a", str), ("b", bool)])
+    sub_inner = msgspec.defstruct("SubInner", [("c", int, 2**53 + 1)], bases=(inner,))
+    outer = msgspec.defstruct(
+        "Outer",
+        [
+            ("count", int),
+            ("inner", inner),
+            ("kind", Literal["x", "y"]),
+            ("level", Literal[1, 2]),
+            ("maybe", int | None, None),
+            ("extra", object, None),
+        ],
+        omit_defaults=True,
+    )
+    indexed = msgspec.defstruct(
+        "Indexed", [("low", int), ("high", int)], rename={"low": "2", "high": "10"}
+    )
+    tagged = msgspec.defstruct("Tagged", [("x", int)], tag=True)
+    row = msgspec.defstruct("Row", [("x", int)], array_like=True)
+    return {
+        "Inner": inner,
+        "SubInner": sub_inner,
+        "Outer": outer,
+        "Indexed": indexed,
+        "Tagged": tagged,
+        "Row": row,
+    }
+
+
+class TestStructsMetForTheFirstTime:
+    """A Struct encodes as the object of its members would (DOMAIN §3.1), whatever its fields."""
+
+    def test_plain_fields(self) -> None:
+        """Text, booleans, literals and a nested Struct; an omitted default is absent."""
+        kinds: Any = _fresh_structs()
+        value = kinds["Outer"](count=1, inner=kinds["Inner"](a="s", b=True), kind="y", level=1)
+        assert b'{"count":1,"inner":{"a":"s","b":true},"kind":"y","level":1}' == encode(value)
+
+    def test_integers_past_2_53_go_through_doubles(self) -> None:
+        """An int field, an optional one and one inside an untyped field are doubles first."""
+        kinds: Any = _fresh_structs()
+        value = kinds["Outer"](
+            count=2**53 + 1,
+            inner=kinds["Inner"](a="s", b=False),
+            kind="x",
+            level=2,
+            maybe=-(2**53) - 1,
+            extra=[2**53 + 1, {"10": 1, "2": 2}],
+        )
+        assert (
+            b'{"count":9007199254740992,"extra":[9007199254740992,{"2":2,"10":1}],'
+            b'"inner":{"a":"s","b":false},"kind":"x","level":2,"maybe":-9007199254740992}'
+        ) == encode(value)
+
+    def test_a_subclass_in_a_nested_field_is_written_whole(self) -> None:
+        """A field declared as one class holding a subclass writes the subclass's members."""
+        kinds: Any = _fresh_structs()
+        value = kinds["Outer"](count=1, inner=kinds["SubInner"](a="s", b=True), kind="x", level=1)
+        assert (
+            b'{"count":1,"inner":{"a":"s","b":true,"c":9007199254740992},"kind":"x","level":1}'
+        ) == encode(value)
+
+    def test_index_named_fields_come_first_in_numeric_order(self) -> None:
+        """Fields encoded as "2" and "10" are array indices: "2" first."""
+        kinds: Any = _fresh_structs()
+        assert b'{"2":1,"10":2}' == encode(kinds["Indexed"](low=1, high=2))
+
+    def test_a_tagged_struct_writes_its_tag(self) -> None:
+        """The tag member is part of the object, with the class's tag as its value."""
+        kinds: Any = _fresh_structs()
+        assert b'{"type":"Tagged","x":2}' == encode(kinds["Tagged"](x=2))
+        assert b'{"type":"Tagged","x":9007199254740992}' == encode(kinds["Tagged"](x=2**53 + 1))
+
+    def test_an_array_like_struct_has_no_object_form(self) -> None:
+        """Canonical JSON has no form for a Struct written as an array."""
+        kinds: Any = _fresh_structs()
+        with pytest.raises(
+            CanonicalError, match=r"^an array-like Struct has no canonical object form$"
+        ):
+            encode(kinds["Row"](x=1))
