@@ -271,3 +271,41 @@ def test_b_racing_processes_get_one_accepted_and_one_adopted(tmp_path: Path) -> 
     assert 1 == fx.count("host_commands", idempotency_key="start-race")
     fx.assert_rebuild_equals_live()
     fx.close()
+
+
+def test_b_a_recorded_command_keeps_its_run_and_its_batch_names_its_request(fx: Fixture) -> None:
+    """DOMAIN §7.2: the record of a run command keeps the run; its batch's cause is the request.
+
+    ``run.pause`` names its run on the request and answers without one, so the
+    record's run is the request's.
+    """
+    paused = fx.request("run.pause", None, RUN, rid="p-1", key="pause-1")
+    assert "accepted" == paused.outcome
+
+    assert RUN == fx.existing("host_commands", request_id="start-1")["run_id"]
+    assert RUN == fx.existing("host_commands", request_id="p-1")["run_id"]
+    batch = [
+        entry for entry in fx.store.entries() if entry.cause and entry.cause.request_id == "p-1"
+    ]
+    assert batch
+    assert {("run.pause", "p-1", CLIENT, "pause-1")} == {
+        (e.cause.operation, e.cause.request_id, e.cause.client_id, e.cause.idempotency_key)
+        for e in batch
+        if e.cause is not None
+    }
+    assert all(e.cause is not None and e.cause.fingerprint for e in batch)
+    fx.assert_rebuild_equals_live()
+
+
+def test_b12_a_refused_recorded_command_is_recorded_with_its_text(fx: Fixture) -> None:
+    """DOMAIN §7.2 and the ``run.resume`` row: "Run is not resumable" is recorded and replayed."""
+    first = fx.request("run.resume", None, "run-none", rid="res-1", key="resume-1")
+    assert ("rejected", "Run is not resumable") == (first.outcome, first.error)
+    row = fx.existing("host_commands", request_id="res-1")
+    assert ("rejected", "run-none") == (row["outcome"], row["run_id"])
+
+    again = fx.request("run.resume", None, "run-none", rid="res-1", key="resume-1", at=9000)
+
+    assert ("rejected", "Run is not resumable") == (again.outcome, again.error)
+    assert 1 == sum(1 for r in fx.rows("host_commands") if r["request_id"] == "res-1")
+    fx.assert_rebuild_equals_live()

