@@ -18,7 +18,8 @@ mutmut works with ``--jobs`` children (2 by default) and a timeout of
 ``--timeout-multiplier`` times a test's clean duration, and runs to the end
 unless ``--budget`` seconds are given.  A run's results stay in
 ``.mutate/<target>/mutants`` so a second run only tests the mutants whose code
-changed; ``--fresh`` starts over.
+changed; ``--fresh`` starts over, and ``--again`` judges once more only the
+mutants the last run did not kill (after tests were added to kill them).
 """
 
 from __future__ import annotations
@@ -259,7 +260,11 @@ def _run(name: str, args: argparse.Namespace) -> list[str]:
     folder = _prepare(name, target, args.timeout_multiplier, fresh=args.fresh)
     print(f"== {name}: {target.about}", flush=True)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [str(MUTMUT), "run", "--max-children", str(args.jobs), *target.names]
+    names = list(target.names)
+    if args.again:
+        # Only the mutants the last run did not kill; mutmut collects the tests added since.
+        names = [mutant for mutant, status in _results(folder) if status != "killed"] or names
+    command = [str(MUTMUT), "run", "--max-children", str(args.jobs), *names]
     try:
         subprocess.run(command, cwd=folder, env=env, check=False, timeout=args.budget)  # noqa: S603
     except subprocess.TimeoutExpired:
@@ -279,6 +284,9 @@ def main() -> int:
     parser.add_argument("--timeout-multiplier", type=float, default=5.0)
     parser.add_argument("--budget", type=int, default=None, help="seconds per target (no limit)")
     parser.add_argument("--fresh", action="store_true", help="forget earlier results")
+    parser.add_argument(
+        "--again", action="store_true", help="judge again only what the last run did not kill"
+    )
     args = parser.parse_args()
     unknown = sorted(set(args.targets) - set(TARGETS))
     if unknown:
