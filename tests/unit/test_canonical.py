@@ -702,6 +702,7 @@ class TestNestingDepth:
     def test_the_walk_reads_brackets_only(self) -> None:
         """Values between brackets neither deepen nor close a level."""
         assert 2 == canonical.nesting_depth(b"[1,[2]]", 1)
+        assert 2 == canonical.nesting_depth(b"[{}]", 1)
 
     def test_a_closing_bracket_closes_one_level(self) -> None:
         """After ``[[],[]`` the depth is back to one, so ``[[]]`` inside reaches three."""
