@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import fnmatch
 import json
 import os
 import re
@@ -263,7 +264,11 @@ def _run(name: str, args: argparse.Namespace) -> list[str]:
     names = list(target.names)
     if args.again:
         # Only the mutants the last run did not kill; mutmut collects the tests added since.
-        names = [mutant for mutant, status in _results(folder) if status != "killed"] or names
+        names = [
+            mutant
+            for mutant, status in _results(folder)
+            if status != "killed" and any(fnmatch.fnmatch(mutant, glob) for glob in target.names)
+        ] or names
     command = [str(MUTMUT), "run", "--max-children", str(args.jobs), *names]
     try:
         subprocess.run(command, cwd=folder, env=env, check=False, timeout=args.budget)  # noqa: S603
