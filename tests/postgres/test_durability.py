@@ -315,7 +315,7 @@ def test_a_failed_barrier_keeps_nothing_locally(pair: Any, monkeypatch: pytest.M
     for name, number in (("a", 1), ("b", 2), ("a", 3), ("b", 4)):
         send(name, number)
     before = stores["a"].head()
-    monkeypatch.setattr("pwf.store.postgres._FLUSH", "SELECT pwf_no_such_barrier()")
+    monkeypatch.setattr("pwf.store.postgres.append.FLUSH", "SELECT pwf_no_such_barrier()")
     with pytest.raises(StoreError, match="pwf_no_such_barrier"):
         send("a", 5)
     assert before == stores["a"].head()

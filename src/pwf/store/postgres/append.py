@@ -1,0 +1,283 @@
+"""Appends to the shared log: the advisory lock, the head's compare-and-set, the flush barrier.
+
+Imports psycopg, msgspec, events, errors, the store's sealing and rows, and
+this package's edge and reads.  Every write transaction first takes one
+transaction-level advisory lock (:data:`~pwf.store.postgres.schema.LOCK_KEY`),
+so writers from every host are serialised: the head read inside the lock
+is the true tip, seqs are gapless and the chain is linear.  The head row
+moves by compare-and-set and ``seq`` is the primary key, so even a writer
+that skipped the lock could not fork the chain.  ``_pwf_recorded`` gets the
+keys of every ``command.recorded`` row in the same statement (ADR 0050 D3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+import psycopg
+
+from pwf.errors import ChainError
+from pwf.events import Actor, Cause, CommandRecorded, Entry, Event, Sealed, open_body
+from pwf.store import Head
+from pwf.store.postgres.edge import as_bytes, translate_error
+from pwf.store.postgres.reads import AFTER, HEAD, PREFETCH, head_of
+from pwf.store.postgres.schema import LOCK_KEY
+from pwf.store.rows import BODY, COLUMNS, columns
+from pwf.store.sealing import seal_batch
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from psycopg.rows import TupleRow
+
+    from pwf.store.postgres.store import PostgresStore
+
+__all__ = ["FLUSH", "PostgresTransaction", "flush", "locked"]
+
+_ROW: Final = f"({', '.join(['%s'] * 12)})"
+_INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES {_ROW}"
+_ONE_STATEMENT: Final = 256
+"""Up to this many rows go in one statement (12 parameters each; PostgreSQL takes 65 535)."""
+_RECORD: Final = (
+    "INSERT INTO _pwf_recorded (request_id, client_id, idempotency_key, seq)"
+    " VALUES (%s, %s, %s, %s)"
+)
+_MOVE: Final = (
+    "UPDATE _pwf_head SET seq = %s, content_hash = %s, batch = %s WHERE id = 1 AND seq = %s"
+)
+FLUSH = "SELECT pg_logical_emit_message(true, 'pwf.flush', '')"
+"""A flush barrier (ADR 0053): a transaction with an xid that writes WAL, committed synchronously.
+
+Its commit waits until the WAL is flushed up to its own commit record, which
+comes after the commit record of every transaction this session has seen.
+Looked up at each use, so a test can replace it with a barrier that fails.
+"""
+
+
+class PostgresTransaction:
+    """The advisory lock is held; appends seal against the head read inside it."""
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        head: Head | None = None,
+        prefetched: list[tuple[object, ...]] | None = None,
+    ) -> None:
+        """Start from ``head``, read under the lock (read here when None); appends keep it current.
+
+        ``prefetched`` are the events the transaction read after a seq its
+        caller named, in seq order, at most :data:`~pwf.store.postgres.reads.PREFETCH` of them.
+        """
+        self.store = store
+        self.connection = store.connection
+        self._head = store.head() if head is None else head
+        self._staged_batch: int | None = None
+        self.prefetched = prefetched
+        self.wrote = False
+        """True once the transaction wrote rows."""
+        self.must_flush = False
+        """True when the caller keeps events it read here (ADR 0053).
+
+        Another writer's commit may be visible before its WAL is flushed; the
+        transaction then ends with a flush barrier, so what it read is durable
+        when it returns.
+        """
+
+    @property
+    def head(self) -> Head:
+        """The log's tip as seen inside the transaction."""
+        return self._head
+
+    def append(
+        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
+    ) -> list[Sealed]:
+        """Seal and write one batch."""
+        return self._seal_and_write(events, self._head.batch + 1, at, actor, cause)
+
+    def stage(
+        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
+    ) -> list[Sealed]:
+        """Add events to this transaction's one open batch."""
+        if self._staged_batch is None:
+            self._staged_batch = self._head.batch + 1
+        return self._seal_and_write(events, self._staged_batch, at, actor, cause)
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Undo everything written inside the block if it raises, keep the rest."""
+        head, staged = self._head, self._staged_batch
+        try:
+            with self.connection.transaction():
+                yield
+        except BaseException:
+            self._head, self._staged_batch = head, staged
+            raise
+
+    def _seal_and_write(
+        self, events: Sequence[Event], batch: int, at: int, actor: Actor, cause: Cause | None
+    ) -> list[Sealed]:
+        if not events:
+            return []
+        sealed = seal_batch(events, self._head, batch, at=at, actor=actor, cause=cause)
+        self.write_rows([(*columns(item.entry), item.body) for item in sealed])
+        return sealed
+
+    def write_rows(self, rows: Sequence[tuple[object, ...]]) -> None:
+        """Insert rows of :data:`~pwf.store.rows.COLUMNS` that continue the head, and move it.
+
+        The rows were sealed against this transaction's head (here, or by a
+        host's local transaction that caught up to it first).
+
+        Raises:
+            ChainError: the first row does not continue the head.
+        """
+        if not rows:
+            return
+        first, last = rows[0], rows[-1]
+        if first[0] != self._head.seq + 1 or first[10] != self._head.content_hash:
+            raise ChainError(int(str(first[0])), "the batch does not continue the log's head")
+        recorded = [_recorded_keys(row) for row in rows if row[2] == "command.recorded"]
+        move = (last[0], last[9], last[1], self._head.seq)
+        connection = self.connection
+        with connection.cursor() as cursor:
+            if len(rows) <= _ONE_STATEMENT:
+                # One statement: the rows, their records and the head's compare-and-set.
+                params = [value for row in rows for value in row]
+                params += [value for keys in recorded for value in keys]
+                cursor.execute(_write_statement(len(rows), len(recorded)), (*params, *move))
+            else:  # one round trip still, within PostgreSQL's limit on parameters
+                with connection.pipeline():
+                    cursor.executemany(_INSERT, rows)
+                    if recorded:
+                        cursor.executemany(_RECORD, recorded)
+                    cursor.execute(_MOVE, move)
+            if cursor.rowcount != 1:
+                raise ChainError(int(str(first[0])), "another writer moved the log's head")
+        self.wrote = True
+        self._head = Head(seq=int(str(last[0])), content_hash=str(last[9]), batch=int(str(last[1])))
+
+    def insert_verified(self, entry: Entry, body: bytes) -> None:
+        """Write an already checked event verbatim (import); the caller checked the chain."""
+        self.write_rows([(*columns(entry), body)])
+
+
+@contextmanager
+def locked(
+    store: PostgresStore, *, after: int | None = None, early: bool = False
+) -> Iterator[PostgresTransaction]:
+    """Take the log's advisory lock; append inside; commit on exit, roll back on error.
+
+    ``BEGIN``, the lock and the head's read go to the server in one round
+    trip (a pipeline), and so, with ``after``, does the read of up to
+    :data:`~pwf.store.postgres.reads.PREFETCH` events after that seq (a
+    host's catch-up), which :attr:`PostgresTransaction.prefetched` then
+    holds.  The server runs them in order, so the reads come after the lock
+    is granted.
+
+    The transaction returns only once everything it wrote, and what it
+    read when :attr:`PostgresTransaction.must_flush` is set, is durable
+    (ADR 0053).  With ``early`` (other writers are waiting) its commit
+    frees the lock before the WAL is flushed and a flush barrier follows
+    in the same round trip, so the next writer works while this one's
+    flush runs, and concurrent flushes are done as one.
+    """
+    connection = store.connection
+    try:
+        with connection.pipeline():
+            connection.execute("BEGIN")
+            if early:
+                connection.execute("SET LOCAL synchronous_commit = off")
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            head = connection.execute(HEAD)
+            rows = None if after is None else connection.execute(AFTER, (after, PREFETCH))
+        transaction = PostgresTransaction(
+            store, head_of(head.fetchone()), None if rows is None else rows.fetchall()
+        )
+    except psycopg.Error as error:
+        _rollback(connection)
+        raise translate_error(error, store.path) from None
+    except BaseException:
+        _rollback(connection)
+        raise
+    try:
+        yield transaction
+        # A synchronous commit that wrote flushes past everything read before it.
+        synchronous = not early and transaction.wrote
+        if (transaction.must_flush or transaction.wrote) and not synchronous:
+            with connection.pipeline():
+                connection.execute("COMMIT")
+                connection.execute(FLUSH)
+        else:
+            connection.execute("COMMIT")
+    except psycopg.Error as error:
+        _rollback(connection)
+        raise translate_error(error, store.path) from None
+    except BaseException:
+        _rollback(connection)
+        raise
+
+
+def flush(connection: psycopg.Connection[TupleRow], where: str) -> None:
+    """Return once everything ``connection`` has read or written is durable (ADR 0053)."""
+    try:
+        connection.execute(FLUSH)
+    except psycopg.Error as error:
+        raise translate_error(error, where) from None
+
+
+def _rollback(connection: psycopg.Connection[TupleRow]) -> None:
+    """End a failed transaction; a connection that is gone has nothing left to end."""
+    with contextlib.suppress(psycopg.Error):
+        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            connection.execute("ROLLBACK")
+
+
+@functools.cache
+def _write_statement(rows: int, recorded: int) -> str:
+    """Insert ``rows`` events and ``recorded`` records, then move the head, as one statement.
+
+    PostgreSQL runs every data-modifying ``WITH`` part to completion, in the
+    statement's one snapshot; the row count is the head update's.
+    """
+    events = ", ".join([_ROW] * rows)
+    parts = [f"e AS (INSERT INTO events ({COLUMNS}) VALUES {events})"]
+    if recorded:
+        records = ", ".join(["(%s, %s, %s, %s)"] * recorded)
+        parts.append(
+            "r AS (INSERT INTO _pwf_recorded (request_id, client_id, idempotency_key, seq)"
+            f" VALUES {records})"
+        )
+    return f"WITH {', '.join(parts)} {_MOVE}"
+
+
+class _Keys(msgspec.Struct, frozen=True, rename="camel"):
+    request_id: str
+    client_id: str
+    idempotency_key: str
+
+
+class _Recorded(msgspec.Struct, frozen=True):
+    data: _Keys
+
+
+_KEYS: Final = msgspec.json.Decoder(_Recorded)
+
+
+def _recorded_keys(row: tuple[object, ...]) -> tuple[object, ...]:
+    """The keys ``host_commands`` holds unique, from a ``command.recorded`` row's own bytes.
+
+    Only the three keys are decoded: the row was sealed or checked whole
+    before it got here.  Text the decoder does not take goes the full way.
+    """
+    body = as_bytes(row[BODY])
+    try:
+        keys = _KEYS.decode(body).data
+    except msgspec.DecodeError:
+        event = open_body(body).event
+        assert isinstance(event, CommandRecorded)
+        return (event.request_id, event.client_id, event.idempotency_key, row[0])
+    return (keys.request_id, keys.client_id, keys.idempotency_key, row[0])

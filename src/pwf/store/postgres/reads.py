@@ -1,0 +1,170 @@
+"""Reads of the shared log: its head, the catch-up reads after a seq, streams and lookups.
+
+Imports psycopg, the store's types, its rows and sealing helpers, and this
+package's edge.  Each function takes the store's autocommit connection and
+the name its errors give the log.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import psycopg
+
+from pwf.events import Entry, open_body
+from pwf.store import EMPTY, Head, StoredEvent, VerifyReport, origin_of
+from pwf.store.chainwalk import walk_rows
+from pwf.store.postgres.edge import as_bytes, translate_error
+from pwf.store.rows import COLUMNS, verify_rows
+from pwf.store.sealing import lookup, report
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+
+    from psycopg.rows import TupleRow
+
+    Connection = psycopg.Connection[TupleRow]
+
+__all__ = [
+    "AFTER",
+    "HEAD",
+    "PREFETCH",
+    "after",
+    "entries",
+    "find",
+    "head",
+    "head_of",
+    "origin",
+    "read",
+    "rows",
+    "verify",
+]
+
+HEAD: Final = "SELECT seq, content_hash, batch FROM _pwf_head WHERE id = 1"
+AFTER: Final = f"SELECT {COLUMNS} FROM events WHERE seq > %s ORDER BY seq LIMIT %s"
+_BETWEEN: Final = f"SELECT {COLUMNS} FROM events WHERE seq > %s AND seq <= %s ORDER BY seq"
+PREFETCH: Final = 1_000
+"""Events a transaction reads after its caller's seq together with the head (a catch-up)."""
+_STREAM: Final = 2_000
+"""Rows a streaming read fetches per round trip."""
+_LAST: Final = 2**63 - 1
+
+
+def head_of(row: tuple[object, ...] | None) -> Head:
+    """The head row as a :class:`Head` (an empty log when there is no row)."""
+    if row is None:
+        return EMPTY
+    seq, content_hash, batch = row
+    return Head(
+        seq=int(str(seq)),
+        content_hash=None if content_hash is None else str(content_hash),
+        batch=int(str(batch)),
+    )
+
+
+def head(connection: Connection, where: str) -> Head:
+    """The log's tip."""
+    try:
+        return head_of(connection.execute(HEAD).fetchone())
+    except psycopg.Error as error:
+        raise translate_error(error, where) from None
+
+
+def after(
+    connection: Connection, where: str, seq: int, last: int | None = None
+) -> list[tuple[object, ...]]:
+    """Whole rows after ``seq`` (up to ``last``, else at most :data:`PREFETCH`), in one read."""
+    try:
+        if last is None:
+            return connection.execute(AFTER, (seq, PREFETCH)).fetchall()
+        return connection.execute(_BETWEEN, (seq, last)).fetchall()
+    except psycopg.Error as error:
+        raise translate_error(error, where) from None
+
+
+def _stream(
+    connection: Connection, where: str, sql: str, params: Sequence[object]
+) -> Iterator[tuple[object, ...]]:
+    """Rows of one query through a server-side cursor, a few thousand per round trip."""
+    try:
+        with connection.transaction(), connection.cursor(name="pwf_stream") as cur:
+            cur.itersize = _STREAM
+            cur.execute(sql, params)
+            yield from cur
+    except psycopg.Error as error:
+        raise translate_error(error, where) from None
+
+
+def rows(
+    connection: Connection, where: str, first: int = 1, last: int | None = None
+) -> Iterator[tuple[object, ...]]:
+    """Stream whole rows of :data:`~pwf.store.rows.COLUMNS` with ``first <= seq <= last``."""
+    stop = last if last is not None else _LAST
+    yield from _stream(
+        connection,
+        where,
+        f"SELECT {COLUMNS} FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq",
+        (first, stop),
+    )
+
+
+def read(
+    connection: Connection, where: str, first: int = 1, last: int | None = None
+) -> Iterator[StoredEvent]:
+    """Stream stored events with ``first <= seq <= last`` in seq order (constant memory)."""
+    stop = last if last is not None else _LAST
+    sql = "SELECT seq, body FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq"
+    for seq, body in _stream(connection, where, sql, (first, stop)):
+        yield StoredEvent(seq=int(str(seq)), body=as_bytes(body))
+
+
+def entries(
+    connection: Connection, where: str, first: int = 1, last: int | None = None
+) -> Iterator[Entry]:
+    """Stream checked, typed events with ``first <= seq <= last``."""
+    for stored in read(connection, where, first, last):
+        yield open_body(stored.body)
+
+
+def find(connection: Connection, where: str, **wanted: str | int | None) -> Iterator[StoredEvent]:
+    """Stream the events whose indexed columns equal every given value.
+
+    Raises:
+        InputError: an unknown column, or an idempotency key without its client id.
+    """
+    given = lookup(wanted)
+    condition = " AND ".join(f"{column} = %s" for column in given) or "TRUE"
+    sql = f"SELECT seq, body FROM events WHERE {condition} ORDER BY seq"
+    for seq, body in _stream(connection, where, sql, tuple(given.values())):
+        yield StoredEvent(seq=int(str(seq)), body=as_bytes(body))
+
+
+def origin(connection: Connection) -> Head:
+    """Where the chain starts: zeros, or the head a compaction replaced (DOMAIN §13.2).
+
+    Raises:
+        ChainError: the first stored event cannot start a log.
+    """
+    row = connection.execute("SELECT seq, body FROM events ORDER BY seq LIMIT 1").fetchone()
+    return EMPTY if row is None else origin_of(row[0], as_bytes(row[1]))
+
+
+def verify(connection: Connection, where: str, *, deep: bool = True) -> VerifyReport:
+    """Check the chain from stored bytes in one snapshot and name the first bad seq.
+
+    ``deep`` also parses every event and compares its indexed columns
+    with its bytes, as :meth:`pwf.store.sqlite.SqliteStore.verify` does.
+    """
+
+    def walk(start: Head) -> Head:
+        stored: Iterable[tuple[object, ...]] = rows(connection, where)
+        if deep:
+            return verify_rows(stored, start)
+        return walk_rows(((row[0], str(row[9]).encode(), row[11]) for row in stored), start)
+
+    try:
+        with connection.transaction():
+            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            return report(head(connection, where), lambda: origin(connection), walk)
+    except psycopg.Error as error:
+        raise translate_error(error, where) from None

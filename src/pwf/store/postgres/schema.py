@@ -1,0 +1,111 @@
+"""The shared log's tables in PostgreSQL, their idempotent install and the format check.
+
+Imports psycopg and pwf's errors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.errors import StoreError
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
+
+__all__ = ["FORMAT", "LOCK_KEY", "SCHEMA", "install", "read_format"]
+
+FORMAT: Final = "pwf.store.v1"
+LOCK_KEY: Final = 0x707766_6C6F67
+"""The advisory lock every append takes ("pwflog"); one log per database."""
+
+SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS events (
+  seq BIGINT PRIMARY KEY CHECK (seq >= 1),
+  batch BIGINT NOT NULL CHECK (batch >= 1),
+  type TEXT NOT NULL,
+  at BIGINT NOT NULL,
+  run_id TEXT,
+  session_id TEXT,
+  request_id TEXT,
+  client_id TEXT,
+  idempotency_key TEXT,
+  content_hash TEXT NOT NULL UNIQUE,
+  prev_hash TEXT,
+  body BYTEA NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS events_batch ON events (batch)",
+    "CREATE INDEX IF NOT EXISTS events_type ON events (type, seq)",
+    "CREATE INDEX IF NOT EXISTS events_run ON events (run_id, seq) WHERE run_id IS NOT NULL",
+    (
+        "CREATE INDEX IF NOT EXISTS events_session ON events (session_id, seq)"
+        " WHERE session_id IS NOT NULL"
+    ),
+    (
+        "CREATE INDEX IF NOT EXISTS events_request ON events (request_id, seq)"
+        " WHERE request_id IS NOT NULL"
+    ),
+    (
+        "CREATE INDEX IF NOT EXISTS events_idempotency ON events (client_id, idempotency_key, seq)"
+        " WHERE client_id IS NOT NULL"
+    ),
+    """CREATE TABLE IF NOT EXISTS _pwf_recorded (
+  request_id TEXT PRIMARY KEY,
+  client_id TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  UNIQUE (client_id, idempotency_key)
+)""",
+    "CREATE TABLE IF NOT EXISTS _pwf_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS _pwf_head (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  seq BIGINT NOT NULL,
+  content_hash TEXT,
+  batch BIGINT NOT NULL
+)""",
+    (
+        "INSERT INTO _pwf_head (id, seq, content_hash, batch) VALUES (1, 0, NULL, 0)"
+        " ON CONFLICT (id) DO NOTHING"
+    ),
+    "INSERT INTO _pwf_meta (key, value) VALUES ('format', %s) ON CONFLICT (key) DO NOTHING",
+    (
+        "INSERT INTO _pwf_meta (key, value) VALUES ('log_id', gen_random_uuid()::text)"
+        " ON CONFLICT (key) DO NOTHING"
+    ),
+)
+"""Idempotent: ``pwf init --store`` may run any number of times, from any host."""
+
+
+def install(connection: psycopg.Connection[TupleRow], where: str) -> None:
+    """Create the schema under the log's lock, unless another program's table is in the way.
+
+    Raises:
+        StoreError: the database holds an ``events`` table that is not a pwf log's.
+    """
+    with connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        found = connection.execute(
+            "SELECT to_regclass('events') IS NOT NULL, to_regclass('_pwf_meta') IS NOT NULL"
+        ).fetchone()
+        if found is not None and found[0] and not found[1]:
+            raise StoreError(f"{where}: holds another program's events table; not a pwf log")
+        for statement in SCHEMA:
+            params = (FORMAT,) if "%s" in statement else None
+            connection.execute(statement, params)
+
+
+def read_format(connection: psycopg.Connection[TupleRow], where: str) -> str:
+    """The log's id, once its format row says it is a pwf log of this format.
+
+    Raises:
+        StoreError: the database holds no pwf log, or one of another format.
+    """
+    rows: dict[str, str] = {}
+    if connection.execute("SELECT to_regclass('_pwf_meta')").fetchone() != (None,):
+        found = connection.execute("SELECT key, value FROM _pwf_meta").fetchall()
+        rows = {str(key): str(value) for key, value in found}
+    if rows.get("format") != FORMAT:
+        raise StoreError(
+            f"{where}: not a pwf log (expected format {FORMAT}; run `pwf init --store`)"
+        )
+    return rows.get("log_id", "")

@@ -1,0 +1,135 @@
+"""The PostgreSQL store itself: one connection to one shared log, and the calls it offers.
+
+Imports psycopg, the store's types, errors and this package's other
+modules: :mod:`~pwf.store.postgres.schema` (install, format check),
+:mod:`~pwf.store.postgres.append` (write transactions, the flush barrier)
+and :mod:`~pwf.store.postgres.reads` (catch-up reads, streams, lookups,
+verify).  New calls of the store protocol go on :class:`PostgresStore` here,
+with their SQL in the module of their job.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Self
+
+import psycopg
+
+from pwf.errors import StoreError
+from pwf.store.postgres import append, reads
+from pwf.store.postgres.edge import shown_url, translate_error
+from pwf.store.postgres.schema import install, read_format
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from contextlib import AbstractContextManager
+
+    from pwf.events import Actor, Cause, Entry, Event, Sealed
+    from pwf.store import Head, StoredEvent, VerifyReport
+    from pwf.store.postgres.append import PostgresTransaction
+
+__all__ = ["PostgresStore"]
+
+
+class PostgresStore:
+    """A hash-chained event log in one PostgreSQL database, shared by any number of hosts."""
+
+    def __init__(self, url: str, *, create: bool = False, connect_timeout: int = 10) -> None:
+        """Connect to ``url``; with ``create`` install the schema (idempotently).
+
+        Raises:
+            StoreError: PostgreSQL cannot be reached, or the database holds no pwf log.
+        """
+        self.url = url
+        self.path = shown_url(url)
+        """What messages call this log (the URL without its password)."""
+        try:
+            self.connection = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
+        except psycopg.Error as error:
+            raise translate_error(error, self.path) from None
+        try:
+            if create:
+                install(self.connection, self.path)
+            self.log_id = read_format(self.connection, self.path)
+        except psycopg.Error as error:
+            self.connection.close()
+            raise translate_error(error, self.path) from None
+        except StoreError:
+            self.connection.close()
+            raise
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.connection.close()
+
+    def __enter__(self) -> Self:
+        """Use as a context manager that closes on exit."""
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        """Close the connection."""
+        self.close()
+
+    def transaction(
+        self, *, after: int | None = None, early: bool = False
+    ) -> AbstractContextManager[PostgresTransaction]:
+        """Take the log's advisory lock; append inside; commit on exit, roll back on error.
+
+        See :func:`pwf.store.postgres.append.locked` for ``after``, ``early``
+        and when it returns (only once what it wrote or read is durable).
+        """
+        return append.locked(self, after=after, early=early)
+
+    def append(
+        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
+    ) -> list[Sealed]:
+        """Append one batch atomically and return it sealed."""
+        with self.transaction() as tx:
+            return tx.append(events, at=at, actor=actor, cause=cause)
+
+    def flush(self) -> None:
+        """Return once everything this connection has read or written is durable (ADR 0053).
+
+        A writer's commit becomes visible before its WAL is flushed; a reader
+        that keeps what it read (a host's catch-up) calls this first.
+        """
+        append.flush(self.connection, self.path)
+
+    def head(self) -> Head:
+        """The log's tip."""
+        return reads.head(self.connection, self.path)
+
+    def after(self, seq: int, last: int | None = None) -> list[tuple[object, ...]]:
+        """Whole rows after ``seq`` (up to ``last``, else at most ``PREFETCH``), in one read."""
+        return reads.after(self.connection, self.path, seq, last)
+
+    def rows(self, first: int = 1, last: int | None = None) -> Iterator[tuple[object, ...]]:
+        """Stream whole rows of :data:`~pwf.store.rows.COLUMNS` with ``first <= seq <= last``."""
+        return reads.rows(self.connection, self.path, first, last)
+
+    def read(self, first: int = 1, last: int | None = None) -> Iterator[StoredEvent]:
+        """Stream stored events with ``first <= seq <= last`` in seq order (constant memory)."""
+        return reads.read(self.connection, self.path, first, last)
+
+    def entries(self, first: int = 1, last: int | None = None) -> Iterator[Entry]:
+        """Stream checked, typed events with ``first <= seq <= last``."""
+        return reads.entries(self.connection, self.path, first, last)
+
+    def find(self, **wanted: str | int | None) -> Iterator[StoredEvent]:
+        """Stream the events whose indexed columns equal every given value.
+
+        Raises:
+            InputError: an unknown column, or an idempotency key without its client id.
+        """
+        return reads.find(self.connection, self.path, **wanted)
+
+    def origin(self) -> Head:
+        """Where the chain starts: zeros, or the head a compaction replaced (DOMAIN §13.2).
+
+        Raises:
+            ChainError: the first stored event cannot start a log.
+        """
+        return reads.origin(self.connection)
+
+    def verify(self, *, deep: bool = True) -> VerifyReport:
+        """Check the chain from stored bytes in one snapshot and name the first bad seq."""
+        return reads.verify(self.connection, self.path, deep=deep)
