@@ -211,6 +211,7 @@ class Server:
                     synchronous=options.synchronous,
                     busy_timeout_ms=options.busy_timeout_ms,
                     hooks=[read_model],
+                    serving=True,
                 )
             with store.transaction() as tx:
                 read_model.install(tx.connection)

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
 
+    from pwf.store.sqlite_checkpoint import Checkpointer
+
 __all__ = [
     "APPLICATION_ID",
     "FORMAT",
@@ -91,12 +93,20 @@ class SqliteStore:
         hooks: Sequence[AppendHook] = (),
         read_only: bool = False,
         shared: SharedLog | None = None,
+        serving: bool = False,
     ) -> None:
         """Open (or with ``create`` make) the database at ``path``.
 
         With ``shared`` the file mirrors a log of record elsewhere
         (:class:`pwf.store.mirror.Mirror`): writes, catch-ups and verify go
         through it, reads come from the file's checked copy.
+
+        ``serving`` tunes the connection for one long-lived writer that
+        commits many savepoints per transaction (a served host, ADR 0057):
+        savepoint journals stay in memory instead of spilling to a
+        temporary file, and checkpoints run on a thread of their own
+        (:class:`pwf.store.sqlite_checkpoint.Checkpointer`) instead of inside
+        the commits; :meth:`close` stops that thread.
 
         Raises:
             InputError: the database does not exist and ``create`` is false.
@@ -107,6 +117,7 @@ class SqliteStore:
         self.shared = shared
         self.before_local_commit: Callable[[], None] | None = None
         """With a shared log: called between its commit and this file's (tests kill there)."""
+        self.checkpointer: Checkpointer | None = None
         if self.path.is_dir():
             raise InputError(f"{self.path} is a directory, not a database file")
         if not self.path.exists():
@@ -129,8 +140,18 @@ class SqliteStore:
             self._check_format()
             if not read_only:
                 self.connection.execute("PRAGMA journal_mode = WAL")
+            if serving and not read_only:
+                self._serve()
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
+
+    def _serve(self) -> None:
+        """Savepoint journals in memory, checkpoints on their own thread (ADR 0057)."""
+        from pwf.store.sqlite_checkpoint import BOUND_PAGES, Checkpointer  # noqa: PLC0415
+
+        self.connection.execute("PRAGMA temp_store = MEMORY")
+        self.connection.execute(f"PRAGMA wal_autocheckpoint = {BOUND_PAGES}")
+        self.checkpointer = Checkpointer(self.path, self.synchronous_level)
 
     def _install(self) -> None:
         with self._immediate():
@@ -240,7 +261,10 @@ class SqliteStore:
                 install(self.connection)
 
     def close(self) -> None:
-        """Close the connection (and the shared log's)."""
+        """Close the connection (and the shared log's, and stop the checkpoint thread)."""
+        if self.checkpointer is not None:
+            self.checkpointer.close()  # first: the last connection to close checkpoints
+            self.checkpointer = None
         self.connection.close()
         if self.shared is not None:
             self.shared.close()
@@ -286,6 +310,8 @@ class SqliteStore:
                 transaction.settle()
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
+        if self.checkpointer is not None:
+            self.checkpointer.committed()
 
     def append(
         self,
