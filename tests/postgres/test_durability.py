@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, Self
 
 import psycopg
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from pwf.store.sqlite import SqliteStore
 
 AT: Final = 1_764_403_200_000
+_HEAD: Final = "SELECT seq, content_hash, batch FROM _pwf_head WHERE id = 1"
 FLUSH: Final = "pg_logical_emit_message"
 
 
@@ -80,6 +82,14 @@ class _Connection:
     def cursor(self, *args: Any, **kwargs: Any) -> _Cursor:
         return _Cursor(self._connection.cursor(*args, **kwargs), self._seen)
 
+    @contextmanager
+    def pipeline(self) -> Iterator[Any]:
+        """One round trip: its statements are noted between ``[`` and ``]``."""
+        self._seen.append(("pg", "["))
+        with self._connection.pipeline() as pipeline:
+            yield pipeline
+        self._seen.append(("pg", "]"))
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._connection, name)
 
@@ -98,6 +108,26 @@ def _recording(store: SqliteStore) -> list[tuple[str, str]]:
     log.connection = _Connection(log.connection, seen)
     store.connection.set_trace_callback(lambda sql: seen.append(("sqlite", sql[:60])))
     return seen
+
+
+def _round_trips(seen: list[tuple[str, str]]) -> list[list[str]]:
+    """PostgreSQL's statements grouped by round trip: a pipeline's together, others alone."""
+    trips: list[list[str]] = []
+    open_trip: list[str] | None = None
+    for place, sql in seen:
+        if place != "pg":
+            continue
+        if sql == "[":
+            open_trip = []
+        elif sql == "]":
+            assert open_trip is not None
+            trips.append(open_trip)
+            open_trip = None
+        elif open_trip is not None:
+            open_trip.append(sql)
+        else:
+            trips.append([sql])
+    return trips
 
 
 def _at(seen: list[tuple[str, str]], where: str, start: str, after: int = -1) -> int:
@@ -159,6 +189,34 @@ class TestOrder:
         assert [sql for place, sql in seen if place == "sqlite" and sql == "COMMIT"] == ["COMMIT"]
         stores["b"].catch_up()
         assert 1 == len({digest_database(str(store.path)).all for store in stores.values()})
+
+    def test_a_lone_host_takes_two_round_trips(self, pair: Any) -> None:
+        """The lock, the head and the catch-up read; then the write with its COMMIT (ADR 0060)."""
+        send, stores = pair
+        send("a", 1)
+        seen = _recording(stores["a"])
+        send("a", 2)
+        trips = _round_trips(seen)
+        assert 2 == len(trips)
+        assert ["BEGIN", "SELECT pg_advisory_xact_lock(%s)", _HEAD] == trips[0][:3]
+        assert trips[0][3].startswith("SELECT seq, batch, type")
+        assert 4 == len(trips[0])
+        assert trips[1][0].startswith("WITH e AS (INSERT INTO events")
+        assert ["COMMIT"] == trips[1][1:]
+
+    def test_taking_turns_the_write_commit_and_barrier_go_together(self, pair: Any) -> None:
+        """Hosts taking turns: the fold ahead, the lock, then write, COMMIT and barrier at once."""
+        send, stores = pair
+        for name, number in (("a", 1), ("b", 2), ("a", 3), ("b", 4)):
+            send(name, number)
+        seen = _recording(stores["a"])
+        send("a", 5)
+        trips = _round_trips(seen)
+        assert 3 == len(trips)
+        assert trips[0][0].startswith("SELECT seq, batch, type")
+        assert ["BEGIN", "SET LOCAL synchronous_commit = off"] == trips[1][:2]
+        assert trips[2][0].startswith("WITH e AS (INSERT INTO events")
+        assert ["COMMIT", f"SELECT {FLUSH}(true, 'pwf.flush', '')"] == trips[2][1:]
 
     def test_folding_alone_still_flushes(self, pair: Any) -> None:
         """A transaction that only folds another host's events flushes before keeping them."""

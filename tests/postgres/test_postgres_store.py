@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
 
 from pwf.errors import ChainError, StoreError
-from pwf.events import Actor, Sealed
+from pwf.events import Actor, Event, Sealed
 from pwf.store.postgres import FORMAT, PostgresStore, shown_url
+from pwf.store.rows import columns
+from pwf.store.sealing import seal_batch
+
+if TYPE_CHECKING:
+    from pwf.store import Head
 
 AT = 1_764_403_200_000
 ACTOR = Actor(type="session", id="session-main")
@@ -90,35 +95,31 @@ class TestHead:
     ) -> None:
         """Rows sealed against an old head are refused, and nothing is written."""
         with PostgresStore(pg_url, create=True) as store:
-            [first] = store.append([command(1)], at=AT, actor=ACTOR)
-            with pytest.raises(ChainError, match="does not continue"):
-                _insert_again(store, first)
-            assert 1 == store.head().seq
-            assert store.verify().ok
-
-    def test_a_head_moved_without_the_lock_refuses_the_batch(
-        self, pg_url: str, command: Any
-    ) -> None:
-        """A head that moved after it was read under the lock fails the compare-and-set.
-
-        The rows, their record and the head's update go in one round trip, so
-        the refusal comes from the update's row count; nothing is written.
-        """
-        with PostgresStore(pg_url, create=True) as store:
             store.append([command(1)], at=AT, actor=ACTOR)
             moved = pytest.raises(ChainError, match="another writer moved the log's head")
-            with (
-                moved,
-                store.transaction() as tx,
-                psycopg.connect(pg_url, autocommit=True) as rogue,
-            ):
-                rogue.execute("UPDATE _pwf_head SET seq = 7 WHERE id = 1")
-                tx.append([command(2)], at=AT, actor=ACTOR)
+            with psycopg.connect(pg_url, autocommit=True) as rogue:
+                rogue.execute("SET lock_timeout = '2s'")
+                with moved, store.transaction() as tx:
+                    tx.write_rows(_rows(tx.head, command(2)), last_write=True)
+                    rogue.execute("UPDATE _pwf_head SET seq = 7 WHERE id = 1")
+            assert 7 == store.head().seq
             with psycopg.connect(pg_url) as connection:
                 found = connection.execute("SELECT count(*) FROM events").fetchone()
                 records = connection.execute("SELECT count(*) FROM _pwf_recorded").fetchone()
             assert ((1,), (1,)) == (found, records)
-            assert 7 == store.head().seq
+
+    def test_a_refused_last_write_leaves_the_connection_usable(
+        self, pg_url: str, command: Any
+    ) -> None:
+        """A held-back write that breaks a uniqueness rule fails the commit with one line."""
+        with PostgresStore(pg_url, create=True) as store:
+            store.append([command(1, request_id="r")], at=AT, actor=ACTOR)
+            again = pytest.raises(StoreError, match="already recorded this request")
+            with again, store.transaction() as tx:
+                tx.write_rows(_rows(tx.head, command(2, request_id="r")), last_write=True)
+            store.append([command(3)], at=AT, actor=ACTOR)
+            assert 2 == store.head().seq
+            assert store.verify().ok
 
     @pytest.mark.parametrize("size", [1, 2, 300])
     def test_a_batch_of_any_size_is_written_with_its_records(
@@ -155,6 +156,12 @@ class TestHead:
             store.append([command(4)], at=AT, actor=ACTOR)
             assert 2 == store.head().seq
             assert store.verify().ok
+
+
+def _rows(head: Head, event: Event) -> list[tuple[object, ...]]:
+    """One event sealed against ``head`` as a new batch, as rows of the log's columns."""
+    sealed = seal_batch([event], head, head.batch + 1, at=AT, actor=ACTOR, cause=None)
+    return [(*columns(item.entry), item.body) for item in sealed]
 
 
 def _insert_again(store: PostgresStore, item: Sealed) -> None:

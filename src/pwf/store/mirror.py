@@ -153,7 +153,7 @@ class Mirror:
                 rows = connection.execute(
                     f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq", (start,)
                 ).fetchall()
-                remote.write_rows(rows)
+                remote.write_rows(rows, last_write=True)
             if local.before_local_commit is not None:
                 local.before_local_commit()
         except BaseException:

@@ -49,6 +49,7 @@ _RECORD: Final = (
 _MOVE: Final = (
     "UPDATE _pwf_head SET seq = %s, content_hash = %s, batch = %s WHERE id = 1 AND seq = %s"
 )
+_MOVED: Final = "another writer moved the log's head"
 FLUSH = "SELECT pg_logical_emit_message(true, 'pwf.flush', '')"
 """A flush barrier (ADR 0053): a transaction with an xid that writes WAL, committed synchronously.
 
@@ -77,6 +78,8 @@ class PostgresTransaction:
         self._head = store.head() if head is None else head
         self._staged_batch: int | None = None
         self.prefetched = prefetched
+        self._pending: tuple[str, tuple[object, ...], int] | None = None
+        """The last write, sent with the ``COMMIT`` (:meth:`write_last`): SQL, params, first seq."""
         self.wrote = False
         """True once the transaction wrote rows."""
         self.must_flush = False
@@ -109,6 +112,7 @@ class PostgresTransaction:
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """Undo everything written inside the block if it raises, keep the rest."""
+        self._send_pending()
         head, staged = self._head, self._staged_batch
         try:
             with self.connection.transaction():
@@ -126,39 +130,62 @@ class PostgresTransaction:
         self.write_rows([(*columns(item.entry), item.body) for item in sealed])
         return sealed
 
-    def write_rows(self, rows: Sequence[tuple[object, ...]]) -> None:
+    def write_rows(self, rows: Sequence[tuple[object, ...]], *, last_write: bool = False) -> None:
         """Insert rows of :data:`~pwf.store.rows.COLUMNS` that continue the head, and move it.
 
         The rows were sealed against this transaction's head (here, or by a
-        host's local transaction that caught up to it first).
+        host's local transaction that caught up to it first).  With
+        ``last_write`` the statement is held back and sent with the
+        ``COMMIT``, in its round trip (ADR 0060); anything the transaction
+        does after it sends it first.
 
         Raises:
             ChainError: the first row does not continue the head.
         """
+        self._send_pending()
         if not rows:
             return
         first, last = rows[0], rows[-1]
-        if first[0] != self._head.seq + 1 or first[10] != self._head.content_hash:
-            raise ChainError(int(str(first[0])), "the batch does not continue the log's head")
+        seq = int(str(first[0]))
+        if seq != self._head.seq + 1 or first[10] != self._head.content_hash:
+            raise ChainError(seq, "the batch does not continue the log's head")
         recorded = [_recorded_keys(row) for row in rows if row[2] == "command.recorded"]
         move = (last[0], last[9], last[1], self._head.seq)
-        connection = self.connection
-        with connection.cursor() as cursor:
-            if len(rows) <= _ONE_STATEMENT:
-                # One statement: the rows, their records and the head's compare-and-set.
-                params = [value for row in rows for value in row]
-                params += [value for keys in recorded for value in keys]
-                cursor.execute(_write_statement(len(rows), len(recorded)), (*params, *move))
-            else:  # one round trip still, within PostgreSQL's limit on parameters
+        if len(rows) <= _ONE_STATEMENT:
+            # One statement: the rows, their records and the head's compare-and-set.
+            params = [value for row in rows for value in row]
+            params += [value for keys in recorded for value in keys]
+            self._pending = (_write_statement(len(rows), len(recorded)), (*params, *move), seq)
+            if not last_write:
+                self._send_pending()
+        else:  # one round trip still, within PostgreSQL's limit on parameters
+            connection = self.connection
+            with connection.cursor() as cursor:
                 with connection.pipeline():
                     cursor.executemany(_INSERT, rows)
                     if recorded:
                         cursor.executemany(_RECORD, recorded)
                     cursor.execute(_MOVE, move)
-            if cursor.rowcount != 1:
-                raise ChainError(int(str(first[0])), "another writer moved the log's head")
+                if cursor.rowcount != 1:
+                    raise ChainError(seq, _MOVED)
         self.wrote = True
         self._head = Head(seq=int(str(last[0])), content_hash=str(last[9]), batch=int(str(last[1])))
+
+    def _send_pending(self) -> None:
+        """Send the write :meth:`write_rows` held back for the commit, if any, now."""
+        if self._pending is None:
+            return
+        sql, params, seq = self._pending
+        self._pending = None
+        try:
+            self.connection.execute(sql, params)
+        except psycopg.errors.DivisionByZero:
+            raise ChainError(seq, _MOVED) from None
+
+    def take_pending(self) -> tuple[str, tuple[object, ...], int] | None:
+        """The write held back for the commit (and forget it): SQL, params, its first seq."""
+        pending, self._pending = self._pending, None
+        return pending
 
     def insert_verified(self, entry: Entry, body: bytes) -> None:
         """Write an already checked event verbatim (import); the caller checked the chain."""
@@ -205,20 +232,39 @@ def locked(
         raise
     try:
         yield transaction
-        # A synchronous commit that wrote flushes past everything read before it.
-        synchronous = not early and transaction.wrote
-        if (transaction.must_flush or transaction.wrote) and not synchronous:
-            with connection.pipeline():
-                connection.execute("COMMIT")
-                connection.execute(FLUSH)
-        else:
-            connection.execute("COMMIT")
+        _commit(transaction, early=early)
     except psycopg.Error as error:
         _rollback(connection)
         raise translate_error(error, store.path) from None
     except BaseException:
         _rollback(connection)
         raise
+
+
+def _commit(transaction: PostgresTransaction, *, early: bool) -> None:
+    """``COMMIT``, with the write held back for it and the barrier it needs, in one round trip.
+
+    Raises:
+        ChainError: the held-back write found the head moved (its check divides by zero).
+    """
+    connection = transaction.connection
+    pending = transaction.take_pending()
+    # A synchronous commit that wrote flushes past everything read before it.
+    synchronous = not early and transaction.wrote
+    barrier = (transaction.must_flush or transaction.wrote) and not synchronous
+    if pending is None and not barrier:
+        connection.execute("COMMIT")
+        return
+    try:
+        with connection.pipeline():
+            if pending is not None:
+                connection.execute(pending[0], pending[1])
+            connection.execute("COMMIT")
+            if barrier:
+                connection.execute(FLUSH)
+    except psycopg.errors.DivisionByZero:
+        assert pending is not None
+        raise ChainError(pending[2], _MOVED) from None
 
 
 def flush(connection: psycopg.Connection[TupleRow], where: str) -> None:
@@ -241,7 +287,10 @@ def _write_statement(rows: int, recorded: int) -> str:
     """Insert ``rows`` events and ``recorded`` records, then move the head, as one statement.
 
     PostgreSQL runs every data-modifying ``WITH`` part to completion, in the
-    statement's one snapshot; the row count is the head update's.
+    statement's one snapshot.  The statement divides one by the number of
+    head rows the update moved, so a head moved by a writer that skipped
+    the lock fails the statement itself (division by zero), and a
+    ``COMMIT`` sent behind it in the same round trip is skipped.
     """
     events = ", ".join([_ROW] * rows)
     parts = [f"e AS (INSERT INTO events ({COLUMNS}) VALUES {events})"]
@@ -251,7 +300,8 @@ def _write_statement(rows: int, recorded: int) -> str:
             "r AS (INSERT INTO _pwf_recorded (request_id, client_id, idempotency_key, seq)"
             f" VALUES {records})"
         )
-    return f"WITH {', '.join(parts)} {_MOVE}"
+    parts.append(f"m AS ({_MOVE} RETURNING 1)")
+    return f"WITH {', '.join(parts)} SELECT 1 / count(*) FROM m"
 
 
 class _Keys(msgspec.Struct, frozen=True, rename="camel"):

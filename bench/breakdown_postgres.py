@@ -1,0 +1,273 @@
+"""Where a durable request's time goes on a shared PostgreSQL log, with 1 and 3 hosts.
+
+Runs the workload of :mod:`bench.bench_postgres` (``run.status`` requests
+through ``Host.request`` on a mirrored store, each host process sending its
+share one after another) with timers wrapped around the steps of a write
+transaction, and prints, per request, the mean milliseconds of:
+
+* ``fold ahead``: the read of other hosts' events before the lock and their fold;
+* ``lock + head``: the first round trip (``BEGIN``, the lock, the head, the
+  catch-up read), so the wait for the lock plus one round trip;
+* ``fold under lock``: folding what arrived while waiting;
+* ``decide``: the host's decision and staging inside the lock;
+* ``write``: the statement that inserts the rows and moves the head;
+* ``commit``: ``COMMIT`` (and the flush barrier when the lock is freed early):
+  with a synchronous commit the WAL flush is inside it, and the lock with it;
+* ``local commit``: SQLite's ``COMMIT`` after PostgreSQL's;
+* ``outside``: the rest of ``Host.request`` (before ``BEGIN IMMEDIATE`` and
+  after the local commit: parsing, routing, the answer);
+
+and the round trips to PostgreSQL per request (each statement sent outside
+a pipeline, and each pipeline, is one), the time the lock is held per
+request (from the end of the first round trip to the end of the commit, the
+early commit's flush counted out by one write round trip) and the CPU time
+of the host process per request.  The round trips and the lock's hold do
+not depend on the machine's load the way rates do.
+
+``python bench/breakdown_postgres.py [COUNT]`` (300 requests by default).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_postgres import OUT, _seed, _server
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Barrier
+
+__all__ = ["main"]
+
+PHASES: Final = (
+    "fold ahead",
+    "lock + head",
+    "fold under lock",
+    "decide",
+    "write",
+    "commit",
+    "local commit",
+    "outside",
+)
+
+
+class _Clock:
+    """Per-request sums of each phase, in seconds, and the round trips."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        self.sums["lock held"] = 0.0
+        self.trips = 0
+        self.depth = 0
+        self.marks: dict[str, float] = {}
+        self.rtt = 0.0
+        """A bare round trip (``SELECT 1``), the median of a few before the run."""
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.sums[phase] += seconds
+
+
+def _instrument(clock: _Clock) -> None:  # noqa: PLR0915 - one wrapper per step, kept together
+    """Wrap the steps of a mirrored write transaction with timers (this process only)."""
+    import psycopg  # noqa: PLC0415
+
+    from pwf.store import mirror  # noqa: PLC0415
+    from pwf.store.postgres import append  # noqa: PLC0415
+
+    cursor_execute = psycopg.Cursor.execute
+    pipeline = psycopg.Connection.pipeline
+
+    def cursor_exec(self: psycopg.Cursor[Any], *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        # Connection.execute runs through here too; inside a pipeline nothing is sent yet.
+        clock.trips += clock.depth == 0
+        return cursor_execute(self, *args, **kwargs)
+
+    @contextmanager
+    def piped(self: psycopg.Connection[Any]) -> Iterator[Any]:
+        clock.depth += 1
+        try:
+            with pipeline(self) as pipe:
+                yield pipe
+        finally:
+            clock.depth -= 1
+            clock.trips += clock.depth == 0
+
+    psycopg.Cursor.execute = cursor_exec  # type: ignore[method-assign]
+    psycopg.Connection.pipeline = piped  # type: ignore[method-assign]
+
+    locked, fold_ahead, apply = append.locked, mirror.Mirror._fold_ahead, mirror.Mirror._apply  # noqa: SLF001
+    write_rows = append.PostgresTransaction.write_rows
+    transaction = mirror.Mirror.transaction
+
+    def timed(phase: str, function: Any) -> Any:  # noqa: ANN401
+        def wrapper(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+            began = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                clock.add(phase, time.perf_counter() - began)
+
+        return wrapper
+
+    @contextmanager
+    def timed_locked(store: Any, **kwargs: Any) -> Iterator[Any]:  # noqa: ANN401
+        began = time.perf_counter()
+        with locked(store, **kwargs) as remote:
+            granted = time.perf_counter()
+            clock.add("lock + head", granted - began)
+            clock.marks = {"granted": granted, "inner": 0.0, "early": float(kwargs["early"])}
+            yield remote
+            ending = time.perf_counter()
+            clock.marks["inner"] = ending - granted
+        ended = time.perf_counter()
+        clock.add("commit", ended - ending)
+        clock.marks["committed"] = ended
+        # An early commit frees the lock about one round trip after it was sent.
+        held = ending - granted + (clock.rtt if clock.marks["early"] else ended - ending)
+        clock.add("lock held", held)
+
+    def timed_write(self: Any, rows: Any, **kwargs: Any) -> None:  # noqa: ANN401
+        began = time.perf_counter()
+        write_rows(self, rows, **kwargs)
+        clock.marks["write"] = time.perf_counter() - began
+        clock.add("write", clock.marks["write"])
+
+    @contextmanager
+    def timed_transaction(self: Any, local: Any) -> Iterator[Any]:  # noqa: ANN401
+        folds = clock.sums["fold under lock"]
+        with transaction(self, local) as tx:
+            yield tx
+        inner = clock.marks["inner"] - clock.marks.get("write", 0.0)
+        clock.add("decide", inner - (clock.sums["fold under lock"] - folds))
+        clock.add("local commit", time.perf_counter() - clock.marks["committed"])
+
+    append.locked = timed_locked
+    append.PostgresTransaction.write_rows = timed_write  # type: ignore[method-assign]
+    mirror.Mirror._fold_ahead = timed("fold ahead", fold_ahead)  # type: ignore[method-assign]  # noqa: SLF001
+    mirror.Mirror._apply = timed("fold under lock", apply)  # type: ignore[method-assign]  # noqa: SLF001
+    mirror.Mirror.transaction = timed_transaction  # type: ignore[method-assign]
+
+
+def _round_trip(store: Any) -> float:  # noqa: ANN401
+    """The median of 21 bare round trips on the host's connection to the shared log."""
+    connection = store.shared.log.connection
+    times = []
+    for _ in range(21):
+        began = time.perf_counter()
+        connection.execute("SELECT 1").fetchone()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def _host(url: str, db: str, span: tuple[int, int], start: Barrier, done: Queue[Any]) -> None:
+    """One instrumented host process sending its share of the requests."""
+    from pwf.host import Host  # noqa: PLC0415
+    from pwf.protocol.client import ClientRequest  # noqa: PLC0415
+    from pwf.readmodel import ReadModel  # noqa: PLC0415
+    from pwf.store.mirror import MirroredStore  # noqa: PLC0415
+    from pwf.store.postgres import PostgresStore  # noqa: PLC0415
+
+    first, count = span
+    clock = _Clock()
+    _instrument(clock)
+    model = ReadModel()
+    store = MirroredStore(db, PostgresStore(url), hooks=[model], install=model.install)
+    store.catch_up()
+    host = Host(store)
+    requests = [
+        ClientRequest(
+            request_id=f"status-{n}",
+            client_id="coordinator",
+            operation="run.status",
+            idempotency_key=f"status-{n}",
+            payload=None,
+            run_id="run-1",
+        )
+        for n in range(first, first + count)
+    ]
+    rtt = _round_trip(store)
+    clock.__init__()  # type: ignore[misc]  # count the requests only
+    clock.rtt = rtt
+    start.wait()
+    cpu, began = time.process_time(), time.perf_counter()
+    for n, request in enumerate(requests):
+        answer = host.request(request, 2_000 + n)
+        assert answer.outcome == "accepted", answer
+    wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+    clock.sums["outside"] = wall - sum(clock.sums[phase] for phase in PHASES[:-1])
+    done.put((count, wall, cpu, clock.trips, clock.sums))
+    store.close()
+
+
+def measure(url: str, folder: Path, count: int, hosts: int) -> dict[str, float]:
+    """Per-request means over all hosts' requests, and the rate of all of them together."""
+    _seed(url, str(folder / "seed.db"))
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(hosts + 1)
+    done: Queue[Any] = context.Queue()
+    share = count // hosts
+    processes = [
+        context.Process(
+            target=_host,
+            args=(url, str(folder / f"host-{index}.db"), (index * share, share), start, done),
+        )
+        for index in range(hosts)
+    ]
+    for process in processes:
+        process.start()
+    start.wait()
+    results = [done.get(timeout=600) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    total = sum(result[0] for result in results)
+    out = {
+        phase: sum(r[4][phase] for r in results) / total * 1e3 for phase in (*PHASES, "lock held")
+    }
+    out["round trips"] = sum(result[3] for result in results) / total
+    out["cpu"] = sum(result[2] for result in results) / total * 1e3
+    out["rate"] = total / max(result[1] for result in results)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the breakdown for 1 and 3 hosts: ``[COUNT [ROUNDS]]``."""
+    given = [int(value) for value in (sys.argv[1:] if argv is None else argv)]
+    count, rounds = [*given, *(300, 3)[len(given) :]][:2]
+    server = _server()
+    if server is None:
+        print("postgresql: skipped (PostgreSQL is not installed)")
+        return 0
+    OUT.mkdir(exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(dir=OUT))
+    seen: dict[int, list[dict[str, float]]] = {1: [], 3: []}
+    try:
+        for round_no in range(rounds):
+            for hosts in (1, 3) if round_no % 2 == 0 else (3, 1):
+                folder = workdir / f"{round_no}-{hosts}"
+                folder.mkdir()
+                seen[hosts].append(measure(server.create_database(), folder, count, hosts))
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    keys = (*PHASES, "lock held", "round trips", "cpu", "rate")
+    print(f"per request, ms (medians of {rounds} rounds of {count}):   1 host    3 hosts")
+    for key in keys:
+        one, three = (statistics.median(r[key] for r in seen[h]) for h in (1, 3))
+        print(f"  {key:<17} {one:9.2f} {three:9.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
