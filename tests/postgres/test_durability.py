@@ -27,7 +27,7 @@ from pwf.host import Host
 from pwf.protocol.client import parse_request
 from pwf.readmodel import ReadModel
 from pwf.store.mirror import MirroredStore
-from pwf.store.postgres import PostgresStore
+from pwf.store.postgres import LOCK_KEY, PostgresStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -76,7 +76,12 @@ class _Connection:
         self._connection, self._seen = connection, seen
 
     def execute(self, sql: str, params: object = None) -> Any:
-        self._seen.append(("pg", " ".join(str(sql).split())[:60]))
+        statements = str(sql).split("; ")
+        if len(statements) > 1:  # one query string: one round trip
+            self._seen.append(("pg", "["))
+        self._seen.extend(("pg", " ".join(part.split())[:60]) for part in statements)
+        if len(statements) > 1:
+            self._seen.append(("pg", "]"))
         return self._connection.execute(sql, params)
 
     def cursor(self, *args: Any, **kwargs: Any) -> _Cursor:
@@ -198,7 +203,7 @@ class TestOrder:
         send("a", 2)
         trips = _round_trips(seen)
         assert 2 == len(trips)
-        assert ["BEGIN", "SELECT pg_advisory_xact_lock(%s)", _HEAD] == trips[0][:3]
+        assert ["BEGIN", f"SELECT pg_advisory_xact_lock({LOCK_KEY})", _HEAD] == trips[0][:3]
         assert trips[0][3].startswith("SELECT seq, batch, type")
         assert 4 == len(trips[0])
         assert trips[1][0].startswith("WITH e AS (INSERT INTO events")

@@ -24,7 +24,7 @@ from pwf.errors import ChainError
 from pwf.events import Actor, Cause, CommandRecorded, Entry, Event, Sealed, open_body
 from pwf.store import Head
 from pwf.store.postgres.edge import as_bytes, translate_error
-from pwf.store.postgres.reads import AFTER, HEAD, PREFETCH, head_of
+from pwf.store.postgres.reads import HEAD, PREFETCH, head_of
 from pwf.store.postgres.schema import LOCK_KEY
 from pwf.store.rows import BODY, COLUMNS, columns
 from pwf.store.sealing import seal_batch
@@ -199,11 +199,11 @@ def locked(
     """Take the log's advisory lock; append inside; commit on exit, roll back on error.
 
     ``BEGIN``, the lock and the head's read go to the server in one round
-    trip (a pipeline), and so, with ``after``, does the read of up to
+    trip (:func:`_begin`), and so, with ``after``, does the read of up to
     :data:`~pwf.store.postgres.reads.PREFETCH` events after that seq (a
     host's catch-up), which :attr:`PostgresTransaction.prefetched` then
     holds.  The server runs them in order, so the reads come after the lock
-    is granted.
+    is granted.  The rows written go with the ``COMMIT`` (:func:`_commit`).
 
     The transaction returns only once everything it wrote, and what it
     read when :attr:`PostgresTransaction.must_flush` is set, is durable
@@ -214,16 +214,8 @@ def locked(
     """
     connection = store.connection
     try:
-        with connection.pipeline():
-            connection.execute("BEGIN")
-            if early:
-                connection.execute("SET LOCAL synchronous_commit = off")
-            connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-            head = connection.execute(HEAD)
-            rows = None if after is None else connection.execute(AFTER, (after, PREFETCH))
-        transaction = PostgresTransaction(
-            store, head_of(head.fetchone()), None if rows is None else rows.fetchall()
-        )
+        head, prefetched = _begin(connection, after=after, early=early)
+        transaction = PostgresTransaction(store, head, prefetched)
     except psycopg.Error as error:
         _rollback(connection)
         raise translate_error(error, store.path) from None
@@ -239,6 +231,36 @@ def locked(
     except BaseException:
         _rollback(connection)
         raise
+
+
+def _begin(
+    connection: psycopg.Connection[TupleRow], *, after: int | None, early: bool
+) -> tuple[Head, list[tuple[object, ...]] | None]:
+    """``BEGIN``, the lock, the head and the catch-up read as one query string (ADR 0060).
+
+    One round trip and one call into psycopg: the simple query protocol runs
+    the statements in order, each with a snapshot of its own (READ
+    COMMITTED), so both reads see every commit made before the lock was
+    granted.  The only values in the text are integers of pwf's own.
+    Statements after a failed one are skipped, and the transaction is then
+    rolled back by the caller.
+    """
+    statements = ["BEGIN"]
+    if early:
+        statements.append("SET LOCAL synchronous_commit = off")
+    statements += [f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", HEAD]
+    if after is not None:
+        statements.append(
+            f"SELECT {COLUMNS} FROM events WHERE seq > {int(after)} ORDER BY seq LIMIT {PREFETCH}"
+        )
+    cursor = connection.execute("; ".join(statements))
+    for _ in range(statements.index(HEAD)):  # to the head's result
+        cursor.nextset()
+    head = head_of(cursor.fetchone())
+    if after is None:
+        return head, None
+    cursor.nextset()
+    return head, cursor.fetchall()
 
 
 def _commit(transaction: PostgresTransaction, *, early: bool) -> None:
