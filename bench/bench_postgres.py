@@ -16,6 +16,16 @@ fresh database each:
   wall time from their common start to the last one's end.
 
 Every rate counts requests acknowledged after PostgreSQL's durable commit.
+All four run on the same server with the same settings (the defaults but
+for the socket and ``max_connections``), each on a database of its own.
+Each client sends one request after another: the floor, ``eventsourcing``
+and 1 host have one client (one request in flight), 3 hosts have one each
+(three in flight).  The 3 hosts figure is the rate of three hosts sharing
+the log, each with the load one client gives it, which is what issue 19's
+"three hosts at least as fast as one" compares; a host given three clients
+at once is ``pwf serve``'s case (one transaction for a group of
+requests, ADR 0052), which this bench does not measure.
+:mod:`bench.breakdown_postgres` shows where a request's time goes.
 1 and 3 hosts run back to back in each round, in turns which first, and the
 3 hosts / 1 host line is the median of the rounds' own ratios (the ratio of
 the medians beside it): on a loaded machine a round's pair shares its load.
