@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     from pwf.host.served import Recovery
     from pwf.protocol.client import ClientRequest
+    from pwf.store import EventStore
 
 __all__ = ["PACKAGE_VERSION", "HostPaths", "Options", "Server", "serve"]
 
@@ -201,7 +202,7 @@ class Server:
     async def _claim(self, identity: Identity) -> None:
         options = self.options
 
-        def open_host() -> tuple[SqliteStore, ServedHost]:
+        def open_host() -> tuple[EventStore, ServedHost]:
             read_model = ReadModel()
             if options.store_url is not None:
                 store = _mirror(options, read_model)
@@ -486,14 +487,14 @@ def _verdict(
     return lambda host: host.verdict(request, submission, started)
 
 
-def _verify_failure(store: SqliteStore) -> str | None:
+def _verify_failure(store: EventStore) -> str | None:
     """``state.verify``: pwf's whole verification (chain, then projections == the log)."""
     from pwf.verify import verify_failure  # noqa: PLC0415 - only state.verify folds the log
 
     return verify_failure(store)
 
 
-def _overview(store: SqliteStore, now: int) -> object:
+def _overview(store: EventStore, now: int) -> object:
     """``state.status``'s ``overview``: what ``pwf status --json`` prints."""
     from pwf.status import overview_receipt  # noqa: PLC0415 - only state.status reads it
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.host.served import ServedHost
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 __all__ = ["MAX_GROUP", "Writer"]
 
@@ -96,7 +96,7 @@ def _settle(future: asyncio.Future[Any], value: object, error: BaseException | N
 class Writer:
     """The thread that owns the store and the served host."""
 
-    def __init__(self, open_host: Callable[[], tuple[SqliteStore, ServedHost]]) -> None:
+    def __init__(self, open_host: Callable[[], tuple[EventStore, ServedHost]]) -> None:
         """Start the thread; it opens the store itself, since a connection stays in its thread."""
         self._open = open_host
         self._queue: queue.SimpleQueue[_Job[object] | None] = queue.SimpleQueue()
@@ -184,7 +184,7 @@ class Writer:
             group.append(job)
         return len(group) > size
 
-    def _decide(self, host: ServedHost, store: SqliteStore, group: list[_Job[object]]) -> None:
+    def _decide(self, host: ServedHost, store: EventStore, group: list[_Job[object]]) -> None:
         if group[0].alone or group[0].read:
             job = group[0]
             try:
