@@ -9,7 +9,10 @@ client's lines are made from one canonical template by putting the request's
 number in (the bytes ``canonical.encode`` gives), so the clients, which share
 this process and its interpreter lock, spend little of the machine.  The
 host's processor time per request (``/proc``, user and system, all its
-threads) is printed beside each client count.  Beside it, in the same round:
+threads) is printed beside each client count, and so are the host's write
+calls and bytes per request (``/proc/<pid>/io``: ``syscw``, ``wchar``; the
+log's frames, the checkpoints' pages, the answers on the sockets), which
+depend less on the machine's load than the rates do.  Beside it, in the same round:
 
 * **pwf request**: one process answering 1 000 such lines from stdin, each in
   its own transaction (start-up included);
@@ -96,6 +99,17 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _writes(pid: int) -> tuple[int, int] | None:
+    """Write calls and bytes written so far by a process and all its threads (Linux), else None."""
+    try:
+        fields = dict(
+            line.split(": ", 1) for line in Path(f"/proc/{pid}/io").read_text().splitlines()
+        )
+        return int(fields["syscw"]), int(fields["wchar"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def _init(db: Path) -> None:
     subprocess.run([PWF, "init", "--db", str(db)], check=True, capture_output=True)
 
@@ -177,6 +191,8 @@ def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
     p50: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
     p99: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
     cpu: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
+    calls: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
+    kib: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
     loads: list[float] = []
     direct, floor = Rates(()), Rates(())
     scaling: list[float] = []
@@ -198,11 +214,14 @@ def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
                 wait_for_host(socket_path(db), timeout=60).close()
                 rates = {}
                 for offset, clients in enumerate(CLIENTS):
-                    before = _cpu_seconds(host.pid)
+                    before, wrote = _cpu_seconds(host.pid), _writes(host.pid)
                     rate, latencies = _served_round(db, clients, seconds, offset * 100_000_000)
-                    after = _cpu_seconds(host.pid)
+                    after, written = _cpu_seconds(host.pid), _writes(host.pid)
                     if before is not None and after is not None:
                         cpu[clients].append((after - before) * 1000 / len(latencies))
+                    if wrote is not None and written is not None:
+                        calls[clients].append((written[0] - wrote[0]) / len(latencies))
+                        kib[clients].append((written[1] - wrote[1]) / 1024 / len(latencies))
                     loads.append(os.getloadavg()[0])
                     rates[clients] = rate
                     served[clients] = served[clients].add(rate)
@@ -225,6 +244,12 @@ def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
         f"  p99 {statistics.median(p99[clients]):.1f} ms"
         f"  ({served[clients].median / floor.median:.2f}x floor)"
         + (f"  host CPU {statistics.median(cpu[clients]):.2f} ms/request" if cpu[clients] else "")
+        + (
+            f"  writes {statistics.median(calls[clients]):.1f} calls"
+            f" {statistics.median(kib[clients]):.0f} KiB/request"
+            if calls[clients]
+            else ""
+        )
         for clients in CLIENTS
     )
     direct_line = (
