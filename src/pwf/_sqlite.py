@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
 __all__ = [
+    "PROJECTION_TABLES",
     "Value",
     "begin_snapshot",
     "changed_cells",
@@ -31,7 +32,7 @@ __all__ = [
 Value = str | int | float | None
 """A cell as reports show it: BLOBs become lower-case hex text."""
 
-_PROJECTION_TABLES: Final = (
+PROJECTION_TABLES: Final = (
     "SELECT name FROM {schema}.sqlite_master WHERE type = 'table'"
     " AND name NOT LIKE '\\_pwf\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
     " AND name != 'events' ORDER BY name"
@@ -48,7 +49,7 @@ def projection_tables(connection: sqlite3.Connection, schema: str = "main") -> l
 
     ``schema`` is ``main`` or the name a caller attached a database as, never user input.
     """
-    query = _PROJECTION_TABLES.format(schema=schema)
+    query = PROJECTION_TABLES.format(schema=schema)
     return [row[0] for row in connection.execute(query)]
 
 

@@ -205,3 +205,91 @@ def _tamper(stores: Stores, sql: str) -> None:
     assert stores.url is not None
     with psycopg.connect(stores.url, autocommit=True) as pg:
         pg.execute(sql)
+
+
+# ---------------------------------------------------------------- the files (ADR 0059)
+
+
+def _damage_an_index(path: Path) -> None:
+    """Make ``events_type`` index other columns than its rows were indexed by, as a bad disk."""
+    import sqlite3  # noqa: PLC0415
+
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        [(version,)] = connection.execute("PRAGMA schema_version").fetchall()
+        connection.execute("PRAGMA writable_schema = ON")
+        connection.execute(
+            "UPDATE sqlite_master SET sql = 'CREATE INDEX events_type ON events (run_id, seq)'"
+            " WHERE name = 'events_type'"
+        )
+        connection.execute(f"PRAGMA schema_version = {version + 1}")
+    finally:
+        connection.close()
+
+
+def test_the_projection_file_passes_sqlite_s_checks_until_it_is_damaged(
+    stores: Stores, command: Any
+) -> None:
+    """``integrity_check`` is None on a sound file and names what SQLite found on a damaged one."""
+    store = stores.open()
+    for number in range(3):
+        store.append([command(number)], at=AT, actor=ACTOR)
+    file = store.projections_file
+    assert file.integrity_check() is None
+    _damage_an_index(file.path)
+    found = file.integrity_check()
+    assert found is not None
+    assert "events_type" in found
+
+
+def test_the_projection_file_checkpoints_its_write_ahead_log(stores: Stores, command: Any) -> None:
+    """After ``checkpoint`` the file holds every commit and its write-ahead log is empty."""
+    store = stores.open()
+    store.append([command(1)], at=AT, actor=ACTOR)
+    file = store.projections_file
+    wal = file.path.with_name(file.path.name + "-wal")
+    assert wal.stat().st_size > 0
+    file.checkpoint()
+    assert 0 == wal.stat().st_size
+    with store.snapshot() as reader:
+        assert [1] == [row["seq"] for row in reader.all("SELECT seq FROM events")]
+    assert file.busy_timeout_ms == 5_000
+    assert file.synchronous_level in {1, 2}  # NORMAL for a mirror, FULL for a log file
+
+
+def test_a_log_file_copies_one_committed_state_of_itself(
+    stores: Stores, command: Any, tmp_path: Path
+) -> None:
+    """``backup_to`` copies what is committed, not what a writer holds open; a mirror has none."""
+    store = stores.open()
+    log = store.log_file
+    if stores.kind == "mirrored":
+        assert log is None  # backup and prune refuse there (tests/postgres/test_hosts.py)
+        return
+    assert log is not None
+    store.append([command(1)], at=AT, actor=ACTOR)
+    target = tmp_path / "copy.db"
+    target.touch()
+    with stores.open(1).transaction() as tx:  # another writer's open transaction
+        tx.append([command(2)], at=AT, actor=ACTOR)
+        log.backup_to(target)
+    with SqliteStore(target, read_only=True) as copy:
+        assert copy.verify().ok
+        assert [1] == [stored.seq for stored in copy.read()]
+        assert copy.integrity_check() is None
+    assert 2 == store.head().seq
+
+
+def test_a_log_file_s_shape_is_pwf_s(stores: Stores) -> None:
+    """``shape`` gives the file's marks and schema, which a compacted image copies."""
+    from pwf.store.sqlite import APPLICATION_ID  # noqa: PLC0415
+
+    log = stores.open().log_file
+    if log is None:
+        assert stores.kind == "mirrored"
+        return
+    shape = log.shape()
+    assert ("application_id", APPLICATION_ID) in shape.marks
+    assert {"events", "_pwf_head", "_pwf_meta", "_pwf_checkpoint", "runs"} <= {
+        name for kind, name, _table, _sql in shape.schema if kind == "table"
+    }

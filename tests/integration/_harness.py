@@ -26,7 +26,12 @@ from pwf.protocol.worker import LaunchEnvelope, WorkerResponse, parse_worker_mes
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
+
+if TYPE_CHECKING:
+    from tests._dbfile import projections
+else:
+    from _dbfile import projections
 
 __all__ = [
     "ATTEMPT",
@@ -68,7 +73,7 @@ class Fixture:
 
     def __init__(self, db: Path, *, run_id: str = RUN) -> None:
         """Open a fresh store at ``db``; nothing is started yet."""
-        self.store: SqliteStore = open_store(str(db), create=True)
+        self.store: EventStore = open_store(str(db), create=True)
         numbers = itertools.count(1)
         self.host = Host(self.store, new_epoch=lambda: f"w-{next(numbers)}")
         self.run_id = run_id
@@ -273,12 +278,11 @@ class Fixture:
     def rows(self, table: str, **where: object) -> list[dict[str, Any]]:
         """Every row of ``table`` matching ``where``, as dicts."""
         condition = " AND ".join(f"{column} = ?" for column in where) or "1"
-        cursor = self.store.connection.execute(
+        names, found = self.store.reader().table(
             f"SELECT * FROM {table} WHERE {condition}",  # noqa: S608 - test-chosen names
             tuple(where.values()),
         )
-        names = [column[0] for column in cursor.description]
-        return [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
+        return [dict(zip(names, values, strict=True)) for values in found]
 
     def count(self, table: str, **where: object) -> int:
         """How many rows of ``table`` match ``where``."""
@@ -312,7 +316,7 @@ class Fixture:
         fresh = sqlite3.connect(":memory:")
         try:
             rebuild_into(fresh, self.store.entries())
-            assert dump(self.store.connection) == dump(fresh)
+            assert projections(self.store.path) == dump(fresh)
         finally:
             fresh.close()
 

@@ -19,7 +19,12 @@ from pwf.store.compaction import prove
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
+
+if TYPE_CHECKING:
+    from tests._dbfile import opened, projections
+else:
+    from _dbfile import opened, projections
 
 __all__ = ["assert_pruned", "expected_after_prune"]
 
@@ -79,7 +84,7 @@ def _hash_columns(connection: sqlite3.Connection) -> list[tuple[str, str]]:
     ]
 
 
-def assert_pruned(store: SqliteStore, old: Path, backup: Path, prune_request: str) -> LogCompacted:
+def assert_pruned(store: EventStore, old: Path, backup: Path, prune_request: str) -> LogCompacted:
     """``store`` was pruned from the database ``old`` into ``backup``: check all of it.
 
     Returns the compaction's opening event.
@@ -88,24 +93,24 @@ def assert_pruned(store: SqliteStore, old: Path, backup: Path, prune_request: st
     assert isinstance(opening, LogCompacted)
     removed = opening.removed_run_ids
     expected = dump(expected_after_prune(old, removed))
-    live = dump(store.connection)
+    live = projections(store.path)
     live["host_commands"] = [row for row in live["host_commands"] if row[0] != prune_request]
     for table in expected:
         if table != "blobs":
             assert live[table] == expected[table], table
-    connection = store.connection
-    [receipt] = connection.execute(
-        "SELECT receipt_hash FROM host_commands WHERE request_id = ?", (prune_request,)
-    ).fetchone()
-    old_blobs = {row[0] for row in expected["blobs"]}
-    new_blobs = {row[0] for row in live["blobs"]}
-    assert new_blobs - old_blobs <= {receipt}
-    for table, column in _hash_columns(connection):
-        dangling = connection.execute(
-            f"SELECT count(*) FROM {table} WHERE {column} IS NOT NULL"  # noqa: S608 - test names
-            f" AND {column} NOT IN (SELECT blob_hash FROM blobs)"
-        ).fetchone()[0]
-        assert dangling == 0, (table, column)
+    with opened(store.path) as connection:
+        [receipt] = connection.execute(
+            "SELECT receipt_hash FROM host_commands WHERE request_id = ?", (prune_request,)
+        ).fetchone()
+        old_blobs = {row[0] for row in expected["blobs"]}
+        new_blobs = {row[0] for row in live["blobs"]}
+        assert new_blobs - old_blobs <= {receipt}
+        for table, column in _hash_columns(connection):
+            dangling = connection.execute(
+                f"SELECT count(*) FROM {table} WHERE {column} IS NOT NULL"  # noqa: S608 - test names
+                f" AND {column} NOT IN (SELECT blob_hash FROM blobs)"
+            ).fetchone()[0]
+            assert dangling == 0, (table, column)
     assert store.verify().ok
     assert store.verify(deep=False).ok
     proof = prove(store, backup)

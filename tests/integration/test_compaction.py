@@ -21,13 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pwf._sqlite import dump
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.errors import InputError, StoreError
 from pwf.fold.rebuild import rebuild
 from pwf.fold.replay import replay
-from pwf.host import _compacting
 from pwf.store import compaction, image
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
@@ -57,6 +55,11 @@ else:
         turn,
     )
     from _pruning import assert_pruned
+
+if TYPE_CHECKING:
+    from tests._dbfile import checkpoint, projections, rows
+else:
+    from _dbfile import checkpoint, projections, rows
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 
@@ -134,7 +137,7 @@ def test_compaction_matches_for_any_traffic_and_cutoff(seed: int, runs: int, sha
 def _assert_compaction_matches(fx: Fixture, cutoff: int, tmp_path: Path) -> None:
     """Prune before ``cutoff``; the result is the old projections minus the trees, and proves."""
     db = fx.store.path
-    fx.store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    checkpoint(db)
     old = tmp_path / "old.db"
     shutil.copy(db, old)
     old_blobs = {row["blob_hash"] for row in fx.rows("blobs")}
@@ -165,7 +168,7 @@ def test_a_compacted_log_round_trips_replays_and_compacts_again(tmp_path: Path) 
         head = import_jsonl(copy, source)
         assert head == fx.store.head()
         assert copy.verify().ok
-        assert dump(copy.connection) == dump(fx.store.connection)
+        assert projections(copy.path) == projections(fx.store.path)
 
     report = replay(fx.store, tmp_path / "replayed.db", until_seq=origin.seq + 5)
     assert report.head.seq <= origin.seq + 5
@@ -178,17 +181,17 @@ def test_a_compacted_log_round_trips_replays_and_compacts_again(tmp_path: Path) 
     assert (opening_only.events, opening_only.head.seq) == (1, origin.seq + 1)
     kept_at = [
         row[0]
-        for row in fx.store.connection.execute(
-            "SELECT at FROM events WHERE seq > ? ORDER BY seq", (origin.seq + 1,)
+        for row in rows(
+            fx.store.path, "SELECT at FROM events WHERE seq > ? ORDER BY seq", origin.seq + 1
         )
     ]
     middle = replay(fx.store, tmp_path / "middle.db", until_time=kept_at[len(kept_at) // 2])
     assert middle.events > 1
+    [(latest,)] = rows(
+        tmp_path / "middle.db", "SELECT max(at) FROM events WHERE seq > ?", origin.seq + 1
+    )
+    assert latest <= kept_at[len(kept_at) // 2]
     with SqliteStore(tmp_path / "middle.db", read_only=True) as cut:
-        stamps = cut.connection.execute(
-            "SELECT max(at) FROM events WHERE seq > ?", (origin.seq + 1,)
-        ).fetchone()
-        assert stamps[0] <= kept_at[len(kept_at) // 2]
         assert cut.verify().ok
     rebuilt = rebuild(fx.store)
     head = fx.store.head()
@@ -219,7 +222,7 @@ def test_a_tampered_or_foreign_backup_does_not_prove(tmp_path: Path) -> None:
     assert not proof.ok
     assert "SHA-256" in (proof.failure or "")
     other, _ = _session_history(tmp_path / "other.db")
-    other.store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    checkpoint(other.store.path)
     assert not prove(fx.store, tmp_path / "other.db").ok
 
 
@@ -228,7 +231,7 @@ def test_a_tampered_or_foreign_backup_does_not_prove(tmp_path: Path) -> None:
     [
         pytest.param(Template, "sealed", 40, id="preparing, off the lock"),
         pytest.param(compaction, "_write_segment", 1, id="sealing into the image, under the lock"),
-        pytest.param(_compacting, "same_shape", 1, id="checking the image, under the lock"),
+        pytest.param(image, "same_shape", 1, id="checking the image, under the lock"),
         pytest.param(image._Progress, "__call__", 2, id="copying the image, under the lock"),
     ],
 )
@@ -238,7 +241,7 @@ def test_a_compaction_that_fails_midway_leaves_everything_as_it_was(
     """A failure before the image is installed leaves the live file, and refuses the prune."""
     db = tmp_path / "state.db"
     fx, cutoff = _traffic_history(db)
-    before = dump(fx.store.connection)
+    before = projections(fx.store.path)
     head = fx.store.head()
     calls = {"n": 0}
     original = getattr(target, name)
@@ -254,7 +257,7 @@ def test_a_compaction_that_fails_midway_leaves_everything_as_it_was(
     assert (answer.outcome, answer.error) == ("rejected", "compaction failed: the disk went away")
     assert fx.store.origin().seq == 0
     assert fx.store.head().seq == head.seq + 1  # the recorded rejection
-    after = dump(fx.store.connection)
+    after = projections(fx.store.path)
     after["host_commands"] = [row for row in after["host_commands"] if row[0] != "prune"]
     added = set(after.pop("blobs")) - set(before.pop("blobs"))
     assert after == before

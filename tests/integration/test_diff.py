@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pwf import canonical
+from pwf._sqlite import transaction
 from pwf.cli._options import open_store
 from pwf.diff import (
     Difference,
@@ -36,6 +37,11 @@ if TYPE_CHECKING:
     from tests.integration._harness import RUN, Fixture, edit
 else:
     from _harness import RUN, Fixture, edit
+
+if TYPE_CHECKING:
+    from tests._dbfile import opened
+else:
+    from _dbfile import opened
 
 
 def _copy_log(source: Path, target: Path, last: int | None = None) -> Path:
@@ -67,12 +73,13 @@ def copy(live: Path, tmp_path: Path) -> Path:
 def rebuilt(live: Path, tmp_path: Path) -> Path:
     """A third database whose projections are a fold of the live log into fresh tables."""
     path = tmp_path / "rebuilt.db"
+    open_store(str(path), create=True).close()
     with (
         open_store(str(live), read_only=True) as source,
-        open_store(str(path), create=True) as out,
-        out.transaction() as tx,
+        opened(path) as connection,
+        transaction(connection, "BEGIN IMMEDIATE"),
     ):
-        rebuild_into(tx.connection, source.entries())
+        rebuild_into(connection, source.entries())
     return path
 
 

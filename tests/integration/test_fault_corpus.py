@@ -67,6 +67,11 @@ if TYPE_CHECKING:
 else:
     from _inprocess import ranges_in_process
 
+if TYPE_CHECKING:
+    from tests._dbfile import checkpoint
+else:
+    from _dbfile import checkpoint
+
 SIZES: Final = (1, 3, 2, 1)
 COMPACTED_AT: Final = 8
 """The seq of ``log.compacted`` in the compacted log; its events are 9-15."""
@@ -251,12 +256,14 @@ def _make_log(path: Path, *, compacted: bool, fill: Callable[..., object]) -> No
     with open_store(str(path), create=True) as store:
         fill(store, SIZES)
         if compacted:
+            log = store.log_file
+            assert log is not None
             backup = path.parent / "backup.sqlite"
-            backup_database(store.path, store.connection, backup)
-            with prepared(store, frozenset()) as scratch:
+            backup_database(log, backup)
+            with prepared(log, frozenset()) as scratch:
                 scratch.extend(backup)
                 scratch.install(
-                    store,
+                    log,
                     lambda tx, image: scratch.seal(
                         tx,
                         image,
@@ -267,7 +274,7 @@ def _make_log(path: Path, *, compacted: bool, fill: Callable[..., object]) -> No
                         cause=None,
                     ),
                 )
-        store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        checkpoint(path)
 
 
 class Fault(NamedTuple):

@@ -124,7 +124,7 @@ def test_a_whole_interaction_carries_lone_surrogates_byte_for_byte(tmp_path: Pat
     assert OUTPUT == seen["final"].receipt["finalOutput"]
 
     # The log keeps the escapes; every event reads back with the surrogates in str.
-    bodies = [bytes(row[0]) for row in fx.store.connection.execute("SELECT body FROM events")]
+    bodies = [stored.body for stored in fx.store.read()]
     assert any(b"\\ud83c" in body for body in bodies)
     assert all(body.isascii() or b"\\ud" not in body for body in bodies)
     reserved = next(e.event for e in fx.store.entries() if e.type == "run.reserved")

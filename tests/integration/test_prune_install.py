@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pwf._sqlite import dump
 from pwf.commands.prune import iso_utc
 from pwf.errors import StoreError
 from pwf.events import LogCompacted, seal
@@ -33,6 +32,11 @@ if TYPE_CHECKING:
     from tests.integration._harness import Fixture, finish_fixture_run, start_run
 else:
     from _harness import Fixture, finish_fixture_run, start_run
+
+if TYPE_CHECKING:
+    from tests._dbfile import projections, rows
+else:
+    from _dbfile import projections, rows
 
 
 def _history(db: Path) -> Fixture:
@@ -120,10 +124,9 @@ def test_the_installed_log_is_the_compaction_the_rules_define_byte_for_byte(
     assert prove(fx.store, backup).ok
     assert fx.store.verify(deep=True).ok
     fx.assert_rebuild_equals_live()
-    connection = fx.store.connection
-    assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    assert connection.execute("PRAGMA freelist_count").fetchone()[0] == 0  # no vacuum owed
-    assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert fx.store.projections_file.integrity_check() is None
+    assert rows(fx.store.path, "PRAGMA freelist_count") == [(0,)]  # no vacuum owed
+    assert rows(fx.store.path, "PRAGMA journal_mode") == [("wal",)]
     assert not list(tmp_path.glob("s.db.rebuild-*"))
 
 
@@ -234,9 +237,9 @@ def test_an_image_of_too_few_pages_is_refused(tmp_path: Path) -> None:
 def test_projections_survive_the_install_as_a_rebuild_gives_them(tmp_path: Path) -> None:
     """The installed projections are the old ones minus the trees (a rebuild of the new log)."""
     fx = _history(tmp_path / "s.db")
-    before = dump(fx.store.connection)
+    before = projections(fx.store.path)
     assert _prune(fx, tmp_path / "p.sqlite").outcome == "accepted"
-    after = dump(fx.store.connection)
+    after = projections(fx.store.path)
     assert [row[0] for row in after["runs"]] == ["run-4", "run-5"]
     assert len(before["runs"]) == 5
     fx.assert_rebuild_equals_live()

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from tests.integration._harness import ATTEMPT, RUN, Fixture, edit
 
     from pwf.events import Entry
+    from pwf.store import EventStore
 else:
     from _harness import ATTEMPT, RUN, Fixture, edit
 
@@ -89,7 +90,7 @@ def prefix(tmp_path: Path) -> Path:
     return _build(tmp_path / "prefix.db", steps=2)
 
 
-def _store(path: Path) -> SqliteStore:
+def _store(path: Path) -> EventStore:
     return open_store(str(path))
 
 
@@ -331,8 +332,7 @@ class TestRebuild:
         edit(live, "UPDATE _pwf_checkpoint SET version = 99, last_seq = 1")
         with _store(live) as store:
             rebuild(store)
-            rows = store.connection.execute("SELECT version, last_seq FROM _pwf_checkpoint")
-            found = set(rows.fetchall())
+            found = set(store.reader().table("SELECT version, last_seq FROM _pwf_checkpoint")[1])
         assert {(projection.VERSION, _head(live)[0]) for projection in PROJECTIONS} == found
 
     def test_a_failed_fold_leaves_the_live_file_untouched(

@@ -34,10 +34,8 @@ LIVE_OWNER = "Run has a live owner or is already terminal"
 
 
 def _finished(fx: Fixture) -> bytes:
-    [(body,)] = fx.store.connection.execute(
-        "SELECT body FROM events WHERE type = 'run.finished'"
-    ).fetchall()
-    return bytes(body)
+    [stored] = fx.store.find(type="run.finished")
+    return stored.body
 
 
 class TestPathThree:
@@ -135,9 +133,9 @@ def _supervisor(host: ServedHost, tmp_path: Path, command: list[str]) -> Supervi
 
 
 def _workers(host: ServedHost, run_id: str) -> list[tuple[Any, ...]]:
-    return host.store.connection.execute(
+    return host.store.reader().table(
         "SELECT status, pid FROM run_workers WHERE run_id = ? ORDER BY generation", (run_id,)
-    ).fetchall()
+    )[1]
 
 
 def test_path_two_cancels_a_claimed_run_before_its_worker_is_spawned(
@@ -163,9 +161,7 @@ def test_path_two_cancels_a_claimed_run_before_its_worker_is_spawned(
     )
     assert _workers(host, "run-1") == [("cancelled", None)]
     assert not marker.exists()
-    [(queue,)] = host.store.connection.execute(
-        "SELECT status FROM run_queue WHERE run_id = 'run-1'"
-    ).fetchall()
+    [(queue,)] = host.store.reader().table("SELECT status FROM run_queue WHERE run_id = 'run-1'")[1]
     assert queue == "cancelled"
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pwf.commands import Context, Row
+from pwf.commands import Context, Reader, Row
 from pwf.commands.deadlines import begin_turn_shift
 from pwf.commands.expiry import candidates
 from pwf.commands.ids import message_id
@@ -80,10 +80,10 @@ class _Rows:
         return list(cursor.fetchall())
 
 
-def _reading(connection: sqlite3.Connection, now: int) -> tuple[Context, list[Event]]:
-    """A context that reads ``connection`` at ``now`` and only collects what it would stage."""
+def _reading(rows: Reader, now: int) -> tuple[Context, list[Event]]:
+    """A context that reads ``rows`` at ``now`` and only collects what it would stage."""
     staged: list[Event] = []
-    return Context(_Rows(connection), staged.extend, now), staged
+    return Context(rows, staged.extend, now), staged
 
 
 def test_f40_the_first_turn_credits_the_wait_before_it(fx: Fixture) -> None:
@@ -165,7 +165,7 @@ def test_a_turn_start_without_a_pending_timeout_is_refused(fx: Fixture, damage: 
     try:
         rebuild_into(copy, fx.store.entries())
         copy.execute(damage)
-        ctx, staged = _reading(copy, 9000)
+        ctx, staged = _reading(_Rows(copy), 9000)
         request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
         assert request is not None
 
@@ -193,7 +193,7 @@ def test_f42_the_fallback_base_is_the_request_creation(tmp_path: Path) -> None:
         rebuild_into(copy, fx.store.entries())
         copy.execute("UPDATE node_attempts SET started_at = NULL, deadline_at = 50000")
         copy.execute("UPDATE interactive_requests SET created_at = 2000")
-        ctx, staged = _reading(copy, 9000)
+        ctx, staged = _reading(_Rows(copy), 9000)
         request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
         assert request is not None
 
@@ -221,7 +221,7 @@ def test_f42_the_attempt_start_is_the_base_before_the_request_creation(tmp_path:
         rebuild_into(copy, fx.store.entries())
         copy.execute("UPDATE node_attempts SET started_at = 3000, deadline_at = 50000")
         copy.execute("UPDATE interactive_requests SET created_at = 2000")
-        ctx, staged = _reading(copy, 9000)
+        ctx, staged = _reading(_Rows(copy), 9000)
         request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
         assert request is not None
 
@@ -386,7 +386,7 @@ def test_f47_expiry_selection(tmp_path: Path) -> None:
     try:
         rebuild_into(copy, fx.store.entries())
         copy.execute("UPDATE run_queue SET status = 'done' WHERE run_id = 'run-c'")
-        selected = candidates(_reading(copy, 60000)[0])
+        selected = candidates(_reading(_Rows(copy), 60000)[0])
     finally:
         copy.close()
 
@@ -394,9 +394,9 @@ def test_f47_expiry_selection(tmp_path: Path) -> None:
 
     assert "accepted" == fx.request("run.cancel", None, run_id="run-c", at=3000).outcome
     assert "cancelled" == fx.existing("run_queue", run_id="run-c")["status"]
-    live = candidates(_reading(fx.store.connection, 60000)[0])
+    live = candidates(_reading(fx.store.reader(), 60000)[0])
     assert ["run-b", "run-a", "run-x"] == [row["run_id"] for row in live]
-    assert [] == candidates(_reading(fx.store.connection, 49999)[0])
+    assert [] == candidates(_reading(fx.store.reader(), 49999)[0])
     assert [("run-b", "s-b"), ("run-a", "s-a"), ("run-x", "s-x")] == fx.host.expire(60000)
     assert 3 == fx.events("run.interaction_timeout_started")
     fx.assert_rebuild_equals_live()
@@ -412,7 +412,7 @@ def test_f47_expiry_skips_interrupted_attempts_and_absent_coordinators(tmp_path:
     assert fx.host.detach("s-b", 3000, epoch_b)
 
     assert ["run-b", "run-a"] == [
-        row["run_id"] for row in candidates(_reading(fx.store.connection, 60000)[0])
+        row["run_id"] for row in candidates(_reading(fx.store.reader(), 60000)[0])
     ]
     assert [("run-a", "s-a")] == fx.host.expire(60000)
     assert "pending" == fx.existing("interactive_requests", run_id="run-b")["status"]

@@ -36,6 +36,11 @@ from pwf.store.compaction import prove
 if TYPE_CHECKING:
     from pathlib import Path
 
+if TYPE_CHECKING:
+    from tests._dbfile import change
+else:
+    from _dbfile import change
+
 A1: Final = RUN
 NOW: Final = 10_000
 CUTOFF: Final = "1970-01-01T00:00:05.000Z"
@@ -128,10 +133,11 @@ def scenario_55(db: Path, *, lease_on_projection: bool = True) -> Fixture:
     _seed(fx, 1200, _finished("d1", "timed_out"))
     _seed(fx, 5000, _finished("e1", "failed"))
     if lease_on_projection:
-        fx.store.connection.execute(
+        change(
+            fx.store.path,
             "UPDATE run_queue SET owner_worker_epoch = 'w-d1', lease_expires_at = ?"
             " WHERE run_id = 'd1'",
-            (NOW + 10_000,),
+            NOW + 10_000,
         )
     else:
         claim = RunClaimed(

@@ -77,6 +77,11 @@ else:
 
     from _depth import examples
 
+if TYPE_CHECKING:
+    from tests._dbfile import checkpoint, projections
+else:
+    from _dbfile import checkpoint, projections
+
 AT: Final = 1_764_403_200_000
 """The first clock reading (ms since the epoch)."""
 
@@ -305,7 +310,7 @@ class CommandPathMachine(RuleBasedStateMachine):
         return self.log
 
     def _rows(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
-        return self.store.connection.execute(sql, params).fetchall()
+        return self.store.reader().table(sql, params)[1]
 
     def _known_runs(self) -> list[str]:
         stored = [row[0] for row in self._rows("SELECT run_id FROM runs")]
@@ -1449,7 +1454,7 @@ class CommandPathMachine(RuleBasedStateMachine):
         """
         finished = sorted(row[0] for row in self._rows(FINISHED))
         cutoff = finished[int(share * (len(finished) - 1))] + 1
-        self.store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        checkpoint(self.directory / "state.db")
         number = next(self.ids)
         old = self.directory / f"old-{number}.db"
         copy = self.directory / f"copy-{number}.db"
@@ -1474,7 +1479,7 @@ class CommandPathMachine(RuleBasedStateMachine):
             rebuilt = sqlite3.connect(":memory:")
             try:
                 rebuild_into(rebuilt, pruned.entries())
-                assert dump(rebuilt) == dump(pruned.connection)
+                assert dump(rebuilt) == projections(copy)
             finally:
                 rebuilt.close()
 
@@ -1623,7 +1628,7 @@ class CommandPathMachine(RuleBasedStateMachine):
         rebuilt = sqlite3.connect(":memory:")
         try:
             rebuild_into(rebuilt, self._log())
-            assert dump(rebuilt) == dump(self.store.connection)
+            assert dump(rebuilt) == projections(self.directory / "state.db")
         finally:
             rebuilt.close()
 

@@ -9,7 +9,6 @@ import pytest
 
 from pwf.commands import Context
 from pwf.protocol.client import encode_event
-from pwf.readmodel import RowReader
 from pwf.views import Subscription
 from pwf.views.subscriptions import Subscriptions
 
@@ -30,7 +29,7 @@ def fx(tmp_path: Path) -> Iterator[Fixture]:
 
 
 def _ctx(fx: Fixture) -> Context:
-    return Context(RowReader(fx.store.connection), lambda _events: None, fx.now)
+    return Context(fx.store.reader(), lambda _events: None, fx.now)
 
 
 def test_runs_revision_1_then_nothing_then_2_after_a_run_start(fx: Fixture) -> None:

@@ -250,10 +250,9 @@ class TestSessionView:
 
     def _view(self, fx: Fixture, connection: str | None = None) -> Any:
         from pwf.commands import Context  # noqa: PLC0415 - the read context of the fixture's store
-        from pwf.readmodel import RowReader  # noqa: PLC0415
         from pwf.views import session_view  # noqa: PLC0415
 
-        ctx = Context(RowReader(fx.store.connection), lambda _events: None, fx.now)
+        ctx = Context(fx.store.reader(), lambda _events: None, fx.now)
         return session_view(ctx, "s-1", connection=connection)
 
     def test_without_a_coordinator_the_next_message_is_shown(self, fx: Fixture) -> None:

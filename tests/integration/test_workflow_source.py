@@ -34,12 +34,12 @@ def _start(fx: Fixture, source: object, *, run_id: str = "run-1", key: str = "s-
 
 
 def _sources(fx: Fixture, run_id: str = "run-1") -> list[tuple[str, str, str, str]]:
-    rows = fx.store.connection.execute(
+    _names, rows = fx.store.reader().table(
         "SELECT mount_path, source_type, source_ref, source_revision FROM run_sources"
         " WHERE run_id = ? ORDER BY mount_path",
         (run_id,),
     )
-    return [tuple(row) for row in rows]
+    return rows
 
 
 @pytest.fixture

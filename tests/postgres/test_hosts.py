@@ -185,6 +185,39 @@ class TestFileMaintenance:
         assert "SQLite log only" in result.output
         assert before == _pg_count(hosts.url, "SELECT count(*) FROM events")
 
+    @pytest.mark.parametrize(
+        ("operation", "verb"),
+        [
+            ("state.backup", ["state", "backup", "{target}"]),
+            (
+                "state.prune",
+                ["state", "prune", "--before", "2020-01-01", "--apply", "--backup", "{target}"],
+            ),
+        ],
+    )
+    def test_the_cli_refuses_with_one_line_and_changes_nothing(
+        self,
+        hosts: Hosts,
+        client_line: Callable[..., bytes],
+        tmp_path: Path,
+        operation: str,
+        verb: list[str],
+    ) -> None:
+        """Backup and prune are SQLite-file capabilities (ADR 0059): exit 2, one line, no write."""
+        hosts("a", "request", "--at", str(AT), stdin=client_line(1))
+        before = (_pg_count(hosts.url, "SELECT count(*) FROM events"), _local_seq(hosts.db("a")))
+        target = tmp_path / "copy.sqlite"
+        result = hosts("a", *(part.format(target=target) for part in verb))
+        assert 2 == result.exit_code
+        expected = (
+            f"Error: {operation} works on a SQLite log only;"
+            " back up a PostgreSQL log with pg_dump or pwf log export"
+        )
+        assert [expected] == result.output.splitlines()
+        assert not target.exists()
+        after = (_pg_count(hosts.url, "SELECT count(*) FROM events"), _local_seq(hosts.db("a")))
+        assert before == after
+
 
 KILLED_BETWEEN_COMMITS = r"""
 import os, signal, sys

@@ -16,13 +16,18 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Final, NamedTuple
+from typing import IO, TYPE_CHECKING, Final, NamedTuple
 
 from pwf import canonical
 from pwf.cli._options import open_store
 from pwf.events import RunClaimed, WorkerMessageRecorded, open_body
 from pwf.store.sqlite import SqliteStore
 from pwf.verify import check
+
+if TYPE_CHECKING:
+    from tests._dbfile import rows
+else:
+    from _dbfile import rows
 
 __all__ = [
     "AT",
@@ -152,7 +157,7 @@ def log_state(db: Path) -> LogState:
     """The log's length and head, read through a read-only store."""
     with SqliteStore(db, read_only=True) as store:
         head = store.head()
-        [count] = store.connection.execute("SELECT count(*) FROM events").fetchone()
+        [(count,)] = rows(db, "SELECT count(*) FROM events")
     return LogState(count, head.seq, head.batch, head.content_hash)
 
 
@@ -163,7 +168,7 @@ def assert_sound(db: Path) -> int:
         assert report.ok, report
         found = check(store)
         assert found.ok, (found.chain, found.difference)
-        [count] = store.connection.execute("SELECT count(*) FROM events").fetchone()
+        [(count,)] = rows(db, "SELECT count(*) FROM events")
     assert count == report.events, "the log has gaps"
     return int(count)
 

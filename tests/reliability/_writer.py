@@ -40,7 +40,7 @@ from pwf.protocol.worker import encode_worker_response, parse_worker_message
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 NODE: Final = "ask"
 START: Final = {
@@ -65,7 +65,7 @@ class StopWritingError(Exception):
 class Writer:
     """Drives runs through one store and prints what was acknowledged."""
 
-    def __init__(self, store: SqliteStore, prefix: str, clock: int, *, stepping: bool) -> None:
+    def __init__(self, store: EventStore, prefix: str, clock: int, *, stepping: bool) -> None:
         """Ids start with ``PREFIX`` so writers never collide; time starts at ``clock``."""
         self.stepping = stepping
         self.store = store
@@ -161,8 +161,8 @@ class Writer:
         self._ack("launch", self.epoch, self.run, "claimed")
 
     def _value(self, sql: str) -> int:
-        row = self.store.connection.execute(sql, (self.run,)).fetchone()
-        return 0 if row is None else int(row[0])
+        _names, rows = self.store.reader().table(sql, (self.run,))
+        return int(rows[0][0]) if rows else 0
 
     def park(self, number: int) -> None:
         """Start a run, launch its worker and park it on an agent interaction."""
@@ -178,9 +178,9 @@ class Writer:
 
     def finish(self) -> None:
         """Submit, validate with a second worker, finish the run; a retried start is adopted."""
-        row = self.store.connection.execute(
+        _names, [row] = self.store.reader().table(
             "SELECT request_id, revision FROM interactive_requests WHERE run_id = ?", (self.run,)
-        ).fetchone()
+        )
         submission = {
             "requestId": row[0],
             "attempt": f"{self.run}-attempt",

@@ -70,7 +70,7 @@ def _into(db: str, stream: _Counting, *, create: bool) -> tuple[Head, int]:
     with open_store(db, create=create) as store:
         head = import_jsonl(store, stream)
         events = head.seq - store.origin().seq  # a compacted log starts after its origin
-        store.checkpoint()
+        store.projections_file.checkpoint()
     return head, events
 
 

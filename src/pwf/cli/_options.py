@@ -23,6 +23,7 @@ from pwf.sqlviews import install_views, views_current
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from pwf.store import EventStore
     from pwf.store.postgres import PostgresStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -104,7 +105,7 @@ def open_log(url: str, *, create: bool = False) -> PostgresStore:
     return PostgresStore(url, create=create)
 
 
-def open_store(db: str | None, *, create: bool = False, read_only: bool = False) -> SqliteStore:
+def open_store(db: str | None, *, create: bool = False, read_only: bool = False) -> EventStore:
     """Open the store named by ``--db`` / ``$PWF_DB`` (and ``--store``) with the read model."""
     settings = Settings.load(db=db)
     read_model = ReadModel()
@@ -130,7 +131,7 @@ def open_store(db: str | None, *, create: bool = False, read_only: bool = False)
     return store
 
 
-def upgrade_views(store: SqliteStore) -> None:
+def upgrade_views(store: EventStore) -> None:
     """Give a database made before its readable views (or their columns) the current ones.
 
     Only reads while they are current, so an up-to-date database is not
@@ -138,10 +139,10 @@ def upgrade_views(store: SqliteStore) -> None:
     there, in a transaction that appends nothing (ADR 0049).  The store has
     already proven the file is pwf's, so no other program's file is touched.
     """
-    store.upgrade(views_current, install_views)
+    store.projections_file.upgrade(views_current, install_views)
 
 
-def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) -> SqliteStore:
+def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) -> EventStore:
     from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - an optional extra
 
     try:

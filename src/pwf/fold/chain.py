@@ -34,7 +34,7 @@ class Chain:
     Each event's content hash is recomputed from its bytes, its seq must
     follow, and its link to the event before obeys the one rule of
     :func:`pwf.store.check_link` (a ``log.compacted`` may only open the log).
-    The canonical form of the bytes is left to ``SqliteStore.verify``: it
+    The canonical form of the bytes is left to the log's deep ``verify``: it
     costs more than the whole fold.  Hashes up to
     ``verified`` are not recomputed: the caller has just checked them.
     """

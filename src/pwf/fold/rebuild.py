@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -19,7 +18,9 @@ from pwf.fold.workfile import CHUNK, Progress, scratch_fold
 from pwf.sqlviews import drop_views, install_views
 
 if TYPE_CHECKING:
-    from pwf.store.sqlite import SqliteStore
+    import sqlite3
+
+    from pwf.store import EventStore
 
 __all__ = ["RebuildReport", "rebuild"]
 
@@ -38,7 +39,7 @@ class RebuildReport:
 
 
 def rebuild(
-    store: SqliteStore, *, progress: Progress | None = None, chunk: int = CHUNK
+    store: EventStore, *, progress: Progress | None = None, chunk: int = CHUNK
 ) -> RebuildReport:
     """Rebuild every projection of the live database from its log, atomically.
 
@@ -47,15 +48,17 @@ def rebuild(
     is folded too, the rebuilt head is checked against the live head, and the
     live projection tables are dropped, recreated and filled from the scratch
     file, all in that one transaction.  Until it commits the live tables stay
-    exactly as they were, whatever fails or crashes.
+    exactly as they were, whatever fails or crashes.  What is rebuilt is the
+    store's projection file, from the log it holds (ADR 0059).
 
     Raises:
         ChainError: the log breaks its chain; nothing was changed.
         StoreBusyError: the write lock was not granted in time.
     """
+    file = store.projections_file
     with scratch_fold(
-        store,
-        store.path,
+        file,
+        file.path,
         "rebuild",
         copy_events=False,
         writable=True,
@@ -71,8 +74,8 @@ def rebuild(
             if scratch.chain.head != head:
                 raise ChainError(head.seq, "the log's head does not match its last event")
             tables = _swap(scratch.connection)
-    with contextlib.suppress(sqlite3.Error):
-        store.checkpoint()
+    with contextlib.suppress(StoreError):  # the rebuild committed; the checkpoint is a nicety
+        file.checkpoint()
     return RebuildReport(events=head.seq - scratch.chain.origin.seq, seq=head.seq, tables=tables)
 
 

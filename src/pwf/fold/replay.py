@@ -21,8 +21,7 @@ if TYPE_CHECKING:
     import os
     import sqlite3
 
-    from pwf.store import Head
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore, Head
 
 __all__ = ["ReplayReport", "replay"]
 
@@ -43,7 +42,7 @@ class ReplayReport:
 
 
 def replay(  # noqa: PLR0913 - each keyword is a replay option
-    store: SqliteStore,
+    store: EventStore,
     out: str | os.PathLike[str],
     *,
     until_seq: int | None = None,
@@ -57,6 +56,8 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
     keeps those before the first event with ``at > until_time``.  Either is
     rounded down to the end of the last batch that fits whole; neither keeps
     everything.  The file is built beside ``out`` and renamed into place.
+    The events are read from the store's projection file, which holds the
+    log (a shared log's checked copy, ADR 0038).
 
     Raises:
         InputError: ``out`` exists, its directory does not, or both limits are given.
@@ -70,7 +71,13 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
     if not target.parent.is_dir():
         raise InputError(f"no such directory: {target.parent}")
     with scratch_fold(
-        store, target, "tmp", copy_events=True, writable=False, progress=progress, chunk=chunk
+        store.projections_file,
+        target,
+        "tmp",
+        copy_events=True,
+        writable=False,
+        progress=progress,
+        chunk=chunk,
     ) as scratch:
         connection = scratch.connection
         log_seq = scratch.live_head().seq

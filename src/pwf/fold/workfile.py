@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import ProjectionFile
 
 __all__ = ["CHUNK", "Progress", "ScratchFold", "scratch_fold"]
 
@@ -150,7 +150,7 @@ class ScratchFold:
 
 @contextlib.contextmanager
 def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
-    store: SqliteStore,
+    store: ProjectionFile,
     beside: Path,
     infix: str,
     *,

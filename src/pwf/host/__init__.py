@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
     from pwf.store import EventStore, StoreTransaction
-    from pwf.store.sqlite import SqliteStore
     from pwf.views.status import Live
 
 __all__ = ["DIRECT_ACTOR", "LEASE_MS", "Host"]
@@ -75,9 +74,9 @@ class Host(Generic[StoreT_co]):
         """A group's open write transaction: each decision is then its own batch in it."""
         self.gate: Callable[[Context], str | None] | None = None
         """Why executed and maintenance commands are ``unavailable`` now (a served host)."""
-        self.verifier: Callable[[SqliteStore], str | None] | None = None
+        self.verifier: Callable[[EventStore], str | None] | None = None
         """What ``state.verify`` runs after SQLite's integrity check (default: the chain)."""
-        self.overview: Callable[[SqliteStore, int], object] | None = None
+        self.overview: Callable[[EventStore, int], object] | None = None
         """What ``state.status`` adds as ``overview`` (what ``pwf status`` shows)."""
         self.status_live: Callable[[], Live] | None = None
         """A served host's own facts: ``host.status`` is then HOST §3.1's receipt."""

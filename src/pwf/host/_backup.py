@@ -2,10 +2,11 @@
 
 The destination is checked first (:mod:`pwf.host._destination`): never the
 live database, a file beside it, a directory, or a backup a compaction
-names.  The copy is made through a separate read-only connection in one
-step of SQLite's backup API, which reads one committed state of the WAL
-database from start to end, so it is a consistent point of the log; no
-write transaction is held for it, and writers commit meanwhile.
+names.  The copy is the log file's own (:meth:`pwf.store.LogFile.backup_to`):
+one step of SQLite's backup API through a read-only connection of its own,
+which reads one committed state of the WAL database from start to end, so it
+is a consistent point of the log; no write transaction is held for it, and
+writers commit meanwhile.  The copy is then reopened and checked as a file.
 :func:`run_backup` is ``state.backup``: it takes the write lock only to
 adopt or validate the request and to record its outcome.
 """
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from pwf._sqlite import dump
 from pwf.commands import Context, Result
-from pwf.errors import CommandError, PwfError, os_error_text
+from pwf.errors import CommandError, PwfError, StoreError, os_error_text
 from pwf.events import LogCompacted, open_body
 from pwf.fold.bulk import rebuild_into
 from pwf.host._destination import check_destination
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.protocol.client import ClientRequest, ClientResponse
-    from pwf.store.sqlite import SqliteTransaction
+    from pwf.store import EventLog, LogFile, StoreTransaction
 
 __all__ = ["Recording", "backup_database", "catch_up", "check_destination", "run_backup"]
 
@@ -42,7 +43,7 @@ __all__ = ["Recording", "backup_database", "catch_up", "check_destination", "run
 class Recording:
     """How the host records a command: its context, its adoption check and its record."""
 
-    open: Callable[[SqliteTransaction], Context]
+    open: Callable[[StoreTransaction], Context]
     adopt: Callable[[Context, ClientRequest], ClientResponse | None]
     record: Callable[[Context, ClientRequest, Result], ClientResponse]
     validate: Callable[[Context, ClientRequest], Result]
@@ -51,7 +52,7 @@ class Recording:
 
 
 def run_backup(
-    store: SqliteStore, request: ClientRequest, recording: Recording, *, replace: bool
+    store: LogFile, request: ClientRequest, recording: Recording, *, replace: bool
 ) -> ClientResponse:
     """``state.backup``: adopt or validate, copy and check off the lock, then record.
 
@@ -70,7 +71,7 @@ def run_backup(
             return recording.record(ctx, request, Result(outcome="rejected", error=str(error)))
     assert result.effect is not None
     try:
-        backup_database(store.path, store.connection, Path(result.effect[1]), replace=replace)
+        backup_database(store, Path(result.effect[1]), replace=replace)
     except CommandError as error:
         result = Result(outcome="rejected", error=str(error))
     with store.transaction() as tx:
@@ -78,7 +79,7 @@ def run_backup(
         return recording.adopt(ctx, request) or recording.record(ctx, request, result)
 
 
-def catch_up(store: SqliteStore, backup: Path, upto: Head) -> None:
+def catch_up(store: EventLog, backup: Path, upto: Head) -> None:
     """Append to ``backup`` the events of ``store`` after its head up to ``upto``, folded.
 
     Inside the live write transaction (``upto`` its head) the backup then
@@ -127,49 +128,38 @@ def catch_up(store: SqliteStore, backup: Path, upto: Head) -> None:
         ) from None
 
 
-def _checked(connection: sqlite3.Connection, what: str) -> None:
-    if connection.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+def _checked(file: LogFile, what: str) -> None:
+    if file.integrity_check() is not None:
         raise CommandError(f"{what} failed its integrity check")
-    if connection.execute("PRAGMA foreign_key_check").fetchall():
-        raise CommandError(f"{what} failed its foreign-key check")
 
 
-def backup_database(
-    live: Path, connection: sqlite3.Connection, destination: Path, *, replace: bool = True
-) -> None:
-    """Copy ``live`` to ``destination`` (0600, parents 0700) and prove the copy sound.
+def backup_database(store: LogFile, destination: Path, *, replace: bool = True) -> None:
+    """Copy the log file ``store`` to ``destination`` (0600, parents 0700) and prove the copy sound.
 
-    ``connection`` is the live store's, to read the backups its compactions
-    name.  An existing destination is replaced unless ``replace`` is false.
+    An existing destination is replaced unless ``replace`` is false.
 
     Raises:
         CommandError: the destination is refused, or the copy failed or is unsound.
     """
-    target = check_destination(live, connection, destination)
+    target = check_destination(store.path, store, destination)
     if not replace and target.exists():
         raise CommandError(f"Backup destination already exists: {destination}")
-    source = sqlite3.connect(f"{live.absolute().as_uri()}?mode=ro", uri=True)
     partial = target.with_name(target.name + ".partial")
     made = False
     try:
-        _checked(source, "the live database")
+        _checked(store, "the live database")
         make_directories(target.parent)
         partial.unlink(missing_ok=True)
         os.close(create_file(partial))
         made = True
-        copy = sqlite3.connect(partial)
-        try:
-            source.backup(copy)
-        finally:
-            copy.close()
+        store.backup_to(partial)
         _place(partial, target, destination, replace=replace)
         made = False
     except OSError as error:
         raise CommandError(f"backup to {destination} failed: {os_error_text(error)}") from None
-    except sqlite3.Error as error:
+    except StoreError as error:
         raise CommandError(f"backup to {destination} failed: {error}") from None
     finally:
-        source.close()
         if made:
             partial.unlink(missing_ok=True)
     _verify_copy(target)
@@ -191,17 +181,19 @@ def _place(partial: Path, target: Path, destination: Path, *, replace: bool) -> 
 def _verify_copy(destination: Path) -> None:
     """Reopen the copy read-only: integrity, the hash chain, and projections == its log."""
     try:
-        with SqliteStore(destination, read_only=True) as copy:
-            _checked(copy.connection, "the backup")
+        with SqliteStore(destination, read_only=True) as copy:  # the copy is a file of its own
+            _checked(copy, "the backup")
             report = copy.verify()
             if not report.ok:
                 raise CommandError(f"the backup's log is broken at seq {report.first_bad_seq}")
             fresh = sqlite3.connect(":memory:")
+            kept = sqlite3.connect(f"{destination.absolute().as_uri()}?mode=ro", uri=True)
             try:
                 rebuild_into(fresh, copy.entries())
-                if dump(fresh) != dump(copy.connection):
+                if dump(fresh) != dump(kept):
                     raise CommandError("the backup's projections differ from its log")
             finally:
+                kept.close()
                 fresh.close()
     except PwfError as error:
         raise CommandError(str(error)) from None

@@ -36,14 +36,7 @@ from pwf.events.compaction import compacted
 from pwf.fold import scratchfiles
 from pwf.fold.bulk import BulkFold
 from pwf.store.compaction import KEPT_SELECT, compact
-from pwf.store.image import (
-    begin_image,
-    finish_image,
-    index_events,
-    install,
-    same_shape,
-    shape_of,
-)
+from pwf.store.image import begin_image, carry_over, finish_image, index_events
 from pwf.store.rows import columns
 from pwf.store.segment import (
     KEPT_DDL,
@@ -54,15 +47,16 @@ from pwf.store.segment import (
     Segment,
     Template,
 )
-from pwf.store.sqlite import SqliteStore, SqliteTransaction, translate_error
+from pwf.store.sqlite import SqliteStore, translate_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
 
     from pwf.events import Actor, Cause, Entry, LogCompacted
-    from pwf.store import StoredEvent
+    from pwf.store import LogFile, StoredEvent
     from pwf.store.image import Shape
+    from pwf.store.sqlite import SqliteTransaction
 
 __all__ = ["Prepared", "prepared", "tail"]
 
@@ -161,7 +155,7 @@ class Prepared:
                 with transaction(connection):
                     connection.execute(KEPT_DDL)
                     self._model.install(connection)
-            with SqliteStore(backup, read_only=True) as copy:
+            with SqliteStore(backup, read_only=True) as copy:  # a backup is a file
                 events = copy.read(self.segment.seq + 1)
                 while rows := list(islice(events, chunk)):
                     with transaction(connection):
@@ -177,7 +171,7 @@ class Prepared:
             connection.close()
 
     def install(
-        self, store: SqliteStore, work: Callable[[SqliteTransaction, sqlite3.Connection], T]
+        self, store: LogFile, work: Callable[[SqliteTransaction, sqlite3.Connection], T]
     ) -> T:
         """Copy the image over ``store``'s file in one write transaction, ``work`` done first.
 
@@ -195,15 +189,7 @@ class Prepared:
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
         try:
-            with SqliteStore(store.path, read_only=True) as reader:
-
-                def under_lock() -> T:
-                    with transaction(reader.connection):
-                        return work(SqliteTransaction(reader, reader.connection), connection)
-
-                return install(
-                    connection, store.connection, under_lock, busy_timeout_ms=store.busy_timeout_ms
-                )
+            return store.install_image(connection, lambda tx: work(tx, connection))
         finally:
             connection.close()
 
@@ -231,7 +217,6 @@ class Prepared:
             StoreError: a write failed, or the live file is not shaped as this pwf makes it.
         """
         segment, kept = tail(tx, self.segment)
-        live = tx.connection
         try:
             with transaction(image):
                 opening, entries = compact(
@@ -249,20 +234,7 @@ class Prepared:
                 self.templates = None
                 index_events(image, self.live)
                 BulkFold().fold(image, entries)
-                last = image.execute("SELECT seq FROM main._pwf_head").fetchone()[0]
-                checkpoints = live.execute("SELECT projection, version FROM _pwf_checkpoint")
-                image.execute("DELETE FROM main._pwf_checkpoint")
-                image.executemany(
-                    "INSERT INTO main._pwf_checkpoint (projection, version, last_seq)"
-                    " VALUES (?, ?, ?)",
-                    [(name, version, last) for name, version in checkpoints],
-                )
-                image.execute("DELETE FROM main._pwf_meta")
-                image.executemany(
-                    "INSERT INTO main._pwf_meta (key, value) VALUES (?, ?)",
-                    live.execute("SELECT key, value FROM _pwf_meta").fetchall(),
-                )
-                same_shape(shape_of(image), shape_of(live))
+                carry_over(image, tx)
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
         return opening
@@ -312,7 +284,7 @@ class Prepared:
 
 
 @contextlib.contextmanager
-def prepared(store: SqliteStore, removed: frozenset[str]) -> Iterator[Prepared]:
+def prepared(store: LogFile, removed: frozenset[str]) -> Iterator[Prepared]:
     """New scratch files beside the live database, deleted when the block ends, whatever happens.
 
     The image is shaped like the live file as it stands now.  Scratch files
@@ -321,10 +293,7 @@ def prepared(store: SqliteStore, removed: frozenset[str]) -> Iterator[Prepared]:
     Raises:
         StoreError: the live file's shape cannot be read.
     """
-    try:
-        live = shape_of(store.connection)
-    except sqlite3.Error as error:
-        raise translate_error(error, store.path) from None
+    live = store.shape()
     path, held = scratchfiles.make(f"{store.path.name}.rebuild-", store.path.parent)
     try:
         kept, holds = scratchfiles.make(f"{store.path.name}.rebuild-", store.path.parent)

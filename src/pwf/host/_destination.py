@@ -25,6 +25,8 @@ from pwf.events import LogCompacted, open_body
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from pwf.store import EventLog
+
 __all__ = ["check_destination", "resolved"]
 
 _BESIDE: Final = ("-wal", "-shm", "-journal", ".maintenance.lock")
@@ -64,10 +66,9 @@ def _managed(destination: Path, live: Path) -> str | None:
     return None
 
 
-def _backups(connection: sqlite3.Connection) -> Iterator[Path]:
+def _backups(log: EventLog) -> Iterator[Path]:
     """Each backup a ``log.compacted`` names, then the one its backup's ``log.compacted`` names."""
-    rows = connection.execute("SELECT body FROM events WHERE type = 'log.compacted'").fetchall()
-    pending = [bytes(row[0]) for row in rows]
+    pending = [stored.body for stored in log.find(type="log.compacted")]
     seen: set[Path] = set()
     while pending and len(seen) < _DEEPEST:
         try:
@@ -101,7 +102,7 @@ def _first_compaction(backup: Path) -> list[bytes]:
         connection.close()
 
 
-def check_destination(live: Path, connection: sqlite3.Connection, destination: Path) -> Path:
+def check_destination(live: Path, log: EventLog, destination: Path) -> Path:
     """The resolved destination, or a one-line refusal when writing it would harm the log.
 
     Raises:
@@ -116,7 +117,7 @@ def check_destination(live: Path, connection: sqlite3.Connection, destination: P
         raise CommandError(reason)
     if target.is_dir():
         raise CommandError(f"backup destination is a directory: {destination}")
-    if target in set(_backups(connection)):
+    if target in set(_backups(log)):
         raise CommandError(
             f"destination is the backup a compaction of this log names: {destination}"
         )

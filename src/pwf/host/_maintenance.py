@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from pwf.commands import Context, Result
     from pwf.host import Host
     from pwf.protocol.client import ClientRequest, ClientResponse
-    from pwf.store import EventStore
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore, LogFile
 
 __all__ = ["FILE_MAINTENANCE", "effect", "maintain", "not_on_shared_log"]
 
@@ -67,7 +66,7 @@ def maintain(
     return run_prune(store, request, now, recording, actor=host.actor, cause=cause)
 
 
-def _log_file(host: Host[EventStore]) -> SqliteStore:
+def _log_file(host: Host[EventStore]) -> LogFile:
     """The SQLite file of record; :func:`not_on_shared_log` refused any other store first."""
     store = host.store.log_file
     if store is None:
@@ -94,4 +93,4 @@ def effect(host: Host[EventStore], kind: str, target: str) -> None:
     from pwf.host._backup import backup_database  # noqa: PLC0415 - only state.backup
 
     store = _log_file(host)
-    backup_database(store.path, store.connection, Path(target), replace=host.replace_backups)
+    backup_database(store, Path(target), replace=host.replace_backups)

@@ -10,24 +10,27 @@ it (ADR 0018, 0019, 0051).
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from pwf._sqlite import projection_tables
+from pwf._sqlite import PROJECTION_TABLES, quote
 from pwf.commands import Result
 from pwf.commands.prune import Cutoff, iso_utc, prune_options, select
-from pwf.errors import CommandError, PwfError
+from pwf.errors import CommandError, PwfError, StoreError
 from pwf.host._backup import Recording, backup_database, catch_up
 from pwf.host._compacting import Prepared, prepared
 from pwf.host._lock import MaintenanceLock, acquire_lock
+from pwf.sqlreader import RowReader
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from pwf.commands.prune import Selection
     from pwf.events import Actor, Cause
     from pwf.protocol.client import ClientRequest, ClientResponse
-    from pwf.store.sqlite import SqliteStore, SqliteTransaction
+    from pwf.store import LogFile
+    from pwf.store.sqlite import SqliteTransaction
 
 __all__ = [
     "Recording",
@@ -75,34 +78,34 @@ class Tally:
     blob_bytes: int
 
 
-def tally(connection: sqlite3.Connection) -> Tally:
-    """Count the projections as they stand in the open transaction."""
+def tally(reader: RowReader) -> Tally:
+    """Count the projections as ``reader`` sees them (the open transaction's, or an image's)."""
+    _names, tables = reader.table(PROJECTION_TABLES.format(schema="main"))
     rows = 0
-    for table in projection_tables(connection):
+    for (table,) in tables:
         if table != "blobs":
-            rows += connection.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]  # noqa: S608 - names from sqlite_master
-    blobs, size = connection.execute(
+            _columns, [(count,)] = reader.table(f"SELECT count(*) FROM {quote(table)}")  # noqa: S608 - names from sqlite_master
+            rows += count
+    _columns, [(blobs, size)] = reader.table(
         "SELECT count(*), coalesce(sum(byte_length), 0) FROM blobs"
-    ).fetchone()
+    )
     return Tally(rows=rows, blobs=blobs, blob_bytes=size)
 
 
-def settle(connection: sqlite3.Connection, database: Path) -> None:
+def settle(store: LogFile) -> None:
     """After the compaction committed: checkpoint, then an integrity check.
 
-    The installed image is compact already (ADR 0051), so no vacuum follows.
-    A passive checkpoint moves it from the write-ahead log into the file
-    while writers carry on; the truncating one after it has only what they
-    wrote meanwhile left to move.
+    The installed image is compact already (ADR 0051), so no vacuum follows;
+    the checkpoint moves it from the write-ahead log into the file while
+    writers carry on (:meth:`pwf.store.ProjectionFile.checkpoint`).
     """
     try:
-        connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        verdict = connection.execute("PRAGMA integrity_check").fetchone()[0]
-    except sqlite3.Error as error:
-        raise CommandError(f"{database}: checkpoint after prune failed: {error}") from None
-    if verdict != "ok":
-        raise CommandError(f"{database}: failed its integrity check after prune")
+        store.checkpoint()
+        verdict = store.integrity_check()
+    except StoreError as error:
+        raise CommandError(f"{store.path}: checkpoint after prune failed: {error}") from None
+    if verdict is not None:
+        raise CommandError(f"{store.path}: failed its integrity check after prune")
 
 
 def report(  # noqa: PLR0913 - the original's report members
@@ -133,7 +136,7 @@ def report(  # noqa: PLR0913 - the original's report members
 
 
 def run_prune(  # noqa: PLR0913 - the command and how to record it
-    store: SqliteStore,
+    store: LogFile,
     request: ClientRequest,
     now: int,
     recording: Recording,
@@ -172,7 +175,7 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
                     selection = select(ctx, resolve_cutoff(options.cutoff))
                     if not options.apply:
                         size = database_bytes(store.path)
-                        counted = tally(tx.connection)
+                        counted = tally(tx.reader())
                         receipt = report(
                             selection,
                             before=counted,
@@ -185,7 +188,7 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
                     lock = acquire_lock(store.path)
                     destination = Path(options.backup_path or "")
                     _absent(destination)
-                    signature = selection_signature(tx.connection, selection)
+                    signature = selection_signature(tx.reader(), selection)
             except CommandError as error:
                 return recording.record(ctx, request, Result(outcome="rejected", error=str(error)))
         result = _backed_up(store, destination)
@@ -220,7 +223,7 @@ def _absent(destination: Path) -> None:
 
 
 def _unchanged(
-    connection: sqlite3.Connection,
+    reader: RowReader,
     again: Selection,
     selected: tuple[Selection, list[tuple[object, ...]]],
 ) -> None:
@@ -230,22 +233,20 @@ def _unchanged(
         CommandError: the original's "Prune selection changed after backup".
     """
     selection, signature = selected
-    if again != selection or selection_signature(connection, again) != signature:
+    if again != selection or selection_signature(reader, again) != signature:
         raise CommandError("Prune selection changed after backup; run the command again")
 
 
-def _backed_up(store: SqliteStore, destination: Path) -> Result | None:
+def _backed_up(store: LogFile, destination: Path) -> Result | None:
     """The checked backup, made outside any write transaction; a rejection when it failed."""
     try:
-        backup_database(store.path, store.connection, destination, replace=False)
+        backup_database(store, destination, replace=False)
     except CommandError as error:
         return Result(outcome="rejected", error=str(error))
     return None
 
 
-def selection_signature(
-    connection: sqlite3.Connection, selection: Selection
-) -> list[tuple[object, ...]]:
+def selection_signature(reader: RowReader, selection: Selection) -> list[tuple[object, ...]]:
     """What must not change between the backup and the compaction (DOMAIN §13.2).
 
     The selection itself is compared apart; here are the status, revision and
@@ -254,11 +255,11 @@ def selection_signature(
     marks = ", ".join("?" * len(selection.runs))
     if not marks:
         return []
-    rows = connection.execute(
+    _names, rows = reader.table(
         "SELECT r.run_id, r.status, r.revision, r.updated_at, q.status, q.updated_at"  # noqa: S608 - placeholders only
         " FROM runs r LEFT JOIN run_queue q ON q.run_id = r.run_id"
         f" WHERE r.run_id IN ({marks}) ORDER BY r.run_id",
-        selection.runs,
+        tuple(selection.runs),
     )
     return [tuple(row) for row in rows]
 
@@ -270,7 +271,7 @@ ROUNDS: Final = 5
 
 
 def _compacted(  # noqa: PLR0913 - the compaction's whole context
-    store: SqliteStore,
+    store: LogFile,
     recording: Recording,
     destination: Path,
     selected: tuple[Selection, list[tuple[object, ...]]],
@@ -308,7 +309,7 @@ def _compacted(  # noqa: PLR0913 - the compaction's whole context
 
 
 def _swapped(  # noqa: PLR0913 - the compaction's whole context
-    store: SqliteStore,
+    store: LogFile,
     recording: Recording,
     destination: Path,
     scratch: Prepared,
@@ -328,13 +329,13 @@ def _swapped(  # noqa: PLR0913 - the compaction's whole context
     def under_lock(tx: SqliteTransaction, image: sqlite3.Connection) -> tuple[int, Tally, Tally]:
         ctx = recording.open(tx)
         catch_up(tx.store, destination, tx.head)
-        _unchanged(tx.connection, select(ctx, selection.cutoff), selected)
+        _unchanged(tx.reader(), select(ctx, selection.cutoff), selected)
         size = database_bytes(store.path)
-        before = tally(tx.connection)
+        before = tally(tx.reader())
         scratch.seal(
             tx, image, destination, cutoff=selection.cutoff, at=now, actor=actor, cause=cause
         )
-        return size, before, tally(image)
+        return size, before, tally(RowReader(image))
 
     try:
         size, before, after = scratch.install(store, under_lock)
@@ -347,7 +348,7 @@ def _swapped(  # noqa: PLR0913 - the compaction's whole context
 
 
 def _unchanged_log(
-    store: SqliteStore,
+    store: LogFile,
     recording: Recording,
     destination: Path,
     selected: tuple[Selection, list[tuple[object, ...]]],
@@ -359,9 +360,9 @@ def _unchanged_log(
         try:
             with tx.savepoint():
                 catch_up(store, destination, tx.head)
-                _unchanged(tx.connection, select(ctx, selection.cutoff), selected)
+                _unchanged(tx.reader(), select(ctx, selection.cutoff), selected)
                 size = database_bytes(store.path)
-                counted = tally(tx.connection)
+                counted = tally(tx.reader())
         except CommandError as error:
             return Result(outcome="rejected", error=str(error))
     receipt = report(
@@ -370,10 +371,10 @@ def _unchanged_log(
     return Result(receipt=receipt)
 
 
-def _settled(store: SqliteStore, result: Result) -> Result:
+def _settled(store: LogFile, result: Result) -> Result:
     """Checkpoint after the compaction committed, and the size after it in the report."""
     try:
-        settle(store.connection, store.path)
+        settle(store)
     except CommandError as error:
         return Result(outcome="rejected", error=str(error))
     assert isinstance(result.receipt, dict)

@@ -93,8 +93,7 @@ def _served_status(live: Callable[[], Live]) -> Callable[[Context, ClientRequest
 
 def _state_read(host: Host[EventStore], request: ClientRequest, now: int) -> ClientResponse:
     """``state.status`` and ``state.verify`` ignore their payload (HOST §2)."""
-    store = host.store.projections_file  # the reads of the database file itself
-    return state_read(store, request, now, verifier=host.verifier, overview=host.overview)
+    return state_read(host.store, request, now, verifier=host.verifier, overview=host.overview)
 
 
 def _direct(

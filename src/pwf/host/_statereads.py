@@ -1,7 +1,9 @@
 """``state.status`` and ``state.verify``: reads that need the database file (HOST §2.16, §2.17).
 
 Both read in their own read transaction, so writers go on meanwhile.
-``state.verify`` runs SQLite's integrity check, then a verifier: by
+The file they read is the store's projection file (SQLite by design, ADR 0059);
+the chain they verify is the log of record's.
+``state.verify`` runs SQLite's integrity check of the file, then a verifier: by
 default the hash chain; the edge passes pwf's whole verification (chain,
 then projections == a rebuild of the log, :func:`pwf.verify.verify_failure`).
 """
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.protocol.client import ClientRequest
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store import EventStore
 
 __all__ = ["STATE_READS", "chain_failure", "state_read", "state_status", "state_verify"]
 
@@ -32,21 +34,21 @@ def _read_only(_events: object) -> object:
 
 
 def state_status(
-    store: SqliteStore, now: int, overview: Callable[[SqliteStore, int], object] | None = None
+    store: EventStore, now: int, overview: Callable[[EventStore, int], object] | None = None
 ) -> Result:
     """``{sizeBytes, counts}``, plus ``overview`` (what ``pwf status`` shows) when one is given."""
     with store.snapshot() as reader:  # inside a served host's group, the group's transaction
         ctx = Context(reader, _read_only, now)
         receipt: dict[str, object] = {
             "counts": state_counts(ctx),
-            "sizeBytes": store.path.stat().st_size,
+            "sizeBytes": store.projections_file.path.stat().st_size,
         }
     if overview is not None:
         receipt["overview"] = overview(store, now)
     return Result(receipt=receipt)
 
 
-def chain_failure(store: SqliteStore) -> str | None:
+def chain_failure(store: EventStore) -> str | None:
     """Why the hash chain does not verify, or None when it does."""
     report = store.verify()
     if report.ok:
@@ -55,12 +57,11 @@ def chain_failure(store: SqliteStore) -> str | None:
 
 
 def state_verify(
-    store: SqliteStore, verifier: Callable[[SqliteStore], str | None] | None = None
+    store: EventStore, verifier: Callable[[EventStore], str | None] | None = None
 ) -> Result:
     """``{valid:true}``, or a refusal naming the first check that failed."""
-    rows = store.connection.execute("PRAGMA integrity_check").fetchall()
-    result = "; ".join(str(row[0]) for row in rows)
-    if result != "ok":
+    result = store.projections_file.integrity_check()
+    if result is not None:
         raise refuse(f"Pi Workflows SQLite integrity check failed: {result}")
     failure = (verifier or chain_failure)(store)
     if failure is not None:
@@ -69,12 +70,12 @@ def state_verify(
 
 
 def state_read(
-    store: SqliteStore,
+    store: EventStore,
     request: ClientRequest,
     now: int,
     *,
-    verifier: Callable[[SqliteStore], str | None] | None = None,
-    overview: Callable[[SqliteStore, int], object] | None = None,
+    verifier: Callable[[EventStore], str | None] | None = None,
+    overview: Callable[[EventStore, int], object] | None = None,
 ) -> ClientResponse:
     """The answer to ``state.status`` or ``state.verify``; both ignore their payload (HOST §2).
 

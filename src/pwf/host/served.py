@@ -26,7 +26,7 @@ from pwf.commands.sessions import detach, recover_turns
 from pwf.events import Actor, Cause
 from pwf.host import Host
 from pwf.host._context import context
-from pwf.store.sqlite import SqliteStore
+from pwf.store import EventStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -58,12 +58,12 @@ class Recovery(NamedTuple):
     detached_coordinators: int
 
 
-class ServedHost(Host[SqliteStore]):
+class ServedHost(Host[EventStore]):
     """A host that holds the claim and answers connections."""
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: EventStore,
         identity: Identity,
         *,
         new_epoch: Callable[[], str] | None = None,

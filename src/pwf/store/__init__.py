@@ -4,13 +4,18 @@ A store appends batches atomically (gapless seq, prev-hash chain, content hash
 over the stored canonical bytes), streams ranges in constant memory, looks
 events up by their indexed columns and verifies the chain from stored bytes.
 :mod:`pwf.store.sqlite` is the embedded default.  :class:`EventLog` is what
-every log keeps; :class:`EventStore` is a log with its projections, which is
-what the host, the CLI and the readers are typed against (ADR 0044).
+every log of record keeps; :class:`EventStore` is a log with its projections,
+which is what the host, the CLI and the readers are typed against (ADR 0044).
+Two capabilities name the SQLite files apart from the log (ADR 0059): the
+:class:`ProjectionFile` every store keeps its projections in (SQLite by
+design, ADR 0038), and the :class:`LogFile`, a log of record that is one
+SQLite file, which backup and prune act on.  Only modules of this package
+touch a store's connection.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Protocol, Self
+from typing import TYPE_CHECKING, Final, Protocol, Self, TypeVar
 
 import msgspec
 
@@ -18,14 +23,16 @@ from pwf.errors import ChainError, InputError
 from pwf.events import LogCompacted, open_body
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    import sqlite3
+    from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
     from pathlib import Path
 
     from pwf.commands import Reader
     from pwf.events import Actor, Cause, Entry, Event, Sealed
     from pwf.sqlreader import RowReader
-    from pwf.store.sqlite import SqliteStore
+    from pwf.store.image import Shape
+    from pwf.store.sqlite_transaction import SqliteTransaction
 
 __all__ = [
     "COMPACTED_INSIDE",
@@ -35,6 +42,8 @@ __all__ = [
     "EventLog",
     "EventStore",
     "Head",
+    "LogFile",
+    "ProjectionFile",
     "StoreTransaction",
     "StoredEvent",
     "Transaction",
@@ -44,6 +53,9 @@ __all__ = [
     "link_fault",
     "origin_of",
 ]
+
+
+T = TypeVar("T")
 
 
 class Head(msgspec.Struct, frozen=True):
@@ -277,20 +289,20 @@ class EventStore(EventLog, Protocol):
         """The SQLite file that holds the projections."""
 
     @property
-    def log_file(self) -> SqliteStore | None:
+    def log_file(self) -> LogFile | None:
         """The SQLite file that is the log of record, which file maintenance acts on.
 
         None when the log of record is elsewhere (a shared log in PostgreSQL):
-        ``state.backup`` and ``state.prune`` then refuse (ADR 0038 D6).
+        ``state.backup`` and ``state.prune`` then refuse (ADR 0038 D6, ADR 0059).
         """
 
     @property
-    def projections_file(self) -> SqliteStore:
-        """The SQLite file that holds the projections, for what reads the file itself.
+    def projections_file(self) -> ProjectionFile:
+        """The SQLite file that holds the projections, for what reads or folds the file itself.
 
-        ``state.status`` (its size) and ``state.verify`` (SQLite's integrity
-        check, then a rebuild compared with it) are reads of the database
-        file (HOST §2.16, §2.17); nothing writes through it.
+        ``state.status`` (its size), ``state.verify`` (SQLite's integrity
+        check), replay, rebuild and verify's rebuild read the database file
+        (HOST §2.16, §2.17); nothing writes the log through it.
         """
 
     @property
@@ -318,3 +330,67 @@ class EventStore(EventLog, Protocol):
 
     def __exit__(self, *_: object) -> None:
         """Close on exit."""
+
+
+class ProjectionFile(Protocol):
+    """The local SQLite file a store keeps its projections in, with its copy of the log.
+
+    SQLite by design (ADR 0038): the projections, the deciders' reads and
+    every fold of a pwf database (replay, rebuild, verify's rebuild) are
+    SQLite's, whichever log is the log of record.  What reads the file as a
+    file is typed against this, never against the log (ADR 0059).
+    """
+
+    @property
+    def path(self) -> Path:
+        """The file."""
+
+    @property
+    def busy_timeout_ms(self) -> int:
+        """How long a writer of the file waits for its write lock."""
+
+    @property
+    def synchronous_level(self) -> int:
+        """The file's ``PRAGMA synchronous`` (0 OFF to 3 EXTRA), for files a fold attaches."""
+
+    def snapshot(self) -> AbstractContextManager[RowReader]:
+        """Read one committed moment of the projections."""
+
+    def checkpoint(self) -> None:
+        """Move the write-ahead log into the file and truncate it (after a bulk write)."""
+
+    def upgrade(
+        self,
+        current: Callable[[sqlite3.Connection], bool],
+        install: Callable[[sqlite3.Connection], object],
+    ) -> None:
+        """Install schema beside the projections that is not ``current`` (views of an old file)."""
+
+    def integrity_check(self) -> str | None:
+        """None when SQLite's integrity and foreign-key checks pass, else what they found."""
+
+
+class LogFile(EventLog, ProjectionFile, Protocol):
+    """A log of record that is one SQLite file: the capability backup and prune need.
+
+    Only :class:`pwf.store.sqlite.SqliteStore` on its own file has it; a
+    shared log in PostgreSQL has none, and the verbs that need it refuse
+    there (ADR 0059).  Its members hand out SQLite's own objects, which is
+    what the capability is.
+    """
+
+    def transaction(self) -> AbstractContextManager[SqliteTransaction]:
+        """The file's write transaction, with its reader (the projections beside the log)."""
+
+    def backup_to(self, target: Path) -> None:
+        """Copy one committed state of the file into the empty file ``target``, in one step.
+
+        It reads through a connection of its own, so no write transaction is
+        held and writers commit meanwhile.
+        """
+
+    def shape(self) -> Shape:
+        """The file's header marks and schema, which a compacted image copies."""
+
+    def install_image(self, image: sqlite3.Connection, work: Callable[[SqliteTransaction], T]) -> T:
+        """Copy the database ``image`` over this file in one write transaction, ``work`` first."""

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pwf.events import Actor, Cause
+    from pwf.store import EventLog, EventStore
 
 __all__ = ["KEPT_SELECT", "Proof", "compact", "file_sha256", "prove"]
 
@@ -214,7 +215,7 @@ class Proof:
         return self.compacted is not None and self.failure is None
 
 
-def prove(store: SqliteStore, backup: Path) -> Proof:
+def prove(store: EventStore, backup: Path) -> Proof:
     """Show that ``store``'s log is the compaction of the log in ``backup``.
 
     Checks, in order: the live log opens with ``log.compacted``; the backup's
@@ -229,7 +230,7 @@ def prove(store: SqliteStore, backup: Path) -> Proof:
     """
     origin = store.origin()
     if origin == EMPTY:
-        raise InputError(f"{store.path}: the log was never compacted; nothing to prove")
+        raise InputError(f"{store.log_name}: the log was never compacted; nothing to prove")
     first = next(store.entries(origin.seq + 1, origin.seq + 1))
     opening = first.event
     assert isinstance(opening, LogCompacted)  # origin_of checked it
@@ -275,7 +276,7 @@ def _ineligible(connection: sqlite3.Connection, opening: LogCompacted) -> str | 
     return None
 
 
-def _compare(store: SqliteStore, backup: Path, opening: LogCompacted, first: Entry) -> Proof:
+def _compare(store: EventLog, backup: Path, opening: LogCompacted, first: Entry) -> Proof:
     removed = frozenset(opening.removed_run_ids)
     connection = _open_backup(backup)
     compared = 0
@@ -321,7 +322,7 @@ def _at_head(last: Head, head: Head) -> None:
         raise ChainError(head.seq, "the log's head does not match its last event")
 
 
-def _live(store: SqliteStore, first: int) -> Iterator[Entry]:
+def _live(store: EventLog, first: int) -> Iterator[Entry]:
     """The live events from ``first``, each checked on its own; a bad one names its seq.
 
     Raises:

@@ -1,6 +1,6 @@
 """A whole database image built beside a live SQLite log and installed into it in one step.
 
-Imports errors and the SQLite store's errors (plus sqlite3: an edge room).
+Imports errors, the SQLite store and its errors (plus sqlite3: an edge room).
 A prune builds the file its live database should become in a scratch file
 (ADR 0051): the same page size, header marks and schema as the live file,
 already compact.  :func:`install` copies it over the live database with
@@ -14,6 +14,12 @@ right after that first step, so the work and the copy see the same head
 and no writer commits in between.  The work writes the image through the
 connection the backup reads it from, so SQLite carries the pages already
 copied along.
+
+The file work a :class:`pwf.store.LogFile` offers outside this package is
+here too (ADR 0059): SQLite's integrity checks (:func:`integrity`), the
+online copy of a live file (:func:`copy_file`), and the install with its
+work under the lock (:func:`install_over`, :func:`carry_over`), so that no
+room outside the store touches a store's connection.
 """
 
 from __future__ import annotations
@@ -23,17 +29,24 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
+from pwf._sqlite import transaction
 from pwf.errors import StoreBusyError, StoreError
+from pwf.store.sqlite import SqliteStore, SqliteTransaction
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
 __all__ = [
     "LOG_TABLES",
     "Shape",
     "begin_image",
+    "carry_over",
+    "copy_file",
     "finish_image",
     "install",
+    "install_over",
+    "integrity",
     "same_shape",
     "shape_of",
 ]
@@ -186,3 +199,88 @@ class _Progress:
             return  # reported by install: the copy outran the work
         self.result = self.work()
         self.done = True
+
+
+def integrity(connection: sqlite3.Connection) -> str | None:
+    """None when SQLite's integrity and foreign-key checks pass, else what they found."""
+    rows = connection.execute("PRAGMA integrity_check").fetchall()
+    found = "; ".join(str(row[0]) for row in rows)
+    if found != "ok":
+        return found
+    keys = connection.execute("PRAGMA foreign_key_check").fetchall()
+    if keys:
+        return "; ".join(f"foreign key violation in {row[0]} (rowid {row[1]})" for row in keys)
+    return None
+
+
+def copy_file(live: Path, target: Path) -> None:
+    """Copy one committed state of the database ``live`` into ``target``, in one step.
+
+    A read-only connection of its own runs SQLite's online backup to its
+    end in one step: it reads one committed state of the WAL database from
+    start to end, so the copy is a consistent point of the log, and no
+    write transaction is held for it.
+
+    Raises:
+        StoreError: SQLite failed to read or write (its own message).
+    """
+    try:
+        source = sqlite3.connect(f"{live.absolute().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        raise StoreError(str(error)) from None
+    try:
+        copy = sqlite3.connect(target)
+        try:
+            source.backup(copy)
+        finally:
+            copy.close()
+    except sqlite3.Error as error:
+        raise StoreError(str(error)) from None
+    finally:
+        source.close()
+
+
+def install_over(
+    store: SqliteStore, image: sqlite3.Connection, work: Callable[[SqliteTransaction], T]
+) -> T:
+    """Copy ``image`` over ``store``'s file in one write transaction, ``work`` done first.
+
+    ``work`` is given a read transaction of the live file through a
+    connection of its own, which sees the last commit since the write lock
+    is held; what it returns is returned once the image is installed.  An
+    exception from it leaves the live file as it was.
+
+    Raises:
+        StoreError: the lock was not free in time or the copy failed.
+    """
+    with SqliteStore(store.path, read_only=True) as reader:
+
+        def under_lock() -> T:
+            with transaction(reader.connection):
+                return work(SqliteTransaction(reader, reader.connection))
+
+        return install(image, store.connection, under_lock, busy_timeout_ms=store.busy_timeout_ms)
+
+
+def carry_over(image: sqlite3.Connection, live: SqliteTransaction) -> None:
+    """Give the image the live file's checkpoints (at the image's head) and ``_pwf_meta``.
+
+    Then its shape is checked against the live file's.
+
+    Raises:
+        StoreError: the live file is not shaped as this pwf makes it.
+        sqlite3.Error: a read or write failed.
+    """
+    last = image.execute("SELECT seq FROM main._pwf_head").fetchone()[0]
+    checkpoints = live.connection.execute("SELECT projection, version FROM _pwf_checkpoint")
+    image.execute("DELETE FROM main._pwf_checkpoint")
+    image.executemany(
+        "INSERT INTO main._pwf_checkpoint (projection, version, last_seq) VALUES (?, ?, ?)",
+        [(name, version, last) for name, version in checkpoints],
+    )
+    image.execute("DELETE FROM main._pwf_meta")
+    image.executemany(
+        "INSERT INTO main._pwf_meta (key, value) VALUES (?, ?)",
+        live.connection.execute("SELECT key, value FROM _pwf_meta").fetchall(),
+    )
+    same_shape(shape_of(image), shape_of(live.connection))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Protocol, Self, TypeVar
 
 from pwf._sqlite import transaction
 from pwf.errors import (
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
 
+    from pwf.store.image import Shape
     from pwf.store.sqlite_checkpoint import Checkpointer
 
 __all__ = [
@@ -58,6 +59,9 @@ __all__ = [
     "Synchronous",
     "translate_error",
 ]
+
+
+T = TypeVar("T")
 
 
 class SharedLog(Protocol):
@@ -230,8 +234,13 @@ class SqliteStore:
         return int(self.connection.execute("PRAGMA synchronous").fetchone()[0])
 
     def checkpoint(self) -> None:
-        """Move the write-ahead log into the file and truncate it (after a bulk write)."""
+        """Move the write-ahead log into the file and truncate it (after a bulk write).
+
+        A passive checkpoint moves the bulk while writers carry on; the
+        truncating one after it has only what they wrote meanwhile left.
+        """
         try:
+            self.connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
             self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
@@ -419,3 +428,54 @@ class SqliteStore:
     def _verify(self, *, deep: bool) -> VerifyReport:
         head = self.head()
         return report(head, self.origin, lambda origin: self._walk(origin, head, deep=deep))
+
+    # ------------------------------------------------------------ the file (ADR 0059)
+
+    def integrity_check(self) -> str | None:
+        """None when SQLite's integrity and foreign-key checks pass, else what they found.
+
+        Raises:
+            StoreError: SQLite could not run the checks.
+        """
+        from pwf.store.image import integrity  # noqa: PLC0415 - file checks only
+
+        try:
+            return integrity(self.connection)
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
+
+    def backup_to(self, target: Path) -> None:
+        """Copy one committed state of this file into the empty file ``target``, in one step.
+
+        Raises:
+            StoreError: the copy failed.
+        """
+        from pwf.store.image import copy_file  # noqa: PLC0415 - file maintenance only
+
+        copy_file(self.path, target)
+
+    def shape(self) -> Shape:
+        """The file's header marks and schema, which a compacted image copies.
+
+        Raises:
+            StoreError: SQLite could not read them.
+        """
+        from pwf.store.image import shape_of  # noqa: PLC0415 - file maintenance only
+
+        try:
+            return shape_of(self.connection)
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
+
+    def install_image(self, image: sqlite3.Connection, work: Callable[[SqliteTransaction], T]) -> T:
+        """Copy the database ``image`` over this file in one write transaction, ``work`` first.
+
+        ``work`` gets a read transaction of this file through a connection of
+        its own, under the write lock the copy holds (:func:`pwf.store.image.install`).
+
+        Raises:
+            StoreError: the lock was not free in time or the copy failed.
+        """
+        from pwf.store.image import install_over  # noqa: PLC0415 - file maintenance only
+
+        return install_over(self, image, work)

@@ -26,7 +26,7 @@ from pwf.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from pwf.store import Head, VerifyReport
+    from pwf.store import EventStore, Head, VerifyReport
 
 __all__ = ["KEPT_REPLAYS", "Chain", "Database", "View"]
 
@@ -38,7 +38,7 @@ KEPT_REPLAYS: Final = 8
 class View:
     """One page's source: a read-only store and the seq it stands at."""
 
-    store: SqliteStore
+    store: EventStore
     at: int | None
     """The seq asked for (None: the live head)."""
     seq: int
@@ -78,7 +78,8 @@ class Database:
         """Delete the scratch directory and every replay in it."""
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def _open(self, path: Path) -> SqliteStore:
+    def _open(self, path: Path) -> EventStore:
+        """The pwf database file at ``path``, read-only: the view reads files by path."""
         return SqliteStore(path, read_only=True, busy_timeout_ms=self.busy_timeout_ms)
 
     @contextmanager
@@ -99,7 +100,7 @@ class Database:
         with self._open(replayed) as store:
             yield View(store=store, at=at, seq=store.head().seq, live_head=head)
 
-    def _replay(self, live: SqliteStore, at: int) -> Path:
+    def _replay(self, live: EventStore, at: int) -> Path:
         with self._lock:
             found = self._replays.get(at)
             if found is not None and found.exists():

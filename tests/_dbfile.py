@@ -1,0 +1,54 @@
+"""A pwf database read as a SQLite file, beside the store that has it open.
+
+The store's connection is the store's own (ADR 0059): a test that reads a
+database's rows, dumps its projections or checkpoints it opens the file
+itself, as any other program would, and sees what is committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+from pwf._sqlite import dump
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterator
+
+__all__ = ["change", "checkpoint", "opened", "projections", "rows"]
+
+
+@contextlib.contextmanager
+def opened(path: str | os.PathLike[str]) -> Iterator[sqlite3.Connection]:
+    """A connection of its own to the file at ``path``, closed after the block."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def rows(path: str | os.PathLike[str], sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """Every row of one query of the committed file."""
+    with opened(path) as connection:
+        return [tuple(row) for row in connection.execute(sql, params)]
+
+
+def change(path: str | os.PathLike[str], sql: str, *params: object) -> None:
+    """Change the file by hand, as a damaged disk or another program would (one statement)."""
+    with opened(path) as connection:
+        connection.execute(sql, params)
+
+
+def projections(path: str | os.PathLike[str]) -> dict[str, list[tuple[object, ...]]]:
+    """Every projection row of the committed file, table by table (:func:`pwf._sqlite.dump`)."""
+    with opened(path) as connection:
+        return dump(connection)
+
+
+def checkpoint(path: str | os.PathLike[str]) -> None:
+    """Move the file's write-ahead log into it and truncate the log."""
+    with opened(path) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
