@@ -432,7 +432,7 @@ def template(request: pytest.FixtureRequest, memory_root: Path, fill: Any) -> Lo
     compacted = request.param == "compacted"
     _make_log(path, compacted=compacted, fill=fill)
     with SqliteStore(directory / "empty.db", create=True) as empty:
-        empty.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        empty.checkpoint()
     first = COMPACTED_AT + 1 if compacted else 1
     connection = sqlite3.connect(path)
     try:

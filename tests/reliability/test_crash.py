@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from pwf._sqlite import dump
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.store.sqlite import SqliteStore
@@ -41,6 +40,7 @@ from pwf.verify import check
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests._dbfile import projections
     from tests.conftest import Built
     from tests.reliability._reliability import (
         Ack,
@@ -70,6 +70,8 @@ else:
         stop,
         wait_line,
     )
+
+    from _dbfile import projections
 
 pytestmark = pytest.mark.slow
 
@@ -303,8 +305,8 @@ def _timed(*args: str) -> float:
 
 
 def _projections(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    with SqliteStore(db, read_only=True) as store:
-        return dump(store.connection)
+    with SqliteStore(db, read_only=True):  # it is a pwf database
+        return projections(db)
 
 
 def test_sigkill_during_a_rebuild_leaves_the_old_projections_or_the_rebuilt_ones(

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Final
 
 import pytest
 
-from pwf._sqlite import dump
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from tests._dbfile import projections
     from tests.reliability._reliability import (
         LogState,
         assert_sound,
@@ -41,6 +41,8 @@ else:
     from _reliability import LogState, assert_sound, init, log_state, pwf, spawn_writer, stop
     from test_crash import CLOCK, prune_args
 
+    from _dbfile import projections
+
 pytestmark = pytest.mark.slow
 
 KILLED_AT: Final = Path(__file__).with_name("_killed_at.py")
@@ -48,7 +50,7 @@ BEFORE, AFTER = "log unchanged", "log compacted"
 STEPS: Final = (
     ("after the backup", "pwf.host._prune:_backed_up", 1, "after", BEFORE),
     ("folding the scratch file", "pwf.host._compacting:Prepared._fold", 1, "after", BEFORE),
-    ("image built, before the write lock", "pwf.host._compacting:install", 1, "before", BEFORE),
+    ("image built, before the write lock", "pwf.store.image:install", 1, "before", BEFORE),
     ("under the lock, backup caught up", "pwf.host._prune:_unchanged", 1, "before", BEFORE),
     (
         "under the lock, log sealed into the image",
@@ -91,8 +93,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LogState]:
 
 
 def _projections(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    with SqliteStore(db, read_only=True) as store:
-        return dump(store.connection)
+    with SqliteStore(db, read_only=True):  # it is a pwf database
+        return projections(db)
 
 
 @pytest.mark.parametrize(

@@ -145,9 +145,9 @@ def test_one_idempotency_key_runs_once(tmp_path: Path, figures: Figures) -> None
         with SqliteStore(db, read_only=True) as store:
             reserved = list(store.find(type="run.reserved", run_id=f"race-run-{number}"))
             recorded = list(store.find(client_id="cli-R", idempotency_key=f"race-{number}"))
-            [runs] = store.connection.execute(
+            _names, [(runs,)] = store.reader().table(
                 "SELECT count(*) FROM runs WHERE run_id = ?", (f"race-run-{number}",)
-            ).fetchone()
+            )
         entries = [open_body(item.body) for item in recorded]
         assert (1, 1) == (len(reserved), runs)
         assert 1 == [entry.type for entry in entries].count("command.recorded")
@@ -300,10 +300,10 @@ def test_backup_while_a_writer_writes_is_a_prefix_snapshot(
 def _latest_at(db: Path) -> int:
     """The writer's newest time: the prunes' own records carry the wall clock, not its clock."""
     with SqliteStore(db, read_only=True) as store:
-        [at] = store.connection.execute(
+        _names, [(at,)] = store.reader().table(
             "SELECT max(at) FROM events WHERE type != 'log.compacted'"
             " AND coalesce(client_id, '') != 'pwf-cli'"
-        ).fetchone()
+        )
     return int(at)
 
 
@@ -489,9 +489,9 @@ def _traffic(db: Path) -> int:
     store = traffic.store
     finished = [
         row[0]
-        for row in store.connection.execute(
+        for row in store.reader().table(
             "SELECT finished_at FROM runs WHERE finished_at IS NOT NULL ORDER BY finished_at"
-        )
+        )[1]
     ]
     store.close()
     return int(finished[len(finished) // 2]) + 1
