@@ -57,16 +57,15 @@ def _request(operation: str, rid: str, key: str, payload: object = None) -> Clie
 
 
 def _records(host: ServedHost) -> list[dict[str, Any]]:
-    rows = host.store.connection.execute(
+    names, rows = host.store.reader().table(
         "SELECT h.request_id, h.outcome, h.host_epoch, e.content AS error FROM host_commands h"
         " LEFT JOIN blobs e ON e.blob_hash = h.error_hash ORDER BY h.request_id"
     )
-    names = [column[0] for column in rows.description]
     return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 def _events(host: ServedHost) -> int:
-    return int(host.store.connection.execute("SELECT count(*) FROM events").fetchone()[0])
+    return len(list(host.store.read()))
 
 
 def _unavailable(rid: str) -> ClientResponse:
