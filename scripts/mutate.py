@@ -122,6 +122,7 @@ TARGETS: Final = {
         tests=(
             "tests/integration/test_scenarios_e.py",
             "tests/integration/test_scenarios_f.py",
+            "tests/integration/test_expiry_skips.py",
         ),
     ),
 }
