@@ -87,6 +87,7 @@ TARGETS: Final = {
             "tests/unit/test_canonical.py",
             "tests/unit/test_canonical_golden.py",
             "tests/unit/test_conformance_golden.py",
+            "tests/unit/test_canonical_struct_plans.py",
         ),
     ),
     "chain": Target(
