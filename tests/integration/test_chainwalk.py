@@ -468,3 +468,76 @@ class TestDeep:
         assert log.head() == walk_chain(log.path, origin, processes=processes, deep=True)
         wrong = Head(seq=4, content_hash="0" * 64, batch=origin.batch)
         assert _deep_reference(log, wrong) == _deep_fault(log, processes, wrong)
+
+
+class TestForgedBodies:
+    """Re-sealed bodies the fast path cannot read are judged by the exact rules (DOMAIN §2.1).
+
+    The events after a forged one are re-sealed to name it, so the forged
+    event's own link is the only thing that can fail.
+    """
+
+    @staticmethod
+    def _forge(log: SqliteStore, forge: Reseal, seq: int, document: dict[str, Any]) -> None:
+        for at in range(seq, EVENTS + 1):
+            forged = forge(document)
+            _set(log, at, body=forged, content_hash=json.loads(forged)["contentHash"])
+            if at < EVENTS:
+                document = json.loads(_body(log, at + 1))
+                document["prevHash"] = json.loads(forged)["contentHash"]
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_the_top_level_batch_counts_not_one_inside_data(
+        self, log: SqliteStore, forge: Reseal, processes: int
+    ) -> None:
+        """A jump to batch 9 is refused although ``data`` holds a batch that would follow."""
+        document = json.loads(_body(log, 5))
+        document["batch"] = 9
+        document["data"] = {**document["data"], "a": 1, "batch": 3}
+        self._forge(log, forge, 5, document)
+        assert (5, "batch 9 does not follow batch 2") == _fault(log, processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_the_top_level_prev_hash_counts_not_one_inside_data(
+        self, log: SqliteStore, forge: Reseal, processes: int
+    ) -> None:
+        """A wrong ``prevHash`` is refused although ``data`` names the right one."""
+        document = json.loads(_body(log, 5))
+        right = json.loads(_body(log, 4))["contentHash"]
+        document["prevHash"] = "0" * 64
+        document["data"] = {**document["data"], "a": 1, "prevHash": right}
+        self._forge(log, forge, 5, document)
+        reason = "prevHash does not match the previous event's contentHash"
+        assert (5, reason) == _fault(log, processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_a_batch_that_is_not_a_number_follows_nothing(
+        self, log: SqliteStore, forge: Reseal, processes: int
+    ) -> None:
+        """Seq 2 may stay in batch 1 or open batch 2; a text batch does neither."""
+        document = json.loads(_body(log, 2))
+        document["batch"] = "1"
+        self._forge(log, forge, 2, document)
+        assert 2 == _fault(log, processes)[0]
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_log_compacted_inside_the_log_is_refused(
+        self, log: SqliteStore, forge: Reseal, processes: int
+    ) -> None:
+        """DOMAIN §13.2: ``log.compacted`` may only open a log, wherever its links hold."""
+        document = json.loads(_body(log, 6))
+        document["type"] = "log.compacted"
+        self._forge(log, forge, 6, document)
+        assert (6, "log.compacted may only open a log") == _fault(log, processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_an_event_of_another_schema_may_stay_in_its_batch(
+        self, log: SqliteStore, forge: Reseal, processes: int
+    ) -> None:
+        """The chain rules read no schema: seq 3 of another schema stays in batch 2 and walks."""
+        document = json.loads(_body(log, 3))
+        document["schema"] = "pwf.event.v0"
+        self._forge(log, forge, 3, document)
+        last = json.loads(_body(log, EVENTS))
+        head = Head(seq=EVENTS, content_hash=last["contentHash"], batch=last["batch"])
+        assert head == walk_chain(log.path, EMPTY, processes=processes)
