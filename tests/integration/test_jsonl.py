@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from tests._dbfile import rows
+else:
+    from _dbfile import rows
+
 AppendBatches = Callable[..., list[list[Sealed]]]
 Reseal = Callable[[dict[str, Any]], bytes]
 
@@ -37,7 +41,7 @@ def _export(store: SqliteStore, first: int = 1, last: int | None = None) -> byte
 
 
 def _rows(store: SqliteStore) -> list[tuple[object, ...]]:
-    return store.connection.execute("SELECT * FROM events ORDER BY seq").fetchall()
+    return rows(store.path, "SELECT * FROM events ORDER BY seq")
 
 
 def _file(lines: list[bytes]) -> bytes:
@@ -127,14 +131,13 @@ class TestRoundTrip:
                 return [Sql("INSERT INTO test_seqs (seq) VALUES (?)", (entry.seq,))]
 
         read_model = ReadModel([Seqs()])
-        with target.transaction() as tx:
-            read_model.install(tx.connection)
+        target.install(read_model.install)
         target.hooks.append(read_model)
         import_jsonl(target, io.BytesIO(_export(log)))
-        assert [(EVENTS,)] == target.connection.execute(
-            "SELECT last_seq FROM _pwf_checkpoint WHERE projection = 'test_seqs'"
-        ).fetchall()
-        assert EVENTS == target.connection.execute("SELECT count(*) FROM test_seqs").fetchone()[0]
+        assert [(EVENTS,)] == rows(
+            target.path, "SELECT last_seq FROM _pwf_checkpoint WHERE projection = 'test_seqs'"
+        )
+        assert [(EVENTS,)] == rows(target.path, "SELECT count(*) FROM test_seqs")
 
 
 def _swap(lines: list[bytes], first: int, second: int) -> list[bytes]:
@@ -312,7 +315,7 @@ class TestImportRefuses:
         assert 2 == error.exit_code
         assert Head(seq=0, content_hash=None, batch=0) == target.head()
         assert [] == _rows(target)
-        assert [] == target.connection.execute("SELECT * FROM _pwf_head").fetchall()
+        assert [] == rows(target.path, "SELECT * FROM _pwf_head")
 
     def test_the_unchanged_lines_import(self, lines: list[bytes], target: SqliteStore) -> None:
         """The fixture's own export imports cleanly (the faults above are the only difference)."""
