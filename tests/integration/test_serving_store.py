@@ -40,10 +40,16 @@ def _commit(store: SqliteStore, count: int) -> None:
 
 
 def _in_file(path: Path) -> int:
-    """Events the database file itself holds, ignoring its write-ahead log."""
+    """Events the database file itself holds, ignoring its write-ahead log.
+
+    The read takes no lock, so while a checkpoint is writing the file it may
+    see a torn page: that counts as -1 (not yet), and the caller reads again.
+    """
     connection = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True)
     try:
         return int(connection.execute("SELECT count(*) FROM events").fetchone()[0])
+    except sqlite3.DatabaseError:
+        return -1
     finally:
         connection.close()
 
