@@ -5,7 +5,10 @@ With ``PWF_TEST_CPU`` set to a directory, every test's CPU seconds (the test
 process's own, plus those of the child processes it waited for) are written
 to one JSON line per test in ``DIR/<worker>.jsonl``.  ``python
 tests/_cputime.py DIR`` sums them: the total, and the costliest files and
-tests.  Without the variable nothing is measured (ADR 0054).
+tests.  Without the variable nothing is measured (ADR 0054).  ``python
+tests/_cputime.py DIR --record`` also writes the longest tests' wall seconds
+to ``tests/durations.json``, which ``tests/conftest.py`` deals out first
+(ADR 0058).
 """
 
 from __future__ import annotations
@@ -18,16 +21,19 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     import pytest
 
-__all__ = ["VARIABLE", "measure", "summary"]
+__all__ = ["VARIABLE", "measure", "record", "summary"]
 
 VARIABLE: Final = "PWF_TEST_CPU"
+DURATIONS: Final = Path(__file__).with_name("durations.json")
+RECORDED: Final = 200
+"""How many of the longest tests ``--record`` keeps: the rest are short enough to fill in."""
 
 
 def _cpu() -> float:
@@ -51,14 +57,33 @@ def measure(item: pytest.Item, directory: Path) -> Iterator[None]:
         out.write(json.dumps(record) + "\n")
 
 
-def summary(directory: Path, top: int = 40) -> str:
-    """The total CPU and wall seconds, then the costliest files and tests."""
-    records = [
+def _records(directory: Path) -> list[dict[str, object]]:
+    return [
         json.loads(line)
         for path in directory.glob("*.jsonl")
         for line in path.read_text().split("\n")
         if line
     ]
+
+
+def record(directory: Path, target: Path = DURATIONS) -> None:
+    """Write the wall seconds of the :data:`RECORDED` longest tests of a run to ``target``."""
+    walls: dict[str, float] = {}
+    for found in _records(directory):
+        name, wall = str(found["test"]), float(str(found["wall"]))
+        walls[name] = max(walls.get(name, 0.0), wall)
+    longest = sorted(walls, key=lambda name: -walls[name])[:RECORDED]
+    seconds = {name: round(walls[name], 1) for name in sorted(longest)}
+    document = {
+        "about": "wall seconds of the longest tests in one run: tests/_cputime.py, ADR 0058",
+        "seconds": seconds,
+    }
+    target.write_text(json.dumps(document, indent=1) + "\n")
+
+
+def summary(directory: Path, top: int = 40) -> str:
+    """The total CPU and wall seconds, then the costliest files and tests."""
+    records: list[Any] = _records(directory)
     files: Counter[str] = Counter()
     walls: Counter[str] = Counter()
     for record in records:
@@ -80,4 +105,7 @@ def summary(directory: Path, top: int = 40) -> str:
 
 
 if __name__ == "__main__":
-    print(summary(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 40))  # noqa: T201
+    arguments = [argument for argument in sys.argv[1:] if argument != "--record"]
+    if "--record" in sys.argv:
+        record(Path(arguments[0]))
+    print(summary(Path(arguments[0]), int(arguments[1]) if len(arguments) > 1 else 40))  # noqa: T201

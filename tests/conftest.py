@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
+import json
 import os
 import shutil
 from collections.abc import Callable, Generator, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,8 +23,6 @@ from pwf.events import Actor, Cause, CommandRecorded, Outcome, Sealed
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from tests._cputime import VARIABLE, measure
     from tests._pg import MISSING, Server, find_bin
 else:
@@ -159,14 +160,68 @@ def client_line() -> Callable[..., bytes]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the tests marked ``slow`` first, in their collected order, then all the others.
+    """Deal the long tests out over the workers first, then all the others (ADR 0058).
 
-    With ``--dist worksteal`` (``make test``) the multi-second tests then
-    start while both workers still have short tests queued behind them, so a
-    worker that runs out steals short ones instead of idling while the other
-    finishes one long test (ADR 0049).  Every test still runs, once.
+    ``--dist worksteal`` (``make test``) hands each worker one contiguous
+    share of this list and lets a worker that runs out take the back half of
+    the longest queue.  So the tests ``tests/durations.json`` records as long
+    (and those marked ``slow`` it does not know yet) go to the fronts of the
+    shares, longest first, each to the share with the least so far; the
+    other tests keep their collected order behind them.  Every test still
+    runs, once.
     """
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    items[:] = _arranged(items, _recorded(), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+DURATIONS = Path(__file__).with_name("durations.json")
+"""Seconds the long tests took in a recorded run (``python tests/_cputime.py DIR --record``)."""
+UNRECORDED_SLOW = 5.0
+"""What a test marked ``slow`` that the file does not know yet is taken to cost."""
+
+
+def _recorded() -> dict[str, float]:
+    try:
+        found: dict[str, float] = json.loads(DURATIONS.read_text())["seconds"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return found
+
+
+def _arranged(
+    items: list[pytest.Item], recorded: dict[str, float], workers: int
+) -> list[pytest.Item]:
+    """The long tests spread over ``workers`` shares, longest first; the rest behind, in order."""
+
+    def cost(item: pytest.Item) -> float:
+        if item.nodeid in recorded:
+            return recorded[item.nodeid]
+        return UNRECORDED_SLOW if item.get_closest_marker("slow") else 0.0
+
+    costs = {item.nodeid: cost(item) for item in items}
+    long = sorted((item for item in items if costs[item.nodeid]), key=lambda i: -costs[i.nodeid])
+    short = [item for item in items if not costs[item.nodeid]]
+    # The share sizes pytest-xdist's worksteal scheduler deals out first.
+    sizes, left = [], len(items)
+    for index in range(workers):
+        sizes.append(left // (workers - index))
+        left -= sizes[-1]
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    loads = [0.0] * workers
+    for item in long:
+        fits = [index for index in range(workers) if len(shares[index]) < sizes[index]]
+        chosen = min(fits, key=lambda index: loads[index])
+        shares[chosen].append(item)
+        loads[chosen] += costs[item.nodeid]
+    # Within a share, a module's long tests run together, so its module fixtures are made once.
+    first: dict[str, int] = {}
+    for order, item in enumerate(long):
+        first.setdefault(item.nodeid.split("::")[0], order)
+    rest = iter(short)
+    arranged: list[pytest.Item] = []
+    for share, size in zip(shares, sizes, strict=True):
+        arranged += sorted(share, key=lambda item: first[item.nodeid.split("::")[0]])
+        arranged += itertools.islice(rest, size - len(share))
+    return arranged
 
 
 @pytest.hookimpl(wrapper=True)
@@ -175,8 +230,6 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
     directory = os.environ.get(VARIABLE)
     if not directory:
         return (yield)
-    from pathlib import Path  # noqa: PLC0415 - only for the measuring run
-
     with measure(item, Path(directory)):
         return (yield)
 

@@ -1,7 +1,9 @@
 """A fold into a throw-away work file, in chunks of seq; imports the fold's rooms and store.
 
 A :class:`ScratchFold` is a new SQLite file with the live database attached
-as ``live``: it creates every projection without its secondary indexes, folds
+as ``live``: it creates every projection without its secondary indexes (the
+first fold of a process runs their DDL and keeps the file's bytes as a
+template, later ones start from a copy of it: :class:`Template`), folds
 the log in chunks of seq (one transaction each, so memory stays flat however
 long the log is), splitting long folds with a forked process, and indexes
 the tables afterwards (ADR 0013).  :func:`scratch_fold` makes one and deletes
@@ -11,9 +13,10 @@ it whatever happens; replay, rebuild and verify build on it.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf import logs
 from pwf._sqlite import transaction
@@ -23,6 +26,7 @@ from pwf.fold.bulk import BulkFold
 from pwf.fold.chain import Chain
 from pwf.fold.decode import decoded
 from pwf.fold.parallel import fold
+from pwf.projections import PROJECTIONS
 from pwf.readmodel import CHECKPOINT_TABLE
 from pwf.store import EMPTY, Head, origin_of
 from pwf.store.sqlite import APPLICATION_ID, FORMAT, HEAD_UPSERT, SCHEMA, translate_error
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
 
     from pwf.store import ProjectionFile
 
-__all__ = ["CHUNK", "Progress", "ScratchFold", "scratch_fold"]
+__all__ = ["CHUNK", "TEMPLATES", "Progress", "ScratchFold", "Template", "scratch_fold"]
 
 CHUNK: Final = 10_000
 """Events folded per transaction: enough to amortise a commit, few enough to stream."""
@@ -47,6 +51,32 @@ _SCRATCH_PRAGMAS: Final = (
     "PRAGMA main.synchronous = OFF",
     "PRAGMA temp_store = FILE",
 )
+
+
+class Template(NamedTuple):
+    """A scratch file just after :meth:`ScratchFold.install`, and what its fold left for later."""
+
+    image: bytes
+    """The file's bytes: the schema, the checkpoint rows, nothing folded."""
+    deferred: tuple[tuple[str, str], ...]
+    """:attr:`pwf.fold.bulk.BulkFold.deferred` after the install."""
+    unchecked: tuple[tuple[str, str, tuple[str, ...]], ...]
+    """:attr:`pwf.fold.bulk.BulkFold.unchecked` after the install."""
+
+
+TEMPLATES: Final[dict[tuple[object, ...], Template]] = {}
+"""This process's templates, by :func:`_template_key` (forked processes inherit them).
+
+Built from the schema code that runs, never read from elsewhere; a
+process that folds once pays the DDL once, as before (ADR 0058).
+"""
+
+
+def _template_key(copy_events: bool) -> tuple[object, ...]:
+    """Everything the bytes of a freshly installed scratch file depend on."""
+    projections = tuple((p.NAME, p.VERSION, tuple(p.DDL)) for p in PROJECTIONS)
+    log = (SCHEMA, FORMAT, APPLICATION_ID) if copy_events else (CHECKPOINT_TABLE,)
+    return (copy_events, log, projections, _SCRATCH_PRAGMAS, sqlite3.sqlite_version)
 
 
 class ScratchFold:
@@ -64,12 +94,15 @@ class ScratchFold:
         progress: Progress | None,
         chunk: int,
         verified: int = 0,
+        template: Template | None = None,
     ) -> None:
         """Fold from ``live.events``; with ``copy_events`` copy those rows into ``main`` too.
 
         The content hashes of the events up to seq ``verified`` are trusted.
+        ``template`` is what the file was written from before it was opened.
         """
         self.path = path
+        self.template = template
         self.connection = connection
         self.copy_events = copy_events
         self.progress = progress
@@ -84,7 +117,16 @@ class ScratchFold:
         """Create the bookkeeping tables (and the log's, when copying) and every projection.
 
         The projections' secondary indexes wait for :meth:`index`, after the bulk of the fold.
+        A file written from a :class:`Template` holds all that already; the
+        first install of a process keeps its file's bytes as the template.
         """
+        template = self.template
+        if template is not None:
+            self.connection.execute("PRAGMA ignore_check_constraints = ON")
+            self.model.deferred = list(template.deferred)
+            self.model.unchecked = [(n, t, list(c)) for n, t, c in template.unchecked]
+            return
+        key = _template_key(self.copy_events)
         with transaction(self.connection):
             if self.copy_events:
                 for statement in SCHEMA:
@@ -96,6 +138,13 @@ class ScratchFold:
             else:
                 self.connection.execute(CHECKPOINT_TABLE)
             self.model.install(self.connection)
+        if self.model.projections == PROJECTIONS:
+            # Journal off: the commit left every page in the file.
+            TEMPLATES[key] = Template(
+                self.path.read_bytes(),
+                tuple(self.model.deferred),
+                tuple((n, t, tuple(c)) for n, t, c in self.model.unchecked),
+            )
 
     def index(self) -> None:
         """Create the indexes :meth:`install` left out; what is folded after keeps them up."""
@@ -180,6 +229,9 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
     for orphan in scratchfiles.sweep(beside, path):
         logs.warning("scratch.orphan_removed", path=str(orphan))
     try:
+        template = TEMPLATES.get(_template_key(copy_events))
+        if template is not None:
+            _write_all(held, template.image)
         connection = sqlite3.connect(path, isolation_level=None)
         try:
             for pragma in _SCRATCH_PRAGMAS:
@@ -196,6 +248,7 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
                 progress=progress,
                 chunk=chunk,
                 verified=verified,
+                template=template,
             )
         except sqlite3.Error as error:
             raise translate_error(error, store.path) from None
@@ -203,3 +256,10 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
             connection.close()
     finally:
         scratchfiles.release(path, held)
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    """Write ``data`` at the start of the empty file behind ``descriptor``."""
+    view = memoryview(data)
+    while view:
+        view = view[os.pwrite(descriptor, view, len(data) - len(view)) :]
