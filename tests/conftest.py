@@ -212,14 +212,18 @@ def _arranged(
         chosen = min(fits, key=lambda index: loads[index])
         shares[chosen].append(item)
         loads[chosen] += costs[item.nodeid]
-    # Within a share, a module's long tests run together, so its module fixtures are made once.
+    # Within a share, a module's long tests run together and in their collected order (which
+    # groups a module fixture's parameters), so its module fixtures are made as few times as can be.
     first: dict[str, int] = {}
     for order, item in enumerate(long):
         first.setdefault(item.nodeid.split("::")[0], order)
+    collected = {id(item): index for index, item in enumerate(items)}
     rest = iter(short)
     arranged: list[pytest.Item] = []
     for share, size in zip(shares, sizes, strict=True):
-        arranged += sorted(share, key=lambda item: first[item.nodeid.split("::")[0]])
+        arranged += sorted(
+            share, key=lambda item: (first[item.nodeid.split("::")[0]], collected[id(item)])
+        )
         arranged += itertools.islice(rest, size - len(share))
     return arranged
 

@@ -426,8 +426,8 @@ def memory_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module", params=["plain", "compacted"])
 def template(request: pytest.FixtureRequest, memory_root: Path, fill: Any) -> Log:
-    directory = memory_root / request.param
-    directory.mkdir()
+    # A directory of its own: a worker that comes back to this module makes the log again.
+    directory = Path(tempfile.mkdtemp(prefix=f"{request.param}-", dir=memory_root))
     path = directory / "template.db"
     compacted = request.param == "compacted"
     _make_log(path, compacted=compacted, fill=fill)

@@ -338,8 +338,9 @@ def test_sigkill_during_a_rebuild_leaves_the_old_projections_or_the_rebuilt_ones
         kill_one(["rebuild", "--db", str(db)], after)
         assert log_state(db) == before, "a rebuild changed the log"
         with open_store(str(db), read_only=True) as store:
-            assert store.verify().ok
-            repaired = check(store).ok
+            found = check(store)  # walks the whole chain first, deep, as store.verify() does
+            assert found.chain.ok, found.chain
+            repaired = found.ok
         if repaired:
             figures.add(PART, "rebuilds cut after their commit (projections rebuilt)")
         else:
@@ -378,8 +379,9 @@ def test_sigkill_during_a_replay_leaves_no_file_or_a_whole_one(
         assert log_state(template) == before, "a replay changed the log it read"
         if out.exists():
             with open_store(str(out), read_only=True) as replayed:
-                assert replayed.verify().ok
-                assert check(replayed).ok
+                found = check(replayed)  # walks the whole chain first, deep
+                assert found.chain.ok, found.chain
+                assert found.ok, found.difference
                 assert replayed.head() == head
             figures.add(PART, "replays cut after their rename (whole file)")
         else:

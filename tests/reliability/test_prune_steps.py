@@ -27,6 +27,7 @@ from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from tests._dbfile import projections
+    from tests.conftest import Built
     from tests.reliability._reliability import (
         LogState,
         assert_sound,
@@ -76,19 +77,25 @@ WRITES: Final = 300
 """Answers the writer gives before the prunes: a few dozen runs, most of them finished."""
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LogState]:
-    """A database the writer filled, and its log state, shared by every step."""
-    directory = tmp_path_factory.mktemp("filled")
-    db = directory / "filled.db"
+def _fill(db: Path) -> None:
+    """Let the writer give :data:`WRITES` answers into a new database."""
     init(db)
-    errors = directory / "writer.err"
+    errors = db.with_name("writer.err")
     writer = spawn_writer(db, "f", steps=WRITES, gate="0", clock=CLOCK, errors=errors)
     try:
         writer.communicate(timeout=300)
     finally:
         stop(writer)
     assert writer.returncode == 0, errors.read_text()
+
+
+@pytest.fixture(scope="module")
+def template(built: Built) -> tuple[Path, LogState]:
+    """A database the writer filled, and its log state, shared by every step.
+
+    It is made once per run (``built``), whichever workers the steps run on.
+    """
+    db = built("prune-steps-filled.db", _fill)
     return db, log_state(db)
 
 
