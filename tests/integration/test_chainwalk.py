@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from pwf import canonical
 from pwf.errors import ChainError, StoreError
 from pwf.store import Head, chainwalk
 from pwf.store.chainwalk import ranges, walk_chain, walk_rows
@@ -511,14 +512,65 @@ class TestForgedBodies:
         assert (5, reason) == _fault(log, processes)
 
     @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("seq", [1, 2])
     def test_a_batch_that_is_not_a_number_follows_nothing(
-        self, log: SqliteStore, forge: Reseal, processes: int
+        self, log: SqliteStore, forge: Reseal, processes: int, seq: int
     ) -> None:
-        """Seq 2 may stay in batch 1 or open batch 2; a text batch does neither."""
-        document = json.loads(_body(log, 2))
+        """Seq 1 must open batch 1 and seq 2 stay in it or open batch 2: a text "1" does neither."""
+        document = json.loads(_body(log, seq))
         document["batch"] = "1"
-        self._forge(log, forge, 2, document)
-        assert 2 == _fault(log, processes)[0]
+        self._forge(log, forge, seq, document)
+        assert seq == _fault(log, processes)[0]
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("case", [(2, 0, 1), (2, 3, 1), (6, 2, 3), (6, 5, 3)])
+    def test_a_batch_may_not_step_back_or_jump_by_two(
+        self, log: SqliteStore, forge: Reseal, processes: int, case: tuple[int, int, int]
+    ) -> None:
+        """After a batch that stayed (seq 2) or stepped (seq 6), only the same or the next one."""
+        seq, batch, before = case
+        document = json.loads(_body(log, seq))
+        document["batch"] = batch
+        self._forge(log, forge, seq, document)
+        assert (seq, f"batch {batch} does not follow batch {before}") == _fault(log, processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("batch", [2, 5])
+    def test_a_batch_after_one_read_exactly_may_not_step_back_or_jump_by_two(
+        self, log: SqliteStore, forge: Reseal, processes: int, batch: int
+    ) -> None:
+        """Seq 5, of another schema, opens batch 3 on the exact path; seq 6 must then stay in 3."""
+        document = json.loads(_body(log, 5))
+        document["schema"] = "pwf.event.v0"
+        self._forge(log, forge, 5, document)
+        document = json.loads(_body(log, 6))
+        document["batch"] = batch
+        self._forge(log, forge, 6, document)
+        assert (6, f"batch {batch} does not follow batch 3") == _fault(log, processes)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("seq", [1, 4])
+    def test_a_body_without_its_content_hash_is_refused_at_its_seq(
+        self, log: SqliteStore, processes: int, seq: int
+    ) -> None:
+        """An event without a ``contentHash`` member has no hash to chain."""
+        document = json.loads(_body(log, seq))
+        del document["contentHash"]
+        _set(log, seq, body=canonical.encode(document))
+        assert seq == _fault(log, processes)[0]
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("seq", [1, 5])
+    def test_a_content_hash_inside_data_is_not_the_events_own(
+        self, log: SqliteStore, forge: Reseal, processes: int, seq: int
+    ) -> None:
+        """Only the top-level ``contentHash`` is the event's own; one inside ``data`` is data."""
+        document = json.loads(_body(log, seq))
+        document["data"] = {**document["data"], "contentHash": "0" * 64}
+        self._forge(log, forge, seq, document)
+        last = json.loads(_body(log, EVENTS))
+        head = Head(seq=EVENTS, content_hash=last["contentHash"], batch=last["batch"])
+        assert head == walk_chain(log.path, EMPTY, processes=processes)
 
     @pytest.mark.parametrize("processes", PROCESSES)
     def test_log_compacted_inside_the_log_is_refused(
