@@ -593,3 +593,34 @@ class TestForgedBodies:
         last = json.loads(_body(log, EVENTS))
         head = Head(seq=EVENTS, content_hash=last["contentHash"], batch=last["batch"])
         assert head == walk_chain(log.path, EMPTY, processes=processes)
+
+
+class TestDeepLinks:
+    """The deep walk checks each link once the event itself is sound (DOMAIN §2.1)."""
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    @pytest.mark.parametrize("seq", [3, 4, 6])
+    def test_a_consistent_forgery_breaks_the_next_link(
+        self, log: SqliteStore, forge: Reseal, processes: int, seq: int
+    ) -> None:
+        """A re-sealed event with its hash column matching is caught by the next prevHash."""
+        document = json.loads(_body(log, seq))
+        document["data"]["outcome"] = "rejected"
+        forged = forge(document)
+        _set(log, seq, body=forged, content_hash=json.loads(forged)["contentHash"])
+        reason = "prevHash does not match the previous event's contentHash"
+        with pytest.raises(ChainError) as caught:
+            walk_chain(log.path, EMPTY, processes=processes, deep=True)
+        assert (seq + 1, reason) == (caught.value.seq, caught.value.reason)
+
+    @pytest.mark.parametrize("processes", PROCESSES)
+    def test_the_first_event_must_open_the_batch_after_the_origin(
+        self, log: SqliteStore, processes: int
+    ) -> None:
+        """Cut inside batch 2, seq 3 stays in the origin's batch: refused at seq 3."""
+        document = json.loads(_body(log, 2))
+        log.connection.execute("DELETE FROM events WHERE seq <= 2")
+        origin = Head(seq=2, content_hash=document["contentHash"], batch=document["batch"])
+        with pytest.raises(ChainError) as caught:
+            walk_chain(log.path, origin, processes=processes, deep=True)
+        assert (3, "batch 2 does not follow batch 2") == (caught.value.seq, caught.value.reason)
