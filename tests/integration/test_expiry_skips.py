@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pwf.commands import Context, Row
 from pwf.commands.expiry import begin_timeouts
-from pwf.events import InteractionTimeoutStarted
+from pwf.events import InteractionTimeoutStarted, MessageCancelled
 from pwf.fold.bulk import rebuild_into
 
 if TYPE_CHECKING:
@@ -221,4 +221,26 @@ def test_a_session_without_a_coordinator_waits(tmp_path: Path) -> None:
     gone = "DELETE FROM session_coordinators WHERE target_session_id = 's-b'"
 
     assert [("run-a", "s-a")] == _expire_copy(fx, gone)[0]
+    fx.close()
+
+
+def test_beginning_a_timeout_cancels_no_message(tmp_path: Path) -> None:
+    """§10.7 and §9.4: the timeout start cancels the request, not its messages.
+
+    The original's timeout start updates the request, the run, the queue and
+    the validating submissions only; a step or decision message of the
+    request that is still pending stays pending (forged here, since a started
+    step turn normally means the step message was sent).
+    """
+    fx = _two_runs(tmp_path)
+    forged = (
+        "UPDATE workflow_messages SET status = 'pending', pi_session_entry_id = NULL"
+        " WHERE source_id = (SELECT request_id FROM interactive_requests WHERE run_id = 'run-b')"
+    )
+
+    started, staged = _expire_copy(fx, forged)
+
+    assert [("run-b", "s-b"), ("run-a", "s-a")] == started
+    assert [] == [event for event in staged if isinstance(event, MessageCancelled)]
+    assert 2 == sum(isinstance(event, InteractionTimeoutStarted) for event in staged)
     fx.close()

@@ -75,7 +75,8 @@ def begin_timeouts(ctx: Context) -> list[tuple[str, str]]:
 
 
 def _begin(ctx: Context, row: Row) -> None:
-    cancel_request(ctx, row, EXPIRED, ("step", "decision"))
+    # The request is cancelled but none of its messages is (§10.7, §9.4's table).
+    cancel_request(ctx, row, EXPIRED, ())
     ctx.emit(
         InteractionTimeoutStarted(
             run_id=row["run_id"],
