@@ -14,10 +14,17 @@ keys inserted in default-sort (UTF-16 code unit) order, then calls
 
 :func:`encode` has two paths.  The fast path hands a value to msgspec when a
 cheap walk proves that msgspec writes the same bytes: plain dicts with keys
-below U+D800 that cannot be array indices, lists, text, bools, null and ints
-within ±2**53.  Anything else (floats, digit keys, surrogates, ``MISSING``,
-Structs) takes the exact slow path.  A golden corpus and differential tests
-against Node pin the two together (ADR 0002).
+below U+D800 that cannot be array indices, lists, text, bools, null, ints
+within ±2**53 and doubles msgspec writes as ``Number::toString`` does.
+Anything else (other doubles, digit keys, surrogates, ``MISSING``, Structs)
+takes the exact slow path.  A golden corpus and differential tests against
+Node pin the two together (ADR 0002).
+
+:func:`parse_line` proves most canonical lines without walking their value:
+when msgspec's sorted encoding of the decoded value gives the line back and a
+scan of the line's bytes shows none of what msgspec writes otherwise (see
+:func:`_proven`), the line is canonical; every other line takes the exact
+check (ADR 0063).
 """
 
 from __future__ import annotations
@@ -145,7 +152,7 @@ def _learn_key(key: object) -> bool:
 _known_key = _key_ok.get
 
 
-def _plain(value: object) -> bool:
+def _plain(value: object) -> bool:  # noqa: C901 - one branch per JSON kind, on the hot path
     """Tell whether msgspec's sorted encoding of ``value`` is already canonical."""
     kind = type(value)
     items: Any
@@ -167,10 +174,19 @@ def _plain(value: object) -> bool:
             if -_MAX_SAFE <= item <= _MAX_SAFE:
                 continue
             return False
+        if kind is float:
+            if _float_plain(item):
+                continue
+            return False
         if kind in _CONTAINERS and _plain(item):
             continue
         return False
     return True
+
+
+def _float_plain(number: float) -> bool:
+    """Tell whether msgspec writes this double as ``Number::toString`` does."""
+    return math.isfinite(number) and _ENCODER.encode(number) == format_number(number).encode()
 
 
 # --------------------------------------------------------------------------- slow path
@@ -538,6 +554,83 @@ def nesting_depth(line: bytes, limit: int) -> int:
     return deepest
 
 
+_PROOF_DEPTH: Final = 64
+"""Lines that may nest deeper take the exact check, whose walk recurses."""
+_ZEROED: Final = bytes.maketrans(b"123456789", b"000000000")
+_BELOW_U_D000: Final = bytes(range(0xED))
+"""Every byte but the UTF-8 lead bytes of U+D000 on (where code point and UTF-16 order part)."""
+_LONG_RUN: Final = b"0" * 16
+"""Sixteen digits: where an integer beyond 2**53 may start."""
+_NUMBER_OPENS: Final = b":,[-"
+
+
+class _UnprovenError(Exception):
+    """A double whose text ``Number::toString`` does not give back: the exact check decides."""
+
+
+def _double(text: str) -> float:
+    """A double of the line, decoded only when the exact encoder writes it as the line does."""
+    number = float(text)
+    if math.isfinite(number) and format_number(number) == text:
+        return number
+    raise _UnprovenError
+
+
+_PROOF_DECODER: Final = msgspec.json.Decoder(float_hook=_double)
+
+
+def _proven(line: bytes) -> object:
+    """The value of ``line`` if it is proven canonical without the exact walk, else ``MISSING``.
+
+    The proof: msgspec decodes it, each double's text is ``Number::toString``'s
+    (:func:`_double`), msgspec's sorted encoding gives the line back, and the
+    bytes hold nothing msgspec writes otherwise than the exact encoder:
+
+    * no member but an object's first whose key opens with a digit (it may
+      be an array index, which the exact encoder puts first): in msgspec's
+      compact output a quote after ``,`` opens a string or closes one, and a
+      closing quote is followed by ``,}]:``, so ``,"`` and a digit open a
+      key (or an array's text, refused too).  An index key that msgspec
+      writes first is also first by the exact rules;
+    * no ``__proto__`` member;
+    * no character from U+D000 on, which sorts otherwise by UTF-16;
+    * no run of sixteen digits after ``:,[-`` or at the start (an integer
+      beyond 2**53, which the exact encoder writes as a double);
+    * no nesting deeper than :data:`_PROOF_DEPTH`.
+
+    msgspec escapes every other character as the exact encoder does (a unit
+    test holds the two to that, code point by code point).
+    """
+    if line.count(b"[") + line.count(b"{") > _PROOF_DEPTH and (
+        nesting_depth(line, _PROOF_DEPTH) > _PROOF_DEPTH
+    ):
+        return MISSING
+    try:
+        value = _PROOF_DECODER.decode(line)
+        again = _ENCODER.encode(value)
+    except (msgspec.DecodeError, msgspec.EncodeError, _UnprovenError, RecursionError):
+        return MISSING
+    if again != line or b'"__proto__":' in line:
+        return MISSING
+    if not line.isascii() and line.translate(None, _BELOW_U_D000):
+        return MISSING
+    zeroed = line.translate(_ZEROED)
+    if b',"0' in zeroed or not _short_integers(zeroed):
+        return MISSING
+    return value
+
+
+def _short_integers(zeroed: bytes) -> bool:
+    """No run of sixteen digits that may be a number (after ``:,[-`` or at the start)."""
+    found = zeroed.find(_LONG_RUN)
+    while found >= 0:
+        start = len(zeroed[:found].rstrip(b"0"))
+        if start == 0 or zeroed[start - 1] in _NUMBER_OPENS:
+            return False
+        found = zeroed.find(_LONG_RUN, found + len(_LONG_RUN))
+    return True
+
+
 def canonical_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> bytes:
     """The canonical form of one JSON line, whatever its spacing, key order or number forms.
 
@@ -587,6 +680,14 @@ def parse_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> object:
         text = line.decode()
     except UnicodeDecodeError as error:
         raise InvalidUtf8Error(f"invalid UTF-8 at byte {error.start}", offset=error.start) from None
+    value = _proven(line)
+    if value is not MISSING:
+        return value
+    return _exact(line, text)
+
+
+def _exact(line: bytes, text: str) -> object:
+    """:func:`parse_line`'s exact check of valid UTF-8: decode, re-encode, compare the bytes."""
     try:
         value = _loads(line, text)
         again = encode(value)
