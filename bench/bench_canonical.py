@@ -8,9 +8,16 @@ Measures what sealing an event costs in :mod:`pwf.canonical`, each case as
     ``contentHash`` is added) holding a ``CommandRecorded`` and a ``Cause``;
 (a2) the same on the smallest realistic envelope (no cause);
 (b) pwf's fast path on the same value as plain dicts and lists;
-(c) pwf's exact slow path: the dict with a float in it (a receipt member);
+(c) pwf's fast path on the dict with a double in it (a receipt member),
+    which msgspec writes as ``Number::toString`` does;
+(c2) pwf's exact slow path: the same dict with ``1e21``, which msgspec
+    writes otherwise;
 (d) the ceiling: msgspec ``Encoder(order="sorted")`` on the Struct, no checks;
-(e) the pure-Python ``rfc8785`` package on the dict.
+(e) the pure-Python ``rfc8785`` package on the dict;
+(f) ``parse_line`` of the float dict's canonical line, as a deep verify
+    checks a stored event: proven by msgspec (ADR 0063);
+(g) the same with the proof off, the exact check alone: decode,
+    re-encode, compare (no SHA-256 in these two).
 
 The ratio of (a) to the target of 400 000/s is printed.  The smallest
 envelope the schema allows is well above 300 bytes (a fingerprint and a
@@ -65,12 +72,12 @@ def typical_draft(*, with_cause: bool = True) -> _Sealing:
     )
 
 
-def float_dict(plain: dict[str, Any]) -> dict[str, Any]:
-    """The plain dict with a receipt that holds a float: only the exact path may write it."""
+def float_dict(plain: dict[str, Any], seconds: float = 12.375) -> dict[str, Any]:
+    """The plain dict with a receipt that holds a double."""
     data = dict(plain["data"])
     data["receipt"] = {
         "detail": "step plan finished in 2 attempts",
-        "elapsedSeconds": 12.375,
+        "elapsedSeconds": seconds,
         "revision": data["revision"],
         "runId": data["runId"],
         "status": "running",
@@ -88,15 +95,34 @@ def _loop(encode: Callable[[Any], bytes], value: object) -> Callable[[int], None
     return loop
 
 
-def _check_paths(struct: _Sealing, plain: dict[str, Any], slow: dict[str, Any]) -> None:
+def _check_paths(
+    struct: _Sealing, plain: dict[str, Any], double: dict[str, Any], slow: dict[str, Any]
+) -> None:
     """Make sure each case takes the path its label names and writes the same bytes."""
     # The bench looks inside canonical to prove which path it is timing.
     assert canonical._struct_plain(struct), "the Struct must take the fast path"  # noqa: SLF001
     assert canonical._plain(plain), "the dict must take the fast path"  # noqa: SLF001
-    assert not canonical._plain(slow), "the float dict must take the slow path"  # noqa: SLF001
+    assert canonical._plain(double), "the double dict must take the fast path"  # noqa: SLF001
+    assert not canonical._plain(slow), "the 1e21 dict must take the slow path"  # noqa: SLF001
+    line = canonical.encode(double)
+    assert canonical._proven(line) is not canonical.MISSING, "the line must be proven"  # noqa: SLF001
     assert canonical.encode(struct) == canonical.encode(plain)
     assert canonical.encode(plain) == rfc8785.dumps(plain)
+    assert canonical.encode(double) == rfc8785.dumps(double)
     assert canonical.encode(slow) == rfc8785.dumps(slow)
+
+
+def _parse_loop(parse: Callable[[bytes], object], line: bytes) -> Callable[[int], None]:
+    def loop(count: int) -> None:
+        for _ in itertools.repeat(None, count):
+            parse(line)
+
+    return loop
+
+
+def _exact_parse(line: bytes) -> object:
+    """``parse_line`` with the proof off: the exact check alone (after the same UTF-8 check)."""
+    return canonical._exact(line, line.decode())  # noqa: SLF001 - the path being compared
 
 
 def run(rounds: int = 7, seconds: float = 0.2) -> list[str]:
@@ -104,24 +130,32 @@ def run(rounds: int = 7, seconds: float = 0.2) -> list[str]:
     struct = typical_draft()
     small = typical_draft(with_cause=False)
     plain: dict[str, Any] = msgspec.to_builtins(struct)
-    slow = float_dict(plain)
-    _check_paths(struct, plain, slow)
+    double = float_dict(plain)
+    slow = float_dict(plain, 1e21)
+    _check_paths(struct, plain, double, slow)
+    line = canonical.encode(double)
     ceiling = msgspec.json.Encoder(order="sorted").encode
     cases: list[tuple[str, str, Callable[[int], None]]] = [
         ("a", "pwf fast path, envelope Struct", _loop(canonical.encode, struct)),
         ("a2", "pwf fast path, minimal Struct", _loop(canonical.encode, small)),
         ("b", "pwf fast path, same as dict", _loop(canonical.encode, plain)),
-        ("c", "pwf exact path, dict + float", _loop(canonical.encode, slow)),
+        ("c", "pwf fast path, dict + double", _loop(canonical.encode, double)),
+        ("c2", "pwf exact path, dict + 1e21", _loop(canonical.encode, slow)),
         ("d", "msgspec sorted (ceiling)", _loop(ceiling, struct)),
         ("e", "rfc8785.dumps (pure Python)", _loop(rfc8785.dumps, plain)),
+        ("f", "parse_line, proven", _parse_loop(canonical.parse_line, line)),
+        ("g", "parse_line, exact check", _parse_loop(_exact_parse, line)),
     ]
     sizes = {
         "a": len(canonical.encode(struct)),
         "a2": len(canonical.encode(small)),
         "b": len(canonical.encode(plain)),
-        "c": len(canonical.encode(slow)),
+        "c": len(canonical.encode(double)),
+        "c2": len(canonical.encode(slow)),
         "d": len(ceiling(struct)),
         "e": len(rfc8785.dumps(plain)),
+        "f": len(line),
+        "g": len(line),
     }
     counts = [calibrate(loop, seconds) for _, _, loop in cases]
     rates = {key: Rates(()) for key, _, _ in cases}
@@ -135,6 +169,9 @@ def run(rounds: int = 7, seconds: float = 0.2) -> list[str]:
         "a2": f"{rates['a2'].median / TARGET:.2f}x target",
         "b": f"{rates['b'].median / TARGET:.2f}x target",
         "c": f"{rates['c'].median / fast:.2f}x (a)",
+        "c2": f"{rates['c2'].median / fast:.2f}x (a)",
+        "f": f"{rates['f'].median / rates['g'].median:.2f}x (g)",
+        "g": "",
         "d": f"(a) is {fast / rates['d'].median:.2f} of ceiling",
         "e": f"(a) is {fast / rates['e'].median:.1f}x rfc8785",
     }

@@ -562,6 +562,8 @@ _BELOW_U_D000: Final = bytes(range(0xED))
 _LONG_RUN: Final = b"0" * 16
 """Sixteen digits: where an integer beyond 2**53 may start."""
 _NUMBER_OPENS: Final = b":,[-"
+_HIGH: Final = re.compile(rb"[\xed-\xff]")
+_BACKSLASH: Final = ord("\\")
 
 
 class _UnprovenError(Exception):
@@ -593,7 +595,8 @@ def _proven(line: bytes) -> object:
       key (or an array's text, refused too).  An index key that msgspec
       writes first is also first by the exact rules;
     * no ``__proto__`` member;
-    * no character from U+D000 on, which sorts otherwise by UTF-16;
+    * no key with a character from U+D000 on, which sorts otherwise by
+      UTF-16 (:func:`_high_key`);
     * no run of sixteen digits after ``:,[-`` or at the start (an integer
       beyond 2**53, which the exact encoder writes as a double);
     * no nesting deeper than :data:`_PROOF_DEPTH`.
@@ -612,12 +615,41 @@ def _proven(line: bytes) -> object:
         return MISSING
     if again != line or b'"__proto__":' in line:
         return MISSING
-    if not line.isascii() and line.translate(None, _BELOW_U_D000):
+    if not line.isascii() and line.translate(None, _BELOW_U_D000) and _high_key(line):
         return MISSING
     zeroed = line.translate(_ZEROED)
     if b',"0' in zeroed or not _short_integers(zeroed):
         return MISSING
     return value
+
+
+def _high_key(line: bytes) -> bool:
+    """Whether a key holds a character from U+D000 on (the line being msgspec's compact output).
+
+    Such a character is inside a string; the string ends at the first quote
+    after it that no odd run of backslashes escapes, and it is a key when
+    ``:`` follows that quote.
+    """
+    found = _HIGH.search(line)
+    while found is not None:
+        end = _closing_quote(line, found.end())
+        if line[end + 1 : end + 2] == b":":
+            return True
+        found = _HIGH.search(line, end)
+    return False
+
+
+def _closing_quote(line: bytes, start: int) -> int:
+    """Where the string that holds ``start`` ends: its first unescaped quote from there."""
+    quote = line.find(b'"', start)
+    while quote > 0:
+        before = quote
+        while line[before - 1] == _BACKSLASH:
+            before -= 1
+        if (quote - before) % 2 == 0:
+            return quote
+        quote = line.find(b'"', quote + 1)
+    return len(line)
 
 
 def _short_integers(zeroed: bytes) -> bool:

@@ -90,13 +90,14 @@ def ranges(first: int, last: int, parts: int) -> list[tuple[int, int]]:
     return found
 
 
-def walk_chain(
+def walk_chain(  # noqa: PLR0913 - the walk's whole context
     path: Path,
     origin: Head,
     *,
     processes: int | None = None,
     upto: int | None = None,
     deep: bool = False,
+    connection: sqlite3.Connection | None = None,
 ) -> Head:
     """Walk the log at ``path`` from ``origin``; return its last event's head.
 
@@ -116,35 +117,49 @@ def walk_chain(
     that costs some twenty times the bytes-only walk, so it is shared from
     :data:`DEEP_PARALLEL_FROM` events on.
 
+    ``connection``, a caller's open connection to the same file, walks this
+    process's range in the caller's transaction (a caller in a read
+    transaction passes ``upto`` from it); without one the walk opens its
+    own, and either way one connection serves this process: a fresh one
+    costs more than a short log's walk, reading the schema.
+
     Raises:
         ChainError: at the first bad seq, naming why.
         StoreError: the database cannot be read, or a walking process died.
     """
     uri = f"{path.absolute().as_uri()}?mode=ro"
     try:
-        return _walk_all(uri, origin, processes, upto, deep=deep)
+        if connection is not None:
+            return _walk_all(uri, connection, origin, processes, upto, deep=deep)
+        opened = sqlite3.connect(uri, uri=True)
+        try:
+            return _walk_all(uri, opened, origin, processes, upto, deep=deep)
+        finally:
+            opened.close()
     except sqlite3.Error as error:
         raise StoreError(f"{path}: {error}") from None
 
 
-def _walk_all(
-    uri: str, origin: Head, processes: int | None, upto: int | None, *, deep: bool
+def _walk_all(  # noqa: PLR0913 - the walk's whole context
+    uri: str,
+    connection: sqlite3.Connection,
+    origin: Head,
+    processes: int | None,
+    upto: int | None,
+    *,
+    deep: bool,
 ) -> Head:
     last = upto
     if last is None:
-        connection = sqlite3.connect(uri, uri=True)
-        try:
-            found = connection.execute("SELECT max(seq) FROM events").fetchone()[0]
-        finally:
-            connection.close()
+        found = connection.execute("SELECT max(seq) FROM events").fetchone()[0]
         last = found if isinstance(found, int) else origin.seq
     first = origin.seq + 1
     wanted = _default_processes(last - first + 1, deep) if processes is None else processes
     spans = ranges(first, last, wanted) if last >= first else [(first, first)]
     if len(spans) == 1 or not can_fork():
-        part = _walk(uri, None, upto, origin, deep)
+        part = _walk_on(connection, None, upto, origin, deep)
         return _joined(origin, [part])
-    return _walk_parallel(uri, origin, spans, upto, deep)
+    return _walk_parallel(uri, connection, origin, spans, upto=upto, deep=deep)
 
 
 def _default_processes(count: int, deep: bool) -> int:
@@ -153,8 +168,14 @@ def _default_processes(count: int, deep: bool) -> int:
     return max(1, min(processors(), _MOST_PROCESSES))
 
 
-def _walk_parallel(
-    uri: str, origin: Head, spans: list[tuple[int, int]], upto: int | None, deep: bool
+def _walk_parallel(  # noqa: PLR0913 - the walk's whole context
+    uri: str,
+    connection: sqlite3.Connection,
+    origin: Head,
+    spans: list[tuple[int, int]],
+    *,
+    upto: int | None,
+    deep: bool,
 ) -> Head:
     """Walk the first range here and every other in a forked process; join them in order."""
     others: list[Forked[_Part]] = []
@@ -162,7 +183,7 @@ def _walk_parallel(
         for index, (low, high) in enumerate(spans[1:], start=1):
             bound = upto if index == len(spans) - 1 else high
             others.append(Forked(_walk, uri, low, bound, None, deep))
-        parts = [_walk(uri, None, spans[0][1], origin, deep)]
+        parts = [_walk_on(connection, None, spans[0][1], origin, deep)]
         if parts[0].fault is None and not parts[0].ended:
             for other in others:
                 parts.append(other.result())
@@ -205,6 +226,24 @@ def walk_rows(rows: Iterable[tuple[object, ...]], origin: Head) -> Head:
 def _walk(
     uri: str, low: int | None, high: int | None, origin: Head | None, deep: bool = False
 ) -> _Part:
+    """Walk the rows with ``low <= seq <= high`` (either may be open) on a connection of its own.
+
+    A forked range's walk; :func:`_walk_on` says what it checks.
+    """
+    opened = sqlite3.connect(uri, uri=True)
+    try:
+        return _walk_on(opened, low, high, origin, deep)
+    finally:
+        opened.close()
+
+
+def _walk_on(
+    connection: sqlite3.Connection,
+    low: int | None,
+    high: int | None,
+    origin: Head | None,
+    deep: bool,
+) -> _Part:
     """Walk the rows with ``low <= seq <= high`` (either may be open), deeply or not.
 
     With ``origin`` the range starts the log and every link is checked;
@@ -219,33 +258,31 @@ def _walk(
         params.append(high)
     condition = f" WHERE {' AND '.join(where)}" if where else ""
     start = low if low is not None else (origin.seq + 1 if origin is not None else 1)
-    connection = sqlite3.connect(uri, uri=True)
+    selected = COLUMNS if deep else "seq, CAST(content_hash AS BLOB), body"
+    rows = connection.execute(
+        f"SELECT {selected} FROM events{condition} ORDER BY seq",  # noqa: S608 - constant columns and conditions
+        params,
+    )
+    walk = _DeepRange(start, origin) if deep else _Range(start, origin)
     try:
-        selected = COLUMNS if deep else "seq, CAST(content_hash AS BLOB), body"
-        rows = connection.execute(
-            f"SELECT {selected} FROM events{condition} ORDER BY seq",  # noqa: S608 - constant columns and conditions
-            params,
-        )
-        walk = _DeepRange(start, origin) if deep else _Range(start, origin)
-        try:
-            walk.run(rows)
-        except ChainError as error:
-            return walk.part((error.seq, error.reason), ended=False)
-        ended = False
-        if high is not None and walk.seq < high:
-            # The range ran out of rows early: a gap, or the end of the log.
-            after = connection.execute(
-                "SELECT min(seq) FROM events WHERE seq > ?", (walk.seq,)
-            ).fetchone()[0]
-            if after is None:
-                ended = True
-            else:
-                missing = walk.seq + 1
-                fault = (missing, f"seq {missing} is missing (next stored is {after})")
-                return walk.part(fault, ended=False)
-        return walk.part(None, ended=ended or high is None)
+        walk.run(rows)
+    except ChainError as error:
+        return walk.part((error.seq, error.reason), ended=False)
     finally:
-        connection.close()
+        rows.close()
+    ended = False
+    if high is not None and walk.seq < high:
+        # The range ran out of rows early: a gap, or the end of the log.
+        after = connection.execute(
+            "SELECT min(seq) FROM events WHERE seq > ?", (walk.seq,)
+        ).fetchone()[0]
+        if after is None:
+            ended = True
+        else:
+            missing = walk.seq + 1
+            fault = (missing, f"seq {missing} is missing (next stored is {after})")
+            return walk.part(fault, ended=False)
+    return walk.part(None, ended=ended or high is None)
 
 
 class _Range:

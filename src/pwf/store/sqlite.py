@@ -411,7 +411,11 @@ class SqliteStore:
         top = self.connection.execute("SELECT max(seq) FROM events").fetchone()[0]
         if top is not None:
             try:
-                if walk_chain(self.path, origin, upto=top, deep=deep) == head:
+                # This process's range is walked in this snapshot, on this connection.
+                found = walk_chain(
+                    self.path, origin, upto=top, deep=deep, connection=self.connection
+                )
+                if found == head:
                     return head
             except (ChainError, StoreError):
                 pass
