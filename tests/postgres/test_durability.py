@@ -13,8 +13,7 @@ import json
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
 import pytest
@@ -23,116 +22,23 @@ from click.testing import CliRunner
 from pwf.cli import cli
 from pwf.diff import digest_database
 from pwf.errors import StoreError
-from pwf.host import Host
 from pwf.protocol.client import parse_request
-from pwf.readmodel import ReadModel
-from pwf.store.mirror import MirroredStore
-from pwf.store.postgres import LOCK_KEY, PostgresStore
+from pwf.store.postgres import PostgresStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
     from tests._pg import Server
+    from tests.postgres._recording import mirrored_host, recording, round_trips
     from tests.postgres.conftest import Hosts
 
     from pwf.protocol.client import ClientResponse
-    from pwf.store.sqlite import SqliteStore
+else:
+    from _recording import mirrored_host, recording, round_trips
 
 AT: Final = 1_764_403_200_000
-_HEAD: Final = "SELECT seq, content_hash, batch FROM _pwf_head WHERE id = 1"
 FLUSH: Final = "pg_logical_emit_message"
-
-
-class _Cursor:
-    """A psycopg cursor that notes each statement it runs."""
-
-    def __init__(self, cursor: Any, seen: list[tuple[str, str]]) -> None:
-        self._cursor, self._seen = cursor, seen
-
-    def __enter__(self) -> Self:
-        self._cursor.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._cursor.__exit__(*exc)
-
-    def execute(self, sql: str, params: object = None) -> Any:
-        self._seen.append(("pg", " ".join(str(sql).split())[:60]))
-        return self._cursor.execute(sql, params)
-
-    def executemany(self, sql: str, params: object) -> Any:
-        self._seen.append(("pg", " ".join(str(sql).split())[:60]))
-        return self._cursor.executemany(sql, params)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cursor, name)
-
-
-class _Connection:
-    """A psycopg connection that notes each statement it runs, in one list with SQLite's."""
-
-    def __init__(self, connection: Any, seen: list[tuple[str, str]]) -> None:
-        self._connection, self._seen = connection, seen
-
-    def execute(self, sql: str, params: object = None) -> Any:
-        statements = str(sql).split("; ")
-        if len(statements) > 1:  # one query string: one round trip
-            self._seen.append(("pg", "["))
-        self._seen.extend(("pg", " ".join(part.split())[:60]) for part in statements)
-        if len(statements) > 1:
-            self._seen.append(("pg", "]"))
-        return self._connection.execute(sql, params)
-
-    def cursor(self, *args: Any, **kwargs: Any) -> _Cursor:
-        return _Cursor(self._connection.cursor(*args, **kwargs), self._seen)
-
-    @contextmanager
-    def pipeline(self) -> Iterator[Any]:
-        """One round trip: its statements are noted between ``[`` and ``]``."""
-        self._seen.append(("pg", "["))
-        with self._connection.pipeline() as pipeline:
-            yield pipeline
-        self._seen.append(("pg", "]"))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._connection, name)
-
-
-def _host(url: str, path: Path) -> tuple[SqliteStore, Host[SqliteStore]]:
-    model = ReadModel()
-    store = MirroredStore(path, PostgresStore(url), hooks=[model], install=model.install)
-    return store, Host(store)
-
-
-def _recording(store: SqliteStore) -> list[tuple[str, str]]:
-    """Note every statement of ``store``'s two connections from now on, in order."""
-    seen: list[tuple[str, str]] = []
-    assert store.shared is not None
-    log = store.shared.log  # type: ignore[attr-defined]
-    log.connection = _Connection(log.connection, seen)
-    store.connection.set_trace_callback(lambda sql: seen.append(("sqlite", sql[:60])))
-    return seen
-
-
-def _round_trips(seen: list[tuple[str, str]]) -> list[list[str]]:
-    """PostgreSQL's statements grouped by round trip: a pipeline's together, others alone."""
-    trips: list[list[str]] = []
-    open_trip: list[str] | None = None
-    for place, sql in seen:
-        if place != "pg":
-            continue
-        if sql == "[":
-            open_trip = []
-        elif sql == "]":
-            assert open_trip is not None
-            trips.append(open_trip)
-            open_trip = None
-        elif open_trip is not None:
-            open_trip.append(sql)
-        else:
-            trips.append([sql])
-    return trips
 
 
 def _at(seen: list[tuple[str, str]], where: str, start: str, after: int = -1) -> int:
@@ -149,7 +55,7 @@ def pair(
 ) -> Iterator[tuple[Callable[[str, int], ClientResponse], Any]]:
     """Two hosts ``a`` and ``b`` on a fresh log: ``send(name, n)`` starts ``run-n`` there."""
     PostgresStore(pg_url, create=True).close()
-    opened = {name: _host(pg_url, tmp_path / f"{name}.db") for name in ("a", "b")}
+    opened = {name: mirrored_host(pg_url, tmp_path / f"{name}.db") for name in ("a", "b")}
 
     def send(name: str, number: int) -> ClientResponse:
         line = client_line(number).strip()
@@ -167,7 +73,7 @@ class TestOrder:
         """No other host writes: the commit itself flushes, as it always did, before SQLite's."""
         send, stores = pair
         send("a", 1)
-        seen = _recording(stores["a"])
+        seen = recording(stores["a"])
         send("a", 2)
         begin = _at(seen, "pg", "BEGIN")
         assert seen[begin + 1][1].startswith("SELECT pg_advisory_xact_lock")
@@ -181,7 +87,7 @@ class TestOrder:
         send("b", 2)
         send("a", 3)  # folds b's batch under the lock: another host writes, so ...
         send("b", 4)
-        seen = _recording(stores["a"])
+        seen = recording(stores["a"])
         send("a", 5)  # ... this one folds b's next batch before the lock, and releases it early
         begin = _at(seen, "pg", "BEGIN")
         assert _at(seen, "sqlite", "INSERT INTO events") < begin
@@ -195,28 +101,14 @@ class TestOrder:
         stores["b"].catch_up()
         assert 1 == len({digest_database(str(store.path)).all for store in stores.values()})
 
-    def test_a_lone_host_takes_two_round_trips(self, pair: Any) -> None:
-        """The lock, the head and the catch-up read; then the write with its COMMIT (ADR 0060)."""
-        send, stores = pair
-        send("a", 1)
-        seen = _recording(stores["a"])
-        send("a", 2)
-        trips = _round_trips(seen)
-        assert 2 == len(trips)
-        assert ["BEGIN", f"SELECT pg_advisory_xact_lock({LOCK_KEY})", _HEAD] == trips[0][:3]
-        assert trips[0][3].startswith("SELECT seq, batch, type")
-        assert 4 == len(trips[0])
-        assert trips[1][0].startswith("WITH e AS (INSERT INTO events")
-        assert ["COMMIT"] == trips[1][1:]
-
     def test_taking_turns_the_write_commit_and_barrier_go_together(self, pair: Any) -> None:
         """Hosts taking turns: the fold ahead, the lock, then write, COMMIT and barrier at once."""
         send, stores = pair
         for name, number in (("a", 1), ("b", 2), ("a", 3), ("b", 4)):
             send(name, number)
-        seen = _recording(stores["a"])
+        seen = recording(stores["a"])
         send("a", 5)
-        trips = _round_trips(seen)
+        trips = round_trips(seen)
         assert 3 == len(trips)
         assert trips[0][0].startswith("SELECT seq, batch, type")
         assert ["BEGIN", "SET LOCAL synchronous_commit = off"] == trips[1][:2]
@@ -228,7 +120,7 @@ class TestOrder:
         send, stores = pair
         send("a", 1)
         send("b", 2)
-        seen = _recording(stores["a"])
+        seen = recording(stores["a"])
         with stores["a"].transaction():
             pass
         commit = _at(seen, "pg", "COMMIT")
@@ -239,7 +131,7 @@ class TestOrder:
         """A transaction that neither wrote nor folded anything commits without a barrier."""
         send, stores = pair
         send("a", 1)
-        seen = _recording(stores["a"])
+        seen = recording(stores["a"])
         with stores["a"].transaction():
             pass
         assert not [sql for _, sql in seen if FLUSH in sql]
@@ -251,7 +143,7 @@ class TestOrder:
         send, stores = pair
         send("a", 1)
         send("b", 2)
-        seen = _recording(stores["a"])
+        seen = recording(stores["a"])
         assert stores["a"].catch_up() > 0
         flush = _at(seen, "pg", f"SELECT {FLUSH}")
         inserted = _at(seen, "sqlite", "INSERT INTO events")

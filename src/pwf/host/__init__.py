@@ -25,6 +25,7 @@ from pwf.events import Actor
 from pwf.host import _maintenance, _routing, _sessions, _verdict, _workers
 from pwf.host._direct import refuse_if_served
 from pwf.host._workers import LEASE_MS
+from pwf.store.ahead import decide_ahead
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -120,7 +121,7 @@ class Host(Generic[StoreT_co]):
         ``connection`` is the served connection the request came on: a
         coordinator attached by it belongs to it (DOMAIN §5.13).
         """
-        return _routing.decide(self, request, now, connection)
+        return decide_ahead(lambda: _routing.decide(self, request, now, connection))
 
     def answer(self, request: ClientRequest, now: int, *, wait_ms: int = 0) -> bytes:
         """Answer one request as its framed line (canonical bytes and a newline).

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 from pwf.errors import ChainError, StoreError
 from pwf.store import EMPTY, Head, VerifyReport, origin_of
+from pwf.store.ahead import StaleDecision, open_attempt
 from pwf.store.rows import BODY, COLUMNS, check_event, check_link
 from pwf.store.sqlite import SqliteStore, SqliteTransaction, Synchronous, translate_error
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pwf.store import AppendHook
-    from pwf.store.postgres import PostgresStore
+    from pwf.store.postgres import PostgresStore, PostgresTransaction
 
 __all__ = ["MirroredStore"]
 
@@ -133,7 +134,12 @@ class Mirror:
 
     @contextmanager
     def transaction(self, local: SqliteStore) -> Iterator[SqliteTransaction]:
-        """Lock both logs, catch up, let the caller stage; commit PostgreSQL, then SQLite."""
+        """Lock both logs, catch up, let the caller stage; commit PostgreSQL, then SQLite.
+
+        The first write transaction of a decision run through
+        :func:`pwf.store.ahead.decide_ahead`, while no other host writes,
+        decides ahead of the shared log's lock instead (:meth:`_ahead`).
+        """
         connection = local.connection
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -141,19 +147,16 @@ class Mirror:
             raise translate_error(error, local.path) from None
         try:
             tx = SqliteTransaction(local, connection)
-            others = self._others_write  # then fold ahead of the lock, and free it early
-            ahead = self._fold_ahead(tx) if others else 0
-            with self.log.transaction(after=tx.head.seq, early=others) as remote:
-                late = self._apply(tx, remote.head, remote.prefetched)
-                self._others_write = ahead + late > 0
-                remote.must_flush = ahead + late > 0
-                start = tx.head.seq
+            if open_attempt() and not self._others_write:
+                opened = tx.head
                 yield tx
-                tx.settle()
-                rows = connection.execute(
-                    f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq", (start,)
-                ).fetchall()
-                remote.write_rows(rows, last_write=True)
+                self._ahead(tx, opened)
+            else:
+                with self._locked(tx) as remote:
+                    start = tx.head.seq
+                    yield tx
+                    tx.settle()
+                    remote.write_rows(self._rows_after(tx, start), last_write=True)
             if local.before_local_commit is not None:
                 local.before_local_commit()
         except BaseException:
@@ -163,6 +166,41 @@ class Mirror:
             connection.execute("COMMIT")
         except sqlite3.Error as error:
             raise translate_error(error, local.path) from None
+
+    @contextmanager
+    def _locked(self, tx: SqliteTransaction) -> Iterator[PostgresTransaction]:
+        """The shared log's lock with the local file caught up under it (ADR 0038 D2, 0053)."""
+        others = self._others_write  # then fold ahead of the lock, and free it early
+        ahead = self._fold_ahead(tx) if others else 0
+        with self.log.transaction(after=tx.head.seq, early=others) as remote:
+            late = self._apply(tx, remote.head, remote.prefetched)
+            self._others_write = ahead + late > 0
+            remote.must_flush = ahead + late > 0
+            yield remote
+
+    def _ahead(self, tx: SqliteTransaction, expected: Head) -> None:
+        """Write what was decided from the local copy, if the log's head is still its head.
+
+        The caller decided and staged with the local file at its head, before
+        any lock of the shared log; the rows go in one round trip (BEGIN, the
+        lock, the head's check, the write, COMMIT).  A head that moved means
+        another host wrote: nothing is written, the local transaction is
+        rolled back, and the decision is made again under the lock (ADR 0062).
+
+        Raises:
+            StaleDecision: the shared log moved since the local head.
+        """
+        tx.settle()
+        if not self.log.commit_if_head(expected, self._rows_after(tx, expected.seq)):
+            self._others_write = True
+            raise StaleDecision
+
+    @staticmethod
+    def _rows_after(tx: SqliteTransaction, seq: int) -> list[tuple[object, ...]]:
+        """The rows the transaction added to the local file after ``seq``."""
+        return tx.connection.execute(
+            f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq", (seq,)
+        ).fetchall()
 
     def _fold_ahead(self, local: SqliteTransaction) -> int:
         """Before the lock: fold what other hosts committed since the local head (ADR 0053).

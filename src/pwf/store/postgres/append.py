@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from pwf.store.postgres.store import PostgresStore
 
-__all__ = ["FLUSH", "PostgresTransaction", "flush", "locked"]
+__all__ = ["FLUSH", "PostgresTransaction", "commit_if_head", "flush", "locked"]
 
 _ROW: Final = f"({', '.join(['%s'] * 12)})"
 _INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES {_ROW}"
@@ -50,6 +50,11 @@ _MOVE: Final = (
     "UPDATE _pwf_head SET seq = %s, content_hash = %s, batch = %s WHERE id = 1 AND seq = %s"
 )
 _MOVED: Final = "another writer moved the log's head"
+_AT_HEAD: Final = (
+    "SELECT 1 / count(*) FROM _pwf_head"
+    " WHERE id = 1 AND seq = %s AND content_hash IS NOT DISTINCT FROM %s AND batch = %s"
+)
+"""Fails (division by zero) unless the head is the one given: the check of a decision ahead."""
 FLUSH = "SELECT pg_logical_emit_message(true, 'pwf.flush', '')"
 """A flush barrier (ADR 0053): a transaction with an xid that writes WAL, committed synchronously.
 
@@ -178,7 +183,7 @@ class PostgresTransaction:
         sql, params, seq = self._pending
         self._pending = None
         try:
-            self.connection.execute(sql, params)
+            self.connection.execute(sql, params, prepare=True)  # as :func:`_pipelined` does
         except psycopg.errors.DivisionByZero:
             raise ChainError(seq, _MOVED) from None
 
@@ -277,16 +282,96 @@ def _commit(transaction: PostgresTransaction, *, early: bool) -> None:
     if pending is None and not barrier:
         connection.execute("COMMIT")
         return
+    statements: list[tuple[str, tuple[object, ...] | None]] = (
+        [] if pending is None else [pending[:2]]
+    )
+    statements += [("COMMIT", None), *([(FLUSH, None)] if barrier else [])]
     try:
-        with connection.pipeline():
-            if pending is not None:
-                connection.execute(pending[0], pending[1])
-            connection.execute("COMMIT")
-            if barrier:
-                connection.execute(FLUSH)
+        _pipelined(connection, statements)
     except psycopg.errors.DivisionByZero:
         assert pending is not None
         raise ChainError(pending[2], _MOVED) from None
+
+
+def commit_if_head(
+    store: PostgresStore, expected: Head, rows: Sequence[tuple[object, ...]], *, early: bool = False
+) -> bool:
+    """Write ``rows`` if the log's head is still ``expected``, in one round trip (ADR 0062).
+
+    The rows were decided and sealed against ``expected`` before the lock
+    was taken.  ``BEGIN``, the lock, the head's check, the write and
+    ``COMMIT`` (with ``early``, ``SET LOCAL synchronous_commit = off`` and
+    the flush barrier too) go in one pipeline; when the head moved the
+    check fails, PostgreSQL skips everything behind it, and False is
+    returned with nothing written.  Without rows the head is only checked
+    (one statement, no lock): what was decided from the local copy is what
+    the log holds now.  Returns only once the rows are durable.
+
+    Raises:
+        ChainError: the rows do not continue ``expected``.
+        StoreError: PostgreSQL refused the write (the transaction is rolled back).
+    """
+    connection = store.connection
+    check = (expected.seq, expected.content_hash, expected.batch)
+    try:
+        if not rows:
+            connection.execute(_AT_HEAD, check, prepare=True)  # as :func:`_pipelined` does
+            return True
+        transaction = PostgresTransaction(store, expected)
+        if len(rows) <= _ONE_STATEMENT:  # held back: checks the rows continue ``expected``
+            transaction.write_rows(rows, last_write=True)
+        pending = transaction.take_pending()
+        statements: list[tuple[str, tuple[object, ...] | None]] = [("BEGIN", None)]
+        if early:
+            statements.append(("SET LOCAL synchronous_commit = off", None))
+        statements += [(f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", None), (_AT_HEAD, check)]
+        if pending is not None:
+            statements += [pending[:2], ("COMMIT", None), *([(FLUSH, None)] if early else [])]
+        _pipelined(connection, statements)
+        if pending is None:  # too many rows for one statement (an import's size): now
+            transaction.write_rows(rows)
+            _commit(transaction, early=early)
+    except psycopg.errors.DivisionByZero:
+        _rollback(connection)
+        return False
+    except psycopg.Error as error:
+        _rollback(connection)
+        raise translate_error(error, store.path) from None
+    except BaseException:
+        _rollback(connection)
+        raise
+    return True
+
+
+def _pipelined(
+    connection: psycopg.Connection[TupleRow],
+    statements: Sequence[tuple[str, tuple[object, ...] | None]],
+) -> None:
+    """Send ``statements`` in one pipeline (one round trip); raise the first one's error.
+
+    PostgreSQL skips the statements behind a failed one.  The error is
+    raised once the pipeline is closed, so psycopg does not log the
+    statements it skipped as a second error.
+
+    A statement with parameters is prepared at its first use, one without
+    never: psycopg counts a statement's uses and, at the fifth, names it
+    prepared as it sends the ``Parse``, which PostgreSQL skips behind a
+    failed statement, and the name would then be used but unknown.  A
+    statement prepared at its first use is checked against its result.
+    """
+    failed: psycopg.Error | None = None
+    try:
+        with connection.pipeline():
+            for sql, params in statements:
+                try:
+                    connection.execute(sql, params, prepare=params is not None)
+                except psycopg.Error as error:
+                    failed = error
+                    break
+    except psycopg.Error as error:
+        failed = failed or error
+    if failed is not None:
+        raise failed.with_traceback(None)
 
 
 def flush(connection: psycopg.Connection[TupleRow], where: str) -> None:
