@@ -9,20 +9,29 @@ transaction, and prints, per request, the mean milliseconds of:
 * ``lock + head``: the first round trip (``BEGIN``, the lock, the head, the
   catch-up read), so the wait for the lock plus one round trip;
 * ``fold under lock``: folding what arrived while waiting;
-* ``decide``: the host's decision and staging inside the lock;
+* ``decide``: the rest of the write transaction: the host's decision and
+  staging (inside the lock, or ahead of it), SQLite's ``BEGIN IMMEDIATE``
+  and the read of the rows to write;
 * ``write``: the statement that inserts the rows and moves the head;
 * ``commit``: ``COMMIT`` (and the flush barrier when the lock is freed early):
   with a synchronous commit the WAL flush is inside it, and the lock with it;
+* ``write ahead``: a decision made ahead of the lock (ADR 0062): the one
+  round trip of ``BEGIN``, the lock, the head's check, the write and
+  ``COMMIT`` (with a synchronous commit the WAL flush is inside it);
+* ``stale``: the whole local transaction of a decision made ahead that
+  found the head moved (it is made again under the lock);
 * ``local commit``: SQLite's ``COMMIT`` after PostgreSQL's;
 * ``outside``: the rest of ``Host.request`` (before ``BEGIN IMMEDIATE`` and
   after the local commit: parsing, routing, the answer);
 
 and the round trips to PostgreSQL per request (each statement sent outside
-a pipeline, and each pipeline, is one), the time the lock is held per
-request (from the end of the first round trip to the end of the commit, the
-early commit's flush counted out by one write round trip) and the CPU time
-of the host process per request.  The round trips and the lock's hold do
-not depend on the machine's load the way rates do.
+a pipeline, and each pipeline, is one), the stale decisions per request,
+the time the lock is held per request (from the end of the first round
+trip to the end of the commit, the early commit's flush counted out by one
+write round trip; for a decision made ahead, its round trip less one bare
+round trip) and the CPU time of the host process per request.  The round
+trips and the lock's hold do not depend on the machine's load the way rates
+do.
 
 ``python bench/breakdown_postgres.py [COUNT]`` (300 requests by default).
 """
@@ -58,6 +67,8 @@ PHASES: Final = (
     "decide",
     "write",
     "commit",
+    "write ahead",
+    "stale",
     "local commit",
     "outside",
 )
@@ -70,6 +81,7 @@ class _Clock:
         self.sums: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self.sums["lock held"] = 0.0
         self.trips = 0
+        self.stale = 0
         self.depth = 0
         self.marks: dict[str, float] = {}
         self.rtt = 0.0
@@ -79,11 +91,12 @@ class _Clock:
         self.sums[phase] += seconds
 
 
-def _instrument(clock: _Clock) -> None:  # noqa: PLR0915 - one wrapper per step, kept together
+def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per step, together
     """Wrap the steps of a mirrored write transaction with timers (this process only)."""
     import psycopg  # noqa: PLC0415
 
     from pwf.store import mirror  # noqa: PLC0415
+    from pwf.store.ahead import StaleDecision  # noqa: PLC0415
     from pwf.store.postgres import append  # noqa: PLC0415
 
     cursor_execute = psycopg.Cursor.execute
@@ -109,7 +122,7 @@ def _instrument(clock: _Clock) -> None:  # noqa: PLR0915 - one wrapper per step,
 
     locked, fold_ahead, apply = append.locked, mirror.Mirror._fold_ahead, mirror.Mirror._apply  # noqa: SLF001
     write_rows = append.PostgresTransaction.write_rows
-    transaction = mirror.Mirror.transaction
+    transaction, ahead = mirror.Mirror.transaction, mirror.Mirror._ahead  # noqa: SLF001
 
     def timed(phase: str, function: Any) -> Any:  # noqa: ANN401
         def wrapper(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
@@ -144,16 +157,38 @@ def _instrument(clock: _Clock) -> None:  # noqa: PLR0915 - one wrapper per step,
         clock.marks["write"] = time.perf_counter() - began
         clock.add("write", clock.marks["write"])
 
+    def timed_ahead(self: Any, tx: Any, expected: Any) -> None:  # noqa: ANN401
+        began, wrote = time.perf_counter(), clock.sums["write"]
+        try:
+            ahead(self, tx, expected)
+        finally:
+            ended = time.perf_counter()
+            clock.sums["write"] = wrote  # the held-back write is inside this round trip
+            clock.add("write ahead", ended - began)
+            clock.add("lock held", max(ended - began - clock.rtt, 0.0))
+            clock.marks["committed"] = ended
+
     @contextmanager
     def timed_transaction(self: Any, local: Any) -> Iterator[Any]:  # noqa: ANN401
-        folds = clock.sums["fold under lock"]
-        with transaction(self, local) as tx:
-            yield tx
-        inner = clock.marks["inner"] - clock.marks.get("write", 0.0)
-        clock.add("decide", inner - (clock.sums["fold under lock"] - folds))
-        clock.add("local commit", time.perf_counter() - clock.marks["committed"])
+        before = dict(clock.sums)
+        began = time.perf_counter()
+        try:
+            with transaction(self, local) as tx:
+                yield tx
+        except StaleDecision:
+            clock.stale += 1
+            for phase in PHASES:  # the thrown-away attempt counts as stale only
+                clock.sums[phase] = before[phase]
+            clock.sums["lock held"] = before["lock held"]
+            clock.add("stale", time.perf_counter() - began)
+            raise
+        ended = time.perf_counter()
+        clock.add("local commit", ended - clock.marks["committed"])
+        spent = sum(clock.sums[phase] - before[phase] for phase in PHASES)
+        clock.add("decide", ended - began - spent)
 
     append.locked = timed_locked
+    mirror.Mirror._ahead = timed_ahead  # type: ignore[method-assign]  # noqa: SLF001
     append.PostgresTransaction.write_rows = timed_write  # type: ignore[method-assign]
     mirror.Mirror._fold_ahead = timed("fold ahead", fold_ahead)  # type: ignore[method-assign]  # noqa: SLF001
     mirror.Mirror._apply = timed("fold under lock", apply)  # type: ignore[method-assign]  # noqa: SLF001
@@ -207,7 +242,7 @@ def _host(url: str, db: str, span: tuple[int, int], start: Barrier, done: Queue[
         assert answer.outcome == "accepted", answer
     wall, cpu = time.perf_counter() - began, time.process_time() - cpu
     clock.sums["outside"] = wall - sum(clock.sums[phase] for phase in PHASES[:-1])
-    done.put((count, wall, cpu, clock.trips, clock.sums))
+    done.put((count, wall, cpu, clock.trips, clock.sums, clock.stale))
     store.close()
 
 
@@ -236,6 +271,7 @@ def measure(url: str, folder: Path, count: int, hosts: int) -> dict[str, float]:
         phase: sum(r[4][phase] for r in results) / total * 1e3 for phase in (*PHASES, "lock held")
     }
     out["round trips"] = sum(result[3] for result in results) / total
+    out["stale decisions"] = sum(result[5] for result in results) / total
     out["cpu"] = sum(result[2] for result in results) / total * 1e3
     out["rate"] = total / max(result[1] for result in results)
     return out
@@ -261,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    keys = (*PHASES, "lock held", "round trips", "cpu", "rate")
+    keys = (*PHASES, "lock held", "round trips", "stale decisions", "cpu", "rate")
     print(f"per request, ms (medians of {rounds} rounds of {count}):   1 host    3 hosts")
     for key in keys:
         one, three = (statistics.median(r[key] for r in seen[h]) for h in (1, 3))
