@@ -157,10 +157,10 @@ def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per
         clock.marks["write"] = time.perf_counter() - began
         clock.add("write", clock.marks["write"])
 
-    def timed_ahead(self: Any, tx: Any, expected: Any) -> None:  # noqa: ANN401
+    def timed_ahead(self: Any, tx: Any, expected: Any, **kwargs: Any) -> None:  # noqa: ANN401
         began, wrote = time.perf_counter(), clock.sums["write"]
         try:
-            ahead(self, tx, expected)
+            ahead(self, tx, expected, **kwargs)
         finally:
             ended = time.perf_counter()
             clock.sums["write"] = wrote  # the held-back write is inside this round trip

@@ -158,6 +158,80 @@ class TestHead:
             assert store.verify().ok
 
 
+class TestCommitIfHead:
+    """A write decided ahead of the lock lands only on the head it was sealed against (ADR 0062)."""
+
+    @pytest.mark.parametrize("size", [1, 300])
+    def test_a_batch_of_any_size_lands_on_its_head(
+        self, pg_url: str, command: Any, size: int
+    ) -> None:
+        """One pipeline for a small batch; a batch too big for one statement still lands."""
+        with PostgresStore(pg_url, create=True) as store:
+            store.append([command(0)], at=AT, actor=ACTOR)
+            head = store.head()
+            events = [command(n) for n in range(1, size + 1)]
+            sealed = seal_batch(events, head, head.batch + 1, at=AT, actor=ACTOR, cause=None)
+            assert store.commit_if_head(head, [(*columns(s.entry), s.body) for s in sealed])
+            assert (size + 1, 2) == (store.head().seq, store.head().batch)
+            assert store.verify().ok
+            with psycopg.connect(pg_url) as connection:
+                found = connection.execute("SELECT count(*) FROM _pwf_recorded").fetchone()
+            assert (size + 1,) == found
+
+    @pytest.mark.parametrize("size", [1, 300])
+    def test_a_moved_head_writes_nothing(self, pg_url: str, command: Any, size: int) -> None:
+        """Rows sealed against an old head: False, nothing written, the connection usable."""
+        with PostgresStore(pg_url, create=True) as store:
+            old = store.head()
+            store.append([command(0)], at=AT, actor=ACTOR)
+            events = [command(n) for n in range(1, size + 1)]
+            sealed = seal_batch(events, old, old.batch + 1, at=AT, actor=ACTOR, cause=None)
+            assert not store.commit_if_head(old, [(*columns(s.entry), s.body) for s in sealed])
+            assert 1 == store.head().seq
+            assert not store.commit_if_head(old, [])
+            assert store.commit_if_head(store.head(), [])
+            store.append([command(1)], at=AT, actor=ACTOR)
+            assert 2 == store.head().seq
+            assert store.verify().ok
+
+    def test_many_stale_writes_leave_the_connection_usable(self, pg_url: str, command: Any) -> None:
+        """Stale writes, each after another writer's and before a good one, break nothing."""
+        with PostgresStore(pg_url, create=True) as store:
+            for n in range(12):
+                old = store.head()
+                store.append([command(100 + n)], at=AT, actor=ACTOR)
+                for _ in range(2):
+                    assert not store.commit_if_head(old, _rows(old, command(n)))
+                head = store.head()
+                assert store.commit_if_head(head, _rows(head, command(200 + n)))
+            assert 24 == store.head().seq
+            assert store.verify().ok
+
+    def test_a_refused_write_is_one_line_and_writes_nothing(
+        self, pg_url: str, command: Any
+    ) -> None:
+        """A write breaking a uniqueness rule on the right head fails with one line."""
+        with PostgresStore(pg_url, create=True) as store:
+            store.append([command(1, request_id="r")], at=AT, actor=ACTOR)
+            head = store.head()
+            with pytest.raises(StoreError, match="already recorded this request"):
+                store.commit_if_head(head, _rows(head, command(2, request_id="r")))
+            assert head == store.head()
+            assert store.commit_if_head(head, _rows(head, command(3)))
+            assert store.verify().ok
+
+    def test_rows_that_do_not_continue_the_head_are_refused(
+        self, pg_url: str, command: Any
+    ) -> None:
+        """Rows sealed against another head than the one named are a chain error."""
+        with PostgresStore(pg_url, create=True) as store:
+            old = store.head()
+            store.append([command(1)], at=AT, actor=ACTOR)
+            with pytest.raises(ChainError, match="does not continue"):
+                store.commit_if_head(store.head(), _rows(old, command(2)))
+            assert 1 == store.head().seq
+
+
 def _rows(head: Head, event: Event) -> list[tuple[object, ...]]:
     """One event sealed against ``head`` as a new batch, as rows of the log's columns."""
     sealed = seal_batch([event], head, head.batch + 1, at=AT, actor=ACTOR, cause=None)

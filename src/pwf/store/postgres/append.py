@@ -294,14 +294,14 @@ def _commit(transaction: PostgresTransaction, *, early: bool) -> None:
 
 
 def commit_if_head(
-    store: PostgresStore, expected: Head, rows: Sequence[tuple[object, ...]], *, early: bool = False
+    store: PostgresStore, expected: Head, rows: Sequence[tuple[object, ...]]
 ) -> bool:
     """Write ``rows`` if the log's head is still ``expected``, in one round trip (ADR 0062).
 
     The rows were decided and sealed against ``expected`` before the lock
-    was taken.  ``BEGIN``, the lock, the head's check, the write and
-    ``COMMIT`` (with ``early``, ``SET LOCAL synchronous_commit = off`` and
-    the flush barrier too) go in one pipeline; when the head moved the
+    was taken, by a host that found no other host writing (so the commit is
+    synchronous, ADR 0053).  ``BEGIN``, the lock, the head's check, the
+    write and ``COMMIT`` go in one pipeline; when the head moved the
     check fails, PostgreSQL skips everything behind it, and False is
     returned with nothing written.  Without rows the head is only checked
     (one statement, no lock): what was decided from the local copy is what
@@ -321,16 +321,17 @@ def commit_if_head(
         if len(rows) <= _ONE_STATEMENT:  # held back: checks the rows continue ``expected``
             transaction.write_rows(rows, last_write=True)
         pending = transaction.take_pending()
-        statements: list[tuple[str, tuple[object, ...] | None]] = [("BEGIN", None)]
-        if early:
-            statements.append(("SET LOCAL synchronous_commit = off", None))
-        statements += [(f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", None), (_AT_HEAD, check)]
+        statements: list[tuple[str, tuple[object, ...] | None]] = [
+            ("BEGIN", None),
+            (f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", None),
+            (_AT_HEAD, check),
+        ]
         if pending is not None:
-            statements += [pending[:2], ("COMMIT", None), *([(FLUSH, None)] if early else [])]
+            statements += [pending[:2], ("COMMIT", None)]
         _pipelined(connection, statements)
         if pending is None:  # too many rows for one statement (an import's size): now
             transaction.write_rows(rows)
-            _commit(transaction, early=early)
+            _commit(transaction, early=False)
     except psycopg.errors.DivisionByZero:
         _rollback(connection)
         return False

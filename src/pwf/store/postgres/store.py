@@ -79,15 +79,13 @@ class PostgresStore:
         """
         return append.locked(self, after=after, early=early)
 
-    def commit_if_head(
-        self, expected: Head, rows: Sequence[tuple[object, ...]], *, early: bool = False
-    ) -> bool:
+    def commit_if_head(self, expected: Head, rows: Sequence[tuple[object, ...]]) -> bool:
         """Write ``rows``, decided before the lock, if the head is still ``expected`` (ADR 0062).
 
         One round trip; False, with nothing written, when another writer
         moved the head.  See :func:`pwf.store.postgres.append.commit_if_head`.
         """
-        return append.commit_if_head(self, expected, rows, early=early)
+        return append.commit_if_head(self, expected, rows)
 
     def append(
         self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
