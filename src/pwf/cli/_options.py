@@ -18,11 +18,10 @@ import click
 from pwf import canonical
 from pwf.config import Settings
 from pwf.errors import ConfigError
-from pwf.readmodel import ReadModel
-from pwf.sqlviews import install_views, views_current
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from pwf.readmodel import ReadModel
     from pwf.store import EventStore
     from pwf.store.postgres import PostgresStore
 
@@ -106,10 +105,24 @@ def open_log(url: str, *, create: bool = False) -> PostgresStore:
 
 
 def open_store(db: str | None, *, create: bool = False, read_only: bool = False) -> EventStore:
-    """Open the store named by ``--db`` / ``$PWF_DB`` (and ``--store``) with the read model."""
+    """Open the store named by ``--db`` / ``$PWF_DB`` (and ``--store``) with the read model.
+
+    A read-only SQLite store appends nothing, so it gets no projection hooks
+    and the read model's modules are not even imported (ADR 0064).
+    """
     settings = Settings.load(db=db)
-    read_model = ReadModel()
     url = store_url()
+    if url is None and read_only and not create:
+        return SqliteStore(
+            settings.db,
+            synchronous=settings.synchronous,
+            busy_timeout_ms=settings.busy_timeout_ms,
+            read_only=True,
+        )
+    from pwf.readmodel import ReadModel  # noqa: PLC0415 - only stores that append need it
+    from pwf.sqlviews import install_views  # noqa: PLC0415 - as ReadModel
+
+    read_model = ReadModel()
     if url is not None:
         return _open_mirror(settings, read_model, open_log(url, create=create))
     store = SqliteStore(
@@ -118,7 +131,6 @@ def open_store(db: str | None, *, create: bool = False, read_only: bool = False)
         synchronous=settings.synchronous,
         busy_timeout_ms=settings.busy_timeout_ms,
         hooks=[read_model],
-        read_only=read_only,
     )
     if create:
         store.install(read_model.install, install_views)
@@ -139,6 +151,8 @@ def upgrade_views(store: EventStore) -> None:
     there, in a transaction that appends nothing (ADR 0049).  The store has
     already proven the file is pwf's, so no other program's file is touched.
     """
+    from pwf.sqlviews import install_views, views_current  # noqa: PLC0415 - writers only
+
     store.projections_file.upgrade(views_current, install_views)
 
 

@@ -16,8 +16,6 @@ from typing import Final, Literal
 
 import click
 
-from pwf.protocol.client import MAX_SAFE_INTEGER
-
 __all__ = [
     "TIME",
     "TimeFormat",
@@ -50,6 +48,8 @@ class _TimeParam(click.ParamType[int, object]):
             return value
         text = str(value).strip()
         if text.isascii() and text.isdigit():
+            from pwf.protocol.client import MAX_SAFE_INTEGER  # noqa: PLC0415 - given times only
+
             number = int(text)
             if number > MAX_SAFE_INTEGER:
                 self.fail(f"{text} is later than the latest time ({MAX_SAFE_INTEGER})", param, ctx)
