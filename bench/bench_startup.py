@@ -3,14 +3,15 @@
 Each round runs, one after the other and each round starting one case
 later, the floor (the interpreter importing sqlite3 and json),
 ``pwf --version``, a one-line ``pwf request`` (``run.status`` of a run that
-does not exist, so every round does the same work without growing the log)
-and, when the installed pwf has ``call`` and ``serve``, a one-line
-``pwf call`` to a ``pwf serve`` of another database that the benchmark
-starts and stops (``pwf request`` is refused while a host serves its
-database).  A second floor, the interpreter importing the libraries every
-verb stands on (sqlite3, json, hashlib, pathlib, click and msgspec), shows
-how much of a start is pwf's own.  The ratio of each to the floor is taken within the round and
-the median over rounds is reported, so a busy neighbour slows numerator and
+does not exist, so every round does the same work without growing the log),
+``pwf query runs`` (a reading verb) and, when the installed pwf has
+``call`` and ``serve``, a one-line ``pwf call`` to a ``pwf serve`` of
+another database that the benchmark starts and stops (``pwf request`` is
+refused while a host serves its database).  A second floor, the
+interpreter importing the libraries every verb stands on (sqlite3, json,
+hashlib, pathlib, click and msgspec), shows how much of a start is pwf's
+own.  The ratio of each to the floor is taken within the round and the
+median over rounds is reported, so a busy neighbour slows numerator and
 floor alike.
 
 Start-up is measured on a regular (non-editable) install: an editable one
@@ -106,6 +107,7 @@ def _cases(
         "libraries": ([python, "-c", _LIBRARIES], b""),
         "pwf --version": ([pwf, "--version"], b""),
         "pwf request": ([pwf, "request", "--db", str(db)], _STATUS),
+        "pwf query runs": ([pwf, "query", "runs", "--db", str(db)], b""),
     }
     if served is not None:
         cases["pwf call"] = ([pwf, "call", "--db", str(served)], _STATUS)
