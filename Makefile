@@ -39,7 +39,13 @@ static-checks: install
 	$(BIN)/lint-imports
 	$(BIN)/pwf dev export --check
 
+# A cold bytecode cache (a fresh clone) is filled by one collection first: otherwise every
+# worker compiles the same modules and rewrites the same asserts at once (ADR 0064).
+WARM := $(VENV)/pycache/.warm
+warm = test -e $(WARM) || { mkdir -p $(VENV)/pycache; $(BIN)/pytest --collect-only -q >/dev/null 2>&1; touch $(WARM); }
+
 suite: install
+	@$(warm)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 # The suite starts pwf some thousand times and each pytest worker rewrites every test
@@ -51,6 +57,7 @@ test: check
 
 # The whole suite with the Hypothesis example counts the tests had before ADR 0049.
 test-deep: install
+	@$(warm)
 	PWF_TEST_DEPTH=deep $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 demo: $(RUNTIME)
