@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 from pwf import canonical
 from pwf.errors import StoreError
 from pwf.projections import PROJECTIONS, Projection
+from pwf.projections.blobs import UPSERT
 from pwf.sqlreader import RowReader
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ class ReadModel:
         self._routes: dict[type[Event], Handlers] = {}
         self._names = tuple(projection.NAME for projection in self.projections)
         self._settle: str | None = None
+        self._stored: set[tuple[object, object]] = set()
+        """(hash, media type) of each blob upserted in this transaction since its last rollback."""
 
     def install(self, connection: sqlite3.Connection) -> None:
         """Create every projection's tables and indexes, and a checkpoint row at its version.
@@ -114,19 +117,36 @@ class ReadModel:
 
         Each event goes to the handlers of its class only, as in a bulk fold,
         so a projection that ignores it executes nothing (ADR 0033).
+        A blob already upserted in this transaction is not upserted again
+        (:data:`pwf.projections.blobs.UPSERT` would change nothing): a group
+        of served requests stores one workflow's definition once, not once per
+        request.  The store calls :meth:`forget` when a transaction begins and
+        whenever a savepoint rolls back.
         """
         assert isinstance(connection, sqlite3.Connection)
         routes, route = self._routes, self.handlers
         execute = connection.execute
+        stored = self._stored
         for item in batch:
             entry = item.entry
             cls = type(entry.event)
             for handler in routes[cls] if cls in routes else route(cls):
                 for text, params in handler(entry):
+                    if text is UPSERT:
+                        key = (params[0], params[1])
+                        if key in stored:
+                            continue
+                        execute(text, params)
+                        stored.add(key)
+                        continue
                     try:
                         execute(text, params)
                     except UnicodeEncodeError:  # a lone surrogate: bound as Node binds it
                         execute(text, canonical.bindable(params))
+
+    def forget(self) -> None:
+        """A transaction began or a savepoint rolled back: no blob is known to be stored."""
+        self._stored.clear()
 
     def settle(self, connection: object, seq: int) -> None:
         """Before the commit: move every projection's checkpoint to ``seq``, the new head.
@@ -135,6 +155,7 @@ class ReadModel:
         per transaction keeps the checkpoints exact (ADR 0033).
         """
         assert isinstance(connection, sqlite3.Connection)
+        self._stored.clear()
         if self._settle is None:
             marks = ", ".join("?" for _ in self.projections)
             self._settle = f"UPDATE _pwf_checkpoint SET last_seq = ? WHERE projection IN ({marks})"

@@ -122,7 +122,7 @@ class _Store:
         digest = hashlib.sha256(content).digest()
         try:
             self.connection.execute(
-                blobs._INSERT,
+                blobs.UPSERT,
                 (digest, media_type, len(content), content, 0),
             )
         except sqlite3.IntegrityError as error:

@@ -104,11 +104,16 @@ def open_log(url: str, *, create: bool = False) -> PostgresStore:
     return PostgresStore(url, create=create)
 
 
-def open_store(db: str | None, *, create: bool = False, read_only: bool = False) -> EventStore:
+def open_store(
+    db: str | None, *, create: bool = False, read_only: bool = False, deciding: bool = False
+) -> EventStore:
     """Open the store named by ``--db`` / ``$PWF_DB`` (and ``--store``) with the read model.
 
     A read-only SQLite store appends nothing, so it gets no projection hooks
     and the read model's modules are not even imported (ADR 0064).
+    ``deciding``: the process decides commands one transaction each (``pwf
+    request``, ``pwf worker``), so a SQLite log keeps its savepoint journals
+    in memory (ADR 0061).
     """
     settings = Settings.load(db=db)
     url = store_url()
@@ -131,6 +136,7 @@ def open_store(db: str | None, *, create: bool = False, read_only: bool = False)
         synchronous=settings.synchronous,
         busy_timeout_ms=settings.busy_timeout_ms,
         hooks=[read_model],
+        deciding=deciding,
     )
     if create:
         store.install(read_model.install, install_views)

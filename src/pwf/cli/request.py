@@ -209,7 +209,7 @@ def request(db: str | None, at: int | None, wait_ms: int, canonicalize: bool) ->
     worker's verdict is recorded, or "unavailable" after --wait-ms; a retry
     with the same idempotency key is then adopted.
     """
-    with open_store(db) as store:
+    with open_store(db, deciding=True) as store:
         host = Host(store, new_epoch=seeded_epochs(store))
         host.verifier = _verify_failure
         host.overview = _overview

@@ -51,7 +51,7 @@ def worker(ctx: click.Context, db: str | None, at: int | None, canonicalize: boo
     """
     if ctx.invoked_subcommand is not None:
         return
-    with open_store(db) as store:
+    with open_store(db, deciding=True) as store:
         host = Host(store, new_epoch=seeded_epochs(store))
 
         def answer(line: bytes, now: int) -> bytes:
@@ -81,7 +81,7 @@ def launch(ctx: click.Context, run_id: str, db: str | None, at: int | None) -> N
     db = db if db is not None else given.get("db")
     at = at if at is not None else given.get("at")
     now = now_ms(at)
-    with open_store(db) as store:
+    with open_store(db, deciding=True) as store:
         host = Host(store, new_epoch=seeded_epochs(store))
         host.refuse_if_served(now)
         envelope = host.launch(run_id, now)

@@ -253,11 +253,15 @@ def run_start(ctx: Context, request: ClientRequest) -> Result:
         template=template,
         parent_id=parent if isinstance(parent, str) else None,
     )
-    queue = queue_of(ctx, run_id)
-    assert queue is not None
+    reserved = ctx.one(
+        "SELECT q.generation, r.revision FROM run_queue q JOIN runs r ON r.run_id = q.run_id"
+        " WHERE q.run_id = ?",
+        run_id,
+    )
+    assert reserved is not None
     return Result(
-        receipt={"generation": queue["generation"], "runId": run_id},
-        revision=revision_of(ctx, run_id),
+        receipt={"generation": reserved["generation"], "runId": run_id},
+        revision=reserved["revision"],
         run_id=run_id,
     )
 

@@ -28,12 +28,14 @@ if TYPE_CHECKING:
 
 __all__ = ["adopt_or_execute", "record", "replay"]
 
-_SELECT: Final = (
-    "SELECT h.request_fingerprint, h.outcome, h.accepted_revision,"
+_LOOKUP: Final = (
+    "SELECT h.request_id = ?1 AS by_id, h.request_fingerprint, h.outcome, h.accepted_revision,"
     " r.content AS receipt, e.content AS error FROM host_commands h"
     " LEFT JOIN blobs r ON r.blob_hash = h.receipt_hash"
     " LEFT JOIN blobs e ON e.blob_hash = h.error_hash"
+    " WHERE h.request_id = ?1 OR (h.client_id = ?2 AND h.idempotency_key = ?3)"
 )
+"""Both rows DOMAIN §7.2 looks up, in one statement (SQLite answers the OR from both indexes)."""
 
 
 def adopt_or_execute(
@@ -102,18 +104,22 @@ def record(
 
 
 def replay(ctx: Context, request: ClientRequest) -> ClientResponse | None:
-    """DOMAIN §7.2 steps 1 and 2, read under the write lock; None when nothing is recorded."""
+    """DOMAIN §7.2 steps 1 and 2, read under the write lock; None when nothing is recorded.
+
+    One statement finds both candidates: the row of the request id and the
+    row of the client's idempotency key (``UNIQUE (client_id,
+    idempotency_key)``, so at most one each).  The request id's row decides
+    when there is one, as step 1 comes first; the key's row only without it.
+    """
     fingerprint = bytes.fromhex(request.fingerprint)
-    row = ctx.one(f"{_SELECT} WHERE h.request_id = ?", request.request_id)
-    if row is not None and bytes(row["request_fingerprint"]) != fingerprint:
-        return refused(request, "Request ID was reused with another payload", "conflict")
-    if row is None:
-        row = ctx.one(
-            f"{_SELECT} WHERE h.client_id = ? AND h.idempotency_key = ?",
-            request.client_id,
-            request.idempotency_key,
-        )
-        if row is not None and bytes(row["request_fingerprint"]) != fingerprint:
+    rows = ctx.all(_LOOKUP, request.request_id, request.client_id, request.idempotency_key)
+    row = next((found for found in rows if found["by_id"]), None)
+    if row is not None:
+        if bytes(row["request_fingerprint"]) != fingerprint:
+            return refused(request, "Request ID was reused with another payload", "conflict")
+    elif rows:
+        row = rows[0]
+        if bytes(row["request_fingerprint"]) != fingerprint:
             return refused(request, "Idempotency key was reused with another payload", "conflict")
     if row is None:
         return None

@@ -44,7 +44,7 @@ BLOB_CONFLICT: Final = "Content-addressed blob conflict"
 CONFLICT_SIGNATURE: Final = "NOT NULL constraint failed: blobs.media_type"
 """How SQLite reports the conflict the upsert below provokes."""
 
-_INSERT: Final = (
+UPSERT: Final = (
     "INSERT INTO blobs (blob_hash, media_type, byte_length, content, created_at)"
     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (blob_hash) DO UPDATE SET media_type = NULL"
     " WHERE blobs.media_type <> excluded.media_type"
@@ -54,7 +54,10 @@ _INSERT: Final = (
 The update runs only on a media-type conflict, so the usual path writes
 nothing more than ``DO NOTHING`` would; its failure aborts the statement and
 the batch is refused with :data:`BLOB_CONFLICT`.  NOT NULL holds in bulk
-folds too, which ignore CHECK constraints until the end.
+folds too, which ignore CHECK constraints until the end.  Its parameters
+start with the hash and the media type: once it succeeded, running it again
+with both in the same transaction changes nothing, which the live read
+model relies on to skip the repeats (:class:`pwf.readmodel.ReadModel`).
 """
 
 
@@ -69,15 +72,13 @@ def _handler(json_names: tuple[str, ...], text_names: tuple[str, ...]) -> Handle
             if isinstance(value, msgspec.Raw):
                 content = bytes(value)
                 digest = hashlib.sha256(content).digest()
-                statements.append(
-                    (_INSERT, (digest, "application/json", len(content), content, at))
-                )
+                statements.append((UPSERT, (digest, "application/json", len(content), content, at)))
         for name in text_names:
             value = getattr(event, name)
             if isinstance(value, str):
                 content = utf8(value)
                 digest = hashlib.sha256(content).digest()
-                statements.append((_INSERT, (digest, "text/plain", len(content), content, at)))
+                statements.append((UPSERT, (digest, "text/plain", len(content), content, at)))
         return statements
 
     return store

@@ -214,10 +214,13 @@ class Server:
                     hooks=[read_model],
                     serving=True,
                 )
-            with store.transaction() as tx:
-                read_model.install(tx.connection)
-                if options.store_url is None and not views_current(tx.connection):
-                    install_views(tx.connection)  # a database made before them (ADR 0049)
+            try:
+                store.install(read_model.install)
+                if options.store_url is None:  # a database made before its views (ADR 0049)
+                    store.projections_file.upgrade(views_current, install_views)
+            except BaseException:
+                store.close()
+                raise
             return store, ServedHost(store, identity, new_epoch=options.new_epoch)
 
         self.writer = await asyncio.to_thread(Writer, open_host)

@@ -98,6 +98,7 @@ class SqliteStore:
         read_only: bool = False,
         shared: SharedLog | None = None,
         serving: bool = False,
+        deciding: bool = False,
     ) -> None:
         """Open (or with ``create`` make) the database at ``path``.
 
@@ -110,7 +111,9 @@ class SqliteStore:
         savepoint journals stay in memory instead of spilling to a
         temporary file, and checkpoints run on a thread of their own
         (:class:`pwf.store.sqlite_checkpoint.Checkpointer`) instead of inside
-        the commits; :meth:`close` stops that thread.
+        the commits; :meth:`close` stops that thread.  ``deciding`` keeps
+        only the savepoint journals in memory (direct mode's ``pwf request``
+        and ``pwf worker``: one transaction per command, ADR 0061).
 
         Raises:
             InputError: the database does not exist and ``create`` is false.
@@ -146,6 +149,8 @@ class SqliteStore:
                 self.connection.execute("PRAGMA journal_mode = WAL")
             if serving and not read_only:
                 self._serve()
+            elif deciding and not read_only:
+                self.connection.execute("PRAGMA temp_store = MEMORY")
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
 

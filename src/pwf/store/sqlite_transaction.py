@@ -47,6 +47,10 @@ class SqliteTransaction:
         self._opened = self._head
         self._staged_batch: int | None = None
         self._savepoints = 0
+        """Savepoints open with a statement of their own."""
+        self._mark = -1
+        """The connection's ``total_changes`` when the innermost of them was opened."""
+        self._forget()
 
     @property
     def head(self) -> Head:
@@ -97,22 +101,47 @@ class SqliteTransaction:
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
-        """Undo everything written inside the block if it raises, keep the rest."""
-        depth = self._savepoints
-        self._savepoints += 1
+        """Undo everything written inside the block if it raises, keep the rest.
+
+        A savepoint opened before anything was written inside the enclosing
+        one (a served request's handler, right after its idempotency look-up)
+        needs no statement of its own: rolling back to the enclosing one,
+        which stays open, undoes exactly what the block wrote (ADR 0061).
+        """
+        connection = self.connection
         head, staged = self._head, self._staged_batch
-        statements = _SAVEPOINTS[depth] if depth < len(_SAVEPOINTS) else _savepoint(depth)
-        self.connection.execute(statements[0])
+        depth = self._savepoints
+        if depth and connection.total_changes == self._mark:
+            try:
+                yield
+            except BaseException:
+                connection.execute(_statements(depth - 1)[1])
+                self._head, self._staged_batch = head, staged
+                self._forget()
+                raise
+            return
+        statements = _statements(depth)
+        mark = self._mark
+        connection.execute(statements[0])
+        self._savepoints, self._mark = depth + 1, connection.total_changes
         try:
             yield
         except BaseException:
-            self.connection.execute(statements[1])
-            self.connection.execute(statements[2])
+            connection.execute(statements[1])
+            connection.execute(statements[2])
             self._head, self._staged_batch = head, staged
+            self._forget()
             raise
         finally:
-            self._savepoints = depth
-        self.connection.execute(statements[2])
+            self._savepoints, self._mark = depth, mark
+        connection.execute(statements[2])
+
+    def _forget(self) -> None:
+        """Tell the hooks that what they wrote may be gone (a hook may skip repeats meanwhile)."""
+        for hook in self.store.hooks:
+            forget = getattr(hook, "forget", None)
+            if forget is not None:
+                forget()
 
     def _seal_and_write(
         self,
@@ -193,6 +222,10 @@ def _savepoint(depth: int) -> tuple[str, str, str]:
 _SAVEPOINTS: Final = tuple(_savepoint(depth) for depth in range(8))
 """A savepoint is named by its nesting depth, so each statement's text recurs and SQLite
 prepares it once per connection (a name per savepoint made every one a new statement)."""
+
+
+def _statements(depth: int) -> tuple[str, str, str]:
+    return _SAVEPOINTS[depth] if depth < len(_SAVEPOINTS) else _savepoint(depth)
 
 
 def _row(item: Sealed) -> tuple[object, ...]:
