@@ -4,14 +4,18 @@ A savepoint opened before anything was written inside the enclosing one
 runs no statement of its own and still undoes exactly its block; a blob
 already upserted in the transaction is not upserted again, until a rollback
 may have taken it away; one look-up finds a request by id and by key, the id
-first.
+first; a served group runs its requests without savepoints and, when one
+fails after writing, runs again with them, so it still rolls back alone.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import sqlite3
-from typing import TYPE_CHECKING
+import threading
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,6 +24,7 @@ from pwf.events import Actor, CommandRecorded
 from pwf.host import Host
 from pwf.protocol.client import parse_request
 from pwf.readmodel import ReadModel
+from pwf.server._writer import Writer
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -201,3 +206,131 @@ def test_the_request_id_decides_before_the_key(store: SqliteStore) -> None:
     # r-2 again, the same payload: answered from the id's row, though k-1 has a row too.
     assert "notFound" == ask(_request("r-2", "k-2", "run-2"))[0]
     assert ["r-1", "r-2"] == sorted(_receipts(store))  # nothing recorded twice
+
+
+def _appending(n: int, *, fail: bool = False, wrote: bool = True) -> Any:
+    """Work that appends one event to the group's transaction (unless ``wrote`` is false)."""
+
+    def work(host: Any) -> str:
+        if wrote:
+            host.shared.append([_recorded(n)], at=AT, actor=ACTOR)
+        if fail:
+            raise _BlockFailedError(f"job {n}")
+        return f"job {n}"
+
+    return work
+
+
+def _group_of(
+    db: Path, jobs: list[tuple[Any, bool]]
+) -> tuple[list[tuple[object, BaseException | None]], int, int]:
+    """Queue ``jobs`` (work, whether through ``call``) behind a blocking one, as one group.
+
+    Returns each job's (value, error), the groups committed and the groups redone.
+    """
+    read_model = ReadModel()
+    with SqliteStore(db, create=True, hooks=[read_model]) as made:
+        made.install(read_model.install)
+    host = SimpleNamespace(shared=None)
+
+    def opened() -> tuple[SqliteStore, Any]:
+        return SqliteStore(db, hooks=[ReadModel()]), host
+
+    async def scenario() -> tuple[list[tuple[object, BaseException | None]], int, int]:
+        writer = Writer(opened)
+        entered, go = threading.Event(), threading.Event()
+
+        def blocking(_host: object) -> str:
+            entered.set()
+            go.wait(30)
+            return "first"
+
+        loop = asyncio.get_running_loop()
+        answers: list[asyncio.Future[tuple[object, BaseException | None]]] = []
+
+        def queue(work: Any, *, through_call: bool) -> None:
+            answer: asyncio.Future[tuple[object, BaseException | None]] = loop.create_future()
+            answers.append(answer)
+            if through_call:
+                writer.call(work, lambda value, error: answer.set_result((value, error)))
+                return
+            future = writer.submit(work)
+            future.add_done_callback(
+                lambda done: answer.set_result(
+                    (None, done.exception()) if done.exception() else (done.result(), None)
+                )
+            )
+
+        try:
+            queue(blocking, through_call=True)
+            await asyncio.to_thread(entered.wait, 30)
+            for work, through_call in jobs:
+                queue(work, through_call=through_call)
+            go.set()
+            return [await answer for answer in answers][1:], writer.groups, writer.redone
+        finally:
+            await asyncio.to_thread(writer.close)
+
+    return asyncio.run(scenario())
+
+
+def _recorded_ids(db: Path) -> list[str]:
+    with SqliteStore(db, read_only=True) as store:
+        return [row[0] for row in store.reader().table("SELECT request_id FROM host_commands")[1]]
+
+
+def test_a_group_of_requests_that_succeed_commits_once_without_redoing(tmp_path: Path) -> None:
+    results, groups, redone = _group_of(
+        tmp_path / "state.db", [(_appending(n), True) for n in range(3)]
+    )
+    assert [value for value, _ in results] == ["job 0", "job 1", "job 2"]
+    assert (groups, redone) == (1, 0)
+    assert ["req-0", "req-1", "req-2"] == _recorded_ids(tmp_path / "state.db")
+
+
+def test_a_request_that_fails_after_writing_runs_the_group_again_in_savepoints(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "state.db"
+    results, groups, redone = _group_of(
+        db, [(_appending(0), True), (_appending(1, fail=True), True), (_appending(2), True)]
+    )
+    assert [value for value, _ in results] == ["job 0", None, "job 2"]
+    assert isinstance(results[1][1], _BlockFailedError)
+    assert (groups, redone) == (1, 1)
+    assert ["req-0", "req-2"] == _recorded_ids(db)  # the failing one rolled back alone
+    with SqliteStore(db, read_only=True) as store:
+        assert store.verify().ok
+        assert [1, 2] == [event.seq for event in store.read()]
+
+
+def test_a_request_that_fails_before_writing_needs_no_second_run(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    results, groups, redone = _group_of(
+        db,
+        [
+            (_appending(0), True),
+            (_appending(1, fail=True, wrote=False), True),
+            (_appending(2), True),
+        ],
+    )
+    assert isinstance(results[1][1], _BlockFailedError)
+    assert (groups, redone) == (1, 0)
+    assert ["req-0", "req-2"] == _recorded_ids(db)
+
+
+def test_work_that_may_not_run_twice_runs_in_savepoints(tmp_path: Path) -> None:
+    """Submitted work (timers, the supervisor) and all after it in the group: savepoints."""
+    db = tmp_path / "state.db"
+    results, groups, redone = _group_of(
+        db,
+        [
+            (_appending(0), True),
+            (_appending(1), False),
+            (_appending(2, fail=True), True),
+            (_appending(3), True),
+        ],
+    )
+    assert [value for value, _ in results] == ["job 0", "job 1", None, "job 3"]
+    assert (groups, redone) == (1, 0)
+    assert ["req-0", "req-1", "req-3"] == _recorded_ids(db)

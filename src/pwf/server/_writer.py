@@ -15,6 +15,16 @@ group is handed back to the event loop with one ``call_soon_threadsafe``
 marked ``alone`` (file effects that copy the database, prune) closes the
 group before it and runs in its own transactions.  ``read`` work runs
 outside any write transaction, against committed state.
+
+On a SQLite log a group first runs without savepoints (ADR 0061): the
+client requests that lead it (work that may run twice, ``Writer.call``'s)
+are decided one after another with none, since copying every page a
+request changes into a savepoint journal costs about a tenth of its
+decision.  A request that fails without having written anything needs no
+undoing; one that fails after writing rolls the whole group back, and the
+group runs again as before, each request in its own savepoint.  Work from
+:meth:`Writer.submit` (timers, the supervisor) runs in savepoints, as does
+everything after it in the group.
 """
 
 from __future__ import annotations
@@ -26,11 +36,13 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
+from pwf.store.sqlite_transaction import SavepointsNeeded, SqliteTransaction
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.host.served import ServedHost
-    from pwf.store import EventStore
+    from pwf.store import EventStore, StoreTransaction
 
 __all__ = ["MAX_GROUP", "Writer"]
 
@@ -40,9 +52,9 @@ MAX_GROUP: Final = 256
 
 
 class _Job(Generic[T]):
-    __slots__ = ("alone", "done", "loop", "read", "work")
+    __slots__ = ("again", "alone", "done", "loop", "read", "work")
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the work, its answer, its loop and how it runs
         self,
         work: Callable[[ServedHost], T],
         done: Callable[[T | None, BaseException | None], None],
@@ -50,12 +62,15 @@ class _Job(Generic[T]):
         *,
         alone: bool,
         read: bool,
+        again: bool = False,
     ) -> None:
         self.work = work
         self.done = done
         self.loop = loop
         self.alone = alone
         self.read = read
+        self.again = again
+        """The work may run twice: all it changes is in the transaction (a client request)."""
 
 
 Outcome = tuple[_Job[Any], object, "BaseException | None"]
@@ -106,6 +121,8 @@ class Writer:
         self.host: ServedHost | None = None
         self.groups = 0
         """Transactions committed so far (the group-commit test reads it)."""
+        self.redone = 0
+        """Groups rolled back and run again with savepoints (the tests read it)."""
         self._thread = threading.Thread(target=self._run, name="pwf-writer", daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -133,8 +150,11 @@ class Writer:
         """Queue ``work``; ``done(value, error)`` runs on the loop once it is committed.
 
         The served connections' path: no future and no task per request.
+        ``work`` changes nothing but the transaction, so a group may run it
+        again after rolling back (a client request's decision).
         """
-        self._queue.put(_Job(work, done, asyncio.get_running_loop(), alone=alone, read=False))  # type: ignore[arg-type]
+        job = _Job(work, done, asyncio.get_running_loop(), alone=alone, read=False, again=True)
+        self._queue.put(job)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Finish the queued work, close the store and end the thread."""
@@ -194,23 +214,51 @@ class Writer:
             else:
                 _hand_back([(job, value, None)])
             return
-        results: list[tuple[object, BaseException | None]] = []
         try:
-            with store.transaction() as tx:
-                host.shared = tx
-                try:
-                    while len(results) < len(group) or self._extend(group):
-                        job = group[len(results)]
-                        try:
-                            with tx.savepoint():
-                                results.append((job.work(host), None))
-                        except Exception as error:  # noqa: BLE001 - rolled back alone
-                            results.append((None, error))
-                finally:
-                    host.shared = None
-        except Exception as failure:  # noqa: BLE001 - the commit failed: nothing is durable
-            results = [(None, failure)] * len(group)
+            results = self._commit(host, store, group, bare=True)
+        except SavepointsNeeded:
+            self.redone += 1
+            results = self._commit(host, store, group, bare=False)
         self.groups += 1
         _hand_back(
             [(job, value, problem) for job, (value, problem) in zip(group, results, strict=True)]
         )
+
+    def _commit(
+        self, host: ServedHost, store: EventStore, group: list[_Job[object]], *, bare: bool
+    ) -> list[tuple[object, BaseException | None]]:
+        """Decide the group (and what joins it) in one transaction and commit it.
+
+        ``bare``: the jobs that may run again lead the group without savepoints.
+
+        Raises:
+            SavepointsNeeded: such a job failed after writing; the transaction is rolled back.
+        """
+        results: list[tuple[object, BaseException | None]] = []
+        try:
+            with store.transaction() as tx:
+                host.shared = tx
+                bare = bare and isinstance(tx, SqliteTransaction) and store.log_file is not None
+                try:
+                    while len(results) < len(group) or self._extend(group):
+                        job = group[len(results)]
+                        bare = bare and job.again
+                        results.append(_one(host, tx, job, bare=bare))
+                finally:
+                    host.shared = None
+        except Exception as failure:  # noqa: BLE001 - the commit failed: nothing is durable
+            results = [(None, failure)] * len(group)
+        return results
+
+
+def _one(
+    host: ServedHost, tx: StoreTransaction, job: _Job[object], *, bare: bool
+) -> tuple[object, BaseException | None]:
+    """One job of a group: in its own savepoint, or with none (``bare``)."""
+    if isinstance(tx, SqliteTransaction):
+        tx.without_savepoints = bare
+    try:
+        with tx.savepoint():
+            return job.work(host), None
+    except Exception as error:  # noqa: BLE001 - rolled back alone
+        return None, error

@@ -28,9 +28,19 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause, Entry, Event
     from pwf.store.sqlite import SqliteStore
 
-__all__ = ["SqliteTransaction"]
+__all__ = ["SavepointsNeeded", "SqliteTransaction"]
 
 _INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+
+
+class SavepointsNeeded(BaseException):
+    """A block failed after writing, in a transaction run without savepoints (ADR 0061).
+
+    Only rolling the whole transaction back undoes what it wrote: whoever
+    set :attr:`SqliteTransaction.without_savepoints` lets this roll it back
+    and runs the work again with savepoints.  It is a ``BaseException`` so
+    that no handler's ``except Exception`` takes it for a refusal.
+    """
 
 
 class SqliteTransaction:
@@ -50,6 +60,9 @@ class SqliteTransaction:
         """Savepoints open with a statement of their own."""
         self._mark = -1
         """The connection's ``total_changes`` when the innermost of them was opened."""
+        self.without_savepoints = False
+        """Savepoints run no statement: a block that fails after writing raises
+        :class:`SavepointsNeeded`, one that wrote nothing is undone by restoring the head."""
         self._forget()
 
     @property
@@ -107,9 +120,22 @@ class SqliteTransaction:
         one (a served request's handler, right after its idempotency look-up)
         needs no statement of its own: rolling back to the enclosing one,
         which stays open, undoes exactly what the block wrote (ADR 0061).
+        So does none at all while :attr:`without_savepoints` is set.
         """
         connection = self.connection
         head, staged = self._head, self._staged_batch
+        if self.without_savepoints:
+            changes = connection.total_changes
+            try:
+                yield
+            except SavepointsNeeded:
+                raise
+            except BaseException as error:
+                if connection.total_changes != changes:
+                    raise SavepointsNeeded from error
+                self._head, self._staged_batch = head, staged
+                raise
+            return
         depth = self._savepoints
         if depth and connection.total_changes == self._mark:
             try:
