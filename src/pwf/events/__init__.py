@@ -140,6 +140,7 @@ __all__ = [
     "content_hash_of",
     "one_of",
     "open_body",
+    "open_canonical",
     "read_body",
     "seal",
 ]
@@ -293,6 +294,16 @@ def open_body(body: bytes) -> Entry:
         EventDataError: the envelope or its data does not fit its type.
     """
     canonical.parse_line(body, limit=MAX_EVENT_BYTES)
+    return open_canonical(body)
+
+
+def open_canonical(body: bytes) -> Entry:
+    """:func:`open_body` of bytes whose canonical form the caller has proven: typed, self-hash.
+
+    Raises:
+        LineError: the content hash does not match.
+        EventDataError: the envelope or its data does not fit its type.
+    """
     envelope = _envelope(body)
     if content_hash_of(body) != envelope.content_hash:
         raise LineError("content hash does not match the event's bytes")

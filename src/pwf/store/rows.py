@@ -3,8 +3,8 @@
 Imports events, errors and the store's types; it reads no database itself.
 :data:`COLUMNS` names an event row's columns in table order;
 :func:`check_event` makes the checks of one row that need no neighbour
-(position, bytes, canonical form and typed data, indexed columns, where
-``log.compacted`` may stand) and :func:`verify_rows` adds the links between
+(position, bytes, canonical form and typed data in one decode where it can,
+indexed columns, where ``log.compacted`` may stand) and :func:`verify_rows` adds the links between
 neighbours, as ``pwf log verify`` walks the log in one process.
 """
 
@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
 from pwf.errors import ChainError, InputError, LineError
-from pwf.events import LogCompacted, open_body
+from pwf.events import LogCompacted
+from pwf.events.stored import open_stored
 from pwf.store import Head, check_position
 from pwf.store import check_link as link
 
@@ -62,7 +63,7 @@ def check_event(seq: int, row: tuple[object, ...]) -> Entry:
     if not isinstance(body, bytes):
         raise ChainError(seq, "the stored body is not bytes")
     try:
-        entry = open_body(body)
+        entry = open_stored(body)
     except (LineError, InputError) as error:
         raise ChainError(seq, str(error)) from None
     said = columns(entry)
