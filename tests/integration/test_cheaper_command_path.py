@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pwf import canonical
+from pwf.cli._options import open_store
 from pwf.events import Actor, CommandRecorded
 from pwf.host import Host
 from pwf.protocol.client import parse_request
@@ -334,3 +335,15 @@ def test_work_that_may_not_run_twice_runs_in_savepoints(tmp_path: Path) -> None:
     assert [value for value, _ in results] == ["job 0", "job 1", None, "job 3"]
     assert (groups, redone) == (1, 0)
     assert ["req-0", "req-1", "req-3"] == _recorded_ids(db)
+
+
+def test_direct_mode_keeps_its_savepoint_journals_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pwf request`` and ``pwf worker`` open their store deciding: temp_store = MEMORY (2)."""
+    monkeypatch.delenv("PWF_STORE", raising=False)
+    db = tmp_path / "state.db"
+    open_store(str(db), create=True).close()
+    with open_store(str(db), deciding=True) as deciding, open_store(str(db)) as other:
+        assert 2 == deciding.reader().table("PRAGMA temp_store")[1][0][0]
+        assert 0 == other.reader().table("PRAGMA temp_store")[1][0][0]
