@@ -5,10 +5,9 @@ through ``Host.request`` on a mirrored store, each host process sending its
 share one after another) with timers wrapped around the steps of a write
 transaction, and prints, per request, the mean milliseconds of:
 
-* ``fold ahead``: the read of other hosts' events before the lock and their fold;
 * ``lock + head``: the first round trip (``BEGIN``, the lock, the head, the
   catch-up read), so the wait for the lock plus one round trip;
-* ``fold under lock``: folding what arrived while waiting;
+* ``fold under lock``: folding the other hosts' events that came with it;
 * ``decide``: the rest of the write transaction: the host's decision and
   staging (inside the lock, or ahead of it), SQLite's ``BEGIN IMMEDIATE``
   and the read of the rows to write;
@@ -61,7 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 PHASES: Final = (
-    "fold ahead",
     "lock + head",
     "fold under lock",
     "decide",
@@ -120,7 +118,7 @@ def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per
     psycopg.Cursor.execute = cursor_exec  # type: ignore[method-assign]
     psycopg.Connection.pipeline = piped  # type: ignore[method-assign]
 
-    locked, fold_ahead, apply = append.locked, mirror.Mirror._fold_ahead, mirror.Mirror._apply  # noqa: SLF001
+    locked, apply = append.locked, mirror.Mirror._apply  # noqa: SLF001
     write_rows = append.PostgresTransaction.write_rows
     transaction, ahead = mirror.Mirror.transaction, mirror.Mirror._ahead  # noqa: SLF001
 
@@ -190,7 +188,6 @@ def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per
     append.locked = timed_locked
     mirror.Mirror._ahead = timed_ahead  # type: ignore[method-assign]  # noqa: SLF001
     append.PostgresTransaction.write_rows = timed_write  # type: ignore[method-assign]
-    mirror.Mirror._fold_ahead = timed("fold ahead", fold_ahead)  # type: ignore[method-assign]  # noqa: SLF001
     mirror.Mirror._apply = timed("fold under lock", apply)  # type: ignore[method-assign]  # noqa: SLF001
     mirror.Mirror.transaction = timed_transaction  # type: ignore[method-assign]
 

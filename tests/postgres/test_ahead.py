@@ -105,18 +105,39 @@ class TestAlone:
     """No other host writes: one round trip, and SQLite commits after PostgreSQL."""
 
     def test_a_lone_host_takes_one_round_trip(self, made: _Hosts) -> None:
-        """BEGIN, the lock, the head's check, the write and COMMIT, in one pipeline."""
+        """The lock, the head's check and the write, in one pipeline: one implicit transaction."""
         made.send("a", 1)
         seen = recording(made.stores["a"][0])
         assert "accepted" == made.send("a", 2).outcome
         trips = round_trips(seen)
         assert 1 == len(trips), trips
-        assert ["BEGIN", f"SELECT pg_advisory_xact_lock({LOCK_KEY})"] == trips[0][:2]
-        assert trips[0][2].startswith(CHECK)
-        assert trips[0][3].startswith("WITH e AS (INSERT INTO events")
-        assert ["COMMIT"] == trips[0][4:]
-        places = [(place, sql) for place, sql in seen if sql in {"COMMIT", "ROLLBACK"}]
-        assert [("pg", "COMMIT"), ("sqlite", "COMMIT")] == places
+        assert [f"SELECT pg_advisory_xact_lock({LOCK_KEY})"] == trips[0][:1]
+        assert trips[0][1].startswith(CHECK)
+        assert trips[0][2].startswith("WITH e AS (INSERT INTO events")
+        assert 3 == len(trips[0])
+        assert [("sqlite", "COMMIT")] == [entry for entry in seen if entry[1] == "COMMIT"]
+        assert 4 == made.stores["b"][0].catch_up()  # committed, for every other connection
+
+    def test_a_lone_host_answers_after_its_commit(self, made: _Hosts) -> None:
+        """The pipeline's end commits: SQLite commits after it, and the rows are in the log."""
+        made.send("a", 1)
+        seen = recording(made.stores["a"][0])
+        made.stores["a"][0].before_local_commit = lambda: seen.append(("pg", "<visible>"))
+        log = made.stores["a"][0].shared.log  # type: ignore[union-attr]
+        original = type(log).commit_if_head.__get__(log)
+
+        def commit_if_head(*args: Any, **kwargs: Any) -> bool:
+            done = original(*args, **kwargs)
+            with psycopg.connect(made.url) as other:
+                row = other.execute("SELECT max(seq) FROM events").fetchone()
+            seen.append(("pg", f"<head {row[0] if row else None}>"))
+            return bool(done)
+
+        log.commit_if_head = commit_if_head
+        made.send("a", 2)
+        marks = [sql for _, sql in seen if sql.startswith("<")]
+        assert ["<head 4>", "<visible>"] == marks
+        assert _local_commit_after(seen, "<visible>")
 
     def test_a_decision_that_writes_nothing_checks_the_head_only(self, made: _Hosts) -> None:
         """An adopted retry writes nothing: one statement, no lock, no transaction."""
@@ -143,6 +164,12 @@ class TestAlone:
             for operation in ("run.start", "run.start", "run.status", "run.cancel"):
                 assert made.send("a", number, operation) == made.serial(number, operation)
         assert made.bodies("a") == made.serial_bodies()
+
+
+def _local_commit_after(seen: list[tuple[str, str]], mark: str) -> bool:
+    """True when SQLite's COMMIT comes after ``mark`` in ``seen``."""
+    at = seen.index(("pg", mark))
+    return ("sqlite", "COMMIT") in seen[at:]
 
 
 class TestAnotherHostWroteMeanwhile:
@@ -178,7 +205,7 @@ class TestAnotherHostWroteMeanwhile:
     def test_the_log_and_answers_are_those_of_the_serial_run(self, made: _Hosts) -> None:
         """Interleaved starts land before a's: the bytes and answers of that serial order.
 
-        After each stale decision a's next request folds and locks; the
+        After each stale decision a's next request locks and folds; the
         status request after it finds nobody wrote, so a is alone again.
         """
         answers, checks = [made.send("a", 1)], []
@@ -211,7 +238,7 @@ class TestAnotherHostWroteMeanwhile:
         assert ["BEGIN IMMEDIATE", "ROLLBACK", "BEGIN IMMEDIATE", "COMMIT"] == ends
 
     def test_after_a_stale_decision_the_next_takes_the_lock_first(self, made: _Hosts) -> None:
-        """A host that just saw another host write folds ahead and locks, as ADR 0053 does."""
+        """A host that just saw another host write locks and frees it early, as ADR 0053 does."""
         made.send("a", 1)
         made.between("a", lambda: made.send("b", 2))
         made.send("a", 3)
@@ -219,8 +246,7 @@ class TestAnotherHostWroteMeanwhile:
         seen = recording(made.stores["a"][0])
         made.send("a", 5)
         trips = round_trips(seen)
-        assert trips[0][0].startswith("SELECT seq, batch, type")
-        assert ["BEGIN", "SET LOCAL synchronous_commit = off"] == trips[1][:2]
+        assert ["BEGIN", "SET LOCAL synchronous_commit = off"] == trips[0][:2]
 
     def test_a_host_alone_again_decides_ahead_again(self, made: _Hosts) -> None:
         """Once a locked transaction finds nobody else wrote, the next one decides ahead."""

@@ -70,27 +70,30 @@ class TestOrder:
     """Each keeps the durability rule; writers that take turns release the lock before the flush."""
 
     def test_a_lone_host_commits_synchronously(self, pair: Any) -> None:
-        """No other host writes: the commit itself flushes, as it always did, before SQLite's."""
+        """No other host writes: the commit itself flushes, as it always did, before SQLite's.
+
+        The decision made ahead of the lock (ADR 0062) is one implicit
+        transaction, committed synchronously at the end of its pipeline.
+        """
         send, stores = pair
         send("a", 1)
         seen = recording(stores["a"])
         send("a", 2)
-        begin = _at(seen, "pg", "BEGIN")
-        assert seen[begin + 1][1].startswith("SELECT pg_advisory_xact_lock")
+        lock = _at(seen, "pg", "SELECT pg_advisory_xact_lock")
         assert not [sql for _, sql in seen if "synchronous_commit" in sql or FLUSH in sql]
-        assert _at(seen, "sqlite", "COMMIT") > _at(seen, "pg", "COMMIT", begin)
+        assert _at(seen, "sqlite", "COMMIT") > _at(seen, "pg", "]", lock)
 
     def test_taking_turns_the_flush_comes_after_the_lock(self, pair: Any) -> None:
-        """Another host writes: fold its events first, commit without waiting, barrier, SQLite."""
+        """Another host writes: fold its events, commit without waiting, barrier, SQLite."""
         send, stores = pair
         send("a", 1)
         send("b", 2)
         send("a", 3)  # folds b's batch under the lock: another host writes, so ...
         send("b", 4)
         seen = recording(stores["a"])
-        send("a", 5)  # ... this one folds b's next batch before the lock, and releases it early
+        send("a", 5)  # ... this one folds b's next batch under the lock and frees it early
         begin = _at(seen, "pg", "BEGIN")
-        assert _at(seen, "sqlite", "INSERT INTO events") < begin
+        assert _at(seen, "sqlite", "INSERT INTO events") > begin
         assert seen[begin + 1] == ("pg", "SET LOCAL synchronous_commit = off")
         assert seen[begin + 2][1].startswith("SELECT pg_advisory_xact_lock")
         written = _at(seen, "pg", "WITH e AS (INSERT INTO events", begin)
@@ -102,18 +105,23 @@ class TestOrder:
         assert 1 == len({digest_database(str(store.path)).all for store in stores.values()})
 
     def test_taking_turns_the_write_commit_and_barrier_go_together(self, pair: Any) -> None:
-        """Hosts taking turns: the fold ahead, the lock, then write, COMMIT and barrier at once."""
+        """Hosts taking turns: two round trips, the lock with the other hosts' events; the rest.
+
+        The first is ``BEGIN``, the early commit, the lock, the head and the
+        events after the local head; the second the write, ``COMMIT`` and
+        the barrier (ADR 0062: no fold ahead of the lock).
+        """
         send, stores = pair
         for name, number in (("a", 1), ("b", 2), ("a", 3), ("b", 4)):
             send(name, number)
         seen = recording(stores["a"])
         send("a", 5)
         trips = round_trips(seen)
-        assert 3 == len(trips)
-        assert trips[0][0].startswith("SELECT seq, batch, type")
-        assert ["BEGIN", "SET LOCAL synchronous_commit = off"] == trips[1][:2]
-        assert trips[2][0].startswith("WITH e AS (INSERT INTO events")
-        assert ["COMMIT", f"SELECT {FLUSH}(true, 'pwf.flush', '')"] == trips[2][1:]
+        assert 2 == len(trips), trips
+        assert ["BEGIN", "SET LOCAL synchronous_commit = off"] == trips[0][:2]
+        assert trips[0][-1].startswith("SELECT seq, batch, type")
+        assert trips[1][0].startswith("WITH e AS (INSERT INTO events")
+        assert ["COMMIT", f"SELECT {FLUSH}(true, 'pwf.flush', '')"] == trips[1][1:]
 
     def test_folding_alone_still_flushes(self, pair: Any) -> None:
         """A transaction that only folds another host's events flushes before keeping them."""

@@ -13,8 +13,9 @@ projections; let the caller decide and stage; copy the new events to
 PostgreSQL and commit there; then commit locally.  A crash between the two
 commits leaves the file behind the log, never ahead, and the next catch-up (at the next
 open or command) folds what it missed.  While other hosts write, a transaction
-folds their events before taking the lock and frees the lock before its WAL
-flush; nothing read or written is kept locally before it is flushed (ADR 0053).
+frees the lock before its WAL flush, and nothing read or written is kept
+locally before it is flushed (ADR 0053); while they do not, a decision may be
+made ahead of the lock and written in one round trip (ADR 0062).
 """
 
 from __future__ import annotations
@@ -169,13 +170,17 @@ class Mirror:
 
     @contextmanager
     def _locked(self, tx: SqliteTransaction) -> Iterator[PostgresTransaction]:
-        """The shared log's lock with the local file caught up under it (ADR 0038 D2, 0053)."""
-        others = self._others_write  # then fold ahead of the lock, and free it early
-        ahead = self._fold_ahead(tx) if others else 0
+        """The shared log's lock with the local file caught up under it (ADR 0038 D2, 0053).
+
+        The events other hosts appended come with the lock's round trip and
+        are folded under it; ADR 0053's fold ahead of the lock, one round
+        trip more, is gone (ADR 0062).
+        """
+        others = self._others_write  # then free the lock before the flush
         with self.log.transaction(after=tx.head.seq, early=others) as remote:
-            late = self._apply(tx, remote.head, remote.prefetched)
-            self._others_write = ahead + late > 0
-            remote.must_flush = ahead + late > 0
+            folded = self._apply(tx, remote.head, remote.prefetched)
+            self._others_write = folded > 0
+            remote.must_flush = folded > 0
             yield remote
 
     def _ahead(self, tx: SqliteTransaction, expected: Head) -> None:
@@ -201,15 +206,6 @@ class Mirror:
         return tx.connection.execute(
             f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq", (seq,)
         ).fetchall()
-
-    def _fold_ahead(self, local: SqliteTransaction) -> int:
-        """Before the lock: fold what other hosts committed since the local head (ADR 0053).
-
-        Every snapshot of the log holds a gapless prefix (commits take the
-        lock in seq order), so these rows continue the local head; under the
-        lock only what arrived meanwhile is left to fold.
-        """
-        return self._fold(local, local.head, self.log.after(local.head.seq))
 
     def _apply(
         self,

@@ -300,10 +300,12 @@ def commit_if_head(
 
     The rows were decided and sealed against ``expected`` before the lock
     was taken, by a host that found no other host writing (so the commit is
-    synchronous, ADR 0053).  ``BEGIN``, the lock, the head's check, the
-    write and ``COMMIT`` go in one pipeline; when the head moved the
-    check fails, PostgreSQL skips everything behind it, and False is
-    returned with nothing written.  Without rows the head is only checked
+    synchronous, ADR 0053).  The lock, the head's check and the write go in
+    one pipeline, which PostgreSQL runs as one implicit transaction ended by
+    the pipeline's ``Sync``: committed there when every statement succeeded,
+    rolled back when one failed.  When the head moved the check fails,
+    PostgreSQL skips the write behind it, and False is returned with
+    nothing written.  Without rows the head is only checked
     (one statement, no lock): what was decided from the local copy is what
     the log holds now.  Returns only once the rows are durable.
 
@@ -321,17 +323,14 @@ def commit_if_head(
         if len(rows) <= _ONE_STATEMENT:  # held back: checks the rows continue ``expected``
             transaction.write_rows(rows, last_write=True)
         pending = transaction.take_pending()
-        statements: list[tuple[str, tuple[object, ...] | None]] = [
-            ("BEGIN", None),
-            (f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", None),
-            (_AT_HEAD, check),
-        ]
-        if pending is not None:
-            statements += [pending[:2], ("COMMIT", None)]
-        _pipelined(connection, statements)
-        if pending is None:  # too many rows for one statement (an import's size): now
-            transaction.write_rows(rows)
-            _commit(transaction, early=False)
+        lock = (f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", None)
+        if pending is not None:  # one implicit transaction, committed at the pipeline's end
+            _pipelined(connection, [lock, (_AT_HEAD, check), pending[:2]])
+            return True
+        # Too many rows for one statement (an import's size): in a transaction of its own.
+        _pipelined(connection, [("BEGIN", None), lock, (_AT_HEAD, check)])
+        transaction.write_rows(rows)
+        _commit(transaction, early=False)
     except psycopg.errors.DivisionByZero:
         _rollback(connection)
         return False
