@@ -9,6 +9,8 @@ again after.
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import TYPE_CHECKING, Final
 
 from pwf._sqlite import projection_tables, quote
@@ -53,29 +55,41 @@ def drop_views(connection: sqlite3.Connection, schema: str = "main") -> list[str
     return names
 
 
+_COLUMNS: Final = (
+    "SELECT t.value, c.name, c.type FROM json_each(?) AS t, pragma_table_info(t.value, ?) AS c"
+    " ORDER BY t.key, c.cid"
+)
+"""Every column (name, declared type) of the tables named in a JSON array, in one query."""
+
+
 def _view_statements(connection: sqlite3.Connection, schema: str) -> dict[str, str]:
     """The ``CREATE VIEW`` statement of every readable view the tables call for, by view name.
 
     Each is written as SQLite stores it in ``sqlite_master`` (no schema
-    name), so the views a database holds can be compared with them.
+    name), so the views a database holds can be compared with them.  Every
+    writing command asks (ADR 0049): the columns come in one query and the
+    statements of columns seen before are not written again (ADR 0064).
     """
     tables = projection_tables(connection, schema)
     if connection.execute(f"PRAGMA {schema}.table_info(events)").fetchone() is not None:
         tables.insert(0, "events")
-    statements = {}
-    for table in tables:
-        info = connection.execute(f"PRAGMA {schema}.table_info({quote(table)})").fetchall()
-        columns = [_readable(row[1], row[2]) for row in info]
-        if table == "events":
-            columns = [
-                "CAST(body AS TEXT) AS body" if row[1] == "body" else column
-                for row, column in zip(info, columns, strict=True)
-            ]
-        view = f"{READABLE_PREFIX}{table}"
-        statements[view] = (
-            f"CREATE VIEW {quote(view)} AS SELECT {', '.join(columns)} FROM {quote(table)}"
-        )
-    return statements
+    columns: dict[str, list[tuple[str, str]]] = {table: [] for table in tables}
+    for table, name, declared in connection.execute(_COLUMNS, (json.dumps(tables), schema)):
+        columns[table].append((name, declared))
+    return dict(_statement(table, tuple(columns[table])) for table in tables)
+
+
+@functools.lru_cache(maxsize=512)
+def _statement(table: str, info: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+    """The readable view of ``table`` with these columns: its name and ``CREATE VIEW`` text."""
+    columns = [_readable(name, declared) for name, declared in info]
+    if table == "events":
+        columns = [
+            "CAST(body AS TEXT) AS body" if name == "body" else column
+            for (name, _), column in zip(info, columns, strict=True)
+        ]
+    view = f"{READABLE_PREFIX}{table}"
+    return view, f"CREATE VIEW {quote(view)} AS SELECT {', '.join(columns)} FROM {quote(table)}"
 
 
 def install_views(connection: sqlite3.Connection, schema: str = "main") -> list[str]:
