@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from pwf import canonical
+from pwf.cli._options import open_store
 from pwf.client import HostClient, HostUnavailableError, socket_path, wait_for_host
 
 if TYPE_CHECKING:
@@ -158,4 +159,14 @@ def pwf(*args: str, stdin: bytes = b"", timeout: float = 120) -> subprocess.Comp
     )
 
 
-__all__ += ["pwf", "rows", "run_start"]
+def init(db: Path) -> None:
+    """Create a state database as ``pwf init`` does, in this process (ADR 0064).
+
+    These tests are about the served host, not the start of ``pwf init``;
+    ``test_served_host.py`` still runs ``pwf init`` as a process where the
+    socket path's limits are tested, and so does the demo.
+    """
+    open_store(str(db), create=True).close()
+
+
+__all__ += ["init", "pwf", "rows", "run_start"]

@@ -16,8 +16,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from click.testing import CliRunner
 
 from pwf import canonical
+from pwf.cli import cli
 from pwf.refworker import contract_error
 
 if TYPE_CHECKING:
@@ -32,7 +34,11 @@ ASK_INPUT = {
 
 
 def _pwf(*args: str, stdin: bytes = b"", check: bool = True) -> subprocess.CompletedProcess[bytes]:
-    done = subprocess.run([*PWF, *args], input=stdin, capture_output=True, check=False, timeout=60)
+    """Run ``pwf ARGS`` in this process: the set-up around the two piped processes (ADR 0064)."""
+    result = CliRunner().invoke(cli, list(args), input=stdin, catch_exceptions=False)
+    done = subprocess.CompletedProcess(
+        ["pwf", *args], result.exit_code, result.stdout_bytes, result.stderr_bytes
+    )
     if check:
         assert done.returncode == 0, done.stderr.decode()
     return done

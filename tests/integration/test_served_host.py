@@ -18,9 +18,9 @@ from pwf.client import HelloError, HostClient
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.integration._served import Served, line, pwf, rows, run_start, short_dir, until
+    from tests.integration._served import Served, init, line, pwf, rows, run_start, short_dir, until
 else:
-    from _served import Served, line, pwf, rows, run_start, short_dir, until
+    from _served import Served, init, line, pwf, rows, run_start, short_dir, until
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def db() -> Iterator[Path]:
     """A fresh database in a directory short enough for the host socket."""
     with short_dir() as directory:
         path = directory / "state.db"
-        assert 0 == pwf("init", "--db", str(path)).returncode
+        init(path)
         yield path
 
 

@@ -10,9 +10,9 @@ import pytest
 from pwf.sqlviews import views_current
 
 if TYPE_CHECKING:
-    from tests.integration._served import Served, pwf, rows, short_dir
+    from tests.integration._served import Served, init, pwf, rows, short_dir
 else:
-    from _served import Served, pwf, rows, short_dir
+    from _served import Served, init, pwf, rows, short_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only]
 
@@ -22,7 +22,7 @@ VIEWS = "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"
 def test_a_served_host_adds_the_views_and_leaves_the_log() -> None:
     with short_dir() as directory:
         db = directory / "state.db"
-        assert 0 == pwf("init", "--db", str(db)).returncode
+        init(db)
         made = rows(db, VIEWS)
         connection = sqlite3.connect(db, isolation_level=None)
         for (name,) in made:

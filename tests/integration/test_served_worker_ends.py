@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.integration._served import Served, line, pwf, rows, short_dir, until
+    from tests.integration._served import Served, init, line, rows, short_dir, until
 else:
-    from _served import Served, line, pwf, rows, short_dir, until
+    from _served import Served, init, line, rows, short_dir, until
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ sys.stdin.readline()
 @pytest.fixture
 def place() -> Iterator[Path]:
     with short_dir() as path:
-        assert pwf("init", "--db", str(path / "s.db")).returncode == 0
+        init(path / "s.db")
         yield path
 
 

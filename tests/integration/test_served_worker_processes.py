@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.integration._served import Served, line, pwf, rows, short_dir, until
+    from tests.integration._served import Served, init, line, rows, short_dir, until
 else:
-    from _served import Served, line, pwf, rows, short_dir, until
+    from _served import Served, init, line, rows, short_dir, until
 
 REGISTRAR = """
 import base64, json, os, subprocess, sys, time
@@ -63,7 +63,7 @@ time.sleep(600)
 @pytest.fixture
 def place() -> Iterator[Path]:
     with short_dir() as path:
-        assert pwf("init", "--db", str(path / "s.db")).returncode == 0
+        init(path / "s.db")
         yield path
 
 
