@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -419,6 +420,49 @@ class TestResponses:
         """An invalid outcome cannot be encoded either."""
         with pytest.raises(ProtocolError, match="outcome"):
             encode_response(ClientResponse(request_id="r", outcome="ok"))
+
+    @pytest.mark.parametrize(
+        ("changes", "expected"),
+        [
+            ({"outcome": "done"}, "Invalid client response outcome"),
+            ({"outcome": 3}, "Invalid client response outcome"),
+            ({"error": ""}, "response error must be nonempty text"),
+            ({"error": 5}, "response error must be nonempty text"),
+            ({"revision": -1}, "response revision must be a non-negative integer"),
+            ({"revision": True}, "response revision must be a non-negative integer"),
+            ({"revision": 2**53}, "response revision must be a non-negative integer"),
+            ({"requestId": ""}, f"requestId {ID_RULE}"),
+            ({"requestId": "x" * 257}, f"requestId {ID_RULE}"),
+            ({"requestId": "\u20ac" * 86}, f"requestId {ID_RULE}"),
+            ({"requestId": "\U0001f600" * 65}, f"requestId {ID_RULE}"),
+        ],
+    )
+    def test_encoding_refuses_as_parsing_does(self, changes, expected):
+        """A response with a bad field is refused by encode_response with parse_response's text."""
+        members = response(**changes)
+        with pytest.raises(ProtocolError) as parsed:
+            parse_response(line(members))
+        fields: dict[str, Any] = {
+            "request_id": members["requestId"],
+            "outcome": members["outcome"],
+            "revision": members["revision"],
+            "receipt": members["receipt"],
+            "error": members.get("error"),
+        }
+        resp = ClientResponse(**fields)  # a Struct takes its fields unchecked
+        with pytest.raises(ProtocolError) as encoded:
+            encode_response(resp)
+        assert (expected, expected) == (str(parsed.value), str(encoded.value))
+
+    @pytest.mark.parametrize(
+        "request_id", ["x" * 256, "\u00e9" * 128, "\U0001f600" * 64, "\u20ac" * 85, "r"]
+    )
+    def test_ids_at_the_byte_limit_encode_and_parse(self, request_id):
+        """Ids of at most 256 UTF-8 bytes pass both ways, however many characters they hold."""
+        resp = ClientResponse(request_id=request_id, outcome="accepted", revision=3)
+        members = {k: v for k, v in response(requestId=request_id).items() if k != "receipt"}
+        encoded = encode_response(resp)
+        assert (line(members), resp) == (encoded, parse_response(encoded))
 
 
 class TestHelloAndEvents:

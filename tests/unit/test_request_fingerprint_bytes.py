@@ -17,7 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pwf import canonical
-from pwf.protocol.client import ClientRequest, encode_request, parse_request
+from pwf.protocol.client import (
+    CLIENT_SCHEMA,
+    ClientRequest,
+    _json_text,
+    encode_request,
+    parse_request,
+)
 
 if TYPE_CHECKING:
     from tests._depth import examples
@@ -111,3 +117,25 @@ def test_a_payload_holding_the_same_request_id_member_keeps_it_in_the_hash() -> 
     parsed = parse_request(canonical.encode(members))
     assert parsed.fingerprint == _definition(members)
     assert parsed.fingerprint != _definition({**members, "payload": {}})
+
+
+def test_the_request_id_member_is_found_by_its_canonical_bytes_for_every_ascii_character() -> None:
+    """The quick quoting of a plain id gives canonical's bytes, and the fingerprint follows."""
+    for code in range(128):
+        request_id = f"r{chr(code)}1"
+        members = {
+            "clientId": "c",
+            "idempotencyKey": "k",
+            "operation": "host.status",
+            "payload": {},
+            "requestId": request_id,
+            "schema": CLIENT_SCHEMA,
+            "type": "request",
+        }
+        parsed = parse_request(canonical.encode(members))
+        from_line = "fingerprint" in vars(parsed)  # set by parsing, not by the property
+        assert (canonical.encode(request_id), True, _definition(members)) == (
+            _json_text(request_id),
+            from_line,
+            parsed.fingerprint,
+        )

@@ -241,13 +241,25 @@ def _header(members: Mapping[str, object], kind: str, allowed: frozenset[str]) -
 def _opaque(members: Mapping[str, object], name: str) -> str:
     """A required opaque id: non-empty text of at most 256 UTF-8 bytes."""
     value = members.get(name)
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value.encode("utf-8", "surrogatepass")) > MAX_OPAQUE_ID_BYTES
-    ):
+    if not _is_opaque(value):
         raise ProtocolError(f"{name} must be nonempty text of at most 256 bytes")
     return value
+
+
+def _is_opaque(value: object) -> TypeGuard[str]:
+    """Tell whether a value is non-empty text of at most 256 UTF-8 bytes.
+
+    A character takes at most 4 bytes (a lone surrogate 3), so text of at
+    most 64 characters fits without being encoded to count its bytes.
+    """
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_OPAQUE_ID_BYTES
+        and (
+            len(value) <= MAX_OPAQUE_ID_BYTES // 4
+            or len(value.encode("utf-8", "surrogatepass")) <= MAX_OPAQUE_ID_BYTES
+        )
+    )
 
 
 def _optional_opaque(members: Mapping[str, object], name: str) -> str | None:
@@ -435,12 +447,19 @@ def _line_fingerprint(line: bytes, request_id: str) -> str | None:
     own member, even when the payload holds a ``requestId`` too.  None when it
     is not found; the property then encodes the members.
     """
-    member = b',"requestId":' + canonical.encode(request_id)
+    member = b',"requestId":' + _json_text(request_id)
     at = line.rfind(member)
     end = at + len(member)
     if at < 0 or line[end : end + 1] != b",":
         return None
     return hashlib.sha256(line[:at] + line[end:]).hexdigest()
+
+
+def _json_text(text: str) -> bytes:
+    """The canonical bytes of a string: quoted as is when it holds no character JSON escapes."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return b'"' + text.encode() + b'"'
+    return canonical.encode(text)
 
 
 def parse_response(line: bytes) -> ClientResponse:
@@ -539,10 +558,37 @@ def encode_request(request: ClientRequest) -> bytes:
 def encode_response(response: ClientResponse) -> bytes:
     """Canonical bytes of a response, without a newline.
 
+    The host encodes one per request from typed values, so its fields are
+    checked where they stand (:func:`_well_formed`); only a response that
+    fails that check is read back as the wire members, for the error
+    :func:`parse_response` would give.
+
     Raises:
         ProtocolError: the response is invalid or exceeds 1 MiB.
     """
+    if _well_formed(response):
+        return _encode(_wire(response))
     return _checked(response, _read_response)
+
+
+def _well_formed(response: ClientResponse) -> bool:
+    """Whether :func:`_read_response` accepts the wire members of ``response``.
+
+    A Struct has no unknown members, and an absent revision or error is
+    None (omitted on the wire), so these are all the reader's checks.
+    """
+    error = response.error
+    revision = response.revision
+    outcome = response.outcome
+    return (
+        response.schema == CLIENT_SCHEMA
+        and response.type == "response"
+        and _is_opaque(response.request_id)
+        and isinstance(outcome, str)
+        and outcome in OUTCOMES
+        and (revision is None or _is_revision(revision))
+        and (error is None or (isinstance(error, str) and error != ""))
+    )
 
 
 def encode_event(event: ClientEvent) -> bytes:
