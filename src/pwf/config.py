@@ -17,7 +17,10 @@ from typing import Final, Literal, NamedTuple
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
     "DEFAULT_DB",
+    "DEFAULT_HEARTBEAT_MS",
+    "DEFAULT_LEASE_MS",
     "DEFAULT_SYNCHRONOUS",
+    "DEFAULT_WORKER_STARTUP_MS",
     "ENVIRONMENT",
     "Settings",
     "Synchronous",
@@ -28,6 +31,12 @@ Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
 DEFAULT_DB: Final = Path(".pwf") / "state.db"
 DEFAULT_SYNCHRONOUS: Final[Synchronous] = "FULL"
 DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
+DEFAULT_LEASE_MS: Final = 30_000
+"""``pwf serve``: how long the host's claim, and each run claim it renews, lasts (DOMAIN §5.1)."""
+DEFAULT_HEARTBEAT_MS: Final = 10_000
+"""``pwf serve``: how often the host renews those claims (DOMAIN §5.1, HOST §1 Timers)."""
+DEFAULT_WORKER_STARTUP_MS: Final = 15_000
+"""``pwf serve``: how long a started worker has to send ``worker.ready`` (HOST §7.6)."""
 _ENVIRONMENT: Final = {"synchronous": "PWF_SYNCHRONOUS", "busy_timeout_ms": "PWF_BUSY_TIMEOUT_MS"}
 
 ENVIRONMENT: Final = (
@@ -37,6 +46,17 @@ ENVIRONMENT: Final = (
         "PWF_BUSY_TIMEOUT_MS",
         "how long a writer waits for the write lock, 0 to 600000 ms",
         str(DEFAULT_BUSY_TIMEOUT_MS),
+    ),
+    ("PWF_LEASE_MS", "pwf serve: how long a host's claim lasts, in ms", str(DEFAULT_LEASE_MS)),
+    (
+        "PWF_HEARTBEAT_MS",
+        "pwf serve: how often the host renews its claims, in ms (less than the lease)",
+        str(DEFAULT_HEARTBEAT_MS),
+    ),
+    (
+        "PWF_WORKER_STARTUP_MS",
+        "pwf serve: how long a started worker has to report ready, in ms",
+        str(DEFAULT_WORKER_STARTUP_MS),
     ),
     (
         "PWF_SEED",

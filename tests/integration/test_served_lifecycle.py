@@ -30,6 +30,9 @@ else:
 pytestmark = pytest.mark.slow
 
 SESSION = "s-1"
+SHORT_LEASE_MS = 6_000
+"""A lease a restart waits out in seconds; six heartbeats long, so a loaded machine keeps it."""
+SHORT_HEARTBEAT_MS = 1_000
 
 
 @pytest.fixture
@@ -237,8 +240,15 @@ class TestStop:
 class TestCrash:
     """kill -9 under load, then a restart (HOST §1.7, DOMAIN §10.6)."""
 
-    def test_kill_under_load_then_restart(self, db: Path) -> None:
-        """Acknowledged requests survive, the chain verifies, recovery credits the downtime."""
+    def test_kill_under_load_then_restart(self, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Acknowledged requests survive, the chain verifies, recovery credits the downtime.
+
+        The hosts run with a 6 s lease renewed every second (``PWF_LEASE_MS``,
+        ``PWF_HEARTBEAT_MS``), so the restart waits seconds, not the default
+        30 s, for the dead host's lease to run out; the recovery is the same.
+        """
+        monkeypatch.setenv("PWF_LEASE_MS", str(SHORT_LEASE_MS))
+        monkeypatch.setenv("PWF_HEARTBEAT_MS", str(SHORT_HEARTBEAT_MS))
         served = Served(db)
         try:
             coordinator = served.client()
@@ -257,6 +267,7 @@ class TestCrash:
             db, "SELECT heartbeat_at, host_id, expires_at FROM host_state"
         )
         assert old_host is not None
+        assert expires - heartbeat == SHORT_LEASE_MS, "the lease is not the one set"
         [(turn_started,)] = rows(db, "SELECT started_at FROM workflow_turns")
         before = _attempt(db)
 

@@ -274,6 +274,9 @@ class TestSupervised:
     def test_kill_9_then_restart_reaps_orphans_and_claims_again(
         self, place: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        """A 6 s lease renewed every second: the restart waits seconds for it, not 30 s."""
+        monkeypatch.setenv("PWF_LEASE_MS", "6000")
+        monkeypatch.setenv("PWF_HEARTBEAT_MS", "1000")
         command = _sleeper(place)
         host = _serve(place, monkeypatch, command)
         try:
@@ -286,7 +289,10 @@ class TestSupervised:
             assert _alive(pid)
         finally:
             host.close()
-        [(expires,)] = rows(place / "s.db", "SELECT expires_at FROM host_state")
+        [(expires, heartbeat)] = rows(
+            place / "s.db", "SELECT expires_at, heartbeat_at FROM host_state"
+        )
+        assert expires - heartbeat == 6_000, "the lease is not the one set"
         # The dead host's lease still guards the claim (HOST §1.8) until it runs out.
         until(lambda: time.time_ns() // 1_000_000 > expires + 50, 90, "the old lease to expire")
         again = _serve(place, monkeypatch, command)

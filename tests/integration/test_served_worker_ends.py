@@ -2,9 +2,11 @@
 
 Real host and worker processes: a worker that crashes, one that hangs at
 start, one that exits 0 without ``worker.exiting``, and one that stays
-ready while the heartbeat renews its run's claim.  The host's timers are
-the spec's (15 s startup deadline, 10 s heartbeat, 30 s lease), so these
-tests take that long.
+ready while the heartbeat renews its run's claim.  The tests that wait on a
+timer set it shorter through ``pwf serve``'s settings (``PWF_WORKER_STARTUP_MS``,
+``PWF_HEARTBEAT_MS``), so they take seconds; the spec's values (15 s startup
+deadline, 10 s heartbeat, 30 s lease) stay the defaults, which the first test
+pins, and the others run the host with them.
 """
 
 from __future__ import annotations
@@ -12,11 +14,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from click.testing import CliRunner
+
+from pwf.cli import cli
+from pwf.server import Options
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -87,11 +94,50 @@ def _first_worker(db: Path) -> dict[str, Any] | None:
     return worker
 
 
+TIMERS = ("PWF_LEASE_MS", "PWF_HEARTBEAT_MS", "PWF_WORKER_STARTUP_MS")
+
+
+def test_the_spec_timers_are_the_defaults(place: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset, ``pwf serve`` runs a 30 s lease, a 10 s heartbeat and a 15 s startup deadline.
+
+    DOMAIN §5.1 and HOST §7.6 give these defaults; the host is started with
+    what the command line passes it, and ``--help`` shows them.
+    """
+    for name in TIMERS:
+        monkeypatch.delenv(name, raising=False)
+    given: list[Options] = []
+
+    def serve(options: Options) -> int:
+        given.append(options)
+        return 0
+
+    monkeypatch.setattr("pwf.server.serve", serve)
+    done = CliRunner().invoke(cli, ["serve", "--db", str(place / "s.db")])
+    assert (done.exit_code, done.output) == (0, "")
+    [options] = given
+    assert (options.lease_ms, options.heartbeat_ms, options.startup_seconds) == (30_000, 10_000, 15)
+    spec = Options(db=place / "s.db")  # the host's own defaults agree
+    assert (spec.lease_ms, spec.heartbeat_ms, spec.startup_seconds) == (30_000, 10_000, 15)
+    shown = " ".join(CliRunner().invoke(cli, ["serve", "--help"]).output.split())
+    for option, default in (("lease", 30000), ("heartbeat", 10000), ("worker-startup", 15000)):
+        assert re.search(rf"--{option}-ms MS .*?\[default: {default};", shown), option
+    refused = CliRunner().invoke(
+        cli, ["serve", "--db", str(place / "s.db")], env={"PWF_HEARTBEAT_MS": "30000"}
+    )
+    assert refused.exit_code == 2
+    assert "--heartbeat-ms (30000) must be less than --lease-ms (30000)" in refused.output
+
+
 def test_a_worker_that_crashes_is_crashed_and_its_run_parked(
     place: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """With the default timers: the served host's claim lasts 30 s from its last heartbeat."""
+    for name in TIMERS:
+        monkeypatch.delenv(name, raising=False)
     served = _serve(place, monkeypatch, "sh -c 'echo boom >&2; exit 3'")
     try:
+        [(lease,)] = rows(served.db, "SELECT expires_at - heartbeat_at FROM host_state")
+        assert lease == 30_000
         _start(served, place)
         worker = until(lambda: _first_worker(served.db), 60, "the first worker's end")
         assert (worker["status"], worker["exitCode"], worker["signal"]) == ("crashed", 3, None)
@@ -104,9 +150,14 @@ def test_a_worker_that_crashes_is_crashed_and_its_run_parked(
         served.close()
 
 
-def test_a_worker_that_hangs_at_start_is_stopped_after_15_s_and_recorded_crashed(
+STARTUP_MS = 2_000
+"""The startup deadline the hanging worker meets (``PWF_WORKER_STARTUP_MS``; default 15 s)."""
+
+
+def test_a_worker_that_hangs_at_start_is_stopped_at_its_startup_deadline_and_recorded_crashed(
     place: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PWF_WORKER_STARTUP_MS", str(STARTUP_MS))
     served = _serve(place, monkeypatch, "sleep 600")
     try:
         _start(served, place)
@@ -114,7 +165,7 @@ def test_a_worker_that_hangs_at_start_is_stopped_after_15_s_and_recorded_crashed
         assert (worker["status"], worker["signal"]) == ("crashed", "SIGTERM")
         assert worker["diagnostic"] == b"Workflow worker startup timed out"
         waited = worker["finishedAt"] - worker["startedAt"]
-        assert 15_000 <= waited < 45_000, waited
+        assert STARTUP_MS <= waited < STARTUP_MS + 10_000, waited
     finally:
         served.close()
 
@@ -142,10 +193,19 @@ def _renewals(db: Path) -> list[tuple[int, bytes]]:
     ]
 
 
+HEARTBEAT_MS = 2_500
+
+
 def test_the_heartbeat_renews_a_live_workers_claim(
     place: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every 10 s the host renews the run's claim for 30 s (HOST §1.9); the worker sends nothing."""
+    """Every heartbeat the host renews the run's claim for its lease; the worker sends nothing.
+
+    The heartbeat is 2.5 s here (``PWF_HEARTBEAT_MS``; the default 10 s is
+    pinned above), the lease the default 30 s (HOST §1 Timers).
+    """
+    monkeypatch.delenv("PWF_LEASE_MS", raising=False)
+    monkeypatch.setenv("PWF_HEARTBEAT_MS", str(HEARTBEAT_MS))
     sleeper = _script(place, "sleeper.py", READY + "time.sleep(600)\n")
     served = _serve(place, monkeypatch, sleeper)
     try:
@@ -159,7 +219,7 @@ def test_the_heartbeat_renews_a_live_workers_claim(
         data = json.loads(first)["data"]
         assert data["leaseExpiresAt"] == first_at + 30_000
         assert data["leaseExpiresAt"] > claimed
-        assert 5_000 <= second_at - first_at <= 20_000
+        assert HEARTBEAT_MS / 2 <= second_at - first_at <= HEARTBEAT_MS * 2
         [(lease,)] = rows(served.db, "SELECT lease_expires_at FROM run_queue")
         assert lease >= data["leaseExpiresAt"]
         with served.client() as client:

@@ -9,10 +9,18 @@ import sys
 import click
 
 from pwf.cli._options import db_option, store_url
-from pwf.config import Settings
+from pwf.config import (
+    DEFAULT_HEARTBEAT_MS,
+    DEFAULT_LEASE_MS,
+    DEFAULT_WORKER_STARTUP_MS,
+    Settings,
+)
 from pwf.errors import InputError
 
 __all__ = ["serve"]
+
+_LONGEST_MS = 86_400_000
+"""A day: the longest lease, heartbeat or worker startup the options take."""
 
 
 class _HostLines(logging.Formatter):
@@ -40,14 +48,52 @@ def _log_to_stderr() -> None:
     help='Start CMD for each run the host activates, e.g. "pwf worker run" (split like a shell'
     " would; also $PWF_WORKER_COMMAND).  Without it runs wait for pwf worker launch.",
 )
-def serve(db: str | None, worker_command: str | None) -> None:
+@click.option(
+    "--lease-ms",
+    "lease_ms",
+    metavar="MS",
+    envvar="PWF_LEASE_MS",
+    type=click.IntRange(1, _LONGEST_MS),
+    default=DEFAULT_LEASE_MS,
+    show_default=True,
+    help="How long the host's claim, and each run claim it renews, lasts; another host may take"
+    " over once it runs out (also $PWF_LEASE_MS).",
+)
+@click.option(
+    "--heartbeat-ms",
+    "heartbeat_ms",
+    metavar="MS",
+    envvar="PWF_HEARTBEAT_MS",
+    type=click.IntRange(1, _LONGEST_MS),
+    default=DEFAULT_HEARTBEAT_MS,
+    show_default=True,
+    help="How often the host renews those claims; less than the lease (also $PWF_HEARTBEAT_MS).",
+)
+@click.option(
+    "--worker-startup-ms",
+    "worker_startup_ms",
+    metavar="MS",
+    envvar="PWF_WORKER_STARTUP_MS",
+    type=click.IntRange(1, _LONGEST_MS),
+    default=DEFAULT_WORKER_STARTUP_MS,
+    show_default=True,
+    help="How long a started worker has to report worker.ready before it is stopped and"
+    " recorded crashed (also $PWF_WORKER_STARTUP_MS).",
+)
+def serve(
+    db: str | None,
+    worker_command: str | None,
+    lease_ms: int,
+    heartbeat_ms: int,
+    worker_startup_ms: int,
+) -> None:
     """Serve the database to clients over host/host.sock until stopped.
 
     With --store the log is the shared one in PostgreSQL and --db names
     this host's local projection file, caught up before every decision.
 
     Takes the process lock host/host.lock.json and the host claim (a new
-    epoch, a 30 s lease renewed every 10 s), recovers from a host that did
+    epoch, a lease of --lease-ms renewed every --heartbeat-ms), recovers from a host that did
     not stop cleanly, then answers pi-workflows.client.v1 connections on
     the Unix socket beside the database.  SIGTERM, SIGINT or host.stop finish
     the requests in flight, release the claim and the lock, remove the
@@ -56,6 +102,11 @@ def serve(db: str | None, worker_command: str | None) -> None:
     from pwf.server import Options  # noqa: PLC0415 - asyncio only for this command
     from pwf.server import serve as run  # noqa: PLC0415
 
+    if heartbeat_ms >= lease_ms:
+        raise InputError(
+            f"--heartbeat-ms ({heartbeat_ms}) must be less than --lease-ms ({lease_ms}):"
+            " a claim would run out before its renewal"
+        )
     settings = Settings.load(db=db)
     shared = store_url()
     if shared is None and not settings.db.exists():
@@ -67,6 +118,9 @@ def serve(db: str | None, worker_command: str | None) -> None:
         synchronous=settings.synchronous,
         busy_timeout_ms=settings.busy_timeout_ms,
         worker_command=_command(worker_command),
+        lease_ms=lease_ms,
+        heartbeat_ms=heartbeat_ms,
+        startup_seconds=worker_startup_ms / 1000,
     )
     sys.exit(run(options))
 
