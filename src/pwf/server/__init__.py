@@ -335,6 +335,7 @@ class Server:
             lambda host: host.decide(request, self.clock(), connection.id),
             lambda decided, error: self._decided(connection, request, decided, error),
             alone=operation in ("state.backup", "state.prune"),
+            source=connection,
         )
 
     def _decided(

@@ -25,6 +25,16 @@ undoing; one that fails after writing rolls the whole group back, and the
 group runs again as before, each request in its own savepoint.  Work from
 :meth:`Writer.submit` (timers, the supervisor) runs in savepoints, as does
 everything after it in the group.
+
+A group about to commit with an empty queue may wait a little for its
+siblings (ADR 0065), as PostgreSQL's ``commit_delay`` does when at least
+``commit_siblings`` other transactions are active: a connection answered
+within the last :data:`SIBLING_WINDOW` seconds that has nothing in the group
+is likely to send again at once (a client with one request outstanding), so
+the group waits, at most :data:`COMMIT_DELAY` seconds in all, for the next
+request and decides it before committing.  With no such connection (a lone
+client, the timers) nothing waits.  Waiting only lets later arrivals join
+behind the earlier ones, so arrival order is unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import contextlib
 import functools
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from pwf.store.sqlite_transaction import SavepointsNeeded, SqliteTransaction
@@ -44,15 +55,19 @@ if TYPE_CHECKING:
     from pwf.host.served import ServedHost
     from pwf.store import EventStore, StoreTransaction
 
-__all__ = ["MAX_GROUP", "Writer"]
+__all__ = ["COMMIT_DELAY", "MAX_GROUP", "SIBLING_WINDOW", "Writer"]
 
 T = TypeVar("T")
 MAX_GROUP: Final = 256
 """At most this many decisions share one transaction, so one commit never waits on too many."""
+COMMIT_DELAY: Final = 0.002
+"""A group waits at most this long in all (seconds) for siblings before it commits."""
+SIBLING_WINDOW: Final = 0.005
+"""A connection answered this recently (seconds) is a sibling: likely to send again at once."""
 
 
 class _Job(Generic[T]):
-    __slots__ = ("again", "alone", "done", "loop", "read", "work")
+    __slots__ = ("again", "alone", "done", "loop", "read", "source", "work")
 
     def __init__(  # noqa: PLR0913 - the work, its answer, its loop and how it runs
         self,
@@ -63,6 +78,7 @@ class _Job(Generic[T]):
         alone: bool,
         read: bool,
         again: bool = False,
+        source: object = None,
     ) -> None:
         self.work = work
         self.done = done
@@ -71,6 +87,8 @@ class _Job(Generic[T]):
         self.read = read
         self.again = again
         """The work may run twice: all it changes is in the transaction (a client request)."""
+        self.source = source
+        """Who asked (a connection), or None: the siblings a group may wait for."""
 
 
 Outcome = tuple[_Job[Any], object, "BaseException | None"]
@@ -111,11 +129,21 @@ def _settle(future: asyncio.Future[Any], value: object, error: BaseException | N
 class Writer:
     """The thread that owns the store and the served host."""
 
-    def __init__(self, open_host: Callable[[], tuple[EventStore, ServedHost]]) -> None:
+    def __init__(
+        self,
+        open_host: Callable[[], tuple[EventStore, ServedHost]],
+        *,
+        commit_delay: float = COMMIT_DELAY,
+        sibling_window: float = SIBLING_WINDOW,
+    ) -> None:
         """Start the thread; it opens the store itself, since a connection stays in its thread."""
         self._open = open_host
         self._queue: queue.SimpleQueue[_Job[object] | None] = queue.SimpleQueue()
         self._carry: _Job[object] | None = None
+        self._delay = commit_delay
+        self._window = sibling_window
+        self._answered: dict[object, float] = {}
+        """Each source answered within the window: when its last group was handed back."""
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self.host: ServedHost | None = None
@@ -123,6 +151,8 @@ class Writer:
         """Transactions committed so far (the group-commit test reads it)."""
         self.redone = 0
         """Groups rolled back and run again with savepoints (the tests read it)."""
+        self.waited = 0
+        """Requests a group waited for and took before committing (the tests read it)."""
         self._thread = threading.Thread(target=self._run, name="pwf-writer", daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -146,14 +176,25 @@ class Writer:
         done: Callable[[T | None, BaseException | None], None],
         *,
         alone: bool = False,
+        source: object = None,
     ) -> None:
         """Queue ``work``; ``done(value, error)`` runs on the loop once it is committed.
 
         The served connections' path: no future and no task per request.
         ``work`` changes nothing but the transaction, so a group may run it
-        again after rolling back (a client request's decision).
+        again after rolling back (a client request's decision).  ``source``
+        names who asked (the connection): once answered, it is a sibling a
+        group may wait for for :data:`SIBLING_WINDOW`.
         """
-        job = _Job(work, done, asyncio.get_running_loop(), alone=alone, read=False, again=True)
+        job = _Job(
+            work,
+            done,
+            asyncio.get_running_loop(),
+            alone=alone,
+            read=False,
+            again=True,
+            source=source,
+        )
         self._queue.put(job)  # type: ignore[arg-type]
 
     def close(self) -> None:
@@ -195,14 +236,60 @@ class Writer:
                 job = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if job is None:
-                self._queue.put(None)  # the end: once this group is done
+            if not self._take(group, job):
                 break
-            if job.alone or job.read:
-                self._carry = job
-                break
-            group.append(job)
         return len(group) > size
+
+    def _take(self, group: list[_Job[object]], job: _Job[object] | None) -> bool:
+        """Add ``job`` to the group; an ``alone``, ``read`` or closing one stops it instead."""
+        if job is None:
+            self._queue.put(None)  # the end: once this group is done
+            return False
+        if job.alone or job.read:
+            self._carry = job
+            return False
+        group.append(job)
+        return True
+
+    def _gather(self, group: list[_Job[object]], deadline: float) -> bool:
+        """Wait until ``deadline`` for one more job, if a sibling is expected; was one added?
+
+        Nothing waits behind an ``alone`` or ``read`` job, nor in a full group.
+        """
+        now = time.monotonic()
+        if (
+            self._carry is not None
+            or len(group) >= MAX_GROUP
+            or now >= deadline
+            or not self._expecting(group, now)
+        ):
+            return False
+        try:
+            job = self._queue.get(timeout=deadline - now)
+        except queue.Empty:
+            return False
+        if not self._take(group, job):
+            return False
+        self.waited += 1
+        return True
+
+    def _expecting(self, group: list[_Job[object]], now: float) -> bool:
+        """Is a sibling expected: a source answered within the window, with nothing in ``group``?"""
+        if not self._answered:
+            return False
+        cutoff = now - self._window
+        present = {job.source for job in group}
+        return any(at >= cutoff and source not in present for source, at in self._answered.items())
+
+    def _remember(self, group: list[_Job[object]]) -> None:
+        """The group's sources were just answered; forget those answered before the window."""
+        now = time.monotonic()
+        cutoff = now - self._window
+        answered = {source: at for source, at in self._answered.items() if at >= cutoff}
+        for job in group:
+            if job.source is not None:
+                answered[job.source] = now
+        self._answered = answered
 
     def _decide(self, host: ServedHost, store: EventStore, group: list[_Job[object]]) -> None:
         if group[0].alone or group[0].read:
@@ -215,21 +302,29 @@ class Writer:
                 _hand_back([(job, value, None)])
             return
         try:
-            results = self._commit(host, store, group, bare=True)
+            results = self._commit(host, store, group, bare=True, gather=True)
         except SavepointsNeeded:
             self.redone += 1
-            results = self._commit(host, store, group, bare=False)
+            results = self._commit(host, store, group, bare=False, gather=False)
         self.groups += 1
         _hand_back(
             [(job, value, problem) for job, (value, problem) in zip(group, results, strict=True)]
         )
+        self._remember(group)
 
     def _commit(
-        self, host: ServedHost, store: EventStore, group: list[_Job[object]], *, bare: bool
+        self,
+        host: ServedHost,
+        store: EventStore,
+        group: list[_Job[object]],
+        *,
+        bare: bool,
+        gather: bool,
     ) -> list[tuple[object, BaseException | None]]:
         """Decide the group (and what joins it) in one transaction and commit it.
 
         ``bare``: the jobs that may run again lead the group without savepoints.
+        ``gather``: with the queue empty, wait a little for expected siblings.
 
         Raises:
             SavepointsNeeded: such a job failed after writing; the transaction is rolled back.
@@ -239,8 +334,16 @@ class Writer:
             with store.transaction() as tx:
                 host.shared = tx
                 bare = bare and isinstance(tx, SqliteTransaction) and store.log_file is not None
+                deadline: float | None = None
                 try:
-                    while len(results) < len(group) or self._extend(group):
+                    while True:
+                        if len(results) == len(group) and not self._extend(group):
+                            if not gather:
+                                break
+                            if deadline is None:  # the first time it has nothing left
+                                deadline = time.monotonic() + self._delay
+                            if not self._gather(group, deadline):
+                                break
                         job = group[len(results)]
                         bare = bare and job.again
                         results.append(_one(host, tx, job, bare=bare))
