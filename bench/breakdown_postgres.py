@@ -32,12 +32,22 @@ round trip) and the CPU time of the host process per request.  The round
 trips and the lock's hold do not depend on the machine's load the way rates
 do.
 
-``python bench/breakdown_postgres.py [COUNT]`` (300 requests by default).
+Each phase is also given in the host process's own CPU time (``… cpu``),
+and beside the hosts' CPU the run's CPU time of the server's processes
+(``server cpu``: its backends, WAL writer and other helpers, from
+``/proc/<pid>/stat``) and of the whole machine (``machine busy``, from
+``/proc/stat``, with its idle share), each per request: on two processors
+shared by the hosts, their backends and the driver, the machine's CPU per
+request bounds the rate (two processors' seconds over it), whatever the
+waits.
+
+``python bench/breakdown_postgres.py [COUNT [ROUNDS]]`` (3 rounds of 300 requests by default).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import shutil
 import statistics
 import sys
@@ -85,8 +95,18 @@ class _Clock:
         self.rtt = 0.0
         """A bare round trip (``SELECT 1``), the median of a few before the run."""
 
-    def add(self, phase: str, seconds: float) -> None:
-        self.sums[phase] += seconds
+        self.cpus: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        """The same phases in this process's CPU time."""
+        self.committed = (0.0, 0.0)
+
+    def add(self, phase: str, began: tuple[float, float], ended: tuple[float, float]) -> None:
+        self.sums[phase] += ended[0] - began[0]
+        self.cpus[phase] += ended[1] - began[1]
+
+
+def _stamp() -> tuple[float, float]:
+    """Wall clock and this process's CPU time, in seconds."""
+    return time.perf_counter(), time.process_time()
 
 
 def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per step, together
@@ -124,66 +144,68 @@ def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per
 
     def timed(phase: str, function: Any) -> Any:  # noqa: ANN401
         def wrapper(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
-            began = time.perf_counter()
+            began = _stamp()
             try:
                 return function(*args, **kwargs)
             finally:
-                clock.add(phase, time.perf_counter() - began)
+                clock.add(phase, began, _stamp())
 
         return wrapper
 
     @contextmanager
     def timed_locked(store: Any, **kwargs: Any) -> Iterator[Any]:  # noqa: ANN401
-        began = time.perf_counter()
+        began = _stamp()
         with locked(store, **kwargs) as remote:
-            granted = time.perf_counter()
-            clock.add("lock + head", granted - began)
-            clock.marks = {"granted": granted, "inner": 0.0, "early": float(kwargs["early"])}
+            granted = _stamp()
+            clock.add("lock + head", began, granted)
+            clock.marks = {"early": float(kwargs["early"])}
             yield remote
-            ending = time.perf_counter()
-            clock.marks["inner"] = ending - granted
-        ended = time.perf_counter()
-        clock.add("commit", ended - ending)
-        clock.marks["committed"] = ended
+            ending = _stamp()
+        ended = _stamp()
+        clock.add("commit", ending, ended)
+        clock.committed = ended
         # An early commit frees the lock about one round trip after it was sent.
-        held = ending - granted + (clock.rtt if clock.marks["early"] else ended - ending)
-        clock.add("lock held", held)
+        held = (
+            ending[0] - granted[0] + (clock.rtt if clock.marks["early"] else ended[0] - ending[0])
+        )
+        clock.sums["lock held"] += held
 
     def timed_write(self: Any, rows: Any, **kwargs: Any) -> None:  # noqa: ANN401
-        began = time.perf_counter()
+        began = _stamp()
         write_rows(self, rows, **kwargs)
-        clock.marks["write"] = time.perf_counter() - began
-        clock.add("write", clock.marks["write"])
+        clock.add("write", began, _stamp())
 
     def timed_ahead(self: Any, tx: Any, expected: Any, **kwargs: Any) -> None:  # noqa: ANN401
-        began, wrote = time.perf_counter(), clock.sums["write"]
+        began, wrote = _stamp(), (clock.sums["write"], clock.cpus["write"])
         try:
             ahead(self, tx, expected, **kwargs)
         finally:
-            ended = time.perf_counter()
-            clock.sums["write"] = wrote  # the held-back write is inside this round trip
-            clock.add("write ahead", ended - began)
-            clock.add("lock held", max(ended - began - clock.rtt, 0.0))
-            clock.marks["committed"] = ended
+            ended = _stamp()
+            # the held-back write is inside this round trip
+            clock.sums["write"], clock.cpus["write"] = wrote
+            clock.add("write ahead", began, ended)
+            clock.sums["lock held"] += max(ended[0] - began[0] - clock.rtt, 0.0)
+            clock.committed = ended
 
     @contextmanager
     def timed_transaction(self: Any, local: Any) -> Iterator[Any]:  # noqa: ANN401
-        before = dict(clock.sums)
-        began = time.perf_counter()
+        before, before_cpu = dict(clock.sums), dict(clock.cpus)
+        began = _stamp()
         try:
             with transaction(self, local) as tx:
                 yield tx
         except StaleDecision:
             clock.stale += 1
-            for phase in PHASES:  # the thrown-away attempt counts as stale only
-                clock.sums[phase] = before[phase]
-            clock.sums["lock held"] = before["lock held"]
-            clock.add("stale", time.perf_counter() - began)
+            clock.sums, clock.cpus = before, before_cpu  # the attempt counts as stale only
+            clock.add("stale", began, _stamp())
             raise
-        ended = time.perf_counter()
-        clock.add("local commit", ended - clock.marks["committed"])
-        spent = sum(clock.sums[phase] - before[phase] for phase in PHASES)
-        clock.add("decide", ended - began - spent)
+        ended = _stamp()
+        clock.add("local commit", clock.committed, ended)
+        for sums, at in ((clock.sums, 0), (clock.cpus, 1)):
+            spent = sum(
+                sums[phase] - (before if at == 0 else before_cpu)[phase] for phase in PHASES
+            )
+            sums["decide"] += ended[at] - began[at] - spent
 
     append.locked = timed_locked
     mirror.Mirror._ahead = timed_ahead  # type: ignore[method-assign]  # noqa: SLF001
@@ -239,12 +261,56 @@ def _host(url: str, db: str, span: tuple[int, int], start: Barrier, done: Queue[
         assert answer.outcome == "accepted", answer
     wall, cpu = time.perf_counter() - began, time.process_time() - cpu
     clock.sums["outside"] = wall - sum(clock.sums[phase] for phase in PHASES[:-1])
-    done.put((count, wall, cpu, clock.trips, clock.sums, clock.stale))
+    clock.cpus["outside"] = cpu - sum(clock.cpus[phase] for phase in PHASES[:-1])
+    done.put((count, wall, cpu, clock.trips, clock.sums, clock.stale, clock.cpus))
+    start.wait()  # the server's processes are counted while they are still there
     store.close()
 
 
-def measure(url: str, folder: Path, count: int, hosts: int) -> dict[str, float]:
-    """Per-request means over all hosts' requests, and the rate of all of them together."""
+def _ticks(pids: list[int]) -> int:
+    """User and system clock ticks of the live processes among ``pids``."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def _server_pids(data: Path) -> list[int]:
+    """The postmaster and every process it started (backends, WAL writer, checkpointer...)."""
+    postmaster = int((data / "postmaster.pid").read_text().split()[0])
+    children = [
+        int(task.name)
+        for task in Path("/proc").iterdir()
+        if task.name.isdigit() and _parent(int(task.name)) == postmaster
+    ]
+    return [postmaster, *children]
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
+def _machine() -> tuple[int, int]:
+    """Busy and all clock ticks of the whole machine (``/proc/stat``)."""
+    values = [int(value) for value in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values[:8]) - idle, sum(values[:8])
+
+
+def measure(url: str, folder: Path, count: int, hosts: int, data: Path) -> dict[str, float]:
+    """Per-request means over all hosts' requests, and the rate of all of them together.
+
+    Beside the host processes' own CPU time, the server's processes' (its
+    backends and helpers, ``/proc/<pid>/stat``) and the whole machine's
+    busy time (``/proc/stat``) over the run, per request.
+    """
     _seed(url, str(folder / "seed.db"))
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(hosts + 1)
@@ -259,17 +325,26 @@ def measure(url: str, folder: Path, count: int, hosts: int) -> dict[str, float]:
     ]
     for process in processes:
         process.start()
-    start.wait()
+    start.wait()  # every host is connected by now
+    server_pids = _server_pids(data)
+    server_ticks, (busy, every) = _ticks(server_pids), _machine()
     results = [done.get(timeout=600) for _ in processes]
+    server_ticks, busy_now, every_now = _ticks(server_pids) - server_ticks, *_machine()
+    start.wait()
     for process in processes:
         process.join(timeout=60)
     total = sum(result[0] for result in results)
+    tick = os.sysconf("SC_CLK_TCK")
     out = {
         phase: sum(r[4][phase] for r in results) / total * 1e3 for phase in (*PHASES, "lock held")
     }
+    out |= {f"{phase} cpu": sum(r[6][phase] for r in results) / total * 1e3 for phase in PHASES}
     out["round trips"] = sum(result[3] for result in results) / total
     out["stale decisions"] = sum(result[5] for result in results) / total
     out["cpu"] = sum(result[2] for result in results) / total * 1e3
+    out["server cpu"] = server_ticks / tick / total * 1e3
+    out["machine busy"] = (busy_now - busy) / tick / total * 1e3
+    out["machine idle %"] = 100 * (1 - (busy_now - busy) / max(every_now - every, 1))
     out["rate"] = total / max(result[1] for result in results)
     return out
 
@@ -290,11 +365,24 @@ def main(argv: list[str] | None = None) -> int:
             for hosts in (1, 3) if round_no % 2 == 0 else (3, 1):
                 folder = workdir / f"{round_no}-{hosts}"
                 folder.mkdir()
-                seen[hosts].append(measure(server.create_database(), folder, count, hosts))
+                seen[hosts].append(
+                    measure(server.create_database(), folder, count, hosts, server.data)
+                )
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    keys = (*PHASES, "lock held", "round trips", "stale decisions", "cpu", "rate")
+    keys = (
+        *PHASES,
+        *(f"{phase} cpu" for phase in PHASES),
+        "lock held",
+        "round trips",
+        "stale decisions",
+        "cpu",
+        "server cpu",
+        "machine busy",
+        "machine idle %",
+        "rate",
+    )
     print(f"per request, ms (medians of {rounds} rounds of {count}):   1 host    3 hosts")
     for key in keys:
         one, three = (statistics.median(r[key] for r in seen[h]) for h in (1, 3))
