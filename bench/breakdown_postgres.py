@@ -41,6 +41,11 @@ shared by the hosts, their backends and the driver, the machine's CPU per
 request bounds the rate (two processors' seconds over it), whatever the
 waits.
 
+Beside 1 host and 3 hosts sharing one log, ``3 apart`` runs three host
+processes with a log of its own each, on the same server: what three hosts
+reach on this machine when they share nothing, so neither fold each other's
+events nor wait for each other's lock, a ceiling for three sharing.
+
 ``python bench/breakdown_postgres.py [COUNT [ROUNDS]]`` (3 rounds of 300 requests by default).
 """
 
@@ -304,14 +309,19 @@ def _machine() -> tuple[int, int]:
     return sum(values[:8]) - idle, sum(values[:8])
 
 
-def measure(url: str, folder: Path, count: int, hosts: int, data: Path) -> dict[str, float]:
+def measure(urls: list[str], folder: Path, count: int, data: Path) -> dict[str, float]:
     """Per-request means over all hosts' requests, and the rate of all of them together.
+
+    One host process per URL in ``urls``: the same URL for hosts sharing a
+    log, one of its own each for hosts that share nothing.
 
     Beside the host processes' own CPU time, the server's processes' (its
     backends and helpers, ``/proc/<pid>/stat``) and the whole machine's
     busy time (``/proc/stat``) over the run, per request.
     """
-    _seed(url, str(folder / "seed.db"))
+    for index, url in enumerate(dict.fromkeys(urls)):
+        _seed(url, str(folder / f"seed-{index}.db"))
+    hosts = len(urls)
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(hosts + 1)
     done: Queue[Any] = context.Queue()
@@ -321,7 +331,7 @@ def measure(url: str, folder: Path, count: int, hosts: int, data: Path) -> dict[
             target=_host,
             args=(url, str(folder / f"host-{index}.db"), (index * share, share), start, done),
         )
-        for index in range(hosts)
+        for index, url in enumerate(urls)
     ]
     for process in processes:
         process.start()
@@ -350,7 +360,7 @@ def measure(url: str, folder: Path, count: int, hosts: int, data: Path) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the breakdown for 1 and 3 hosts: ``[COUNT [ROUNDS]]``."""
+    """Print the breakdown for 1 host, 3 sharing a log and 3 apart: ``[COUNT [ROUNDS]]``."""
     given = [int(value) for value in (sys.argv[1:] if argv is None else argv)]
     count, rounds = [*given, *(300, 3)[len(given) :]][:2]
     server = _server()
@@ -359,15 +369,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     OUT.mkdir(exist_ok=True)
     workdir = Path(tempfile.mkdtemp(dir=OUT))
-    seen: dict[int, list[dict[str, float]]] = {1: [], 3: []}
+    variants = ("1 host", "3 hosts", "3 apart")
+    seen: dict[str, list[dict[str, float]]] = {variant: [] for variant in variants}
     try:
         for round_no in range(rounds):
-            for hosts in (1, 3) if round_no % 2 == 0 else (3, 1):
-                folder = workdir / f"{round_no}-{hosts}"
+            for variant in variants if round_no % 2 == 0 else variants[::-1]:
+                folder = workdir / f"{round_no}-{variant.replace(' ', '-')}"
                 folder.mkdir()
-                seen[hosts].append(
-                    measure(server.create_database(), folder, count, hosts, server.data)
-                )
+                url = server.create_database()
+                urls = {
+                    "1 host": [url],
+                    "3 hosts": [url] * 3,
+                    "3 apart": [url, server.create_database(), server.create_database()],
+                }[variant]
+                seen[variant].append(measure(urls, folder, count, server.data))
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -383,10 +398,10 @@ def main(argv: list[str] | None = None) -> int:
         "machine idle %",
         "rate",
     )
-    print(f"per request, ms (medians of {rounds} rounds of {count}):   1 host    3 hosts")
+    print(f"per request, ms (medians of {rounds} rounds of {count}):   1 host   3 hosts   3 apart")
     for key in keys:
-        one, three = (statistics.median(r[key] for r in seen[h]) for h in (1, 3))
-        print(f"  {key:<17} {one:9.2f} {three:9.2f}")
+        medians = (statistics.median(r[key] for r in seen[variant]) for variant in variants)
+        print(f"  {key:<17} " + " ".join(f"{median:9.2f}" for median in medians))
     return 0
 
 
