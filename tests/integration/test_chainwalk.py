@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
@@ -19,15 +20,16 @@ from pwf.errors import ChainError, StoreError
 from pwf.store import Head, chainwalk
 from pwf.store.chainwalk import ranges, walk_chain, walk_rows
 from pwf.store.rows import COLUMNS, verify_rows
+from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from contextlib import AbstractContextManager
+    from pathlib import Path
 
     from tests.integration._inprocess import ranges_in_process
 
     from pwf.events import Sealed
-    from pwf.store.sqlite import SqliteStore
 
     AppendBatches = Callable[..., list[list[Sealed]]]
     Reseal = Callable[[dict[str, Any]], bytes]
@@ -42,11 +44,28 @@ FORKED_EVERY: Final = 10
 """The every-offset tests walk each tenth offset with real forks, the others in this process."""
 
 
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory, fill: AppendBatches) -> Path:
+    """The seven events in four batches, appended once for the module and checkpointed."""
+    path = tmp_path_factory.mktemp("chainwalk") / "pwf.db"
+    with SqliteStore(path, create=True) as store:
+        fill(store, SIZES)
+        store.checkpoint()
+    return path
+
+
 @pytest.fixture
-def log(store: SqliteStore, fill: AppendBatches) -> SqliteStore:
-    """A store holding seven events in four batches."""
-    fill(store, SIZES)
-    return store
+def log(pristine: Path, db_path: Path) -> Iterator[SqliteStore]:
+    """A store holding seven events in four batches: a copy of :func:`pristine`'s bytes.
+
+    Appending them again for each of the module's few hundred cases cost
+    more than all its walks (ADR 0067); every case still damages a file of
+    its own.
+    """
+    db_path.parent.mkdir(parents=True)
+    shutil.copyfile(pristine, db_path)
+    with SqliteStore(db_path) as store:
+        yield store
 
 
 def _body(store: SqliteStore, seq: int) -> bytes:

@@ -141,7 +141,7 @@ def _split(deep: bool, *, fork: bool) -> Walker:
 
 
 def _replay(log: Damaged) -> int | None:
-    with open_store(str(log.path)) as store:
+    with open_store(str(log.path), read_only=True) as store:  # as `pwf replay` opens it
         replay(store, log.work / "replayed.db", chunk=2)
     return None
 
@@ -169,16 +169,20 @@ def _jsonl(log: Damaged) -> int | None:
 
 
 class _Backup(SqliteStore):
-    """The backup's store in :func:`prove`: its deep verify runs once per backup content.
+    """The backup's store in :func:`prove`: its deep verify runs once per backup file.
 
     No fault touches the backup, so every case would verify the same bytes
-    again; the report is kept under the SHA-256 of the file (ADR 0054).
+    again; the report is kept under the file's identity (ADR 0054), and the
+    module checks at its end that each backup still holds the bytes it
+    first had (:func:`template`), so no kept report outlives its bytes
+    (ADR 0067).
     """
 
-    reports: ClassVar[dict[bytes, VerifyReport]] = {}
+    reports: ClassVar[dict[tuple[object, ...], VerifyReport]] = {}
 
     def verify(self, *, deep: bool = True) -> VerifyReport:
-        key = hashlib.sha256(self.path.read_bytes()).digest() + bytes([deep])
+        found = self.path.stat()
+        key = (self.path, found.st_ino, found.st_size, found.st_mtime_ns, deep)
         if key not in self.reports:
             self.reports[key] = super().verify(deep=deep)
         return self.reports[key]
@@ -425,7 +429,7 @@ def memory_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module", params=["plain", "compacted"])
-def template(request: pytest.FixtureRequest, memory_root: Path, fill: Any) -> Log:
+def template(request: pytest.FixtureRequest, memory_root: Path, fill: Any) -> Iterator[Log]:
     # A directory of its own: a worker that comes back to this module makes the log again.
     directory = Path(tempfile.mkdtemp(prefix=f"{request.param}-", dir=memory_root))
     path = directory / "template.db"
@@ -442,7 +446,13 @@ def template(request: pytest.FixtureRequest, memory_root: Path, fill: Any) -> Lo
     finally:
         connection.close()
     assert length <= BODY_LENGTH
-    return Log(path, first, length)
+    backup = directory / "backup.sqlite"
+    kept = backup.read_bytes() if compacted else None
+    yield Log(path, first, length)
+    if kept is not None:
+        assert backup.read_bytes() == kept, (
+            "a case changed the backup its proof's report was kept for"
+        )
 
 
 def _damaged(template: Log, fault: Fault, name: str) -> Damaged:

@@ -18,6 +18,7 @@ compacted log is exactly the old one minus the removed runs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 from dataclasses import dataclass
@@ -238,8 +239,10 @@ def prove(store: EventStore, backup: Path) -> Proof:
         raise InputError(f"no backup at {backup}")
     if file_sha256(backup) != opening.backup_sha256:
         return Proof(opening, failure=f"{backup}: its SHA-256 is not the one log.compacted records")
-    try:
-        with SqliteStore(f"{backup.absolute()}", read_only=True) as copy:
+    with contextlib.ExitStack() as held:
+        try:
+            copy = held.enter_context(SqliteStore(f"{backup.absolute()}", read_only=True))
+            held.enter_context(copy.snapshot())  # one read of the backup, walked and compared
             report = copy.verify(deep=True)
             if not report.ok:
                 return Proof(
@@ -254,9 +257,10 @@ def prove(store: EventStore, backup: Path) -> Proof:
             ineligible = _ineligible(copy.connection, opening)
             if ineligible is not None:
                 return Proof(opening, failure=ineligible)
-    except PwfError as error:
-        return Proof(opening, failure=str(error))
-    return _compare(store, backup, opening, first)
+        except PwfError as error:
+            return Proof(opening, failure=str(error))
+        # The backup's own connection: a second one would read its whole schema again (ADR 0067).
+        return _compare(store, copy.connection, opening, first)
 
 
 _TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
@@ -276,9 +280,14 @@ def _ineligible(connection: sqlite3.Connection, opening: LogCompacted) -> str | 
     return None
 
 
-def _compare(store: EventLog, backup: Path, opening: LogCompacted, first: Entry) -> Proof:
+def _compare(
+    store: EventLog, connection: sqlite3.Connection, opening: LogCompacted, first: Entry
+) -> Proof:
+    """Walk the backup's events through the compaction rule against the live log's, one for one.
+
+    ``connection`` reads the backup whose chain :func:`prove` has just verified.
+    """
     removed = frozenset(opening.removed_run_ids)
-    connection = _open_backup(backup)
     compared = 0
     head = store.head()
     try:
@@ -303,8 +312,6 @@ def _compare(store: EventLog, backup: Path, opening: LogCompacted, first: Entry)
         total = connection.execute("SELECT count(*) FROM events").fetchone()[0]
     except (ChainError, InputError) as error:
         return Proof(opening, compared=compared, failure=str(error))
-    finally:
-        connection.close()
     if compared != opening.retained_events or total - compared != opening.removed_events:
         return Proof(opening, compared=compared, failure="the recorded event counts do not match")
     return Proof(opening, backup_events=total, compared=compared, removed_runs=len(removed))
