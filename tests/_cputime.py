@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     import pytest
 
-__all__ = ["VARIABLE", "measure", "record", "summary"]
+__all__ = ["EXTRA", "VARIABLE", "measure", "record", "summary"]
 
 VARIABLE: Final = "PWF_TEST_CPU"
 DURATIONS: Final = Path(__file__).with_name("durations.json")
@@ -36,10 +36,16 @@ RECORDED: Final = 200
 """How many of the longest tests ``--record`` keeps: the rest are short enough to fill in."""
 
 
+EXTRA: Final[list[Callable[[], float]]] = []
+"""Counters of CPU seconds spent for this process's tests by processes it does not reap itself
+(``tests/reliability/_forked.py``: children of a fork parent), added to each measurement."""
+
+
 def _cpu() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    extra = sum(counter() for counter in EXTRA)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + extra
 
 
 @contextlib.contextmanager

@@ -1,8 +1,11 @@
 """What the reliability tests share: running pwf, reading a log's state, checking it is sound.
 
-Subprocesses run the installed ``pwf`` console script, or, when a limit must
-be set first (a file-size limit, dropped capabilities), this interpreter with
-a small wrapper that sets it and then calls ``pwf.cli.main``.  The log is
+Commands and writers run as processes forked from one parent that imported
+pwf already (``_forked.py``, ADR 0068): each runs ``pwf.cli.main``, as the
+``pwf`` console script does, or the writer, in a process of its own that the
+tests kill, race and wait for.  When a limit must be set first (a file-size
+limit, dropped capabilities), this interpreter runs a small wrapper that sets
+it and then calls ``pwf.cli.main``.  The log is
 always judged through pwf's own checks: the hash chain (``SqliteStore.verify``)
 and live projections against a rebuild (``pwf.verify.check``, what
 ``pwf verify`` runs).
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 import os
 import selectors
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -28,7 +30,10 @@ from pwf.verify import check
 
 if TYPE_CHECKING:
     from tests._dbfile import rows
+    from tests.reliability._forked import Forked, spawn
 else:
+    from _forked import Forked, spawn
+
     from _dbfile import rows
 
 __all__ = [
@@ -73,14 +78,6 @@ START: Final = {
 CONFINED: Final = Path(__file__).with_name("_confined.py")
 
 
-def _console_script() -> str:
-    """The installed ``pwf`` script next to this interpreter, else the one on PATH."""
-    beside = Path(sys.executable).parent / "pwf"
-    found = str(beside) if beside.exists() else shutil.which("pwf")
-    assert found is not None, "the pwf console script is not installed"
-    return found
-
-
 def _env() -> dict[str, str]:
     """The environment for subprocesses, without a $PWF_DB from outside."""
     return {key: value for key, value in os.environ.items() if key != "PWF_DB"}
@@ -89,18 +86,19 @@ def _env() -> dict[str, str]:
 def pwf(
     *args: str, stdin: bytes = b"", busy_timeout_ms: int | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run the real ``pwf`` command line and capture everything (``busy_timeout_ms``: its own)."""
+    """Run the real ``pwf`` command line in a forked process, capture everything.
+
+    ``busy_timeout_ms`` sets its busy timeout.
+    """
     environment = _env()
     if busy_timeout_ms is not None:
         environment["PWF_BUSY_TIMEOUT_MS"] = str(busy_timeout_ms)
-    return subprocess.run(
-        [_console_script(), *args],
-        input=stdin,
-        capture_output=True,
-        timeout=TIMEOUT,
-        check=False,
-        env=environment,
-    )
+    process = spawn("pwf", *args, env=environment, stdin=subprocess.PIPE)
+    try:
+        out, err = process.communicate(stdin, timeout=TIMEOUT)
+    finally:
+        stop(process)
+    return subprocess.CompletedProcess(["pwf", *args], process.wait(), out, err)
 
 
 def confined(
@@ -277,20 +275,24 @@ def spawn_writer(  # noqa: PLR0913 - one keyword per writer argument
     clock: int,
     errors: Path,
     busy_timeout_ms: int | None = None,
-) -> subprocess.Popen[bytes]:
-    """Start ``_writer.py`` (``gate``: ``0``, ``1`` or ``step``, see there); stdout unbuffered,
-    so nothing it printed is lost to a buffer.  ``busy_timeout_ms`` sets its busy timeout."""
+) -> Forked:
+    """Start ``_writer.py`` in a forked process (``gate``: ``0``, ``1`` or ``step``, see there);
+    its stdout is read unbuffered, so nothing it printed is lost to a buffer.
+    ``busy_timeout_ms`` sets its busy timeout."""
     environment = _env()
     if busy_timeout_ms is not None:
         environment["PWF_BUSY_TIMEOUT_MS"] = str(busy_timeout_ms)
     with errors.open("wb") as stderr:
-        return subprocess.Popen(
-            [sys.executable, str(WRITER), str(db), prefix, str(steps), gate, str(clock)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            bufsize=0,
+        return spawn(
+            "writer",
+            str(db),
+            prefix,
+            str(steps),
+            gate,
+            str(clock),
             env=environment,
+            stdin=subprocess.PIPE,
+            stderr=stderr,
         )
 
 
@@ -308,7 +310,7 @@ def wait_line(stream: IO[bytes], timeout: float = TIMEOUT) -> bytes:
     return line
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
+def stop(process: subprocess.Popen[bytes] | Forked) -> None:
     """Kill a subprocess that is still running and reap it (cleanup after a failure)."""
     if process.poll() is None:
         process.kill()

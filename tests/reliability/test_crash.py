@@ -32,7 +32,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING, Final
 
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
 
     from tests._dbfile import projections
     from tests.conftest import Built
+    from tests.reliability._forked import spawn
     from tests.reliability._reliability import (
         Ack,
         LogState,
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     )
     from tests.reliability.conftest import Figures
 else:
+    from _forked import spawn
     from _reliability import (
         Ack,
         LogState,
@@ -202,10 +203,7 @@ def kill_one_prune(db: Path, backup: Path, after: float | None) -> bool:
     Returns whether the kill hit a running prune (False: it had already finished).
     """
     environment = {key: value for key, value in os.environ.items() if key != "PWF_DB"}
-    command = [sys.executable, "-m", "pwf", *prune_args(db, backup)]
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment
-    )
+    process = spawn("pwf", *prune_args(db, backup), stdout=subprocess.DEVNULL, env=environment)
     try:
         if after is None:
             while process.poll() is None and not _compacted(db):
@@ -304,12 +302,7 @@ _HAND_EDIT: Final = "UPDATE runs SET status_detail = 'edited by hand' WHERE rowi
 def kill_one(args: list[str], after: float) -> None:
     """Start ``pwf ARGS``; SIGKILL it ``after`` seconds later if it is still running."""
     environment = {key: value for key, value in os.environ.items() if key != "PWF_DB"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pwf", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=environment,
-    )
+    process = spawn("pwf", *args, stdout=subprocess.DEVNULL, env=environment)
     try:
         time.sleep(after)
         process.send_signal(signal.SIGKILL)

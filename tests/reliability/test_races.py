@@ -2,10 +2,11 @@
 a backup taken mid-write is exactly a prefix of the live log, and prunes applied mid-write
 lose nothing acknowledged.
 
-Processes are released together: each prints ``ready`` once it has imported
-pwf and then blocks on stdin, so the race is for SQLite's write lock, not for
-interpreter start-up.  No test asserts on timing; how much the writers
-actually interleaved is a figure, not a condition.
+Processes are released together: each is forked from a parent that imported
+pwf already (``_forked.py``), prints ``ready`` and then blocks on stdin, so the
+race is for SQLite's write lock, not for interpreter start-up.  No test
+asserts on timing; how much the writers actually interleaved is a figure, not
+a condition.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import itertools
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -34,6 +34,7 @@ from pwf.verify import check
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from tests.reliability._forked import Forked, spawn
     from tests.reliability._reliability import (
         AT,
         START,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     )
     from tests.reliability.conftest import Figures
 else:
+    from _forked import Forked, spawn
     from _reliability import (
         AT,
         START,
@@ -76,22 +78,11 @@ RACERS: Final = 6
 ROUNDS: Final = 3
 LOCKSTEP: Final = 90
 """Answers each of two writers gives in strict alternation before both run freely."""
-GATED: Final = (
-    "import sys; from pwf.cli import main; sys.argv = ['pwf', *sys.argv[1:]];"
-    " print('ready', flush=True); main()"
-)
-"""``pwf ARGS`` that says ``ready`` once imported, then reads its requests from stdin."""
 
 
-def gated_pwf(*args: str) -> subprocess.Popen[bytes]:
-    """Start ``pwf ARGS`` through :data:`GATED`; returns once it said ``ready``."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", GATED, *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        bufsize=0,
-    )
+def gated_pwf(*args: str) -> Forked:
+    """Start ``pwf ARGS`` in a forked process that says ``ready`` first; returns once it did."""
+    process = spawn("gated", *args, stdin=subprocess.PIPE)
     try:
         assert process.stdout is not None
         assert b"ready\n" == wait_line(process.stdout)
@@ -111,7 +102,7 @@ def race_one_key(db: Path, number: int) -> list[Any]:
         )
         for racer in range(RACERS)
     ]
-    racers: list[subprocess.Popen[bytes]] = []
+    racers: list[Forked] = []
     try:
         racers.extend(gated_pwf("request", "--db", str(db), "--at", str(AT)) for _ in lines)
         for racer, line in zip(racers, lines, strict=True):
@@ -178,9 +169,7 @@ def owners(db: Path) -> list[str]:
     return [by_batch[batch] for batch in sorted(by_batch)]
 
 
-def interleave(
-    writer: subprocess.Popen[bytes], cli: subprocess.Popen[bytes], lines: list[bytes]
-) -> tuple[bytes, bytes]:
+def interleave(writer: Forked, cli: Forked, lines: list[bytes]) -> tuple[bytes, bytes]:
     """One writer answer, one ``pwf request`` answer, and so on; returns what each printed."""
     assert writer.stdin is not None
     assert writer.stdout is not None
@@ -307,7 +296,7 @@ def _latest_at(db: Path) -> int:
     return int(at)
 
 
-def _wait_for_events(db: Path, count: int, writer: subprocess.Popen[bytes]) -> None:
+def _wait_for_events(db: Path, count: int, writer: Forked) -> None:
     """Block until the writer has committed ``count`` more events (no timing is asserted)."""
     with SqliteStore(db, read_only=True) as store:
         start = store.head().seq
