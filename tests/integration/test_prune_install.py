@@ -133,7 +133,12 @@ def test_the_installed_log_is_the_compaction_the_rules_define_byte_for_byte(
 def test_the_work_runs_under_the_lock_and_readers_see_old_or_new(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """While the image is sealed no writer commits; a reader's snapshot keeps the old log."""
+    """While the image is sealed no writer commits; a reader's snapshot keeps the old log.
+
+    The reader's open snapshot makes the prune's last checkpoint wait out the
+    store's busy timeout; 500 ms instead of the default 5 s is the same wait.
+    """
+    monkeypatch.setenv("PWF_BUSY_TIMEOUT_MS", "500")
     fx = _history(tmp_path / "s.db")
     head = fx.store.head()
     reader = sqlite3.connect(fx.store.path, isolation_level=None)
@@ -211,9 +216,14 @@ def test_a_failing_work_leaves_the_live_file_as_it_was(tmp_path: Path) -> None:
 
 
 def test_a_held_write_lock_makes_the_install_give_up_after_its_timeout(tmp_path: Path) -> None:
-    """A writer that never lets go: the install fails as busy, having written nothing."""
+    """A writer that never lets go: the install fails as busy, having written nothing.
+
+    A store's connection waits as long as its install (``busy_timeout_ms``);
+    so does this one, not ``sqlite3``'s default 5 s.
+    """
     live = _filled(tmp_path / "live.db", 50)
     live.execute("PRAGMA journal_mode = WAL")
+    live.execute("PRAGMA busy_timeout = 50")
     image = _filled(tmp_path / "image.db", 2_000)
     holder = sqlite3.connect(tmp_path / "live.db", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
