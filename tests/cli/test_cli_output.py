@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -19,6 +20,7 @@ import pytest
 from pwf.commands.prune import iso_utc
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from tests.cli.test_cli_explain import REQUEST, RUN, START, Pwf
@@ -229,12 +231,13 @@ class TestFollow:
     def test_follow_prints_new_events_and_ends_on_ctrl_c(self, pwf: Pwf) -> None:
         env = {k: v for k, v in os.environ.items() if k != "PWF_DB"}
         args = ["log", "tail", "--db", pwf.db, "-n", "1", "--nl", "--follow", "--interval", "0.05"]
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pwf", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
+        with _interruptible():
+            process = subprocess.Popen(
+                [sys.executable, "-m", "pwf", *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
         try:
             seen, expected = _follow_two_requests(pwf, process)
             assert expected == seen
@@ -245,6 +248,22 @@ class TestFollow:
             if process.poll() is None:
                 process.kill()
                 process.communicate()
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """A child started in the block has SIGINT at its default, as under a terminal.
+
+    A shell starts a background job with SIGINT ignored, and an ignored signal
+    stays ignored across ``exec``: a suite run as ``make test &`` would start a
+    ``pwf`` that Ctrl-C cannot reach.  A handled one is reset to the default.
+    """
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _follow_two_requests(pwf: Pwf, process: subprocess.Popen[bytes]) -> tuple[list[int], list[int]]:
