@@ -11,6 +11,8 @@ UV_VERSION := 0.13.9
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 UV_PIP := $(UV) pip install --quiet --python $(BIN)/python
+# uv trusts the machine's certificate store, as pip does (PIP_CERT), not only its own roots.
+export UV_NATIVE_TLS := 1
 # Two pytest workers per core: many tests wait on processes, sockets and timers (ADR 0054);
 # three per core cost 8% more CPU and wall once the timer waits were cut (ADR 0068).
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
