@@ -193,9 +193,13 @@ def merge(connection: sqlite3.Connection, part: Path, names: tuple[str, ...], la
 
     ``main`` holds the same tables, empty, with the same definitions and no
     secondary index yet, so SQLite copies each one whole, rowids included.
-    Every checkpoint of a fold moves to the last seq of its chunk, whichever
-    read models the chunk's events concern, so the forked process's do too.  Returns
-    the number of tables copied.
+    A table a read model makes only when its first event comes (the host
+    claim's ``host_state``, made by the first host event of a served log) is
+    in the part alone: it is made in ``main`` from the part's own definition
+    first, where the one-process fold would have made it (after the installed
+    tables, before the indexes).  Every checkpoint of a fold moves to the
+    last seq of its chunk, whichever read models the chunk's events concern,
+    so the forked process's do too.  Returns the number of tables copied.
 
     Raises:
         StoreError: a table of ``main`` to copy into is not empty.
@@ -204,7 +208,10 @@ def merge(connection: sqlite3.Connection, part: Path, names: tuple[str, ...], la
     try:
         with transaction(connection):
             tables = projection_tables(connection, "part")
+            made = set(projection_tables(connection))
             for table in tables:
+                if table not in made:
+                    _create(connection, table)
                 _copy(connection, table)
             marks = ", ".join("?" * len(names))
             connection.execute(
@@ -214,6 +221,15 @@ def merge(connection: sqlite3.Connection, part: Path, names: tuple[str, ...], la
     finally:
         connection.execute("DETACH DATABASE part")
     return len(tables)
+
+
+def _create(connection: sqlite3.Connection, table: str) -> None:
+    """Make in ``main`` a table the part made on its first event, as the part defines it."""
+    found = connection.execute(
+        "SELECT sql FROM part.sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()
+    # The part's own definition, written by a projection: unqualified, so it lands in main.
+    connection.execute(found[0])
 
 
 def _copy(connection: sqlite3.Connection, table: str) -> None:
