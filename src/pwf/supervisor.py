@@ -93,9 +93,12 @@ class Supervisor:
         self.active: dict[str, Active] = {}
         self.children: dict[str, dict[int, str | None]] = {}
         """Each worker epoch's registered child processes and their start identities (§7.7)."""
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: set[asyncio.Task[object]] = set()
         self.stopping = False
         self._claiming = asyncio.Lock()
+        self._owed = 0
+        """Calls of :meth:`claim_soon` not yet run."""
+        self._paying: asyncio.Task[None] | None = None
 
     async def _call(self, decide: Callable[[Host[EventStore]], T]) -> T:
         return await self._submit(decide)  # type: ignore[return-value]
@@ -114,24 +117,55 @@ class Supervisor:
         """Park runs an earlier host left running without a worker (§7.13)."""
         return await self._call(self._decision("worker.recover", supervision.recover_abandoned))
 
-    async def claim(self) -> None:
+    async def claim(self) -> bool:
         """``claimOne``: start a worker for the first run there is work for (§7.1).
 
         One run per call, as the original activates one per ``claimOne``: the
         host calls it after each answer that may have made work, after a
         worker ends and on the poll.  Calls take turns, so each sees the runs
-        the one before it started.
+        the one before it started.  True when a worker was started.
         """
         if self.stopping:
-            return
+            return False
         async with self._claiming:
             busy = set(self.active)
             candidates = await self._call(
                 self._decision("worker.claim", supervision.launchable, busy)
             )
             for run_id in candidates:
-                if self.stopping or await self._activate(run_id):
-                    return
+                if self.stopping:
+                    return False
+                if await self._activate(run_id):
+                    return True
+        return False
+
+    def claim_soon(self) -> None:
+        """One more :meth:`claim`, after an answer; one task runs them all in turn.
+
+        A flood of answers owes as many claims as it had answers, but they are
+        counted, not each given a task of its own; the count is dropped once a
+        claim finds nothing to start, since the ones after it would find
+        nothing either until something changes, and a change calls again.
+        """
+        if self.stopping:
+            return
+        self._owed += 1
+        if self._paying is None:
+            self._paying = asyncio.get_running_loop().create_task(self._pay())
+            self.tasks.add(self._paying)
+            self._paying.add_done_callback(self.tasks.discard)
+
+    async def _pay(self) -> None:
+        try:
+            while self._owed and not self.stopping:
+                self._owed -= 1
+                if not await self.claim():
+                    self._owed = 0
+        except PwfError as error:
+            log.warning("claiming a run failed: %s", error)
+            self._owed = 0
+        finally:
+            self._paying = None
 
     async def _activate(self, run_id: str) -> bool:
         """Claim ``run_id`` for a new worker epoch and start supervising it; False if refused."""

@@ -130,3 +130,52 @@ def test_a_callback_that_raises_stops_no_other_answer(tmp_path: Path) -> None:
     got, problems = asyncio.run(scenario())
     assert got == ["a", "c"]
     assert [str(problem["exception"]) for problem in problems] == ["broken callback"]
+
+
+def test_a_duty_goes_before_the_client_work_queued_ahead_of_it(tmp_path: Path) -> None:
+    """Client jobs queued before a duty wait for it: the duty runs next, in a group of its own."""
+
+    async def scenario() -> tuple[list[str], int]:
+        writer = _writer(tmp_path / "state.db")
+        entered, go = threading.Event(), threading.Event()
+        order: list[str] = []
+        seen: list[object] = []
+        try:
+            first = writer.submit(_blocking(entered, go, "a", order))
+            await asyncio.to_thread(entered.wait, 30)
+            clients = [writer.submit(_record(f"c{n}", order, seen)) for n in range(5)]
+            duty = writer.duty(_record("duty", order, seen))
+            go.set()
+            await duty
+            for future in clients:
+                await future
+            await first
+            return order, writer.groups
+        finally:
+            await asyncio.to_thread(writer.close)
+
+    order, groups = asyncio.run(scenario())
+    assert order == ["a", "duty", "c0", "c1", "c2", "c3", "c4"]
+    assert groups == 3
+
+
+def test_a_waiting_duty_closes_the_client_group_being_decided(tmp_path: Path) -> None:
+    """A duty queued while a client group is decided is not left behind what joins that group."""
+
+    async def scenario() -> list[str]:
+        writer = _writer(tmp_path / "state.db")
+        entered, go = threading.Event(), threading.Event()
+        order: list[str] = []
+        seen: list[object] = []
+        try:
+            first = writer.submit(_blocking(entered, go, "a", order))
+            await asyncio.to_thread(entered.wait, 30)
+            duty = writer.duty(_record("duty", order, seen))
+            later = writer.submit(_record("b", order, seen))
+            go.set()
+            await asyncio.gather(first, duty, later)
+            return order
+        finally:
+            await asyncio.to_thread(writer.close)
+
+    assert asyncio.run(scenario()) == ["a", "duty", "b"]

@@ -160,7 +160,7 @@ class Server:
         command = self.options.worker_command
         if command:
             self.supervisor = Supervisor(
-                writer.submit,
+                writer.duty,
                 command,
                 Registry(self.paths.children),
                 clock=self.clock,
@@ -245,7 +245,7 @@ class Server:
             self._listener.close()
         if self.writer is not None:
             with contextlib.suppress(Exception):
-                await self.writer.submit(lambda host: host.release(self.clock()))
+                await self.writer.duty(lambda host: host.release(self.clock()))
             await asyncio.to_thread(self.writer.close)
         self._remove_files()
 
@@ -267,7 +267,7 @@ class Server:
         writer = self.writer
         assert writer is not None
         try:
-            await writer.submit(lambda host: host.renew(self.options.lease_ms, self.clock()))
+            await writer.duty(lambda host: host.renew(self.options.lease_ms, self.clock()))
         except CommandError as error:
             log.error("host claim lost: %s", error)  # noqa: TRY400 - one line, no traceback
             self.exit_code = 3
@@ -281,7 +281,7 @@ class Server:
         writer = self.writer
         assert writer is not None
         try:
-            await writer.submit(lambda host: host.expire(self.clock()))
+            await writer.duty(lambda host: host.expire(self.clock()))
         except PwfError as error:
             log.warning("interaction expiry failed: %s", error)
         if self.supervisor is not None and not self.stopping:
@@ -429,7 +429,7 @@ class Server:
         if supervisor is not None and response.outcome in ("accepted", "adopted"):
             if request.operation == "run.cancel" and request.run_id is not None:
                 supervisor.stop_run(request.run_id, "cancelled")
-            self._spawn(supervisor.claim())
+            supervisor.claim_soon()
         if self.views is not None and connection is not None and self.views.watching(connection):
             self._spawn(self.views.publish(connection))
 
@@ -475,7 +475,7 @@ class Server:
             await self.supervisor.stop("orphaned")
         if writer is not None:
             try:
-                await writer.submit(lambda host: host.release(self.clock()))
+                await writer.duty(lambda host: host.release(self.clock()))
             except PwfError as error:
                 log.warning("releasing the claim failed: %s", error)
             await asyncio.to_thread(writer.close)

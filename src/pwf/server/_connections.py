@@ -10,11 +10,20 @@ answer over 1 MiB closes this connection only.
 Most requests need no task of their own: the server queues their decision
 with a callback (:meth:`Connection.answered` once committed).  Those that
 wait (subscriptions, state reads, a submission's verdict) run as tasks.
+
+A connection holds at most :data:`MAX_UNANSWERED` requests read and not
+yet answered (ADR 0074).  At that bound it stops reading its socket: the
+frames of the chunk in hand wait in order, and the rest of a flood waits in
+the socket's buffers and then in the sender, whose writes block.  Reading
+resumes once the answers bring it back under the bound.  So one client's
+flood slows that client; the host's queue holds at most the bound from each
+connection, and the host's own duties are not queued behind a flood.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import uuid
@@ -37,12 +46,14 @@ if TYPE_CHECKING:
 
     from pwf.protocol.client import ClientRequest
 
-__all__ = ["PACKAGE_VERSION", "Connection", "Dispatcher", "thrown"]
+__all__ = ["MAX_UNANSWERED", "PACKAGE_VERSION", "Connection", "Dispatcher", "thrown"]
 
 PACKAGE_VERSION: Final = "0.16.1"
 """The original's version: its clients refuse a host whose hello names another (HOST §1.11)."""
 _MAX_BUFFERED: Final = 64 << 20
 """A client that lets this much of its answers pile up unread is closed."""
+MAX_UNANSWERED: Final = 64
+"""Requests one connection may have read and not yet answered; past it, reading waits."""
 
 log = logging.getLogger("pwf.server")
 
@@ -77,8 +88,14 @@ class Connection(asyncio.Protocol):
         self.inflight = 0
         """Requests read and not yet answered, tasks included."""
         self.closed = False
+        self.unanswered = MAX_UNANSWERED
+        """The bound of :attr:`inflight` past which the socket is not read."""
         self._decoder = FrameDecoder()
         self._quiet: asyncio.Event | None = None
+        self._frames: collections.deque[bytes] = collections.deque()
+        """Frames read from the socket and not yet handed on, while the bound holds them."""
+        self._paused = False
+        self._pumping = False
 
     # ------------------------------------------------------------------ the protocol
 
@@ -93,19 +110,45 @@ class Connection(asyncio.Protocol):
         transport.write(encode_line(hello))
 
     def data_received(self, data: bytes) -> None:
-        """Split the chunk into frames and hand each request on, in order."""
+        """Split the chunk into frames and hand each request on, in order, up to the bound."""
         if self.closed:
             return
+        # Reading pauses while frames wait, so none is waiting here: a chunk with a
+        # decoder error hands on none of its frames, as before the bound.
         try:
-            for frame in self._decoder.feed(data):
-                request = parse_request(frame)
-                self.inflight += 1
-                self.server.dispatch(self, request)
-                if self.closed:
-                    return
+            self._frames.extend(self._decoder.feed(data))
         except PwfError as error:
             log.info("closing %s: %s", self.id, error)
             self.close()
+            return
+        self._pump()
+
+    def _pump(self) -> None:
+        """Hand on waiting frames while the bound allows; pause or resume reading to match."""
+        if self._pumping:  # an answer given while handing on: the loop below goes on
+            return
+        frames = self._frames
+        self._pumping = True
+        try:
+            while frames and self.inflight < self.unanswered and not self.closed:
+                request = parse_request(frames.popleft())
+                self.inflight += 1
+                self.server.dispatch(self, request)
+        except PwfError as error:
+            log.info("closing %s: %s", self.id, error)
+            self.close()
+            return
+        finally:
+            self._pumping = False
+        if self.closed or self.transport is None:
+            return
+        full = bool(frames) or self.inflight >= self.unanswered
+        if full and not self._paused:
+            self._paused = True
+            self.transport.pause_reading()
+        elif not full and self._paused:
+            self._paused = False
+            self.transport.resume_reading()
 
     def eof_received(self) -> bool:
         """The peer is done sending: close, as a read of nothing always did."""
@@ -117,6 +160,7 @@ class Connection(asyncio.Protocol):
         if exc is not None:
             log.info("client socket error: %s", exc)
         self.closed = True
+        self._frames.clear()
         self.server.lost(self)
 
     # ------------------------------------------------------------------ answers
@@ -155,6 +199,8 @@ class Connection(asyncio.Protocol):
         if self.inflight == 0 and self._quiet is not None:
             self._quiet.set()
             self._quiet = None
+        if self._paused:
+            self._pump()
 
     def send(self, line: bytes) -> None:
         """Write one framed line unless the connection is closed."""
@@ -171,6 +217,7 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.closed = True
+        self._frames.clear()
         if self.transport is not None:
             with contextlib.suppress(Exception):
                 self.transport.abort()

@@ -40,6 +40,7 @@ behind the earlier ones, so arrival order is unchanged.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import queue
@@ -67,7 +68,7 @@ SIBLING_WINDOW: Final = 0.005
 
 
 class _Job(Generic[T]):
-    __slots__ = ("again", "alone", "done", "loop", "read", "source", "work")
+    __slots__ = ("again", "alone", "done", "duty", "loop", "read", "source", "work")
 
     def __init__(  # noqa: PLR0913 - the work, its answer, its loop and how it runs
         self,
@@ -79,6 +80,7 @@ class _Job(Generic[T]):
         read: bool,
         again: bool = False,
         source: object = None,
+        duty: bool = False,
     ) -> None:
         self.work = work
         self.done = done
@@ -89,9 +91,19 @@ class _Job(Generic[T]):
         """The work may run twice: all it changes is in the transaction (a client request)."""
         self.source = source
         """Who asked (a connection), or None: the siblings a group may wait for."""
+        self.duty = duty
+        """The host's own work: it goes before every client job still queued."""
 
 
 Outcome = tuple[_Job[Any], object, "BaseException | None"]
+_WAKE: Final[_Job[object]] = _Job(
+    lambda _host: None,
+    lambda _value, _error: None,
+    None,  # type: ignore[arg-type]
+    alone=False,
+    read=False,
+)
+"""Put on the client queue after a duty, to wake a thread waiting there; never run."""
 
 
 def _hand_back(outcomes: list[Outcome]) -> None:
@@ -139,6 +151,7 @@ class Writer:
         """Start the thread; it opens the store itself, since a connection stays in its thread."""
         self._open = open_host
         self._queue: queue.SimpleQueue[_Job[object] | None] = queue.SimpleQueue()
+        self._duties: collections.deque[_Job[object]] = collections.deque()
         self._carry: _Job[object] | None = None
         self._delay = commit_delay
         self._window = sibling_window
@@ -160,15 +173,32 @@ class Writer:
             raise self._failure
 
     def submit(
-        self, work: Callable[[ServedHost], T], *, alone: bool = False, read: bool = False
+        self,
+        work: Callable[[ServedHost], T],
+        *,
+        alone: bool = False,
+        read: bool = False,
+        duty: bool = False,
     ) -> asyncio.Future[T]:
-        """Queue ``work``; the future settles once it is decided and committed."""
+        """Queue ``work``; the future settles once it is decided and committed.
+
+        ``duty``: the host's own work, decided before any client job still queued.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(
-            _Job(work, functools.partial(_settle, future), loop, alone=alone, read=read)
+        job: _Job[Any] = _Job(
+            work, functools.partial(_settle, future), loop, alone=alone, read=read, duty=duty
         )
+        if duty:
+            self._duties.append(job)
+            self._queue.put(_WAKE)
+        else:
+            self._queue.put(job)
         return future
+
+    def duty(self, work: Callable[[ServedHost], T]) -> asyncio.Future[T]:
+        """:meth:`submit` the host's own ``work`` (a duty)."""
+        return self.submit(work, duty=True)
 
     def call(
         self,
@@ -213,16 +243,31 @@ class Writer:
         self._ready.set()
         try:
             while (group := self._next_group()) is not None:
-                self._decide(host, store, group)
+                if group:
+                    self._decide(host, store, group)
         finally:
             store.close()
 
     def _next_group(self) -> list[_Job[object]] | None:
-        """The next job and every one queued behind it, up to an ``alone`` one."""
+        """The waiting duties; else the next job and every one queued behind it.
+
+        A group of client work stops before an ``alone`` or ``read`` job.
+        """
+        duties = self._duties
+        if duties:
+            duty = duties.popleft()
+            if duty.alone or duty.read:
+                return [duty]
+            group = [duty]
+            while duties and not (duties[0].alone or duties[0].read):
+                group.append(duties.popleft())
+            return group
         first = self._carry if self._carry is not None else self._queue.get()
         self._carry = None
         if first is None:
             return None
+        if first is _WAKE:
+            return []
         group = [first]
         if not (first.alone or first.read):
             self._extend(group)
@@ -231,7 +276,9 @@ class Writer:
     def _extend(self, group: list[_Job[object]]) -> bool:
         """Add the jobs queued now, in order, up to an ``alone`` or ``read`` one; any added?"""
         size = len(group)
-        while self._carry is None and len(group) < MAX_GROUP:
+        if group[0].duty:
+            return False
+        while self._carry is None and len(group) < MAX_GROUP and not self._duties:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
@@ -244,6 +291,8 @@ class Writer:
         """Add ``job`` to the group; an ``alone``, ``read`` or closing one stops it instead."""
         if job is None:
             self._queue.put(None)  # the end: once this group is done
+            return False
+        if job is _WAKE:  # a duty waits: this group closes
             return False
         if job.alone or job.read:
             self._carry = job
@@ -259,6 +308,8 @@ class Writer:
         now = time.monotonic()
         if (
             self._carry is not None
+            or self._duties
+            or group[0].duty
             or len(group) >= MAX_GROUP
             or now >= deadline
             or not self._expecting(group, now)
