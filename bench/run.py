@@ -13,7 +13,9 @@ PostgreSQL with 1 and 3 hosts, against a raw psycopg floor and the
 start-up of the hot verbs against
 ``python -c "import sqlite3, json"``) and :mod:`bench.bench_serve` (durable
 requests/s and p50/p99 latency through a served host at 1, 4, 16 and 64 clients
-beside ``pwf request`` and a raw-SQLite floor) and :mod:`bench.bench_log` (rebuild,
+beside ``pwf request`` and a raw-SQLite floor) and :mod:`bench.bench_flood` (a polite
+client's p50/p99 beside eight flooding connections against its own alone) and
+:mod:`bench.bench_log` (rebuild,
 replay, verify, check, diff and digest of a generated log of
 ``--log-events`` events, 1 000 000 by default, against raw-SQLite read
 floors) and :mod:`bench.bench_maintenance` (the longest wait of a writer
@@ -53,6 +55,7 @@ from bench import (
     bench_canonical,
     bench_command,
     bench_durable,
+    bench_flood,
     bench_log,
     bench_maintenance,
     bench_postgres,
@@ -61,7 +64,7 @@ from bench import (
 )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one section per benchmark
     """Run the benchmarks; ``--quick`` runs fewer, shorter rounds."""
     parser = argparse.ArgumentParser(description="run the pwf benchmarks")
     parser.add_argument(
@@ -101,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     print()
     for line in bench_serve.run(*((2, 1.5) if args.quick else (3, 3.0))):
+        print(line, flush=True)
+    print()
+    for line in bench_flood.run(*((2, 5.0) if args.quick else (3, 10.0))):
         print(line, flush=True)
     print()
     for line in bench_log.run(log_events):
