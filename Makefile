@@ -11,6 +11,9 @@ UV_VERSION := 0.13.9
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 UV_PIP := $(UV) pip install --quiet --python $(BIN)/python
+# pwf is installed as `pwf-host` (ADR 0073); an environment made while it was named `pwf`
+# drops that name first, or both would claim the same files and the `pwf` command.
+DROP_OLD_NAME := $(UV) pip uninstall --quiet --python $(BIN)/python pwf
 # uv trusts the machine's certificate store, as pip does (PIP_CERT), not only its own roots.
 export UV_NATIVE_TLS := 1
 # Two pytest workers per core: many tests wait on processes, sockets and timers (ADR 0054);
@@ -28,12 +31,14 @@ $(BIN)/python: | $(UV)
 	$(UV) venv --quiet --python $(PYTHON) $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
+	$(DROP_OLD_NAME)
 	$(UV_PIP) -e '.[dev,web,postgres]'
 	touch $(STAMP)
 
 # `make demo` needs pwf and its runtime dependencies only; the dev tools come with `make test`.
 # Its modules are compiled at install, as pip did: the demo starts pwf some seventy times.
 $(RUNTIME): pyproject.toml | $(BIN)/python
+	$(DROP_OLD_NAME)
 	$(UV_PIP) --compile-bytecode -e .
 	touch $(RUNTIME)
 
@@ -79,6 +84,7 @@ demo: $(RUNTIME)
 # as users have pwf, plus the `bench` extra (the eventsourcing library).
 bench:
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip uninstall -qq --yes pwf
 	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench]'
 	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall .
 	$(BENCH_VENV)/bin/python bench/run.py $(BENCH_ARGS)

@@ -18,6 +18,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from pwf import DISTRIBUTION
 from pwf.cli import VERBS, cli
 from pwf.config import Settings
 from pwf.settings_model import validated
@@ -199,7 +200,7 @@ class TestVerbs:
 
     def test_version_is_the_installed_distributions(self) -> None:
         result = CliRunner().invoke(cli, ["--version"], prog_name="pwf")
-        assert f"pwf, version {importlib.metadata.version('pwf')}\n" == result.output
+        assert f"pwf, version {importlib.metadata.version(DISTRIBUTION)}\n" == result.output
 
 
 class TestSettings:

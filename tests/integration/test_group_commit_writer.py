@@ -20,8 +20,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-def _writer(db: Path) -> Writer:
-    return Writer(lambda: (SqliteStore(db, create=True), SimpleNamespace(shared=None)))  # type: ignore[arg-type,return-value]
+CAP = 256
+"""The most decisions one group commits together (ADR 0052)."""
+
+
+def _writer(db: Path, **timing: float) -> Writer:
+    return Writer(lambda: (SqliteStore(db, create=True), SimpleNamespace(shared=None)), **timing)  # type: ignore[arg-type,return-value]
 
 
 def _blocking(entered: threading.Event, go: threading.Event, name: str, order: list[str]) -> Any:
@@ -179,3 +183,44 @@ def test_a_waiting_duty_closes_the_client_group_being_decided(tmp_path: Path) ->
             await asyncio.to_thread(writer.close)
 
     assert asyncio.run(scenario()) == ["a", "duty", "b"]
+
+
+def test_a_group_holds_at_most_its_cap(tmp_path: Path) -> None:
+    """256 decisions share a transaction, not one more, by either way a group grows.
+
+    Everything is queued while the first job blocks: the group takes what is
+    queued (up to the cap) and, with a sibling answered a moment ago, would
+    also wait for and take one more; at the cap it does neither.
+    """
+
+    async def scenario() -> tuple[list[object], int]:
+        writer = _writer(tmp_path / "state.db", commit_delay=1.0, sibling_window=600.0)
+        entered, go = threading.Event(), threading.Event()
+        seen: list[object] = []
+
+        def work(host: Any) -> None:
+            seen.append(host.shared)
+
+        def answered(_value: object, _error: BaseException | None) -> None:
+            sibling.set()
+
+        sibling = asyncio.Event()
+        try:
+            writer.call(work, answered, source="sibling")
+            await asyncio.wait_for(sibling.wait(), 30)
+            seen.clear()
+            first = writer.submit(_blocking(entered, go, "a", []))
+            await asyncio.to_thread(entered.wait, 30)
+            later = [writer.submit(work) for _ in range(CAP + 8)]
+            go.set()
+            await first
+            for future in later:
+                await future
+            return seen, writer.groups
+        finally:
+            await asyncio.to_thread(writer.close)
+
+    seen, groups = asyncio.run(scenario())
+    sizes = [sum(1 for tx in seen if tx is shared) for shared in dict.fromkeys(seen)]
+    assert [CAP - 1, 8 + 1] == sizes  # the blocking job is the first group's other one
+    assert 3 == groups

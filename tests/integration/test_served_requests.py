@@ -76,6 +76,45 @@ def test_submit_waits_for_the_verdict_and_does_not_block_the_connection(fx: Fixt
         hosted.close()
 
 
+def test_the_verdict_poll_reads_committed_state_and_joins_no_write_group(
+    fx: Fixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiting submit looks for its verdict outside the writer's transactions (ADR 0011).
+
+    Every look runs with no write transaction open, and while the submit
+    only waits the writer commits nothing: a poll is neither decided in a
+    group nor makes one of its own.
+    """
+    hosted = Hosted(_db(fx))
+    try:
+        writer = hosted.server.writer
+        assert writer is not None
+        host = writer.host
+        assert host is not None
+        looks: list[object] = []
+        verdict = host.verdict
+
+        def look(*args: Any) -> Any:
+            looks.append(host.shared)
+            return verdict(*args)
+
+        monkeypatch.setattr(host, "verdict", look)
+        with hosted.client() as client:
+            client.send(_submit())
+            until(lambda: len(looks) >= 3, what="the verdict polls")
+            groups, seen = writer.groups, len(looks)
+            time.sleep(0.3)
+            until(lambda: len(looks) >= seen + 3, what="more verdict polls")
+            assert groups == writer.groups
+            fx.validate(at=AT)
+            fx.ok("interaction.accept", {})
+            answer, _ = client.response("submit-1")
+        assert "accepted" == answer["outcome"], answer
+        assert [None] * len(looks) == looks
+    finally:
+        hosted.close()
+
+
 def test_a_rejected_verdict_is_the_answer(fx: Fixture) -> None:
     """The worker's rejection becomes the submit's answer, with its receipt's error."""
     hosted = Hosted(_db(fx))

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 import pytest
 
 from pwf.errors import ChainError, StoreError
 from pwf.events import Actor, Event, Sealed
+from pwf.store import Head
 from pwf.store.postgres import FORMAT, PostgresStore, shown_url
 from pwf.store.rows import columns
 from pwf.store.sealing import seal_batch
-
-if TYPE_CHECKING:
-    from pwf.store import Head
 
 AT = 1_764_403_200_000
 ACTOR = Actor(type="session", id="session-main")
@@ -231,11 +229,49 @@ class TestCommitIfHead:
                 store.commit_if_head(store.head(), _rows(old, command(2)))
             assert 1 == store.head().seq
 
+    @pytest.mark.parametrize(
+        ("size", "how"),
+        [(1, "commit_if_head"), (300, "commit_if_head"), (1, "transaction"), (300, "transaction")],
+    )
+    def test_rows_whose_prev_hash_is_not_the_heads_are_refused(
+        self, pg_url: str, command: Any, size: int, how: str
+    ) -> None:
+        """The right next seq is not enough: the first row's prevHash must name the head.
+
+        The rows are sealed against a head with the current seq and batch but
+        another content hash, so only the hash check can refuse them; nothing
+        is written, and the log still verifies and takes the next good write.
+        """
+        with PostgresStore(pg_url, create=True) as store:
+            store.append([command(0)], at=AT, actor=ACTOR)
+            head = store.head()
+            forged = Head(seq=head.seq, content_hash="f" * 64, batch=head.batch)
+            events = [command(n) for n in range(1, size + 1)]
+            sealed = seal_batch(events, forged, forged.batch + 1, at=AT, actor=ACTOR, cause=None)
+            rows = [(*columns(item.entry), item.body) for item in sealed]
+            assert head.seq + 1 == sealed[0].entry.seq
+            with pytest.raises(ChainError, match="does not continue"):
+                _write(store, head, rows, how)
+            assert head == store.head()
+            assert store.verify().ok
+            store.append([command(size + 1)], at=AT, actor=ACTOR)
+            assert head.seq + 1 == store.head().seq
+            assert store.verify().ok
+
 
 def _rows(head: Head, event: Event) -> list[tuple[object, ...]]:
     """One event sealed against ``head`` as a new batch, as rows of the log's columns."""
     sealed = seal_batch([event], head, head.batch + 1, at=AT, actor=ACTOR, cause=None)
     return [(*columns(item.entry), item.body) for item in sealed]
+
+
+def _write(store: PostgresStore, head: Head, rows: list[tuple[object, ...]], how: str) -> None:
+    """Write ``rows`` at ``head`` as a host ahead of the lock does, or inside a transaction."""
+    if how == "commit_if_head":
+        store.commit_if_head(head, rows)
+        return
+    with store.transaction() as tx:
+        tx.write_rows(rows)
 
 
 def _insert_again(store: PostgresStore, item: Sealed) -> None:

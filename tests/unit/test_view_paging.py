@@ -90,3 +90,71 @@ def test_centred_page_at_the_left_edge_grows_right_only() -> None:
 
 def test_centred_page_of_nothing() -> None:
     assert centred_page([], 0, None, lambda v: v) == {"items": [], "start": 0, "total": 0}
+
+
+# The exact byte boundary of HOST §2.8: one byte under, at and one byte over 65 536, where
+# the comma between two items is the byte that decides.
+BOUNDARY = [(-1, 2), (0, 2), (1, 1)]
+"""(bytes past 65 536 with the comma counted, items kept)."""
+
+
+@pytest.mark.parametrize(("past", "kept"), BOUNDARY)
+def test_forward_page_counts_the_comma_on_the_boundary(past: int, kept: int) -> None:
+    """32 767 + 1 + (32 768 + past) bytes: both items fit up to 65 536 exactly, not past it."""
+    values = [_item(32_767), _item(32_768 + past)]
+    assert forward_page(values, lambda v: v) == values[:kept]
+
+
+def test_forward_page_counts_every_comma() -> None:
+    """64 items of 1 024 bytes are 65 536 bytes without their 63 commas: 63 fit with them."""
+    assert len(forward_page([_item(1024)] * 100, lambda v: v)) == 63
+
+
+@pytest.mark.parametrize(("past", "kept"), BOUNDARY)
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_centred_page_takes_an_item_that_fills_65536_bytes_exactly(
+    side: str, past: int, kept: int
+) -> None:
+    """The cursor's 32 767 bytes, a comma and its neighbour's 32 768 + past, on either side."""
+    cursor, neighbour = _item(32_767), _item(32_768 + past)
+    values = [neighbour, cursor] if side == "left" else [cursor, neighbour]
+    at = values.index(cursor)
+    window = centred_page(values, len(values), at, lambda v: v)
+    expected = values if kept == 2 else [cursor]
+    assert (window["items"], window["start"]) == (expected, values.index(expected[0]))
+
+
+def _room_for(neighbours: int, size: int) -> str:
+    """A cursor item that leaves room for exactly ``neighbours`` items of ``size`` bytes."""
+    return _item(PAGE_BYTES - neighbours * (size + 1))
+
+
+@pytest.mark.parametrize(
+    ("room", "window"),
+    [
+        (1, ["L1", "C"]),
+        (2, ["L1", "C", "R1"]),
+        (3, ["L2", "L1", "C", "R1"]),
+        (4, ["L2", "L1", "C", "R1", "R2"]),
+        (5, ["L3", "L2", "L1", "C", "R1", "R2"]),
+    ],
+)
+def test_centred_page_grows_left_first_then_right_in_turn(room: int, window: list[str]) -> None:
+    """With room for one more neighbour at a time, the window takes them in the order
+    left 1, right 1, left 2, right 2, left 3: the cursor's left neighbour first."""
+    size = 1000
+    names = ["L3", "L2", "L1", "C", "R1", "R2", "R3"]
+    values = {name: f"{name}".ljust(size - 2, "-") for name in names}
+    values["C"] = _room_for(room, size)
+    page = centred_page([values[name] for name in names], len(names), 3, lambda v: v)
+    assert [values[name] for name in window] == page["items"]
+    assert names.index(window[0]) == page["start"]
+
+
+def test_centred_page_grows_on_one_side_once_the_other_is_full() -> None:
+    """A neighbour that does not fit ends that side; the other side still grows to the limit."""
+    big, small = _item(65_436), _item(100)  # 100 + 1 + 65 436 is one byte over
+    values = [small, big, _item(100), small, small, small]
+    page = centred_page(values, len(values), 2, lambda v: v)
+    assert page["items"] == values[2:]
+    assert page["start"] == 2

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
 
-from pwf import __version__, logs
+from pwf import DISTRIBUTION, __version__, logs
 from pwf.config import ENVIRONMENT
 from pwf.errors import PwfError, os_error_text
 
@@ -216,7 +216,7 @@ def _environment_help() -> str:
     epilog=_environment_help(),
 )
 @click.option("-v", "--verbose", count=True, help="Log more (repeat for debug).")
-@click.version_option(version=__version__, package_name="pwf")
+@click.version_option(version=__version__, package_name=DISTRIBUTION)
 def cli(verbose: int) -> None:
     """Pwf: an event-sourced host state for agent workflows.
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
-from pwf import canonical
+from pwf import DISTRIBUTION, canonical
 from pwf.config import Settings
 from pwf.errors import ConfigError
 from pwf.store.sqlite import SqliteStore
@@ -99,7 +99,7 @@ def open_log(url: str, *, create: bool = False) -> PostgresStore:
         from pwf.store.postgres import PostgresStore  # noqa: PLC0415 - an optional extra
     except ImportError:
         raise ConfigError(
-            "--store needs psycopg: pip install 'pwf[postgres]' (or psycopg[binary])"
+            f"--store needs psycopg: pip install '{DISTRIBUTION}[postgres]' (or psycopg[binary])"
         ) from None
     return PostgresStore(url, create=create)
 
