@@ -309,3 +309,67 @@ class TestServeOptions:
         assert 2 == done.returncode
         assert done.stderr.decode().strip().startswith("Error: the host socket path ")
         assert not deep.exists()
+
+    def test_an_empty_file_is_made_a_database(self, place: Path) -> None:
+        """An empty file is what a database another start is making looks like until it commits."""
+        db = place / "state.db"
+        db.touch()
+        started = subprocess.Popen(
+            [PWF, "serve", "--database", str(db)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            client = _until_hello(db, started)
+            client.close()
+        finally:
+            started.send_signal(signal.SIGTERM)
+            _, err = started.communicate(timeout=STOP_SECONDS)
+        assert 0 == started.returncode, err
+        assert 0 == pwf("verify", "--db", str(db)).returncode
+
+    def test_two_starts_on_a_new_path_make_one_database(self, place: Path) -> None:
+        """One host serves it; the other is refused by the lock or the claim, never by the file."""
+        for round_number in range(3):
+            db = place / f"round-{round_number}" / "state.db"
+            starts = [
+                subprocess.Popen(
+                    [PWF, "serve", "--database", str(db)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                )
+                for _ in range(2)
+            ]
+            try:
+                _until_hello(db, *starts).close()
+                deadline = time.monotonic() + STOP_SECONDS
+                while all(start.poll() is None for start in starts):
+                    assert time.monotonic() < deadline, "both starts still run"
+                    time.sleep(0.05)
+            finally:
+                for start in starts:
+                    if start.poll() is None:
+                        start.send_signal(signal.SIGTERM)
+                ends = [start.communicate(timeout=STOP_SECONDS) for start in starts]
+            codes = sorted(start.returncode for start in starts)
+            errors = [err.decode().strip().splitlines()[-1] for _, err in ends]
+            assert [0, 3] == codes, errors
+            [refused] = [error for error in errors if error.startswith("Error:")]
+            assert refused.startswith(
+                ("Error: A workflow host is already running", "Error: A live Pi Workflows host")
+            ), refused
+            assert 0 == pwf("verify", "--db", str(db)).returncode
+
+
+def _until_hello(db: Path, *processes: subprocess.Popen[bytes]) -> HostClient:
+    """A connection to the host of ``db`` within the client's 10 s, while one process lives."""
+    deadline = time.monotonic() + CLIENT_WAIT_SECONDS
+    while True:
+        try:
+            return HostClient.connect(socket_path(db), timeout=2.0)
+        except (HostUnavailableError, HelloError):
+            assert any(process.poll() is None for process in processes), "every start ended"
+            assert time.monotonic() < deadline, "no host answered within 10 s"
+            time.sleep(0.05)

@@ -152,7 +152,7 @@ def serve(  # noqa: PLR0913, PLR0917 - click passes one parameter per option
     path = Path(os.path.abspath(settings.db))  # noqa: PTH100 - lexical, as Node's path.resolve
     shared = store_url()
     _log_to_stderr()
-    if shared is None and not path.exists():
+    if shared is None and _unmade(path):
         HostPaths(path)  # a socket path too long for Unix refuses before anything is made
         open_store(str(path), create=True).close()
         logging.getLogger("pwf.server").info("created the state database %s", path)
@@ -167,6 +167,20 @@ def serve(  # noqa: PLR0913, PLR0917 - click passes one parameter per option
         startup_seconds=worker_startup_ms / 1000,
     )
     sys.exit(run(options))
+
+
+def _unmade(path: Path) -> bool:
+    """No file yet, or an empty one: a database another start is making looks so until it commits.
+
+    SQLite holds an empty file to be an empty database, and ``pwf init``
+    makes it pwf's; so does ``pwf serve``, whose install waits for the other
+    start's and then finds its schema.  A file with content is never made
+    over: one that is not a pwf database is refused unchanged.
+    """
+    try:
+        return path.stat().st_size == 0 and path.is_file()
+    except FileNotFoundError:
+        return True
 
 
 def _command(text: str | None) -> tuple[str, ...] | None:
