@@ -54,8 +54,12 @@ def default_db() -> Path:
 
 
 def socket_path(db: str | os.PathLike[str]) -> Path:
-    """``<dirname(db)>/host/host.sock`` (HOST §1.1)."""
-    return Path(db).absolute().parent / "host" / "host.sock"
+    """``<dirname(db)>/host/host.sock`` (HOST §1.1), resolved as the original's client does.
+
+    The original computes ``path.join(path.dirname(path.resolve(db)), "host",
+    "host.sock")``: ``..`` removes the name before it without following a link.
+    """
+    return Path(os.path.abspath(db)).parent / "host" / "host.sock"  # noqa: PTH100 - as path.resolve
 
 
 class HostClient:

@@ -1,14 +1,24 @@
-"""``pwf serve``: run the host of one state database in the foreground (HOST §1)."""
+"""``pwf serve``: run the host of one state database in the foreground (HOST §1).
+
+``--database`` is ``--db`` as the original's host entry spells it, and a
+missing database is created as ``pwf init`` creates it, as the original host
+creates its own: so the original client, which starts its host entry as
+``node ENTRY --database DB`` when nothing answers (HOST §1.19), can start
+pwf on a new database through the entry ``--print-entry`` names (ADR 0072).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import sys
+from pathlib import Path
+from typing import Final
 
 import click
 
-from pwf.cli._options import db_option, store_url
+from pwf.cli._options import db_option, open_store, store_url
 from pwf.config import (
     DEFAULT_HEARTBEAT_MS,
     DEFAULT_LEASE_MS,
@@ -21,6 +31,8 @@ __all__ = ["serve"]
 
 _LONGEST_MS = 86_400_000
 """A day: the longest lease, heartbeat or worker startup the options take."""
+HOST_ENTRY: Final = Path(__file__).resolve().parent.parent / "host-entry.cjs"
+"""The node entry the original client can be pointed at (its ``hostEntryPath``)."""
 
 
 class _HostLines(logging.Formatter):
@@ -37,8 +49,31 @@ def _log_to_stderr() -> None:
     logger.propagate = False
 
 
+def _print_entry(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(str(HOST_ENTRY))
+    ctx.exit(0)
+
+
 @click.command()
 @db_option
+@click.option(
+    "--database",
+    "database",
+    metavar="PATH",
+    default=None,
+    help="The same as --db, as the original's host entry spells it.",
+)
+@click.option(
+    "--print-entry",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_entry,
+    help="Print the path of the host entry the original client can start (node ENTRY"
+    " --database DB runs pwf serve --database DB) and exit.",
+)
 @click.option(
     "--worker-command",
     "worker_command",
@@ -80,8 +115,9 @@ def _log_to_stderr() -> None:
     help="How long a started worker has to report worker.ready before it is stopped and"
     " recorded crashed (also $PWF_WORKER_STARTUP_MS).",
 )
-def serve(
+def serve(  # noqa: PLR0913, PLR0917 - click passes one parameter per option
     db: str | None,
+    database: str | None,
     worker_command: str | None,
     lease_ms: int,
     heartbeat_ms: int,
@@ -97,9 +133,10 @@ def serve(
     not stop cleanly, then answers pi-workflows.client.v1 connections on
     the Unix socket beside the database.  SIGTERM, SIGINT or host.stop finish
     the requests in flight, release the claim and the lock, remove the
-    socket and exit 0.
+    socket and exit 0.  A database that does not exist yet is created first,
+    as pwf init creates it (missing directories included, 0700).
     """
-    from pwf.server import Options  # noqa: PLC0415 - asyncio only for this command
+    from pwf.server import HostPaths, Options  # noqa: PLC0415 - asyncio only for this command
     from pwf.server import serve as run  # noqa: PLC0415
 
     if heartbeat_ms >= lease_ms:
@@ -107,13 +144,20 @@ def serve(
             f"--heartbeat-ms ({heartbeat_ms}) must be less than --lease-ms ({lease_ms}):"
             " a claim would run out before its renewal"
         )
-    settings = Settings.load(db=db)
+    if db is not None and database is not None and db != database:
+        raise InputError(f"--db ({db}) and --database ({database}) name different databases")
+    settings = Settings.load(db=db or database)
+    # The original resolves the path without following links (path.resolve),
+    # and so does the socket path its client computes (HOST §1.1).
+    path = Path(os.path.abspath(settings.db))  # noqa: PTH100 - lexical, as Node's path.resolve
     shared = store_url()
-    if shared is None and not settings.db.exists():
-        raise InputError(f"no state database at {settings.db} (run `pwf init` first)")
     _log_to_stderr()
+    if shared is None and _unmade(path):
+        HostPaths(path)  # a socket path too long for Unix refuses before anything is made
+        open_store(str(path), create=True).close()
+        logging.getLogger("pwf.server").info("created the state database %s", path)
     options = Options(
-        db=settings.db,
+        db=path,
         store_url=shared,
         synchronous=settings.synchronous,
         busy_timeout_ms=settings.busy_timeout_ms,
@@ -123,6 +167,20 @@ def serve(
         startup_seconds=worker_startup_ms / 1000,
     )
     sys.exit(run(options))
+
+
+def _unmade(path: Path) -> bool:
+    """No file yet, or an empty one: a database another start is making looks so until it commits.
+
+    SQLite holds an empty file to be an empty database, and ``pwf init``
+    makes it pwf's; so does ``pwf serve``, whose install waits for the other
+    start's and then finds its schema.  A file with content is never made
+    over: one that is not a pwf database is refused unchanged.
+    """
+    try:
+        return path.stat().st_size == 0 and path.is_file()
+    except FileNotFoundError:
+        return True
 
 
 def _command(text: str | None) -> tuple[str, ...] | None:

@@ -41,11 +41,24 @@ def coordinator(ctx: Context, session_id: str) -> Row | None:
 
 
 def live_coordinator(ctx: Context, payload: dict[str, object]) -> Row:
-    """§5.13: the coordinator of the payload's session, whose epoch the payload must name."""
+    """§5.13: the coordinator of the payload's session, on this connection, at the payload's epoch.
+
+    A served request must come on the coordinator's own connection and name
+    its live epoch, as the original's ``requireSessionCoordinator`` checks
+    both: an epoch seen by another connection (its snapshot shows the live
+    one to every watcher) does not make that connection the coordinator.
+    Direct mode has no connection (``ctx.connection`` is None): there the
+    epoch, returned only to the request that attached it, is the whole
+    credential (ADR 0014 D6, ADR 0072).
+    """
     session_id = text(payload, "targetSessionId")
     epoch = text(payload, "coordinatorEpoch")
     row = coordinator(ctx, session_id)
-    if row is None or row["coordinator_epoch"] != epoch:
+    if (
+        row is None
+        or row["coordinator_epoch"] != epoch
+        or (ctx.connection is not None and row["connection_id"] != ctx.connection)
+    ):
         raise refuse("Workflow session coordinator was replaced")
     return row
 

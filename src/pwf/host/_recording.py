@@ -38,20 +38,24 @@ _LOOKUP: Final = (
 """Both rows DOMAIN §7.2 looks up, in one statement (SQLite answers the OR from both indexes)."""
 
 
-def adopt_or_execute(
+def adopt_or_execute(  # noqa: PLR0913 - the request, its route and handler, and what it came with
     host: Host[EventStore],
     request: ClientRequest,
     route: Route,
     handler: Callable[[Context, ClientRequest], Result],
     now: int,
+    *,
+    connection: str | None = None,
 ) -> ClientResponse:
     """Answer a recorded request from its record, else run ``handler`` and record it.
 
     A stopping served host (its gate) refuses an executed command before the
-    lookup and a maintenance command after it (ADR 0028 D6).
+    lookup and a maintenance command after it (ADR 0028 D6).  ``connection``
+    is the served connection the request came on (None in direct mode): the
+    session commands check that it is their coordinator's (DOMAIN §5.13).
     """
     with host.transaction() as tx:
-        ctx = context(tx, now, host.actor, cause_of(request), host.mint)
+        ctx = context(tx, now, host.actor, cause_of(request), host.mint, connection=connection)
         closed = host.gate(ctx) if host.gate is not None else None
         if closed is not None and route is Route.EXECUTED:
             return refused(request, closed, "unavailable")

@@ -54,25 +54,30 @@ def decide(
     if request.operation in FILE_MAINTENANCE:
         return maintain(host, request, operation.handler, now), None
     if operation.route in (Route.EXECUTED, Route.MAINTENANCE):
-        return _recorded(host, request, operation.route, operation.handler, now), None
+        recorded = _recorded(
+            host, request, operation.route, operation.handler, now, connection=connection
+        )
+        return recorded, None
     if request.operation in ("state.status", "state.verify"):
         return _state_read(host, request, now), None
     handler = READS.get(request.operation, operation.handler)
     return _direct(host, request, handler, now, connection)
 
 
-def _recorded(
+def _recorded(  # noqa: PLR0913 - the request, its route and handler, and what it came with
     host: Host[EventStore],
     request: ClientRequest,
     route: Route,
     handler: Callable[[Context, ClientRequest], Result],
     now: int,
+    *,
+    connection: str | None,
 ) -> ClientResponse:
     """Adopt or execute; a blob conflict found while recording refuses the request."""
     if request.operation == "host.status" and host.status_live is not None:
         handler = _served_status(host.status_live)
     try:
-        return adopt_or_execute(host, request, route, handler, now)
+        return adopt_or_execute(host, request, route, handler, now, connection=connection)
     except (sqlite3.IntegrityError, StoreError) as error:
         # Recording the outcome stored a blob another media type holds: the
         # whole batch is gone with its own transaction, as in the original.

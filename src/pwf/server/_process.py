@@ -9,14 +9,12 @@ import contextlib
 import json
 import os
 import signal
-from typing import TYPE_CHECKING, Final
+from pathlib import Path
+from typing import Final
 
 from pwf.errors import InputError, PwfError
 from pwf.private import make_directories
 from pwf.supervise import REGISTRY_SCHEMA, start_identity
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 __all__ = [
     "LOCK_SCHEMA",
@@ -42,7 +40,8 @@ class HostPaths:
         Raises:
             InputError: the socket path would be too long for a Unix socket.
         """
-        self.state_dir = db.absolute().parent / "host"
+        # Lexical, as the original's path.resolve: ``a/../db`` is ``./db`` even through a link.
+        self.state_dir = Path(os.path.abspath(db)).parent / "host"  # noqa: PTH100
         self.socket = self.state_dir / "host.sock"
         self.lock = self.state_dir / "host.lock.json"
         self.children = self.state_dir / "host.children.json"
