@@ -232,3 +232,29 @@ def test_i60_clearing_another_run_is_refused(tmp_path: Path) -> None:
     assert RUN == _shown(fx, epoch, 130500)
     fx.assert_rebuild_equals_live()
     fx.close()
+
+
+def test_i58_the_run_view_shows_a_queued_follow_up_prompt(tmp_path: Path) -> None:
+    """The follow-up queue of the run view shows the prompt as text; a long one as a text artifact.
+
+    A prompt is stored as text, not JSON: the run view read it as JSON and was
+    refused (``JSON blob is missing or has the wrong media type``), which in
+    served mode closed every connection watching the run or its session.
+    """
+    fx = _run_9(tmp_path / "s.db")
+    epoch = coordinate(fx, at=2000)
+    long = "x" * 40_000
+    assert _queue(fx, epoch, PROMPT, key="fu-1").outcome == "accepted"
+    assert _queue(fx, epoch, long, key="fu-2", at=3001).outcome == "accepted"
+    view = fx.request("view.run.get", None, run_id="run-9")
+    assert view.outcome == "accepted", view.error
+    assert isinstance(view.receipt, dict)
+    items: Any = view.receipt["followUpQueue"]["items"]
+    assert items[0]["prompt"] == PROMPT
+    artifact = items[1]["prompt"]["$artifact"]
+    assert (artifact["mediaType"], artifact["bytes"]) == ("text/plain", 40_000)
+    chunk = fx.request("view.content", {"path": artifact["path"], "offset": 0}, run_id="run-9")
+    assert chunk.outcome == "accepted", chunk.error
+    assert isinstance(chunk.receipt, dict)
+    assert chunk.receipt["bytes"] == 40_000
+    fx.close()

@@ -22,6 +22,7 @@ __all__ = [
     "run_view",
     "stored_json",
     "view_content_chunk",
+    "view_text",
     "view_value",
 ]
 
@@ -30,6 +31,7 @@ ARTIFACT_KEYS: Final = frozenset({"$artifact", "$escaped"})
 
 NOT_JSON: Final = "JSON blob is missing or has the wrong media type"
 """The original's refusal to read a blob as JSON unless it is ``application/json`` (§3.3)."""
+NOT_TEXT: Final = "Text blob is missing or has the wrong media type"
 
 
 def json_bytes(ctx: Context, blob_hash: bytes | None) -> bytes | None:
@@ -55,8 +57,27 @@ def stored_json(ctx: Context, blob_hash: bytes | None) -> object:
 def view_value(ctx: Context, blob_hash: bytes | None) -> object:
     """A run value for a view: large ones become ``$artifact`` references (§5.10)."""
     raw = json_bytes(ctx, blob_hash)
-    if raw is None:
+    return None if raw is None else _shown(raw)
+
+
+def view_text(ctx: Context, blob_hash: bytes | None) -> object:
+    """A text value for a view (a follow-up's prompt), shown as that text would be as JSON.
+
+    Text is stored as its UTF-8 bytes (``text/plain``); a long one becomes a
+    ``text/plain`` ``$artifact`` reference, as a long JSON string does.
+
+    Raises:
+        CommandError: the hash names no blob, or one not stored as text.
+    """
+    if blob_hash is None:
         return None
+    row = ctx.one("SELECT media_type, content FROM blobs WHERE blob_hash = ?", blob_hash)
+    if row is None or row["media_type"] != "text/plain":
+        raise refuse(NOT_TEXT)
+    return _shown(canonical.encode(bytes(row["content"]).decode()))
+
+
+def _shown(raw: bytes) -> object:
     found = view_content(raw)
     if found is None:
         value = canonical.decode(raw)

@@ -46,6 +46,11 @@ _LARGE_JSON: Final = (
     " AND byte_length > ?"
 )
 """A JSON blob long enough to be an artifact (a string's text is at least 2 bytes shorter)."""
+_PROMPTS: Final = (
+    "SELECT b.content FROM workflow_follow_ups f JOIN blobs b ON b.blob_hash = f.prompt_hash"
+    " WHERE f.run_id = ? AND b.media_type = 'text/plain' AND b.byte_length > ?"
+)
+"""The run's follow-up prompts (text) long enough to be artifacts."""
 
 
 def _named(path: str) -> tuple[str, str] | None:
@@ -75,6 +80,10 @@ def _run_content(ctx: Context, run_id: str, digest: str, media_type: str) -> byt
             if hashlib.sha256(content).hexdigest() == digest:
                 return content
     if media_type == "text/plain":
+        for row in ctx.all(_PROMPTS, run_id, VIEW_VALUE_LIMIT):
+            content = bytes(row["content"])
+            if hashlib.sha256(content).hexdigest() == digest:
+                return content
         for text in reason_texts(ctx, run_id):
             content = text.encode()
             if hashlib.sha256(content).hexdigest() == digest:

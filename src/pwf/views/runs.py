@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
 from pwf.commands.runs import source_of
-from pwf.commands.views import stored_json, view_value
+from pwf.commands.views import stored_json, view_text, view_value
 from pwf.views._paging import PAGE_ITEMS, centred_page, forward_page, page_start
 
 if TYPE_CHECKING:
@@ -324,7 +324,7 @@ def _follow_up(ctx: Context, row: Row) -> dict[str, object]:
         "createdAt": row["created_at"],
         "followUpId": row["follow_up_id"],
         "orderNumber": row["order_number"],
-        "prompt": view_value(ctx, row["prompt_hash"]),
+        "prompt": view_text(ctx, row["prompt_hash"]),
         "requestId": row["request_id"],
         "sourceType": row["source_type"],
         "status": row["status"],
