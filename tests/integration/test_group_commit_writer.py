@@ -13,14 +13,14 @@ import threading
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from pwf.server._writer import Writer
+from pwf.server._writer import MAX_GROUP, Writer
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 
-CAP = 256
+CAP = MAX_GROUP
 """The most decisions one group commits together (ADR 0052)."""
 
 
@@ -186,7 +186,7 @@ def test_a_waiting_duty_closes_the_client_group_being_decided(tmp_path: Path) ->
 
 
 def test_a_group_holds_at_most_its_cap(tmp_path: Path) -> None:
-    """256 decisions share a transaction, not one more, by either way a group grows.
+    """MAX_GROUP decisions share a transaction, not one more, by either way a group grows.
 
     Everything is queued while the first job blocks: the group takes what is
     queued (up to the cap) and, with a sibling answered a moment ago, would
@@ -224,3 +224,42 @@ def test_a_group_holds_at_most_its_cap(tmp_path: Path) -> None:
     sizes = [sum(1 for tx in seen if tx is shared) for shared in dict.fromkeys(seen)]
     assert [CAP - 1, 8 + 1] == sizes  # the blocking job is the first group's other one
     assert 3 == groups
+
+
+def test_connections_take_turns(tmp_path: Path) -> None:
+    """Forty jobs of one connection queued before one of another: the other's is taken second."""
+
+    async def scenario() -> list[str]:
+        writer = _writer(tmp_path / "state.db")
+        entered, go = threading.Event(), threading.Event()
+        order: list[str] = []
+        loop = asyncio.get_running_loop()
+        done: list[asyncio.Future[None]] = []
+
+        def queue(name: str, source: str) -> None:
+            future: asyncio.Future[None] = loop.create_future()
+            done.append(future)
+
+            def work(_host: object) -> None:
+                order.append(name)
+
+            writer.call(work, lambda _v, _e: future.set_result(None), source=source)
+
+        try:
+            first = writer.submit(_blocking(entered, go, "a", order))
+            await asyncio.to_thread(entered.wait, 30)
+            for number in range(40):
+                queue(f"flood-{number}", "flooder")
+            queue("polite", "polite")
+            go.set()
+            await first
+            await asyncio.gather(*done)
+            return order
+        finally:
+            await asyncio.to_thread(writer.close)
+
+    order = asyncio.run(scenario())
+    assert order[:4] == ["a", "flood-0", "polite", "flood-1"]
+    assert [name for name in order if name.startswith("flood")] == [
+        f"flood-{number}" for number in range(40)
+    ]

@@ -59,8 +59,14 @@ if TYPE_CHECKING:
 __all__ = ["COMMIT_DELAY", "MAX_GROUP", "SIBLING_WINDOW", "Writer"]
 
 T = TypeVar("T")
-MAX_GROUP: Final = 256
-"""At most this many decisions share one transaction, so one commit never waits on too many."""
+MAX_GROUP: Final = 64
+"""At most this many decisions share one transaction, so one commit never waits on too many.
+
+A connection holds at most 64 unanswered requests, and a client with one
+outstanding request sends one at a time, so only several pipelining
+connections at once make groups this large: then the cap bounds how long
+another connection's request, taken in turn, waits for its commit (ADR 0074).
+"""
 COMMIT_DELAY: Final = 0.002
 """A group waits at most this long in all (seconds) for siblings before it commits."""
 SIBLING_WINDOW: Final = 0.005
@@ -96,14 +102,91 @@ class _Job(Generic[T]):
 
 
 Outcome = tuple[_Job[Any], object, "BaseException | None"]
-_WAKE: Final[_Job[object]] = _Job(
-    lambda _host: None,
-    lambda _value, _error: None,
-    None,  # type: ignore[arg-type]
-    alone=False,
-    read=False,
-)
-"""Put on the client queue after a duty, to wake a thread waiting there; never run."""
+
+
+_WAKE: Final = object()
+"""What :meth:`_Lanes.get` gives instead of a client job while a duty waits."""
+
+
+class _Lanes:
+    """The queued work: the duties, then the client jobs, one lane per source, taken in turn.
+
+    The event loop puts, the writer thread takes.  A job from each source
+    that has any is taken in turn, so a source that queued many jobs (a
+    flooding connection, up to its bound of unanswered requests) does not
+    keep another's one job waiting behind all of them; within a source the
+    order is arrival order.  Jobs with no source (the reads of subscriptions,
+    state reads, verdict polls) share one lane.
+    """
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition(threading.Lock())
+        self._lanes: dict[object, collections.deque[_Job[object]]] = {}
+        self._turns: collections.deque[object] = collections.deque()
+        self.duties: collections.deque[_Job[object]] = collections.deque()
+        self._closed = False
+
+    def put(self, job: _Job[object]) -> None:
+        """Queue ``job``: a duty goes before every client job."""
+        with self._ready:
+            if job.duty:
+                self.duties.append(job)
+            else:
+                lane = self._lanes.get(job.source)
+                if lane is None:
+                    lane = self._lanes[job.source] = collections.deque()
+                    self._turns.append(job.source)
+                lane.append(job)
+            self._ready.notify()
+
+    def close(self) -> None:
+        """Once everything queued is taken, :meth:`get` gives None."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
+
+    def next_duties(self) -> list[_Job[object]]:
+        """The waiting duties for one group: an ``alone`` or ``read`` one by itself."""
+        with self._ready:
+            duties = self.duties
+            if not duties:
+                return []
+            group = [duties.popleft()]
+            if group[0].alone or group[0].read:
+                return group
+            while duties and not (duties[0].alone or duties[0].read):
+                group.append(duties.popleft())
+            return group
+
+    def get(self, timeout: float | None = None) -> _Job[object] | object | None:
+        """The next client job in turn; :data:`_WAKE` while a duty waits; None once closed.
+
+        ``timeout`` 0 does not wait; None waits for ever.
+
+        Raises:
+            queue.Empty: nothing came within ``timeout``.
+        """
+        with self._ready:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                if self.duties:
+                    return _WAKE
+                turns = self._turns
+                if turns:
+                    source = turns.popleft()
+                    lane = self._lanes[source]
+                    job = lane.popleft()
+                    if lane:
+                        turns.append(source)
+                    else:
+                        del self._lanes[source]
+                    return job
+                if self._closed:
+                    return None
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise queue.Empty
+                self._ready.wait(left)
 
 
 def _hand_back(outcomes: list[Outcome]) -> None:
@@ -150,8 +233,7 @@ class Writer:
     ) -> None:
         """Start the thread; it opens the store itself, since a connection stays in its thread."""
         self._open = open_host
-        self._queue: queue.SimpleQueue[_Job[object] | None] = queue.SimpleQueue()
-        self._duties: collections.deque[_Job[object]] = collections.deque()
+        self._lanes = _Lanes()
         self._carry: _Job[object] | None = None
         self._delay = commit_delay
         self._window = sibling_window
@@ -189,11 +271,7 @@ class Writer:
         job: _Job[Any] = _Job(
             work, functools.partial(_settle, future), loop, alone=alone, read=read, duty=duty
         )
-        if duty:
-            self._duties.append(job)
-            self._queue.put(_WAKE)
-        else:
-            self._queue.put(job)
+        self._lanes.put(job)
         return future
 
     def duty(self, work: Callable[[ServedHost], T]) -> asyncio.Future[T]:
@@ -225,11 +303,11 @@ class Writer:
             again=True,
             source=source,
         )
-        self._queue.put(job)  # type: ignore[arg-type]
+        self._lanes.put(job)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Finish the queued work, close the store and end the thread."""
-        self._queue.put(None)
+        self._lanes.close()
         self._thread.join()
 
     def _run(self) -> None:
@@ -253,20 +331,14 @@ class Writer:
 
         A group of client work stops before an ``alone`` or ``read`` job.
         """
-        duties = self._duties
+        duties = self._lanes.next_duties()
         if duties:
-            duty = duties.popleft()
-            if duty.alone or duty.read:
-                return [duty]
-            group = [duty]
-            while duties and not (duties[0].alone or duties[0].read):
-                group.append(duties.popleft())
-            return group
-        first = self._carry if self._carry is not None else self._queue.get()
+            return duties
+        first = self._carry if self._carry is not None else self._lanes.get()
         self._carry = None
         if first is None:
             return None
-        if first is _WAKE:
+        if not isinstance(first, _Job):  # a duty came: it is taken next
             return []
         group = [first]
         if not (first.alone or first.read):
@@ -278,21 +350,18 @@ class Writer:
         size = len(group)
         if group[0].duty:
             return False
-        while self._carry is None and len(group) < MAX_GROUP and not self._duties:
+        while self._carry is None and len(group) < MAX_GROUP and not self._lanes.duties:
             try:
-                job = self._queue.get_nowait()
+                job = self._lanes.get(0)
             except queue.Empty:
                 break
             if not self._take(group, job):
                 break
         return len(group) > size
 
-    def _take(self, group: list[_Job[object]], job: _Job[object] | None) -> bool:
+    def _take(self, group: list[_Job[object]], job: _Job[object] | object | None) -> bool:
         """Add ``job`` to the group; an ``alone``, ``read`` or closing one stops it instead."""
-        if job is None:
-            self._queue.put(None)  # the end: once this group is done
-            return False
-        if job is _WAKE:  # a duty waits: this group closes
+        if not isinstance(job, _Job):  # closing (None), or a duty waits: this group closes
             return False
         if job.alone or job.read:
             self._carry = job
@@ -308,7 +377,7 @@ class Writer:
         now = time.monotonic()
         if (
             self._carry is not None
-            or self._duties
+            or self._lanes.duties
             or group[0].duty
             or len(group) >= MAX_GROUP
             or now >= deadline
@@ -316,7 +385,7 @@ class Writer:
         ):
             return False
         try:
-            job = self._queue.get(timeout=deadline - now)
+            job = self._lanes.get(deadline - now)
         except queue.Empty:
             return False
         if not self._take(group, job):
