@@ -28,7 +28,7 @@ $(BIN)/python: | $(UV)
 	$(UV) venv --quiet --python $(PYTHON) $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(UV_PIP) -e '.[dev,web,postgres]'
+	$(UV_PIP) -e '.[dev,web,postgres,metrics]'
 	touch $(STAMP)
 
 # `make demo` needs pwf and its runtime dependencies only; the dev tools come with `make test`.
@@ -90,7 +90,7 @@ reliability-report: install
 # Mutation testing, a habit and not a gate (ADR 0046): prints the surviving mutants.
 # `make mutate TARGETS="canonical chain"` runs some targets; MUTATE_ARGS="--fresh" starts over.
 $(VENV)/.installed-mutate: pyproject.toml | $(STAMP)
-	$(UV_PIP) -e '.[dev,web,postgres,mutate]'
+	$(UV_PIP) -e '.[dev,web,postgres,metrics,mutate]'
 	touch $@
 
 mutate: $(VENV)/.installed-mutate

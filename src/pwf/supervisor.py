@@ -94,6 +94,8 @@ class Supervisor:
         self.children: dict[str, dict[int, str | None]] = {}
         """Each worker epoch's registered child processes and their start identities (§7.7)."""
         self.tasks: set[asyncio.Task[None]] = set()
+        self.exits: dict[str, int] = {}
+        """Worker processes ended so far, by outcome (metrics)."""
         self.stopping = False
         self._claiming = asyncio.Lock()
 
@@ -200,6 +202,7 @@ class Supervisor:
         self, active: Active, outcome: WorkerEnd, ended: Exit | None = None, **more: str
     ) -> None:
         """Record the end (§7.11), forget the run, and look for work again."""
+        self.exits[outcome] = self.exits.get(outcome, 0) + 1
         result = "finished"
         try:
             result = await self._call(

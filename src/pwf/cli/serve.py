@@ -80,12 +80,23 @@ def _log_to_stderr() -> None:
     help="How long a started worker has to report worker.ready before it is stopped and"
     " recorded crashed (also $PWF_WORKER_STARTUP_MS).",
 )
-def serve(
+@click.option(
+    "--metrics",
+    "metrics",
+    metavar="ADDR",
+    envvar="PWF_METRICS",
+    default=None,
+    help="Serve Prometheus metrics at http://ADDR/metrics and a health check at /healthz;"
+    " ADDR is PORT (on 127.0.0.1), HOST:PORT or [V6]:PORT, port 0 picks a free one"
+    " (also $PWF_METRICS; needs the metrics extra).",
+)
+def serve(  # noqa: PLR0913, PLR0917 - one parameter per option
     db: str | None,
     worker_command: str | None,
     lease_ms: int,
     heartbeat_ms: int,
     worker_startup_ms: int,
+    metrics: str | None,
 ) -> None:
     """Serve the database to clients over host/host.sock until stopped.
 
@@ -95,9 +106,10 @@ def serve(
     Takes the process lock host/host.lock.json and the host claim (a new
     epoch, a lease of --lease-ms renewed every --heartbeat-ms), recovers from a host that did
     not stop cleanly, then answers pi-workflows.client.v1 connections on
-    the Unix socket beside the database.  SIGTERM, SIGINT or host.stop finish
-    the requests in flight, release the claim and the lock, remove the
-    socket and exit 0.
+    the Unix socket beside the database.  With --metrics it also serves
+    Prometheus metrics and /healthz over HTTP (docs/metrics.md).  SIGTERM,
+    SIGINT or host.stop finish the requests in flight, release the claim
+    and the lock, remove the socket and exit 0.
     """
     from pwf.server import Options  # noqa: PLC0415 - asyncio only for this command
     from pwf.server import serve as run  # noqa: PLC0415
@@ -107,6 +119,7 @@ def serve(
             f"--heartbeat-ms ({heartbeat_ms}) must be less than --lease-ms ({lease_ms}):"
             " a claim would run out before its renewal"
         )
+    address = _metrics_address(metrics)
     settings = Settings.load(db=db)
     shared = store_url()
     if shared is None and not settings.db.exists():
@@ -121,8 +134,26 @@ def serve(
         lease_ms=lease_ms,
         heartbeat_ms=heartbeat_ms,
         startup_seconds=worker_startup_ms / 1000,
+        metrics=address,
     )
     sys.exit(run(options))
+
+
+def _metrics_address(text: str | None) -> tuple[str, int] | None:
+    """``--metrics`` as (host, port); warns when it is not loopback, as ``pwf web`` does."""
+    if text is None or not text.strip():
+        return None
+    from pwf.cli.web import is_loopback  # noqa: PLC0415 - only with --metrics
+    from pwf.server.metrics import parse_address  # noqa: PLC0415
+
+    host, port = parse_address(text)
+    if not is_loopback(host):
+        click.echo(
+            f"warning: the metrics endpoint has no authentication; listening on {host} shows"
+            " the host's request counts and state to anyone who can reach it",
+            err=True,
+        )
+    return host, port
 
 
 def _command(text: str | None) -> tuple[str, ...] | None:
