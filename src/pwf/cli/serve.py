@@ -143,10 +143,16 @@ def _metrics_address(text: str | None) -> tuple[str, int] | None:
     """``--metrics`` as (host, port); warns when it is not loopback, as ``pwf web`` does."""
     if text is None or not text.strip():
         return None
-    from pwf.cli.web import is_loopback  # noqa: PLC0415 - only with --metrics
-    from pwf.server.metrics import parse_address  # noqa: PLC0415
+    from importlib.util import find_spec  # noqa: PLC0415 - only with --metrics
+
+    from pwf.cli.web import is_loopback  # noqa: PLC0415
+    from pwf.server.metrics import MISSING_EXTRA, parse_address  # noqa: PLC0415
 
     host, port = parse_address(text)
+    if find_spec("prometheus_client") is None:
+        from pwf.extras import missing_extra  # noqa: PLC0415 - only on this error
+
+        raise InputError(missing_extra(MISSING_EXTRA, "metrics"))
     if not is_loopback(host):
         click.echo(
             f"warning: the metrics endpoint has no authentication; listening on {host} shows"

@@ -137,11 +137,13 @@ class Server:
         acquire_lock(paths.lock, pid, identity, self.options.host_id)
         self._locked = True
         try:
+            self._serve_metrics()
             reaped = reap_orphans(paths.children)
             log.info("reaped %d exact orphan process(es)", reaped)
             await self._claim(Identity(self.options.host_id, pid, identity))
+            if self.metrics is not None and self.writer is not None:
+                self.writer.committed = self.metrics.committed
             await self._listen()
-            self._serve_metrics()
         except BaseException:
             await self._undo()
             raise
@@ -187,7 +189,11 @@ class Server:
             writer.host.overview = _overview
 
     def _serve_metrics(self) -> None:
-        """Start the ``--metrics`` endpoint, if asked for, and hook its counts in."""
+        """Start the ``--metrics`` endpoint, if asked for, before the claim.
+
+        Nothing is appended when its address cannot be bound, and ``/healthz``
+        answers 503 until the claim is held.
+        """
         address = self.options.metrics
         if address is None:
             return
@@ -197,8 +203,6 @@ class Server:
         endpoint = Endpoint(self, self.options.db, recorder, clock=self.clock)
         url = endpoint.start(*address)
         self._endpoint, self.metrics = endpoint, recorder
-        if self.writer is not None:
-            self.writer.committed = recorder.committed
         log.info("metrics on %s", url)
 
     def _live(self) -> Live:
