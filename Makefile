@@ -76,10 +76,11 @@ demo: $(RUNTIME)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 # The benchmarks run on a regular (non-editable) install with compiled bytecode,
-# as users have pwf, plus the `bench` extra (the eventsourcing library).
+# as users have pwf, plus the `bench` extra (the eventsourcing library) and the `metrics`
+# extra (bench/bench_metrics.py serves --metrics).
 bench:
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench]'
+	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench,metrics]'
 	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall .
 	$(BENCH_VENV)/bin/python bench/run.py $(BENCH_ARGS)
 

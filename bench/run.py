@@ -13,7 +13,9 @@ PostgreSQL with 1 and 3 hosts, against a raw psycopg floor and the
 start-up of the hot verbs against
 ``python -c "import sqlite3, json"``) and :mod:`bench.bench_serve` (durable
 requests/s and p50/p99 latency through a served host at 1, 4, 16 and 64 clients
-beside ``pwf request`` and a raw-SQLite floor) and :mod:`bench.bench_log` (rebuild,
+beside ``pwf request`` and a raw-SQLite floor) and :mod:`bench.bench_metrics` (the
+served host's processor time per request with and without ``--metrics``, as a
+ratio in the same run) and :mod:`bench.bench_log` (rebuild,
 replay, verify, check, diff and digest of a generated log of
 ``--log-events`` events, 1 000 000 by default, against raw-SQLite read
 floors) and :mod:`bench.bench_maintenance` (the longest wait of a writer
@@ -28,7 +30,7 @@ minutes (the rebuild, replay and check each read the whole log); ``--quick``
 keeps the whole run to a few minutes.
 
 ``make bench`` runs it with ``.venv-bench``, a regular (non-editable)
-install of the working tree with the ``bench`` extra, so start-up is
+install of the working tree with the ``bench`` and ``metrics`` extras, so start-up is
 measured as users have it.  Usage, from the repository root::
 
     .venv-bench/bin/python bench/run.py [--quick] [--log-events N]
@@ -55,13 +57,14 @@ from bench import (
     bench_durable,
     bench_log,
     bench_maintenance,
+    bench_metrics,
     bench_postgres,
     bench_serve,
     bench_startup,
 )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one section after another
     """Run the benchmarks; ``--quick`` runs fewer, shorter rounds."""
     parser = argparse.ArgumentParser(description="run the pwf benchmarks")
     parser.add_argument(
@@ -101,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     print()
     for line in bench_serve.run(*((2, 1.5) if args.quick else (3, 3.0))):
+        print(line, flush=True)
+    print()
+    for line in bench_metrics.run(*((3, 3000) if args.quick else (5, 6000))):
         print(line, flush=True)
     print()
     for line in bench_log.run(log_events):
