@@ -31,10 +31,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(UV_PIP) -e '.[dev,web,postgres,metrics]'
 	touch $(STAMP)
 
-# `make demo` needs pwf and its runtime dependencies only; the dev tools come with `make test`.
+# `make demo` needs pwf, its runtime dependencies and the metrics extra (its served host
+# prints its metrics); the dev tools come with `make test`.
 # Its modules are compiled at install, as pip did: the demo starts pwf some seventy times.
 $(RUNTIME): pyproject.toml | $(BIN)/python
-	$(UV_PIP) --compile-bytecode -e .
+	$(UV_PIP) --compile-bytecode -e '.[metrics]'
 	touch $(RUNTIME)
 
 install: $(STAMP)

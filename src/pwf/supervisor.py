@@ -202,7 +202,6 @@ class Supervisor:
         self, active: Active, outcome: WorkerEnd, ended: Exit | None = None, **more: str
     ) -> None:
         """Record the end (§7.11), forget the run, and look for work again."""
-        self.exits[outcome] = self.exits.get(outcome, 0) + 1
         result = "finished"
         try:
             result = await self._call(
@@ -223,6 +222,10 @@ class Supervisor:
             )
         finally:
             self.active.pop(active.run_id, None)
+        # Counted as the log has it: a worker whose last message ended its epoch was recorded
+        # "exited" then, however its process ended afterwards.
+        recorded = "exited" if result == "finished" and active.exiting else outcome
+        self.exits[recorded] = self.exits.get(recorded, 0) + 1
         if result == "parked":
             log.info("run %s parked after worker %s", active.run_id, outcome)
         elif not self.stopping:

@@ -255,3 +255,45 @@ def test_a_host_without_metrics_never_imports_the_library(db: Path) -> None:
     assert not {name for name in imported if name.split(".")[0] == "prometheus_client"}
     assert "pwf.server.metrics" not in imported
     assert "http.server" not in imported
+
+
+def test_worker_exits_are_counted_as_the_log_records_them(db: Path) -> None:
+    """The reference worker ends its epoch with ``run.finished``: the log says ``exited``."""
+    command = f"{sys.executable} -m pwf worker run"
+    served = Served(db, "--metrics", "0", "--worker-command", command, *QUIET)
+    try:
+        url = _url(served)
+        with served.client() as client:
+            for number in (1, 2):
+                payload = {
+                    "definitionDigest": "d1", "definitionSnapshot": {}, "input": {"n": number},
+                    "originSessionId": f"s-{number}", "projectPath": str(db.parent),
+                    "workflowName": "echo", "workflowSourceRef": "builtin:echo",
+                    "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
+                }  # fmt: skip
+                started = client.request(
+                    json.loads(
+                        line("run.start", payload, rid=f"s-{number}", run_id=f"run-{number}")
+                    )
+                )
+                assert started["outcome"] == "accepted", started
+
+        def exits() -> dict[str, float]:
+            return {
+                labels[0][1]: value
+                for (name, labels), value in _samples(url).items()
+                if name == "pwf_worker_exits_total"
+            }
+
+        counted = until(lambda: sum(exits().values()) >= 2 and exits(), what="two worker exits")
+        shown = pwf("log", "show", "--db", str(db), "--type", "worker.ended", "--json")
+        recorded: dict[str, float] = {}
+        for entry in shown.stdout.decode().splitlines():
+            status = json.loads(entry)["data"]["status"]
+            recorded[status] = recorded.get(status, 0) + 1
+        assert counted == recorded == {"exited": 2}
+        samples = _samples(url)
+        assert sum(value for (name, _), value in samples.items() if name == "pwf_workers") == 0
+        assert served.terminate() == 0
+    finally:
+        served.close()
