@@ -40,7 +40,7 @@ __all__ = ["main", "run"]
 
 WINDOW: Final = 32
 """Requests kept unanswered on the one connection."""
-BLOCKS: Final = 6
+BLOCKS: Final = 12
 """Turns each host takes in a round."""
 SCRAPE_SECONDS: Final = 1.0
 START_SECONDS: Final = 60.0

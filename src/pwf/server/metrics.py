@@ -107,8 +107,8 @@ class Recorder:
     def __init__(self) -> None:
         """Nothing counted yet."""
         self._received: dict[int, float] = {}
-        self.requests: dict[tuple[str, str], int] = {}
-        self.latency: dict[str, Histogram] = {}
+        self.latency: dict[tuple[str, str], Histogram] = {}
+        """Per (operation, outcome): its counts are ``pwf_requests_total`` as well."""
         self.group_sizes = Histogram(GROUP_SIZES)
         self.commit_seconds = Histogram(COMMIT_SECONDS)
 
@@ -117,15 +117,34 @@ class Recorder:
         self._received[id(request)] = time.perf_counter()
 
     def answered(self, request: ClientRequest, response: ClientResponse) -> None:
-        """Its answer was written, or dropped with its closed connection (the loop)."""
+        """Its answer was written, or dropped with its closed connection (the loop).
+
+        Every request is :meth:`received` first (the recorder exists before the
+        socket listens); one that was not would count as answered at once.
+        The observation is inlined: this runs per request.
+        """
         began = self._received.pop(id(request), None)
+        seconds = 0.0 if began is None else time.perf_counter() - began
         key = (request.operation, response.outcome)
-        self.requests[key] = self.requests.get(key, 0) + 1
-        if began is not None:
-            histogram = self.latency.get(request.operation)
-            if histogram is None:
-                histogram = self.latency[request.operation] = Histogram(REQUEST_SECONDS)
-            histogram.observe(time.perf_counter() - began)
+        histogram = self.latency.get(key)
+        if histogram is None:
+            histogram = self.latency[key] = Histogram(REQUEST_SECONDS)
+        histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+        histogram.total += seconds
+
+    def requests(self) -> tuple[dict[tuple[str, str], int], dict[str, Histogram]]:
+        """Requests per (operation, outcome), and one latency histogram per operation (a copy)."""
+        counts: dict[tuple[str, str], int] = {}
+        merged: dict[str, Histogram] = {}
+        for (operation, outcome), histogram in sorted(dict(self.latency).items()):
+            observed, total = histogram.counts[:], histogram.total
+            counts[operation, outcome] = sum(observed)
+            into = merged.get(operation)
+            if into is None:
+                into = merged[operation] = Histogram(REQUEST_SECONDS)
+            into.counts = [a + b for a, b in zip(into.counts, observed, strict=True)]
+            into.total += total
+        return counts, merged
 
     def committed(self, size: int, seconds: float) -> None:
         """A group of ``size`` decisions committed, flush included, in ``seconds`` (the writer)."""
@@ -203,7 +222,8 @@ class _Collector:
             "Client requests answered, by operation and outcome.",
             labels=("operation", "outcome"),
         )
-        for (operation, outcome), count in sorted(dict(recorder.requests).items()):
+        counts, latencies = recorder.requests()
+        for (operation, outcome), count in counts.items():
             requests.add_metric((operation, outcome), count)
         yield requests
         duration = HistogramMetricFamily(
@@ -211,7 +231,7 @@ class _Collector:
             "From a request line's receipt to its answer written, by operation.",
             labels=("operation",),
         )
-        for operation, histogram in sorted(dict(recorder.latency).items()):
+        for operation, histogram in latencies.items():
             buckets, total = histogram.cumulative()
             duration.add_metric((operation,), buckets, total)
         yield duration
