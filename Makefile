@@ -32,14 +32,15 @@ $(BIN)/python: | $(UV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(DROP_OLD_NAME)
-	$(UV_PIP) -e '.[dev,web,postgres]'
+	$(UV_PIP) -e '.[dev,web,postgres,metrics]'
 	touch $(STAMP)
 
-# `make demo` needs pwf and its runtime dependencies only; the dev tools come with `make test`.
+# `make demo` needs pwf, its runtime dependencies and the metrics extra (its served host
+# prints its metrics); the dev tools come with `make test`.
 # Its modules are compiled at install, as pip did: the demo starts pwf some seventy times.
 $(RUNTIME): pyproject.toml | $(BIN)/python
 	$(DROP_OLD_NAME)
-	$(UV_PIP) --compile-bytecode -e .
+	$(UV_PIP) --compile-bytecode -e '.[metrics]'
 	touch $(RUNTIME)
 
 install: $(STAMP)
@@ -81,11 +82,12 @@ demo: $(RUNTIME)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 # The benchmarks run on a regular (non-editable) install with compiled bytecode,
-# as users have pwf, plus the `bench` extra (the eventsourcing library).
+# as users have pwf, plus the `bench` extra (the eventsourcing library) and the `metrics`
+# extra (bench/bench_metrics.py serves --metrics).
 bench:
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip uninstall -qq --yes pwf
-	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench]'
+	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench,metrics]'
 	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall .
 	$(BENCH_VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
@@ -96,7 +98,7 @@ reliability-report: install
 # Mutation testing, a habit and not a gate (ADR 0046): prints the surviving mutants.
 # `make mutate TARGETS="canonical chain"` runs some targets; MUTATE_ARGS="--fresh" starts over.
 $(VENV)/.installed-mutate: pyproject.toml | $(STAMP)
-	$(UV_PIP) -e '.[dev,web,postgres,mutate]'
+	$(UV_PIP) -e '.[dev,web,postgres,metrics,mutate]'
 	touch $@
 
 mutate: $(VENV)/.installed-mutate

@@ -15,7 +15,9 @@ start-up of the hot verbs against
 requests/s and p50/p99 latency through a served host at 1, 4, 16 and 64 clients
 beside ``pwf request`` and a raw-SQLite floor) and :mod:`bench.bench_flood` (a polite
 client's p50/p99 beside eight flooding connections against its own alone) and
-:mod:`bench.bench_log` (rebuild,
+:mod:`bench.bench_metrics` (the
+served host's processor time per request with and without ``--metrics``, as a
+ratio in the same run) and :mod:`bench.bench_log` (rebuild,
 replay, verify, check, diff and digest of a generated log of
 ``--log-events`` events, 1 000 000 by default, against raw-SQLite read
 floors) and :mod:`bench.bench_maintenance` (the longest wait of a writer
@@ -30,7 +32,7 @@ minutes (the rebuild, replay and check each read the whole log); ``--quick``
 keeps the whole run to a few minutes.
 
 ``make bench`` runs it with ``.venv-bench``, a regular (non-editable)
-install of the working tree with the ``bench`` extra, so start-up is
+install of the working tree with the ``bench`` and ``metrics`` extras, so start-up is
 measured as users have it.  Usage, from the repository root::
 
     .venv-bench/bin/python bench/run.py [--quick] [--log-events N]
@@ -58,6 +60,7 @@ from bench import (
     bench_flood,
     bench_log,
     bench_maintenance,
+    bench_metrics,
     bench_postgres,
     bench_serve,
     bench_startup,
@@ -107,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one section per 
         print(line, flush=True)
     print()
     for line in bench_flood.run(*((2, 5.0) if args.quick else (3, 10.0))):
+        print(line, flush=True)
+    print()
+    for line in bench_metrics.run(*((3, 3000) if args.quick else (5, 6000))):
         print(line, flush=True)
     print()
     for line in bench_log.run(log_events):

@@ -121,11 +121,24 @@ pwf verify --db "$db"
 step "served: pwf serve supervises a pwf worker run worker per run; a session is played through its socket"
 served="$dir/served.db"
 pwf init --db "$served"
-pwf serve --db "$served" --worker-command "pwf worker run" 2> "$dir/served-host.log" &
+pwf serve --db "$served" --worker-command "pwf worker run" --metrics 127.0.0.1:0 \
+  2> "$dir/served-host.log" &
 host_pid=$!
 trap 'kill "$host_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do [ -S "$dir/host/host.sock" ] && break; sleep 0.1; done
+metrics=$(sed -n 's/.*metrics on \(http[^ ]*\).*/\1/p' "$dir/served-host.log")
+echo "the host's Prometheus metrics: $metrics (health: ${metrics%/metrics}/healthz; docs/metrics.md)"
 python scripts/demo_served.py --db "$served"
+echo "one scrape of $metrics after the session (histogram buckets left out):"
+python - "$metrics" <<'PY'
+import sys
+import urllib.request
+
+with urllib.request.urlopen(sys.argv[1], timeout=30) as answer:
+    for line in answer.read().decode().splitlines():
+        if line.startswith("pwf_") and "_bucket{" not in line:
+            print("  " + line)
+PY
 kill -TERM "$host_pid"
 wait "$host_pid"
 trap - EXIT

@@ -59,6 +59,11 @@ ENVIRONMENT: Final = (
         str(DEFAULT_WORKER_STARTUP_MS),
     ),
     (
+        "PWF_METRICS",
+        "pwf serve: serve Prometheus metrics and /healthz at this PORT or HOST:PORT",
+        "unset: none",
+    ),
+    (
         "PWF_SEED",
         "makes minted ids (worker and coordinator epochs) deterministic, for scripts",
         "unset: random",

@@ -94,6 +94,8 @@ class Supervisor:
         self.children: dict[str, dict[int, str | None]] = {}
         """Each worker epoch's registered child processes and their start identities (§7.7)."""
         self.tasks: set[asyncio.Task[object]] = set()
+        self.exits: dict[str, int] = {}
+        """Worker processes ended so far, by outcome (metrics)."""
         self.stopping = False
         self._claiming = asyncio.Lock()
         self._owed = 0
@@ -254,6 +256,10 @@ class Supervisor:
             )
         finally:
             self.active.pop(active.run_id, None)
+        # Counted as the log has it: a worker whose last message ended its epoch was recorded
+        # "exited" then, however its process ended afterwards.
+        recorded = "exited" if result == "finished" and active.exiting else outcome
+        self.exits[recorded] = self.exits.get(recorded, 0) + 1
         if result == "parked":
             log.info("run %s parked after worker %s", active.run_id, outcome)
         elif not self.stopping:

@@ -99,14 +99,14 @@ def run_start(number: int, *, client: str = "cli-A") -> bytes:
 class Served:
     """One ``pwf serve`` process over ``db``; its stderr goes to a file beside it."""
 
-    def __init__(self, db: Path) -> None:
-        """Start the process and wait until it answers with a hello."""
+    def __init__(self, db: Path, *options: str) -> None:
+        """Start the process (with ``options`` after ``--db``) and wait for its hello."""
         self.db = db
         self.socket = socket_path(db)
         self.log = db.with_name(f"serve-{time.monotonic_ns()}.err")
         with self.log.open("wb") as err:
             self.process = subprocess.Popen(
-                [PWF, "serve", "--db", str(db)], stdout=subprocess.DEVNULL, stderr=err
+                [PWF, "serve", "--db", str(db), *options], stdout=subprocess.DEVNULL, stderr=err
             )
         deadline = time.monotonic() + START_SECONDS
         while True:

@@ -115,6 +115,16 @@ def _print_entry(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     help="How long a started worker has to report worker.ready before it is stopped and"
     " recorded crashed (also $PWF_WORKER_STARTUP_MS).",
 )
+@click.option(
+    "--metrics",
+    "metrics",
+    metavar="ADDR",
+    envvar="PWF_METRICS",
+    default=None,
+    help="Serve Prometheus metrics at http://ADDR/metrics and a health check at /healthz;"
+    " ADDR is PORT (on 127.0.0.1), HOST:PORT or [V6]:PORT, port 0 picks a free one"
+    " (also $PWF_METRICS; needs the metrics extra).",
+)
 def serve(  # noqa: PLR0913, PLR0917 - click passes one parameter per option
     db: str | None,
     database: str | None,
@@ -122,6 +132,7 @@ def serve(  # noqa: PLR0913, PLR0917 - click passes one parameter per option
     lease_ms: int,
     heartbeat_ms: int,
     worker_startup_ms: int,
+    metrics: str | None,
 ) -> None:
     """Serve the database to clients over host/host.sock until stopped.
 
@@ -131,10 +142,12 @@ def serve(  # noqa: PLR0913, PLR0917 - click passes one parameter per option
     Takes the process lock host/host.lock.json and the host claim (a new
     epoch, a lease of --lease-ms renewed every --heartbeat-ms), recovers from a host that did
     not stop cleanly, then answers pi-workflows.client.v1 connections on
-    the Unix socket beside the database.  SIGTERM, SIGINT or host.stop finish
-    the requests in flight, release the claim and the lock, remove the
-    socket and exit 0.  A database that does not exist yet is created first,
-    as pwf init creates it (missing directories included, 0700).
+    the Unix socket beside the database.  With --metrics it also serves
+    Prometheus metrics and /healthz over HTTP (docs/metrics.md).  SIGTERM,
+    SIGINT or host.stop finish the requests in flight, release the claim
+    and the lock, remove the socket and exit 0.  A database that does not
+    exist yet is created first, as pwf init creates it (missing directories
+    included, 0700).
     """
     from pwf.server import HostPaths, Options  # noqa: PLC0415 - asyncio only for this command
     from pwf.server import serve as run  # noqa: PLC0415
@@ -146,6 +159,7 @@ def serve(  # noqa: PLR0913, PLR0917 - click passes one parameter per option
         )
     if db is not None and database is not None and db != database:
         raise InputError(f"--db ({db}) and --database ({database}) name different databases")
+    address = _metrics_address(metrics)
     settings = Settings.load(db=db or database)
     # The original resolves the path without following links (path.resolve),
     # and so does the socket path its client computes (HOST §1.1).
@@ -165,6 +179,7 @@ def serve(  # noqa: PLR0913, PLR0917 - click passes one parameter per option
         lease_ms=lease_ms,
         heartbeat_ms=heartbeat_ms,
         startup_seconds=worker_startup_ms / 1000,
+        metrics=address,
     )
     sys.exit(run(options))
 
@@ -181,6 +196,29 @@ def _unmade(path: Path) -> bool:
         return path.stat().st_size == 0 and path.is_file()
     except FileNotFoundError:
         return True
+
+
+def _metrics_address(text: str | None) -> tuple[str, int] | None:
+    """``--metrics`` as (host, port); warns when it is not loopback, as ``pwf web`` does."""
+    if text is None or not text.strip():
+        return None
+    from importlib.util import find_spec  # noqa: PLC0415 - only with --metrics
+
+    from pwf.cli.web import is_loopback  # noqa: PLC0415
+    from pwf.server.metrics import MISSING_EXTRA, parse_address  # noqa: PLC0415
+
+    host, port = parse_address(text)
+    if find_spec("prometheus_client") is None:
+        from pwf.extras import missing_extra  # noqa: PLC0415 - only on this error
+
+        raise InputError(missing_extra(MISSING_EXTRA, "metrics"))
+    if not is_loopback(host):
+        click.echo(
+            f"warning: the metrics endpoint has no authentication; listening on {host} shows"
+            " the host's request counts and state to anyone who can reach it",
+            err=True,
+        )
+    return host, port
 
 
 def _command(text: str | None) -> tuple[str, ...] | None:

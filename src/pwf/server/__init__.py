@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     from pwf.host.served import Recovery
     from pwf.protocol.client import ClientRequest
+    from pwf.server.metrics import Endpoint, Recorder
     from pwf.store import EventStore
 
 __all__ = ["PACKAGE_VERSION", "HostPaths", "Options", "Server", "serve"]
@@ -90,6 +91,8 @@ class Options:
     worker_command: tuple[str, ...] | None = None
     """What is started for each run the host activates (HOST §7); None: ``pwf worker launch``."""
     startup_seconds: float = STARTUP_SECONDS
+    metrics: tuple[str, int] | None = None
+    """Serve ``/metrics`` and ``/healthz`` on this (host, port) (ADR 0076); None: no endpoint."""
 
 
 class Server:
@@ -117,6 +120,9 @@ class Server:
         self.supervisor: Supervisor | None = None
         self.views: Views | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self.metrics: Recorder | None = None
+        """Counts requests and commits while ``--metrics`` serves them (ADR 0076)."""
+        self._endpoint: Endpoint | None = None
 
     # ------------------------------------------------------------------ start
 
@@ -131,9 +137,12 @@ class Server:
         acquire_lock(paths.lock, pid, identity, self.options.host_id)
         self._locked = True
         try:
+            self._serve_metrics()
             reaped = reap_orphans(paths.children)
             log.info("reaped %d exact orphan process(es)", reaped)
             await self._claim(Identity(self.options.host_id, pid, identity))
+            if self.metrics is not None and self.writer is not None:
+                self.writer.committed = self.metrics.committed
             await self._listen()
         except BaseException:
             await self._undo()
@@ -178,6 +187,23 @@ class Server:
             writer.host.status_live = self._live
             writer.host.verifier = _verify_failure
             writer.host.overview = _overview
+
+    def _serve_metrics(self) -> None:
+        """Start the ``--metrics`` endpoint, if asked for, before the claim.
+
+        Nothing is appended when its address cannot be bound, and ``/healthz``
+        answers 503 until the claim is held.
+        """
+        address = self.options.metrics
+        if address is None:
+            return
+        from pwf.server.metrics import Endpoint, Recorder  # noqa: PLC0415 - the metrics extra
+
+        recorder = Recorder()
+        endpoint = Endpoint(self, self.options.db, recorder, clock=self.clock)
+        url = endpoint.start(*address)
+        self._endpoint, self.metrics = endpoint, recorder
+        log.info("metrics on %s", url)
 
     def _live(self) -> Live:
         listening = self._listener is not None and self._listener.is_serving()
@@ -243,6 +269,8 @@ class Server:
         """A start failed: close the listener, release the claim, remove socket and lock."""
         if self._listener is not None:
             self._listener.close()
+        if self._endpoint is not None:
+            self._endpoint.close()
         if self.writer is not None:
             with contextlib.suppress(Exception):
                 await self.writer.duty(lambda host: host.release(self.clock()))
@@ -322,6 +350,8 @@ class Server:
         """
         writer = self.writer
         assert writer is not None
+        if self.metrics is not None:
+            self.metrics.received(request)
         views = self.views
         operation = request.operation
         if (views is not None and operation in SUBSCRIBING) or (
@@ -422,6 +452,8 @@ class Server:
         ``host.stop`` stops once its answer is written (HOST §1.17); a live
         run's cancel stops its worker with ``cancelled`` (§4.1).
         """
+        if self.metrics is not None:
+            self.metrics.answered(request, response)
         if request.operation == "host.stop" and response.outcome == "accepted":
             asyncio.get_running_loop().call_soon(self.request_stop)
             return
@@ -479,6 +511,8 @@ class Server:
             except PwfError as error:
                 log.warning("releasing the claim failed: %s", error)
             await asyncio.to_thread(writer.close)
+        if self._endpoint is not None:
+            await asyncio.to_thread(self._endpoint.close)
         self._remove_files()
         log.info("stopped")
         self.stopped.set()

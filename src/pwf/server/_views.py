@@ -10,13 +10,14 @@ on unwatch, replacement or when its connection closes.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Final, cast
 
 from pwf.commands import Context, Result, refuse
 from pwf.errors import CommandError, PwfError
 from pwf.protocol.client import ClientResponse, collapse_error, encode_event, encode_line
 from pwf.views import Subscription, subscription_of, unwatch_id
-from pwf.views.subscriptions import Subscriptions
+from pwf.views.subscriptions import EVENTS, Subscriptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,6 +32,8 @@ __all__ = ["PUBLISH_SECONDS", "SUBSCRIBING", "Views"]
 log = logging.getLogger("pwf.server")
 
 PUBLISH_SECONDS: Final = 0.25
+KINDS: Final = {event: kind for kind, event in EVENTS.items()}
+"""The subscription kind of each event a publish sends."""
 SUBSCRIBING: Final = frozenset({"view.runs.watch", "view.run.watch", "view.run.unwatch"})
 """The operations answered here; the rest go to the host."""
 
@@ -60,6 +63,10 @@ class Views:
         self.live = live
         self.subscriptions: dict[str, Subscriptions] = {}
         self._publishing: set[str] = set()
+        self.pushes: dict[str, int] = {}
+        """Events sent so far, by subscription kind (metrics)."""
+        self.recompute_seconds = 0.0
+        """Writer-thread time spent computing publishes' payloads so far (metrics)."""
 
     def _of(self, connection: Connection) -> Subscriptions:
         found = self.subscriptions.get(connection.id)
@@ -115,16 +122,21 @@ class Views:
         if not subscriptions or connection.closed or connection.id in self._publishing:
             return
         self._publishing.add(connection.id)
+
+        def recompute(host: ServedHost) -> object:
+            began = time.perf_counter()
+            try:
+                return _read(host, self.clock(), lambda ctx: subscriptions.publish(ctx, self.live))
+            finally:
+                self.recompute_seconds += time.perf_counter() - began
+
         try:
-            found = await self.writer.submit(
-                lambda host: _read(
-                    host, self.clock(), lambda ctx: subscriptions.publish(ctx, self.live)
-                ),
-                read=True,
-            )
+            found = await self.writer.submit(recompute, read=True)
             events = cast("list[ClientEvent]", found)
             for event in events:
                 connection.send(encode_line(encode_event(event)))
+                kind = KINDS.get(event.event, event.event)
+                self.pushes[kind] = self.pushes.get(kind, 0) + 1
         except PwfError as error:
             log.info("client view error: %s", error)
             connection.close()

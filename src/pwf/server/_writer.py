@@ -248,6 +248,8 @@ class Writer:
         """Groups rolled back and run again with savepoints (the tests read it)."""
         self.waited = 0
         """Requests a group waited for and took before committing (the tests read it)."""
+        self.committed: Callable[[int, float], None] | None = None
+        """Told each group's size and seconds from its start to its commit's return (metrics)."""
         self._thread = threading.Thread(target=self._run, name="pwf-writer", daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -304,6 +306,11 @@ class Writer:
             source=source,
         )
         self._lanes.put(job)  # type: ignore[arg-type]
+
+    @property
+    def alive(self) -> bool:
+        """Whether the thread still runs (the health endpoint asks)."""
+        return self._thread.is_alive()
 
     def close(self) -> None:
         """Finish the queued work, close the store and end the thread."""
@@ -421,12 +428,15 @@ class Writer:
             else:
                 _hand_back([(job, value, None)])
             return
+        began = time.perf_counter()
         try:
             results = self._commit(host, store, group, bare=True, gather=True)
         except SavepointsNeeded:
             self.redone += 1
             results = self._commit(host, store, group, bare=False, gather=False)
         self.groups += 1
+        if self.committed is not None:
+            self.committed(len(group), time.perf_counter() - began)
         _hand_back(
             [(job, value, problem) for job, (value, problem) in zip(group, results, strict=True)]
         )

@@ -49,6 +49,10 @@ class Subscriptions:
         """How many subscriptions there are."""
         return len(self._watches)
 
+    def kinds(self) -> list[str]:
+        """The kind of each subscription, in order (one copy: another thread may read it)."""
+        return [watch.kind for watch in list(self._watches.values())]
+
     def watch(self, wanted: Subscription) -> None:
         """Add a subscription; an id already present is replaced (revision 0, no digest)."""
         self._watches[wanted.id] = _Watch(wanted.id, wanted.kind, wanted.target, wanted.limit)
