@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pwf import canonical
-from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._options import code_units, db_option, json_option, open_store
 from pwf.cli._seed import seeded_epochs
 from pwf.cli.request import at_option, now_ms
 from pwf.host import Host
@@ -24,7 +24,7 @@ def session() -> None:
 
 
 @session.command()
-@click.argument("session_id", metavar="SESSION_ID")
+@click.argument("session_id", metavar="SESSION_ID", callback=code_units)
 @click.option("--epoch", metavar="EPOCH", default=None, help="Detach only this coordinator epoch.")
 @db_option
 @at_option
@@ -71,7 +71,7 @@ def expire(db: str | None, at: int | None, as_json: bool) -> None:
 
 
 @session.command()
-@click.argument("session_id", metavar="SESSION_ID")
+@click.argument("session_id", metavar="SESSION_ID", callback=code_units)
 @click.option("--epoch", metavar="EPOCH", default=None, help="See it as this coordinator epoch.")
 @db_option
 @at_option
