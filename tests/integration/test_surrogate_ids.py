@@ -11,8 +11,10 @@ the projections equal a rebuild.
 
 from __future__ import annotations
 
+import gzip
 import json
 import sqlite3
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
@@ -22,8 +24,6 @@ from pwf import canonical
 from pwf.cli import cli
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from tests.integration._served import Served, init, line, pwf, short_dir
 else:
     from _served import Served, init, line, pwf, short_dir
@@ -173,3 +173,35 @@ def test_the_columns_hold_the_exact_text(tmp_path: Path) -> None:
         ("run-\ufffd".encode().hex().upper(), "r-\ufffd".encode().hex().upper()),
     ] == found
     assert [((b"run-\xed\xa0\x80").hex().upper(),), ("run-\ufffd".encode().hex().upper(),)] == runs
+
+
+GOLDEN: Final = Path(__file__).resolve().parents[1] / "golden"
+
+
+def test_a_database_written_before_verifies_its_log_and_is_rebuilt_once(tmp_path: Path) -> None:
+    """``main-before-0071.db.gz``: ``run-\\ud800`` started by ``r-\\ud800``, bound as U+FFFD.
+
+    Written by pwf at commit 5f58e4a (main before ADR 0071): ``pwf init`` and
+    ``pwf request --at 1000`` of ``LINES[0]``, then vacuumed;
+    ``main-before-0071.digest`` is what ``pwf digest`` printed for it then.
+    Its log verifies and digests as it did; ``pwf verify`` names the rows a
+    rebuild now writes by their code units, ``pwf rebuild`` writes them, and
+    then a retry is adopted and the id that differs in one code unit is new.
+    """
+    db = tmp_path / "legacy.db"
+    db.write_bytes(gzip.decompress((GOLDEN / "main-before-0071.db.gz").read_bytes()))
+    assert b"ok: 2 events" in _cli("log", "verify", "--db", str(db))
+    recorded = (GOLDEN / "main-before-0071.digest").read_bytes()
+    assert recorded == _cli("digest", str(db))
+    result = CliRunner().invoke(cli, ["verify", "--db", str(db), "--json"])
+    assert 1 == result.exit_code, result.output
+    found = json.loads(result.stdout)
+    assert ("host_commands", [{"request_id": "r-\ufffd"}, {"request_id": f"r-{HIGH}"}]) == (
+        found["table"],
+        [row["key"] for row in found["rows"]],
+    )
+    _cli("rebuild", "--db", str(db))
+    assert b"ok: chain intact" in _cli("verify", "--db", str(db))
+    out = _cli("request", "--db", str(db), "--at", "2000", stdin=LINES[0] + b"\n" + LINES[1])
+    assert ["adopted", "accepted"] == [answer["outcome"] for answer in _answers(out)]
+    assert b"ok: chain intact" in _cli("verify", "--db", str(db))

@@ -5,8 +5,16 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pwf._sqlite import exact_statement, exact_text, execute, execute_many
+from pwf.store.rows import shared_text
+
+UNITS = st.sampled_from("ad80f\\\ufffd\ufffe\ud800\udbff\udc00\udfff\u00e9") | st.characters(
+    blacklist_categories=()
+)
+"""Code units near the escape: lone surrogates of both halves, U+FFFD, hex digits, any other."""
 
 
 @pytest.fixture
@@ -53,3 +61,19 @@ def test_many_rows_resume_after_the_row_the_driver_refused(connection: sqlite3.C
     rows = [("a", 0), ("b\ud800", 1), ("c", 2), ("d\udc00", 3), ("e", 4)]
     execute_many(connection, "INSERT INTO t (id, n) VALUES (?, ?)", iter(rows))
     assert rows == connection.execute("SELECT id, n FROM t ORDER BY n").fetchall()
+
+
+@given(st.text(alphabet=UNITS), st.text(alphabet=UNITS))
+def test_the_shared_logs_text_keeps_ids_apart_and_is_utf8(first: str, second: str) -> None:
+    """PostgreSQL's form of an id: valid UTF-8, one per id, plain text kept as it is."""
+    shared = shared_text(first)
+    shared.encode()
+    assert (first == second) == (shared == shared_text(second))
+    assert (shared == first) == all(not "\ud800" <= c <= "\udfff" and c != "\ufffd" for c in first)
+    assert shared_text(first + second) == shared + shared_text(second)
+
+
+def test_the_shared_logs_text_of_a_lone_surrogate() -> None:
+    assert ["r-\ufffdd800", "r-\ufffddc01", "r-\ufffdfffd", "r-\u00e9"] == [
+        shared_text(text) for text in ("r-\ud800", "r-\udc01", "r-\ufffd", "r-\u00e9")
+    ]
