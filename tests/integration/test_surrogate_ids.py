@@ -205,3 +205,32 @@ def test_a_database_written_before_verifies_its_log_and_is_rebuilt_once(tmp_path
     out = _cli("request", "--db", str(db), "--at", "2000", stdin=LINES[0] + b"\n" + LINES[1])
     assert ["adopted", "accepted"] == [answer["outcome"] for answer in _answers(out)]
     assert b"ok: chain intact" in _cli("verify", "--db", str(db))
+
+
+def test_a_prune_removes_runs_by_their_code_units_and_proves_it(tmp_path: Path) -> None:
+    """Two cancelled runs that differ in one code unit are pruned; the third, queued, stays."""
+    db, backup = tmp_path / "state.db", tmp_path / "backup.db"
+    _cli("init", "--db", str(db))
+    cancels = [
+        line("run.cancel", {}, rid=f"x-{cut}", client=f"c-{cut}", run_id=f"run-{cut}", revision=1)
+        for cut in (HIGH, OTHER)
+    ]
+    out = _cli("request", "--db", str(db), "--at", "1000", stdin=b"\n".join([*LINES[:3], *cancels]))
+    assert ["accepted"] * 5 == [answer["outcome"] for answer in _answers(out)]
+    _cli(
+        "state",
+        "prune",
+        "--db",
+        str(db),
+        "--before",
+        "2030-01-01",
+        "--apply",
+        "--backup",
+        str(backup),
+    )
+    assert [f"run-{LOW}"] == [
+        row["run_id"] for row in json.loads(_cli("query", "runs", "--db", str(db), "--json"))
+    ]
+    proof = _cli("log", "verify", "--db", str(db), "--backup", str(backup))
+    assert b"compacted: 6 kept, 2 runs removed" in proof
+    _cli("verify", "--db", str(db))

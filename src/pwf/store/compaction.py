@@ -272,8 +272,8 @@ _TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
 def _ineligible(connection: sqlite3.Connection, opening: LogCompacted) -> str | None:
     """The first removed run that the backup does not show finished before the cutoff."""
     for run_id in opening.removed_run_ids:
-        row = connection.execute(
-            "SELECT status, finished_at FROM runs WHERE run_id = ?", (run_id,)
+        row = execute(  # a run id with a lone surrogate is looked up exactly (ADR 0071)
+            connection, "SELECT status, finished_at FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone()
         if row is None:
             return f"removed run {run_id} is not in the backup"
