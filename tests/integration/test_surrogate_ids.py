@@ -61,8 +61,10 @@ LINES: Final = (
     _start(HIGH),  # the same request again: adopted, not a conflict
     _status(HIGH, f"s-{HIGH}"),
     _status(OTHER, f"s-{OTHER}"),
+    line("run.list", None, rid=f"l-{LOW}", client=f"c-{LOW}"),
+    line("view.run.get", None, rid=f"g-{LOW}", client=f"c-{LOW}", run_id=f"run-{LOW}"),
 )
-"""Three runs whose ids differ only in a lone surrogate, one with U+FFFD, a retry, two reads."""
+"""Three runs whose ids differ only in a lone surrogate, one with U+FFFD, a retry, four reads."""
 
 
 def _answers(out: bytes) -> list[dict[str, Any]]:
@@ -82,6 +84,8 @@ def _check_answers(out: bytes) -> None:
         "adopted",
         "accepted",
         "accepted",
+        "accepted",
+        "accepted",
     ] == [answer["outcome"] for answer in answers], answers
     sent = [canonical.decode(raw) for raw in LINES]
     assert [request["requestId"] for request in sent] == [  # type: ignore[index]
@@ -91,6 +95,9 @@ def _check_answers(out: bytes) -> None:
     assert f"run-{HIGH}" == answers[5]["receipt"]["runId"]
     assert f"run-{OTHER}" == answers[6]["receipt"]["runId"]
     assert b'"runId":"run-\\ud801"' in out.splitlines()[6]
+    listed = {run["runId"]: run["originSessionId"] for run in answers[7]["receipt"]["runs"]}
+    assert {f"run-{cut}": f"s-{cut}" for cut in (HIGH, OTHER, LOW, "\ufffd")} == listed
+    assert f"run-{LOW}" == answers[8]["receipt"]["runId"]
 
 
 def _check_database(db: Path, tmp: Path) -> None:
