@@ -11,7 +11,7 @@ import contextlib
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from pwf._sqlite import dump
+from pwf._sqlite import dump, exact_text
 
 if TYPE_CHECKING:
     import os
@@ -22,8 +22,11 @@ __all__ = ["change", "checkpoint", "opened", "projections", "rows"]
 
 @contextlib.contextmanager
 def opened(path: str | os.PathLike[str]) -> Iterator[sqlite3.Connection]:
-    """A connection of its own to the file at ``path``, closed after the block."""
-    connection = sqlite3.connect(path, isolation_level=None)
+    """A connection of its own to the file at ``path``, closed after the block.
+
+    It reads text as pwf does, a lone surrogate included (ADR 0071).
+    """
+    connection = exact_text(sqlite3.connect(path, isolation_level=None))
     try:
         yield connection
     finally:

@@ -112,12 +112,11 @@ def decode(data: bytes) -> object:
 
 
 def bindable(params: tuple[object, ...] | list[object]) -> tuple[object, ...]:
-    """Parameters as SQLite gets them from Node: text with a lone surrogate holds U+FFFD.
+    """Parameters as better-sqlite3 binds them: text with a lone surrogate holds U+FFFD.
 
-    better-sqlite3 binds a JavaScript string as its UTF-8, where a lone
-    surrogate becomes U+FFFD; Python's driver refuses it instead.  Callers
-    retry a statement with these parameters only after that refusal, so the
-    common path pays nothing.
+    pwf bound text so before ADR 0071, which keeps each code unit instead
+    (``pwf._sqlite.exact_statement``); the deep verify still accepts an
+    event row whose indexed columns hold this form, as older logs do.
     """
     return tuple(utf8(item).decode() if type(item) is str else item for item in params)
 

@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pwf import canonical
-from pwf._sqlite import Value, begin_snapshot, changed_cells, projection_tables, quote, shown
+from pwf._sqlite import (
+    Value,
+    begin_snapshot,
+    changed_cells,
+    exact_text,
+    projection_tables,
+    quote,
+    shown,
+)
 from pwf.errors import InputError, NotPwfDatabaseError
 from pwf.store.sqlite import FORMAT, translate_error
 
@@ -61,7 +69,7 @@ def open_read_only(path: str | PathLike[str]) -> sqlite3.Connection:
         raise InputError(f"no such database: {path}")
     uri = f"{where.absolute().as_uri()}?mode=ro"
     try:
-        connection = sqlite3.connect(uri, uri=True, isolation_level=None)
+        connection = exact_text(sqlite3.connect(uri, uri=True, isolation_level=None))
     except sqlite3.Error as error:
         raise translate_error(error, where) from None
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Final
 
-from pwf import canonical
+from pwf._sqlite import exact_statement
 from pwf.errors import StoreError
 from pwf.projections import PROJECTIONS, Projection
 from pwf.projections.blobs import UPSERT
@@ -105,8 +105,8 @@ class ReadModel:
             for text, params in projection.apply(entry):
                 try:
                     connection.execute(text, params)
-                except UnicodeEncodeError:  # a lone surrogate: bound as Node binds it
-                    connection.execute(text, canonical.bindable(params))
+                except UnicodeEncodeError:  # a lone surrogate: bound exactly (ADR 0071)
+                    connection.execute(*exact_statement(text, params))
             connection.execute(
                 "UPDATE _pwf_checkpoint SET last_seq = ? WHERE projection = ?",
                 (entry.seq, projection.NAME),
@@ -141,8 +141,8 @@ class ReadModel:
                         continue
                     try:
                         execute(text, params)
-                    except UnicodeEncodeError:  # a lone surrogate: bound as Node binds it
-                        execute(text, canonical.bindable(params))
+                    except UnicodeEncodeError:  # a lone surrogate: bound exactly (ADR 0071)
+                        execute(*exact_statement(text, params))
 
     def forget(self) -> None:
         """A transaction began or a savepoint rolled back: no blob is known to be stored."""

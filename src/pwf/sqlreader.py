@@ -1,6 +1,6 @@
 """Rows of one SQLite connection by column name: the read-model port (ADR 0008).
 
-Imports canonical (plus sqlite3: this is an edge room).  A
+Imports the SQLite helpers (plus sqlite3: this is an edge room).  A
 :class:`RowReader` is what deciders and rules read the projections through
 (:class:`pwf.commands.Reader`); the store hands one out for its write
 transaction and one for committed state, so no caller builds it from a
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from pwf import canonical
+from pwf._sqlite import execute
 
 if TYPE_CHECKING:
     from pwf.commands import Row
@@ -29,10 +29,7 @@ class RowReader:
 
     def one(self, sql: str, params: tuple[object, ...] = ()) -> Row | None:
         """The first row of a query, or None."""
-        try:
-            cursor = self.connection.execute(sql, params)
-        except UnicodeEncodeError:  # a lone surrogate: looked up as Node binds it
-            cursor = self.connection.execute(sql, canonical.bindable(params))
+        cursor = execute(self.connection, sql, params)
         cursor.row_factory = sqlite3.Row
         row: Row | None = cursor.fetchone()
         return row
@@ -41,14 +38,11 @@ class RowReader:
         self, sql: str, params: tuple[object, ...] = ()
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The column names and the rows (as tuples) of a query, names even when it has none."""
-        cursor = self.connection.execute(sql, params)
+        cursor = execute(self.connection, sql, params)
         return [column[0] for column in cursor.description], cursor.fetchall()
 
     def all(self, sql: str, params: tuple[object, ...] = ()) -> list[Row]:
         """Every row of a query."""
-        try:
-            cursor = self.connection.execute(sql, params)
-        except UnicodeEncodeError:  # a lone surrogate: looked up as Node binds it
-            cursor = self.connection.execute(sql, canonical.bindable(params))
+        cursor = execute(self.connection, sql, params)
         cursor.row_factory = sqlite3.Row
         return list(cursor.fetchall())

@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from pwf._sqlite import Value, changed_cells, projection_tables, quote, shown, transaction
+from pwf._sqlite import (
+    Value,
+    changed_cells,
+    execute,
+    projection_tables,
+    quote,
+    shown,
+    transaction,
+)
 from pwf.errors import ChainError
 from pwf.fold.workfile import CHUNK, Progress, scratch_fold
 from pwf.store import VerifyReport
@@ -164,7 +172,8 @@ def _row_difference(  # noqa: PLR0913 - one row's whole context
     """Pair a row found on one side with the other side's row of the same key."""
     other = "main" if side == "live" else "live"
     where = " AND ".join(f"{quote(name)} IS ?" for name in keys)
-    match = connection.execute(
+    match = execute(  # a key with a lone surrogate is looked up exactly (ADR 0071)
+        connection,
         f"SELECT {', '.join(quote(name) for name in names)} FROM {other}.{quote(table)}"  # noqa: S608 - names from sqlite_master
         f" WHERE {where}",
         tuple(values[name] for name in keys),

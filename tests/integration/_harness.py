@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from pwf import canonical
-from pwf._sqlite import dump
+from pwf._sqlite import dump, exact_text
 from pwf.cli._options import open_store
 from pwf.fold.bulk import rebuild_into
 from pwf.host import Host
@@ -313,7 +313,7 @@ class Fixture:
 
     def assert_rebuild_equals_live(self) -> None:
         """Folding the whole log into fresh tables reproduces every live projection row."""
-        fresh = sqlite3.connect(":memory:")
+        fresh = exact_text(sqlite3.connect(":memory:"))
         try:
             rebuild_into(fresh, self.store.entries())
             assert projections(self.store.path) == dump(fresh)

@@ -185,16 +185,21 @@ def test_a_whole_interaction_carries_lone_surrogates_byte_for_byte(tmp_path: Pat
     assert (0, "") == (code, err)
 
 
-def test_text_columns_hold_what_node_binds(tmp_path: Path) -> None:
-    """A lone surrogate in a text column is stored as U+FFFD, as better-sqlite3 binds it."""
+def test_text_columns_hold_the_code_units_sent(tmp_path: Path) -> None:
+    """A lone surrogate in a text column is stored as its WTF-8 and reads back (ADR 0071).
+
+    ADR 0027 bound it as U+FFFD, as better-sqlite3 does; text without one
+    keeps its UTF-8 bytes.
+    """
     fx = Fixture(tmp_path / "s.db")
     start = {**START, "workflowName": "echo\ud800"}
     assert "accepted" == fx.request("run.start", start, run_id="run-1").outcome
     connection = sqlite3.connect(tmp_path / "s.db")
     try:
-        (name,) = connection.execute("SELECT workflow_name FROM runs").fetchone()
+        found = connection.execute("SELECT hex(workflow_name), project_path FROM runs").fetchone()
     finally:
         connection.close()
-    assert "echo\ufffd" == name
+    assert (b"echo".hex().upper() + "EDA080", "/p") == found
+    assert "echo\ud800" == fx.existing("runs", run_id="run-1")["workflow_name"]
     fx.assert_rebuild_equals_live()
     fx.close()

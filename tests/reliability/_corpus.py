@@ -150,7 +150,7 @@ SURROGATE_IDS: Final = (
     ("worker", "attemptId"),
 )
 """Ids holding a lone surrogate (``"\\ud800"`` in canonical JSON): protocol and member.
-The original accepts them and binds them as U+FFFD; so does pwf (ADR 0027)."""
+The original accepts them (ADR 0027); pwf keeps each id by its code units (ADR 0071)."""
 
 
 def surrogate_id(field: str) -> Callable[[Message], bytes]:

@@ -125,12 +125,16 @@ def assert_inert(page: Any) -> None:
 
 
 def lone_surrogates(page: Any, base: str) -> None:
-    """Lone surrogates: the log's bytes keep their escapes, the rows hold U+FFFD as bound."""
-    bound = _world.LONE_RUN.replace("\udc80", "\ufffd")  # as the original binds a lone surrogate
+    """Lone surrogates: the log's bytes and the rows keep them; a page shows the escape.
+
+    The rows hold the id by its code units (ADR 0071), its link carries their
+    WTF-8 and finds the run, and the page writes the half as ``\\udc80``.
+    """
+    shown = _world.LONE_RUN.replace("\udc80", "\\udc80")
     page.goto(base + "/runs?status=queued")
-    page.locator("a", has_text=bound).click()
+    page.locator("a", has_text=shown).click()
     page.wait_for_load_state()
-    assert bound == page.locator("#subject").inner_text()
+    assert shown == page.locator("#subject").inner_text()
     assert {"text": _world.LONE_TEXT} == json.loads(
         page.locator("pre.value[data-name=input]").inner_text()
     )

@@ -224,3 +224,18 @@ def test_ids_are_quoted_in_links(world_url: str) -> None:
     status, _, page = get(world_url + "/run?id=" + quote("run-1&at=3"))
     assert 404 == status
     assert "no run run-1&amp;at=3 in the log" in page
+
+
+def test_a_lone_surrogate_id_links_to_its_own_run(hostile_db: Path) -> None:
+    """The runs page links the id by its code units' WTF-8, and the link finds that run (ADR 0071).
+
+    Were the id bound as U+FFFD, the link would name ``run-\ufffd-lone``, a run
+    nobody started.
+    """
+    with serve(hostile_db) as base:
+        _, _, listing = get(base + "/runs?status=queued")
+        assert '<a href="/run?id=run-%ED%B2%80-lone">run-\\udc80-lone</a>' in listing
+        status, _, page = get(base + "/run?id=run-%ED%B2%80-lone")
+        assert 200 == status
+        assert 'id="subject">run-\\udc80-lone</span>' in page
+        assert 404 == get(base + "/run?id=" + quote("run-\ufffd-lone"))[0]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
+from pwf._sqlite import exact_text
 from pwf.sqlreader import RowReader
 
 if TYPE_CHECKING:
@@ -92,7 +93,9 @@ def anchored(store: EventStore, anchor: Anchor, proof: Proof | None, backup: Pat
             f"it was compacted away (the log starts after seq {origin.seq});"
             " prove it with --backup",
         )
-    connection = sqlite3.connect(f"{backup.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+    connection = exact_text(
+        sqlite3.connect(f"{backup.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+    )
     try:
         found = _stored_hash(RowReader(connection), anchor.seq)
     finally:

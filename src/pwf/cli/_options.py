@@ -187,6 +187,23 @@ def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) 
     return store
 
 
+def code_units(_context: object, _parameter: object, value: str | None) -> str | None:
+    """An id given on the command line, with a lone surrogate as the id holds it (ADR 0071).
+
+    Python hands over argument bytes that are not UTF-8 as ``surrogateescape``
+    halves; WTF-8 bytes (``ED A0 80`` for U+D800, what a JavaScript string's
+    lone surrogate is in a byte string) become that surrogate, so the bytes
+    ``run-`` ``ED A0 80`` name run ``run-`` U+D800.  Any other argument is kept
+    as it is.
+    """
+    if value is None:
+        return None
+    try:
+        return os.fsencode(value).decode("utf-8", "surrogatepass")
+    except UnicodeError:  # not bytes from argv (a lone surrogate already), or not WTF-8
+        return value
+
+
 def printable(text: str) -> str:
     """Text fit for a terminal: a lone surrogate shows as U+FFFD, as Node prints it."""
     return canonical.utf8(text).decode()

@@ -141,7 +141,7 @@ def _text(name: str, value: object, form: TimeFormat, now: int | None) -> str:
         return "-"
     if is_time_column(name):
         return shown(value, form, now)
-    return str(_json_value(value))
+    return canonical.utf8(str(_json_value(value))).decode()  # a lone surrogate as U+FFFD
 
 
 def print_rows(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from pwf import canonical
-from pwf.cli._options import json_option
+from pwf.cli._options import json_option, printable
 from pwf.cli._progress import activity
 from pwf.diff import diff_databases, diff_logs, digest_database
 
@@ -49,7 +49,7 @@ def diff(a: str, b: str, tables: tuple[str, ...], as_json: bool) -> None:
         click.echo(canonical.encode(_diff_json(report)).decode())
     else:
         for line in _diff_lines(report):
-            click.echo(line)
+            click.echo(printable(line))
     if not report.equal:
         sys.exit(1)
 

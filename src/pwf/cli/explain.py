@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import click
 
 from pwf import canonical
-from pwf.cli._options import db_option, json_option, open_store, printable
+from pwf.cli._options import code_units, db_option, json_option, open_store, printable
 from pwf.cli._progress import activity
 from pwf.cli._times import TIME, resolve_format, shown, time_format_option
 from pwf.explain import explain_interaction, explain_run
@@ -135,7 +135,7 @@ def explain() -> None:
 
 
 @explain.command()
-@click.argument("request_id", metavar="ID")
+@click.argument("request_id", metavar="ID", callback=code_units)
 @db_option
 @_at_seq_option
 @_now_option
@@ -161,7 +161,7 @@ def interaction(  # noqa: PLR0913, PLR0917 - one option per setting
 
 
 @explain.command()
-@click.argument("run_id", metavar="ID")
+@click.argument("run_id", metavar="ID", callback=code_units)
 @db_option
 @_at_seq_option
 @_now_option

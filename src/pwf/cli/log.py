@@ -14,7 +14,7 @@ import click
 
 from pwf import canonical, logs
 from pwf.cli._anchor import anchored, parse_anchor
-from pwf.cli._options import db_option, json_option, open_store, printable
+from pwf.cli._options import code_units, db_option, json_option, open_store, printable
 from pwf.cli._output import (
     output_form,
     output_options,
@@ -152,12 +152,22 @@ def _log_show(command: F) -> F:
             default=None,
             help="Only events of this type.",
         ),
-        click.option("--run", "run_id", default=None, help="Only events about this run."),
         click.option(
-            "--session", "session_id", default=None, help="Only events about this session."
+            "--run", "run_id", default=None, callback=code_units, help="Only events about this run."
         ),
         click.option(
-            "--request", "request_id", default=None, help="Only events caused by this request id."
+            "--session",
+            "session_id",
+            default=None,
+            callback=code_units,
+            help="Only events about this session.",
+        ),
+        click.option(
+            "--request",
+            "request_id",
+            default=None,
+            callback=code_units,
+            help="Only events caused by this request id.",
         ),
     )
     return with_options(

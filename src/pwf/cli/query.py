@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
 
-from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._options import code_units, db_option, json_option, open_store
 from pwf.cli._output import (
     output_form,
     output_options,
@@ -218,9 +218,21 @@ def _listing(name: str) -> click.Command:
     show.__doc__ = _HELP[name]
     filters = (
         db_option,
-        click.option("--run", "run_id", metavar="RUN_ID", default=None, help="Only this run."),
         click.option(
-            "--session", "session", metavar="S", default=None, help="Only this Pi session."
+            "--run",
+            "run_id",
+            metavar="RUN_ID",
+            default=None,
+            callback=code_units,
+            help="Only this run.",
+        ),
+        click.option(
+            "--session",
+            "session",
+            metavar="S",
+            default=None,
+            callback=code_units,
+            help="Only this Pi session.",
         ),
         click.option(
             "--status", "status", type=click.Choice(source.statuses), help="Only this status."

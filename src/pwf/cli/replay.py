@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from pwf import canonical, logs
-from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._options import db_option, json_option, open_store, printable
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError, InputError
 from pwf.fold.rebuild import rebuild
@@ -226,7 +226,7 @@ def verify_command(db: str | None, rows: int, as_json: bool) -> None:
         click.echo(canonical.encode(_verify_json(found)).decode())
     else:
         for line in _verify_lines(found):
-            click.echo(line)
+            click.echo(printable(line))
     if not found.ok:
         sys.exit(1)
 

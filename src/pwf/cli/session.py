@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pwf import canonical
-from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._options import code_units, db_option, json_option, open_store, printable
 from pwf.cli._seed import seeded_epochs
 from pwf.cli.request import at_option, now_ms
 from pwf.host import Host
@@ -24,7 +24,7 @@ def session() -> None:
 
 
 @session.command()
-@click.argument("session_id", metavar="SESSION_ID")
+@click.argument("session_id", metavar="SESSION_ID", callback=code_units)
 @click.option("--epoch", metavar="EPOCH", default=None, help="Detach only this coordinator epoch.")
 @db_option
 @at_option
@@ -40,7 +40,9 @@ def detach(session_id: str, epoch: str | None, db: str | None, at: int | None) -
         host.refuse_if_served(now)
         detached = host.detach(session_id, now, epoch)
     click.echo(
-        f"detached {session_id}" if detached else f"no coordinator to detach for {session_id}"
+        printable(
+            f"detached {session_id}" if detached else f"no coordinator to detach for {session_id}"
+        )
     )
 
 
@@ -65,13 +67,13 @@ def expire(db: str | None, at: int | None, as_json: bool) -> None:
         click.echo(canonical.encode(rows).decode())
         return
     for run_id, sid in started:
-        click.echo(f"timeout started: {run_id} in {sid}")
+        click.echo(printable(f"timeout started: {run_id} in {sid}"))
     if not started:
         click.echo("no expired interactions")
 
 
 @session.command()
-@click.argument("session_id", metavar="SESSION_ID")
+@click.argument("session_id", metavar="SESSION_ID", callback=code_units)
 @click.option("--epoch", metavar="EPOCH", default=None, help="See it as this coordinator epoch.")
 @db_option
 @at_option

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pwf import canonical
-from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._options import db_option, json_option, open_store, printable
 from pwf.cli._times import TIME, duration, resolve_format, shown, time_format_option, wall_ms
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def status(db: str | None, now: int | None, time_format: str | None, as_json: bo
         click.echo(canonical.encode(found).decode())
     else:
         for line in _lines(found, resolve_format(time_format)):
-            click.echo(line)
+            click.echo(printable(line))
     if found.contradictory:
         sys.exit(1)
 

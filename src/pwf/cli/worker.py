@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from pwf.cli._options import db_option, open_store
+from pwf.cli._options import code_units, db_option, open_store
 from pwf.cli._seed import seeded_epochs
 from pwf.cli.request import (
     answer_lines,
@@ -62,7 +62,7 @@ def worker(ctx: click.Context, db: str | None, at: int | None, canonicalize: boo
 
 
 @worker.command()
-@click.argument("run_id", metavar="RUN_ID")
+@click.argument("run_id", metavar="RUN_ID", callback=code_units)
 @db_option
 @at_option
 @click.pass_context

@@ -6,6 +6,7 @@ import sqlite3
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias
 
+from pwf._sqlite import exact_text
 from pwf.commands import Context
 from pwf.errors import InputError
 from pwf.explain._report import Cause
@@ -45,7 +46,7 @@ def state_at(
         if at_seq > head:
             raise InputError(f"the log ends at seq {head}; there is no seq {at_seq}")
         last = _whole_batches(live, at_seq)
-        folded = sqlite3.connect(":memory:")
+        folded = exact_text(sqlite3.connect(":memory:"))
         try:
             rebuild_into(folded, _counted(store.entries(1, last), last, progress))
             yield RowReader(folded), last

@@ -15,7 +15,7 @@ import re
 import sqlite3
 from typing import TYPE_CHECKING, Final
 
-from pwf import canonical
+from pwf._sqlite import exact_statement
 from pwf.errors import StoreError
 from pwf.projections import PROJECTIONS, Projection, Statement
 from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
@@ -197,12 +197,12 @@ def check_expressions(ddl: str) -> list[str]:
 
 
 def _run(execute: Callable[[str, Sequence[object]], object], statements: list[Statement]) -> None:
-    """Execute statements in order; text with a lone surrogate is bound as Node binds it."""
+    """Execute statements in order; text with a lone surrogate is bound exactly (ADR 0071)."""
     for text, params in statements:
         try:
             execute(text, params)
         except UnicodeEncodeError:
-            execute(text, canonical.bindable(params))
+            execute(*exact_statement(text, params))
 
 
 def rebuild_into(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 from pwf._process import Forked, can_fork, processors
-from pwf._sqlite import projection_tables, quote, transaction
+from pwf._sqlite import exact_text, projection_tables, quote, transaction
 from pwf.errors import StoreError
 from pwf.events import EVENT_TYPES
 from pwf.fold import scratchfiles
@@ -167,7 +167,7 @@ def fold_part(part: Part) -> int:
             if member < 0 or body[member + len(_TYPE_MEMBER) : -2] not in skipped:
                 yield decode(seq, body)
 
-    connection = sqlite3.connect(part.path, isolation_level=None)
+    connection = exact_text(sqlite3.connect(part.path, isolation_level=None))
     try:
         # A part file is deleted on any error, as the scratch file is.
         connection.execute("PRAGMA main.journal_mode = OFF")

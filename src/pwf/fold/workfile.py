@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf import logs
-from pwf._sqlite import transaction
+from pwf._sqlite import exact_text, transaction
 from pwf.errors import ChainError
 from pwf.fold import scratchfiles
 from pwf.fold.bulk import BulkFold
@@ -232,7 +232,7 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
         template = TEMPLATES.get(_template_key(copy_events))
         if template is not None:
             _write_all(held, template.image)
-        connection = sqlite3.connect(path, isolation_level=None)
+        connection = exact_text(sqlite3.connect(path, isolation_level=None))
         try:
             for pragma in _SCRATCH_PRAGMAS:
                 connection.execute(pragma)

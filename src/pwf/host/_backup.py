@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pwf._sqlite import dump
+from pwf._sqlite import dump, exact_text
 from pwf.commands import Context, Result
 from pwf.errors import CommandError, PwfError, StoreError, os_error_text
 from pwf.events import LogCompacted, open_body
@@ -186,8 +186,10 @@ def _verify_copy(destination: Path) -> None:
             report = copy.verify()
             if not report.ok:
                 raise CommandError(f"the backup's log is broken at seq {report.first_bad_seq}")
-            fresh = sqlite3.connect(":memory:")
-            kept = sqlite3.connect(f"{destination.absolute().as_uri()}?mode=ro", uri=True)
+            fresh = exact_text(sqlite3.connect(":memory:"))
+            kept = exact_text(
+                sqlite3.connect(f"{destination.absolute().as_uri()}?mode=ro", uri=True)
+            )
             try:
                 rebuild_into(fresh, copy.entries())
                 if dump(fresh) != dump(kept):

@@ -30,7 +30,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pwf import logs
-from pwf._sqlite import transaction
+from pwf._sqlite import exact_text, execute_many, transaction
 from pwf.events import open_body, seal
 from pwf.events.compaction import compacted
 from pwf.fold import scratchfiles
@@ -124,7 +124,7 @@ class Prepared:
         Raises:
             sqlite3.Error: either file cannot be opened.
         """
-        connection = sqlite3.connect(self.path, isolation_level=None)
+        connection = exact_text(sqlite3.connect(self.path, isolation_level=None))
         try:
             connection.execute(f"ATTACH DATABASE ? AS {KEPT_SCHEMA}", (str(self.kept),))
             for pragma in _PRAGMAS:
@@ -271,7 +271,7 @@ class Prepared:
             kept += 1
             templates.append((kept, index, *Template.of(body, entry), *columns(entry)[2:9]))
             entries.append(entry)
-        connection.executemany(_INSERT, templates)
+        execute_many(connection, _INSERT, templates)
         self._model.fold(connection, entries)
         self.segment = Segment(
             removed=segment.removed,

@@ -19,6 +19,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from pwf._sqlite import exact_text
 from pwf.errors import CommandError, PwfError
 from pwf.events import LogCompacted, open_body
 
@@ -90,7 +91,7 @@ def _first_compaction(backup: Path) -> list[bytes]:
     if not backup.is_file():
         return []
     try:
-        connection = sqlite3.connect(f"{backup.as_uri()}?mode=ro&immutable=1", uri=True)
+        connection = exact_text(sqlite3.connect(f"{backup.as_uri()}?mode=ro&immutable=1", uri=True))
     except sqlite3.Error:
         return []
     try:

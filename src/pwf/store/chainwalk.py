@@ -30,6 +30,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf._process import Forked, can_fork, processors
+from pwf._sqlite import exact_text
 from pwf.errors import ChainError, StoreError
 from pwf.store import Head, check_position
 from pwf.store import check_link as link
@@ -131,7 +132,7 @@ def walk_chain(  # noqa: PLR0913 - the walk's whole context
     try:
         if connection is not None:
             return _walk_all(uri, connection, origin, processes, upto, deep=deep)
-        opened = sqlite3.connect(uri, uri=True)
+        opened = exact_text(sqlite3.connect(uri, uri=True))
         try:
             return _walk_all(uri, opened, origin, processes, upto, deep=deep)
         finally:
@@ -230,7 +231,7 @@ def _walk(
 
     A forked range's walk; :func:`_walk_on` says what it checks.
     """
-    opened = sqlite3.connect(uri, uri=True)
+    opened = exact_text(sqlite3.connect(uri, uri=True))
     try:
         return _walk_on(opened, low, high, origin, deep)
     finally:

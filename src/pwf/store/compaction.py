@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from pwf import canonical
+from pwf._sqlite import exact_text, execute, execute_many
 from pwf.errors import ChainError, InputError, PwfError, StoreError
 from pwf.events import Entry, LogCompacted, open_body, seal
 from pwf.events.compaction import compacted
@@ -70,7 +71,9 @@ def file_sha256(path: Path) -> str:
 def _open_backup(path: Path) -> sqlite3.Connection:
     """The backup, read-only and immutable: reading it can never change its bytes."""
     try:
-        connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+        connection = exact_text(
+            sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+        )
         connection.execute("SELECT count(*) FROM events").fetchone()
     except sqlite3.Error as error:
         raise translate_error(error, path) from None
@@ -138,7 +141,7 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
             event_id=f"evt-{head.seq + 1}",
             prev_hash=head.content_hash,
         )
-        image.execute(_INSERT, _row(sealed.entry, sealed.body))
+        execute(image, _INSERT, _row(sealed.entry, sealed.body))
         last = _write_segment(image, sealed.entry, head.batch + 1, templates)
         entries: list[Entry] = []
         for item in tail:
@@ -153,7 +156,7 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
                 event_id=f"evt-{last.seq + 1}",
                 prev_hash=last.content_hash,
             )
-            image.execute(_INSERT, _row(again.entry, again.body))
+            execute(image, _INSERT, _row(again.entry, again.body))
             entries.append(again.entry)
             last = Head(again.entry.seq, again.entry.content_hash, again.entry.batch)
         image.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
@@ -181,7 +184,7 @@ def _write_segment(
     rows = sealed_rows(
         templates, seq=opening.seq, first_batch=first_batch, prev_hash=opening.content_hash.encode()
     )
-    connection.executemany(_INSERT, rows)
+    execute_many(connection, _INSERT, rows)
     last = connection.execute(
         "SELECT seq, content_hash, batch FROM main.events ORDER BY seq DESC LIMIT 1"
     ).fetchone()
@@ -269,8 +272,8 @@ _TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
 def _ineligible(connection: sqlite3.Connection, opening: LogCompacted) -> str | None:
     """The first removed run that the backup does not show finished before the cutoff."""
     for run_id in opening.removed_run_ids:
-        row = connection.execute(
-            "SELECT status, finished_at FROM runs WHERE run_id = ?", (run_id,)
+        row = execute(  # a run id with a lone surrogate is looked up exactly (ADR 0071)
+            connection, "SELECT status, finished_at FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone()
         if row is None:
             return f"removed run {run_id} is not in the backup"

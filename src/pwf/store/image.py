@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
-from pwf._sqlite import transaction
+from pwf._sqlite import exact_text, transaction
 from pwf.errors import StoreBusyError, StoreError
 from pwf.store.sqlite import SqliteStore, SqliteTransaction
 
@@ -225,11 +225,11 @@ def copy_file(live: Path, target: Path) -> None:
         StoreError: SQLite failed to read or write (its own message).
     """
     try:
-        source = sqlite3.connect(f"{live.absolute().as_uri()}?mode=ro", uri=True)
+        source = exact_text(sqlite3.connect(f"{live.absolute().as_uri()}?mode=ro", uri=True))
     except sqlite3.Error as error:
         raise StoreError(str(error)) from None
     try:
-        copy = sqlite3.connect(target)
+        copy = exact_text(sqlite3.connect(target))
         try:
             source.backup(copy)
         finally:

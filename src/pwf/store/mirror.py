@@ -255,7 +255,7 @@ class Mirror:
                 before = origin_of(seq, _body(row))
                 opening = seq
             try:
-                entry = check_event(before.seq + 1, row)
+                entry = check_event(before.seq + 1, row, shared=True)
                 opens = entry.seq == opening or (before == EMPTY and entry.seq == 1)
                 check_link(entry.seq, entry, before, opens=opens)
             except ChainError as error:

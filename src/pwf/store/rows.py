@@ -5,11 +5,13 @@ Imports events, errors and the store's types; it reads no database itself.
 :func:`check_event` makes the checks of one row that need no neighbour
 (position, bytes, canonical form and typed data in one decode where it can,
 indexed columns, where ``log.compacted`` may stand) and :func:`verify_rows` adds the links between
-neighbours, as ``pwf log verify`` walks the log in one process.
+neighbours, as ``pwf log verify`` walks the log in one process.  :func:`shared_row` is
+the form a row's text takes in PostgreSQL, which holds no lone surrogate (ADR 0071).
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
@@ -20,11 +22,20 @@ from pwf.store import Head, check_position
 from pwf.store import check_link as link
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from pwf.events import Entry
 
-__all__ = ["BODY", "COLUMNS", "check_event", "check_link", "columns", "verify_rows"]
+__all__ = [
+    "BODY",
+    "COLUMNS",
+    "check_event",
+    "check_link",
+    "columns",
+    "shared_row",
+    "shared_text",
+    "verify_rows",
+]
 
 COLUMNS: Final = (
     "seq, batch, type, at, run_id, session_id, request_id, client_id, idempotency_key,"
@@ -32,6 +43,30 @@ COLUMNS: Final = (
 )
 BODY: Final = 11
 """Where ``body`` stands in a row of :data:`COLUMNS`."""
+
+
+_SHARED_ESCAPE: Final = "\ufffd"
+_ESCAPED: Final = re.compile("[\ud800-\udfff\ufffd]")
+
+
+def shared_text(text: str) -> str:
+    """Text as the shared log's PostgreSQL columns hold it: each id stays itself (ADR 0071).
+
+    PostgreSQL text is valid UTF-8, so a lone surrogate cannot be kept as
+    SQLite keeps it.  Text with neither a lone surrogate nor U+FFFD is kept
+    as it is; in other text each of those code units becomes U+FFFD followed
+    by its four lower-case hex digits (``r-`` U+D800 is ``r-`` U+FFFD ``d800``,
+    U+FFFD is U+FFFD ``fffd``).  Distinct ids stay distinct, and a column reads
+    as what Node binds with each replaced code unit written after its U+FFFD.
+    """
+    if text.isascii() or _ESCAPED.search(text) is None:
+        return text
+    return _ESCAPED.sub(lambda unit: f"{_SHARED_ESCAPE}{ord(unit.group()):04x}", text)
+
+
+def shared_row(row: Sequence[object]) -> tuple[object, ...]:
+    """A row with each text cell as :func:`shared_text` writes it."""
+    return tuple(shared_text(cell) if type(cell) is str else cell for cell in row)
 
 
 def columns(entry: Entry) -> tuple[object, ...]:
@@ -52,8 +87,12 @@ def columns(entry: Entry) -> tuple[object, ...]:
     )
 
 
-def check_event(seq: int, row: tuple[object, ...]) -> Entry:
+def check_event(seq: int, row: tuple[object, ...], *, shared: bool = False) -> Entry:
     """The typed event of a row of :data:`COLUMNS` expected at ``seq``, checked on its own.
+
+    The indexed columns hold the text of the event's own bytes; a row
+    written before ADR 0071 may hold each lone surrogate as U+FFFD, and a
+    ``shared`` row (read from PostgreSQL) holds :func:`shared_text`.
 
     Raises:
         ChainError: the row is not at ``seq``, or its bytes or columns are wrong.
@@ -66,8 +105,12 @@ def check_event(seq: int, row: tuple[object, ...]) -> Entry:
         entry = open_stored(body)
     except (LineError, InputError) as error:
         raise ChainError(seq, str(error)) from None
-    said = columns(entry)
-    if said != tuple(row[:BODY]) and canonical.bindable(said) != tuple(row[:BODY]):
+    said, stored = columns(entry), tuple(row[:BODY])
+    if (
+        said != stored
+        and canonical.bindable(said) != stored
+        and not (shared and shared_row(said) == stored)
+    ):
         names = COLUMNS.split(", ")
         column = next(n for n, a, b in zip(names, said, row, strict=False) if a != b)
         raise ChainError(seq, f"indexed column {column.strip()} disagrees with the stored bytes")
@@ -84,8 +127,10 @@ def check_link(seq: int, entry: Entry, before: Head | None, *, opens: bool) -> N
     link(seq, entry.prev_hash, entry.batch, before, opens=opens, compacted=compacted)
 
 
-def verify_rows(rows: Iterable[tuple[object, ...]], origin: Head) -> Head:
+def verify_rows(rows: Iterable[tuple[object, ...]], origin: Head, *, shared: bool = False) -> Head:
     """Walk rows of :data:`COLUMNS` in seq order from ``origin``; return the last head.
+
+    ``shared`` rows are read from PostgreSQL (:func:`check_event`).
 
     Raises:
         ChainError: at the first bad seq, naming why.
@@ -93,7 +138,7 @@ def verify_rows(rows: Iterable[tuple[object, ...]], origin: Head) -> Head:
     expected, opening = origin, origin.seq + 1
     for row in rows:
         seq = expected.seq + 1
-        entry = check_event(seq, row)
+        entry = check_event(seq, row, shared=shared)
         check_link(seq, entry, expected, opens=seq == opening)
         expected = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
     return expected

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, Self, TypeVar
 
-from pwf._sqlite import transaction
+from pwf._sqlite import exact_text, execute, transaction
 from pwf.errors import (
     ChainError,
     InputError,
@@ -133,8 +133,8 @@ class SqliteStore:
             prepare_file(self.path)
         try:
             uri = f"{self.path.as_uri()}?mode={'ro' if read_only else 'rw'}"
-            self.connection = sqlite3.connect(
-                uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000
+            self.connection = exact_text(
+                sqlite3.connect(uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000)
             )
             self.connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self.connection.execute(f"PRAGMA synchronous = {synchronous}")
@@ -366,8 +366,10 @@ class SqliteStore:
         """
         given = lookup(wanted)
         where = " AND ".join(f"{column} = ?" for column in given) or "1"
-        cursor = self.connection.execute(
-            f"SELECT seq, body FROM events WHERE {where} ORDER BY seq", tuple(given.values())
+        cursor = execute(  # an id with a lone surrogate is looked up exactly (ADR 0071)
+            self.connection,
+            f"SELECT seq, body FROM events WHERE {where} ORDER BY seq",
+            tuple(given.values()),
         )
         for seq, body in cursor:
             yield StoredEvent(seq=seq, body=body)

@@ -1,6 +1,6 @@
 """The SQLite log's write transaction: staging, savepoints, sealing against the head.
 
-Imports canonical, events, the store's types and the SQLite schema.  The
+Imports the SQLite helpers, events, the store's types and the SQLite schema.  The
 write lock is held for the transaction's life (ADR 0005); every batch is
 sealed against the head read inside it, projected by the append hooks as it
 is written (ADR 0008), and the head row is written once before the commit
@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
-from pwf import canonical
+from pwf._sqlite import execute_many
 from pwf.errors import InputError
 from pwf.events import Sealed
 from pwf.sqlreader import RowReader
@@ -187,10 +187,7 @@ class SqliteTransaction:
         """Insert rows, move the head, run the append hooks: all in this transaction."""
         insert = _INSERT
         rows = [_row(item) for item in sealed]
-        try:
-            self.connection.executemany(insert, rows)
-        except UnicodeEncodeError:  # an indexed id with a lone surrogate: bound as Node binds it
-            self.connection.executemany(insert, [canonical.bindable(row) for row in rows])
+        execute_many(self.connection, insert, rows)  # ids with lone surrogates exactly (ADR 0071)
         last = sealed[-1].entry
         self._head = Head(seq=last.seq, content_hash=last.content_hash, batch=last.batch)
         for hook in self.store.hooks:

@@ -26,7 +26,7 @@ from pwf.store import Head
 from pwf.store.postgres.edge import as_bytes, translate_error
 from pwf.store.postgres.reads import HEAD, PREFETCH, head_of
 from pwf.store.postgres.schema import LOCK_KEY
-from pwf.store.rows import BODY, COLUMNS, columns
+from pwf.store.rows import BODY, COLUMNS, columns, shared_row, shared_text
 from pwf.store.sealing import seal_batch
 
 if TYPE_CHECKING:
@@ -150,6 +150,7 @@ class PostgresTransaction:
         self._send_pending()
         if not rows:
             return
+        rows = [shared_row(row) for row in rows]  # no lone surrogate in PostgreSQL text
         first, last = rows[0], rows[-1]
         seq = int(str(first[0]))
         if seq != self._head.seq + 1 or first[10] != self._head.content_hash:
@@ -429,6 +430,8 @@ def _recorded_keys(row: tuple[object, ...]) -> tuple[object, ...]:
 
     Only the three keys are decoded: the row was sealed or checked whole
     before it got here.  Text the decoder does not take goes the full way.
+    Each key is written as :func:`~pwf.store.rows.shared_text` writes it, so
+    ids that differ in a lone surrogate are two keys (ADR 0071).
     """
     body = as_bytes(row[BODY])
     try:
@@ -436,5 +439,9 @@ def _recorded_keys(row: tuple[object, ...]) -> tuple[object, ...]:
     except msgspec.DecodeError:
         event = open_body(body).event
         assert isinstance(event, CommandRecorded)
-        return (event.request_id, event.client_id, event.idempotency_key, row[0])
-    return (keys.request_id, keys.client_id, keys.idempotency_key, row[0])
+        return (*map(shared_text, _keys(event)), row[0])
+    return (*map(shared_text, _keys(keys)), row[0])
+
+
+def _keys(keys: _Keys | CommandRecorded) -> tuple[str, str, str]:
+    return (keys.request_id, keys.client_id, keys.idempotency_key)

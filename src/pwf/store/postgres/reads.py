@@ -159,7 +159,7 @@ def verify(connection: Connection, where: str, *, deep: bool = True) -> VerifyRe
     def walk(start: Head) -> Head:
         stored: Iterable[tuple[object, ...]] = rows(connection, where)
         if deep:
-            return verify_rows(stored, start)
+            return verify_rows(stored, start, shared=True)
         return walk_rows(((row[0], str(row[9]).encode(), row[11]) for row in stored), start)
 
     try:
