@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
-from pwf import DISTRIBUTION, canonical
+from pwf import canonical
 from pwf.config import Settings
 from pwf.errors import ConfigError
 from pwf.store.sqlite import SqliteStore
@@ -98,9 +98,10 @@ def open_log(url: str, *, create: bool = False) -> PostgresStore:
     try:
         from pwf.store.postgres import PostgresStore  # noqa: PLC0415 - an optional extra
     except ImportError:
-        raise ConfigError(
-            f"--store needs psycopg: pip install '{DISTRIBUTION}[postgres]' (or psycopg[binary])"
-        ) from None
+        from pwf.extras import missing_extra  # noqa: PLC0415 - only on this error
+
+        hint = missing_extra("--store needs psycopg", "postgres")
+        raise ConfigError(f"{hint} (or psycopg[binary])") from None
     return PostgresStore(url, create=create)
 
 

@@ -6,14 +6,14 @@ import ipaddress
 
 import click
 
-from pwf import DISTRIBUTION
 from pwf.cli._options import db_option, store_url
 from pwf.config import Settings
 from pwf.errors import InputError
+from pwf.extras import missing_extra
 
 __all__ = ["web"]
 
-EXTRA_MISSING = f"pwf web needs the web extra: pip install '{DISTRIBUTION}[web]'"
+EXTRA_MISSING = missing_extra("pwf web needs the web extra", "web")
 NO_STORE_URL = (
     "--store URL: pwf web does not catch up from a shared log yet; serve a host's local"
     " projection file with --db PATH"
