@@ -35,6 +35,7 @@ from pwf.events import (
     SubmissionFinished,
     WorkerEnded,
 )
+from pwf.protocol.schemas import Cancelled, receipt
 
 if TYPE_CHECKING:
     from pwf.commands import Row
@@ -233,7 +234,7 @@ def _cancel_supervised(ctx: Context, run_id: str, worker: Row) -> Result:
             WorkerEnded(run_id=run_id, worker_epoch=worker["worker_epoch"], status="cancelled")
         )
     return Result(
-        receipt={"runId": run_id, "status": "cancelled"},
+        receipt=receipt(Cancelled(run_id=run_id, status="cancelled")),
         revision=revision_of(ctx, run_id),
         run_id=run_id,
     )
@@ -271,7 +272,7 @@ def run_cancel(ctx: Context, request: ClientRequest) -> Result:
     )
     finish_run(ctx, run_id, status="cancelled", detail="cancelled", stale_control=not direct)
     return Result(
-        receipt={"runId": run_id, "status": "cancelled"},
+        receipt=receipt(Cancelled(run_id=run_id, status="cancelled")),
         revision=revision_of(ctx, run_id),
         run_id=run_id,
     )
