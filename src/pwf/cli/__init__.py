@@ -80,7 +80,7 @@ VERBS: Final[dict[str, Verb]] = {
     "schema": Verb(
         "pwf.cli.schema",
         "schema",
-        "Print the JSON Schema of a client operation's payload and receipt.",
+        "Print the JSON Schema of OPERATION's payload and of its receipt.",
     ),
     "serve": Verb(
         "pwf.cli.serve",
