@@ -1,0 +1,70 @@
+"""The Python API's page runs as written (``docs/api.md``, read by :mod:`doctest`).
+
+The page's examples share one namespace, in order: a database in this
+process, a read-only log reader, then a served host's client, for which
+the test starts ``pwf serve`` on ``served/state.db`` as the page says.
+"""
+
+from __future__ import annotations
+
+import doctest
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+import pwf
+
+if TYPE_CHECKING:
+    from tests.integration._served import Served, init, short_dir
+else:
+    from _served import Served, init, short_dir
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+
+
+def test_every_example_of_the_api_page_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    with short_dir() as directory:
+        monkeypatch.chdir(directory)
+        (directory / "served").mkdir()
+        init(directory / "served" / "state.db")
+        host = Served(directory / "served" / "state.db")
+        try:
+            failed, tried = doctest.testfile(
+                str(PAGE), module_relative=False, raise_on_error=False, report=True, verbose=False
+            )
+        finally:
+            assert 0 == host.terminate()
+    assert tried > 20
+    assert 0 == failed
+
+
+def test_the_api_is_exported_from_pwf_with_its_all() -> None:
+    for name in ("Database", "LogReader", "HostClient", "call", "request_message", "Entry"):
+        assert name in pwf.__all__
+        assert getattr(pwf, name).__name__ == name
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = pwf.Nope
+
+
+def test_import_pwf_loads_none_of_the_api() -> None:
+    """The exports are lazy: ``import pwf`` imports no other module of pwf, nor msgspec."""
+    probe = (
+        "import sys, pwf\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('pwf.', 'msgspec'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, check=True, env=os.environ
+    ).stdout.decode()
+    assert "[]" == out.strip()
+
+
+def test_call_without_a_host_says_so_once_its_retry_time_is_spent(tmp_path: Path) -> None:
+    from pwf.client import HostUnavailableError, socket_path  # noqa: PLC0415
+
+    request = pwf.request_message("host.status", request_id="r-1")
+    with pytest.raises(HostUnavailableError, match="no workflow host answers on"):
+        pwf.call(socket_path(tmp_path / "state.db"), request, retry_for=0)
