@@ -14,8 +14,9 @@ The Python API (``docs/api.md``) is exported here and loaded on first use, so
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Final
 
+TYPE_CHECKING = False
+"""`typing.TYPE_CHECKING` without importing `typing`, which `import pwf` does not need."""
 if TYPE_CHECKING:
     from pwf.api import Database, LogReader
     from pwf.client import HostClient, call, request_message
@@ -39,7 +40,7 @@ __all__ = [
 __version__ = "0.1.0"
 """The package version; the build reads it from here (``pwf --version`` prints it)."""
 
-_LAZY: Final = {
+_LAZY = {
     "ClientResponse": "pwf.protocol.client",
     "Database": "pwf.api",
     "Entry": "pwf.events",

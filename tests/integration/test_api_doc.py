@@ -51,10 +51,10 @@ def test_the_api_is_exported_from_pwf_with_its_all() -> None:
 
 
 def test_import_pwf_loads_none_of_the_api() -> None:
-    """The exports are lazy: ``import pwf`` imports no other module of pwf, nor msgspec."""
+    """The exports are lazy: ``import pwf`` imports no other pwf module, nor msgspec or typing."""
     probe = (
         "import sys, pwf\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('pwf.', 'msgspec'))))"
+        "print(sorted(m for m in sys.modules if m.startswith(('pwf.', 'msgspec', 'typing'))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, check=True, env=os.environ
