@@ -43,7 +43,7 @@ class _Receipt(
     """A receipt: exactly these members."""
 
 
-def receipt(value: _Receipt) -> dict[str, object]:
+def receipt(value: msgspec.Struct) -> dict[str, object]:
     """The receipt as the wire object a :class:`~pwf.commands.Result` carries."""
     built = msgspec.to_builtins(value)
     assert isinstance(built, dict)
@@ -362,20 +362,28 @@ class Continuation(_Receipt, frozen=True):
     detail: str | _Unset = msgspec.UNSET
 
 
-class Decided(_Receipt, frozen=True):
-    """`decision.answer`."""
+class Decided(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """`decision.answer`: the continuation run; a retry answers with :class:`Submitted`'s ids."""
 
-    decision: _Json
-    parent_run_id: str
+    decision: _Json | _Unset = msgspec.UNSET
+    parent_run_id: str | _Unset = msgspec.UNSET
     request_id: str
-    run_id: str
+    run_id: str | _Unset = msgspec.UNSET
+    submission_id: str | _Unset = msgspec.UNSET
+    status: str | _Unset = msgspec.UNSET
 
 
-class Submitted(_Receipt, frozen=True):
-    """`interaction.submit`."""
+class Submitted(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """`interaction.submit` and a retried `decision.answer`: the submission's ids.
 
-    request_id: str
-    submission_id: str
+    Once a worker validated the submission, a retry is answered with the
+    receipt the worker's verdict recorded instead (`{"status":"accepted"}`),
+    so this type allows other members.
+    """
+
+    request_id: str | _Unset = msgspec.UNSET
+    submission_id: str | _Unset = msgspec.UNSET
+    status: str | _Unset = msgspec.UNSET
 
 
 class Updated(_Receipt, frozen=True):
@@ -416,11 +424,11 @@ class Cleared(_Receipt, frozen=True):
 
 
 class Restarted(_Receipt, frozen=True):
-    """`run.restart`: the restarted run."""
+    """`run.restart`: the restarted run (`restartNumber` when this request made it)."""
 
     parent_run_id: str
     run_id: str
-    status: str | _Unset = msgspec.UNSET
+    restart_number: int | _Unset = msgspec.UNSET
 
 
 class FollowUp(_Receipt, frozen=True):
@@ -512,10 +520,9 @@ class StateStatus(_Receipt, frozen=True):
 
 
 class Verified(_Receipt, frozen=True):
-    """`state.verify`: `valid` false names why in `error`."""
+    """`state.verify`: `valid` true; a failed check is a refusal naming it."""
 
     valid: bool
-    error: str | _Unset = msgspec.UNSET
 
 
 class ChannelStatus(_Receipt, frozen=True):
