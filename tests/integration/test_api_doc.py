@@ -68,3 +68,31 @@ def test_call_without_a_host_says_so_once_its_retry_time_is_spent(tmp_path: Path
     request = pwf.request_message("host.status", request_id="r-1")
     with pytest.raises(HostUnavailableError, match="no workflow host answers on"):
         pwf.call(socket_path(tmp_path / "state.db"), request, retry_for=0)
+
+
+def test_the_served_host_answers_fit_their_receipt_types() -> None:
+    """What only a served host answers (its host.status, the watches) fits the documented types."""
+    import msgspec  # noqa: PLC0415
+
+    from pwf.artifacts import EXAMPLES  # noqa: PLC0415
+    from pwf.protocol.schemas import OPERATION_TYPES  # noqa: PLC0415
+
+    payloads = {example.operation: example for example in EXAMPLES}
+    served = ("host.status", "run.start", "view.runs.watch", "view.run.watch", "view.run.unwatch")
+    with short_dir() as directory:
+        init(directory / "state.db")
+        host = Served(directory / "state.db")
+        try:
+            with host.client() as client:
+                for number, operation in enumerate(served):
+                    example = payloads[operation]
+                    request = pwf.request_message(
+                        operation, example.payload, request_id=f"r-{number}", run_id=example.run_id
+                    )
+                    answer = client.request(request)
+                    assert "accepted" == answer["outcome"], answer
+                    receipt_type = OPERATION_TYPES[operation].receipt
+                    assert receipt_type is not None
+                    msgspec.convert(answer["receipt"], receipt_type, strict=True)
+        finally:
+            assert 0 == host.terminate()
