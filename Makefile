@@ -21,7 +21,7 @@ export UV_NATIVE_TLS := 1
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 BENCH_VENV := .venv-bench
 
-.PHONY: install check static-checks suite test test-deep demo bench artifacts reliability-report mutate clean
+.PHONY: install check static-checks suite test test-deep demo docs bench artifacts reliability-report mutate clean
 
 $(UV):
 	$(PYTHON) -m venv --without-pip $(TOOLS)
@@ -32,7 +32,7 @@ $(BIN)/python: | $(UV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(DROP_OLD_NAME)
-	$(UV_PIP) -e '.[dev,web,postgres,metrics]'
+	$(UV_PIP) -e '.[dev,web,postgres,metrics,docs]'
 	touch $(STAMP)
 
 # `make demo` needs pwf, its runtime dependencies and the metrics extra (its served host
@@ -56,6 +56,12 @@ static-checks: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pwf dev export --check
+	$(BIN)/mkdocs build --strict --site-dir $(VENV)/site
+
+# The documentation site from docs/ into site/; --strict fails on a broken link or anchor
+# (ADR 0082). Not -q: it hides the warnings that --strict counts.
+docs: install
+	$(BIN)/mkdocs build --strict
 
 # A cold bytecode cache (a fresh clone) is filled by one collection first: otherwise every
 # worker compiles the same modules and rewrites the same asserts at once (ADR 0064).
@@ -98,7 +104,7 @@ reliability-report: install
 # Mutation testing, a habit and not a gate (ADR 0046): prints the surviving mutants.
 # `make mutate TARGETS="canonical chain"` runs some targets; MUTATE_ARGS="--fresh" starts over.
 $(VENV)/.installed-mutate: pyproject.toml | $(STAMP)
-	$(UV_PIP) -e '.[dev,web,postgres,metrics,mutate]'
+	$(UV_PIP) -e '.[dev,web,postgres,metrics,docs,mutate]'
 	touch $@
 
 mutate: $(VENV)/.installed-mutate
@@ -108,4 +114,4 @@ artifacts: install
 	$(BIN)/pwf dev export
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis .mutate demo-state bench/out
+	rm -rf $(VENV) $(BENCH_VENV) $(TOOLS) .pytest_cache .mypy_cache .ruff_cache .hypothesis .mutate demo-state bench/out site

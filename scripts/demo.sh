@@ -162,5 +162,5 @@ cat <<EOF
   pwf log show --db $served --type worker.ended
                                           how each supervised worker ended (worker.attached: which process it was)
   pwf serve --db $served --worker-command "pwf worker run"
-                                          serve it again and send it request lines with pwf call (README: Serving)
+                                          serve it again and send it request lines with pwf call (docs/serving.md)
 EOF

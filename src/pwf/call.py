@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
 
 from pwf.client import (
     HelloError,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-USAGE: Final = """Usage: pwf call [--db PATH] [--retry-for SECONDS]
+USAGE: Final = """Usage: pwf call [--db PATH] [--retry-for SECONDS] [--canonicalize]
 
   Send client-protocol request lines read from stdin to the running pwf
   serve of the database and print one canonical response line for each.
@@ -40,10 +40,15 @@ USAGE: Final = """Usage: pwf call [--db PATH] [--retry-for SECONDS]
   connection is lost before an answer, the same line (same requestId) is
   sent again once a host answers, for up to --retry-for seconds (default
   30), so a request the lost host had already done comes back "adopted".
+  A line the host refuses by closing the connection is reported with the
+  reason the host's log gives (for a line that is not canonical JSON, the
+  byte where it differs).
 
 Options:
   --db PATH            State database (default: $PWF_DB, else ./.pwf/state.db).
   --retry-for SECONDS  How long to wait for a host to answer again.
+  --canonicalize       Rewrite each line into canonical JSON before sending it
+                       (key order, spacing, number forms); says so once on stderr.
   -h, --help           Show this message and exit.
 """
 _READ_LIMIT: Final = 1_048_577
@@ -55,15 +60,25 @@ class _Usage(Exception):  # noqa: N818 - internal control flow for bad arguments
     pass
 
 
-def _options(argv: list[str]) -> tuple[Path, float]:
+class _Options(NamedTuple):
+    db: Path
+    retry_for: float
+    canonicalize: bool
+
+
+def _options(argv: list[str]) -> _Options:
     db: str | None = None
     retry = 30.0
+    canonicalize = False
     items = iter(argv)
     for item in items:
         name, _, inline = item.partition("=")
         if item in ("-h", "--help"):
             sys.stdout.write(USAGE)
             sys.exit(0)
+        if item == "--canonicalize":
+            canonicalize = True
+            continue
         if name not in ("--db", "--retry-for"):
             raise _Usage(f"No such option: {item}")
         value = inline if "=" in item else next(items, None)
@@ -80,7 +95,7 @@ def _options(argv: list[str]) -> tuple[Path, float]:
                 ) from None
             if not retry >= 0:
                 raise _Usage(f"Invalid value for '--retry-for': {value!r} is negative.")
-    return (Path(db).absolute() if db else default_db()), retry
+    return _Options(Path(db).absolute() if db else default_db(), retry, canonicalize)
 
 
 def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
@@ -138,28 +153,68 @@ class _Caller:
                 continue
             strikes += 1
             if strikes >= _REFUSED_AFTER:
-                raise ValueError(
-                    "the host closed the connection on this line: it is not a canonical request"
-                )
+                raise ValueError(f"the host closed the connection on this line: {_why(line)}")
 
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
 
 
+def _why(line: bytes) -> str:
+    """Why the host refused ``line``, as its log says: the protocol parser's own reason.
+
+    The parser is imported only here, once a host has refused a line.
+    """
+    from pwf.errors import ProtocolError  # noqa: PLC0415 - only a refused line needs the parser
+    from pwf.protocol.client import parse_request  # noqa: PLC0415 - as above
+
+    try:
+        parse_request(line)
+    except ProtocolError as error:
+        hint = "; pass --canonicalize to rewrite it" if "canonical JSON" in str(error) else ""
+        return f"{error}{hint}"
+    return "it is not a request the host accepts"
+
+
+class _Canonicalizer:
+    """``--canonicalize``: each line's canonical form, and one note the first time it differs."""
+
+    def __init__(self) -> None:
+        self.noted = False
+
+    def __call__(self, line: bytes) -> bytes:
+        from pwf import canonical  # noqa: PLC0415 - only --canonicalize needs the encoder
+        from pwf.errors import LineError  # noqa: PLC0415 - as above
+
+        try:
+            rewritten = canonical.canonical_line(line, limit=_READ_LIMIT - 2)
+        except LineError as error:
+            raise ValueError(str(error)) from None
+        if rewritten != line and not self.noted:
+            self.noted = True
+            sys.stderr.write(
+                "note: --canonicalize rewrites input lines into canonical JSON before sending\n"
+            )
+        return rewritten
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``pwf call`` with ``argv`` (the arguments after ``call``); its exit code."""
     try:
-        db, retry_for = _options(sys.argv[2:] if argv is None else argv)
+        options = _options(sys.argv[2:] if argv is None else argv)
     except _Usage as error:
-        sys.stderr.write(f"Usage: pwf call [--db PATH] [--retry-for SECONDS]\nError: {error}\n")
+        sys.stderr.write(
+            f"Usage: pwf call [--db PATH] [--retry-for SECONDS] [--canonicalize]\nError: {error}\n"
+        )
         return 2
-    caller = _Caller(socket_path(db), retry_for)
+    caller = _Caller(socket_path(options.db), options.retry_for)
+    rewrite = _Canonicalizer() if options.canonicalize else None
     out = sys.stdout.buffer
     refused = False
     try:
-        for number, line in _lines(sys.stdin.buffer):
+        for number, read in _lines(sys.stdin.buffer):
             try:
+                line = read if rewrite is None else rewrite(read)
                 reply = caller.answer(line, _request_id(line))
             except ValueError as error:
                 sys.stderr.write(f"line {number}: {error}\n")

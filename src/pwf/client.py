@@ -29,7 +29,10 @@ __all__ = [
     "HelloError",
     "HostClient",
     "HostUnavailableError",
+    "WatchRefusedError",
+    "call",
     "default_db",
+    "request_message",
     "socket_path",
 ]
 
@@ -46,6 +49,40 @@ class HostUnavailableError(PwfError):
 
 class HelloError(PwfError):
     """The host did not greet first, or runs another version of the protocol."""
+
+
+class WatchRefusedError(PwfError):
+    """The host answered a watch request with another outcome than ``accepted``."""
+
+
+def request_message(  # noqa: PLR0913 - the members of a request, all optional but two
+    operation: str,
+    payload: object = None,
+    *,
+    request_id: str,
+    idempotency_key: str | None = None,
+    client_id: str = "pwf-python",
+    run_id: str | None = None,
+    expected_revision: int | None = None,
+) -> dict[str, object]:
+    """A client-protocol request as an object: ``HostClient.request`` encodes it canonically.
+
+    ``payload`` None sends ``{}``; ``idempotency_key`` defaults to ``request_id``.
+    """
+    message: dict[str, object] = {
+        "clientId": client_id,
+        "idempotencyKey": idempotency_key or request_id,
+        "operation": operation,
+        "payload": {} if payload is None else payload,
+        "requestId": request_id,
+        "schema": CLIENT_SCHEMA,
+        "type": "request",
+    }
+    if run_id is not None:
+        message["runId"] = run_id
+    if expected_revision is not None:
+        message["expectedRevision"] = expected_revision
+    return message
 
 
 def default_db() -> Path:
@@ -147,6 +184,40 @@ class HostClient:
         self.send(line)
         return self.response(str(request_id))[0]
 
+    def watch(
+        self, request: dict[str, object], *, timeout: float | None = None
+    ) -> Iterator[dict[str, object]]:
+        """Send a watch request and yield the events pushed for its subscription.
+
+        ``request`` is a ``view.runs.watch``, ``view.run.watch`` or
+        ``view.session.watch`` request whose payload names a ``subscriptionId``.
+        The iterator stops after ``timeout`` seconds without an event (never
+        when None); leaving it does not unsubscribe (send ``view.run.unwatch``).
+        Events of other subscriptions on this connection are kept for
+        :meth:`events`.
+
+        Raises:
+            WatchRefusedError: the host did not accept the watch.
+            HostUnavailableError: the connection is lost.
+        """
+        answer = self.request(request)
+        if answer.get("outcome") != "accepted":
+            raise WatchRefusedError(
+                f"{request.get('operation')} was answered {answer.get('outcome')}:"
+                f" {answer.get('error')}"
+            )
+        payload = request.get("payload")
+        wanted = payload.get("subscriptionId") if isinstance(payload, dict) else None
+        kept: list[dict[str, object]] = []
+        try:
+            for event in self.events(timeout):
+                if event.get("subscriptionId") == wanted:
+                    yield event
+                else:
+                    kept.append(event)
+        finally:
+            self._events.extendleft(reversed(kept))
+
     def response(self, request_id: str) -> tuple[dict[str, object], bytes]:
         """The response to ``request_id`` and its line, keeping other messages read meanwhile.
 
@@ -245,6 +316,36 @@ def wait_for_host(
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.25)
+
+
+def call(
+    path: str | os.PathLike[str],
+    request: dict[str, object],
+    *,
+    retry_for: float = 30.0,
+    version: str = PACKAGE_VERSION,
+) -> dict[str, object]:
+    """Send one request to the host listening on ``path`` and return its response.
+
+    When no host answers or the connection is lost before the answer, the
+    same line (same ``requestId``) is sent again once a host answers, for up
+    to ``retry_for`` seconds, so work a lost host had already done comes
+    back ``adopted`` (DOMAIN §7.2), as ``pwf call`` does.
+
+    Raises:
+        HostUnavailableError: no host answered within ``retry_for`` seconds.
+        HelloError: a host answered with the wrong hello.
+    """
+    deadline = time.monotonic() + retry_for
+    while True:
+        client = wait_for_host(path, timeout=max(0.0, deadline - time.monotonic()), version=version)
+        try:
+            return client.request(request)
+        except HostUnavailableError:
+            if time.monotonic() >= deadline:
+                raise
+        finally:
+            client.close()
 
 
 __all__ += ["wait_for_host"]

@@ -489,9 +489,10 @@ class TestHelp:
     @pytest.mark.parametrize(
         "path", [path for path in COMMANDS if len(path) == 2 or path == ("init",)]
     )
-    def test_every_command_is_in_the_readme(self, path: tuple[str, ...]) -> None:
-        """The README's command table names every command."""
-        assert f"pwf {' '.join(path)}" in (ROOT / "README.md").read_text(encoding="utf-8")
+    def test_every_command_is_in_the_reference(self, path: tuple[str, ...]) -> None:
+        """The command table of docs/reference.md names every command."""
+        reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+        assert f"pwf {' '.join(path)}" in reference
 
     def test_version(self, run: Run) -> None:
         """``--version`` names the package and its version."""
@@ -501,8 +502,10 @@ class TestHelp:
 
 def _copy_artifacts(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
-    for directory in ("events", "projections"):
+    for directory in ("events", "projections", "schemas"):
         shutil.copytree(ROOT / directory, root / directory)
+    (root / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "operations.md", root / "docs" / "operations.md")
     return root
 
 

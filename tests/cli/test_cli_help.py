@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pwf import canonical
+from pwf.protocol.client import parse_request
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,6 +60,15 @@ class TestProtocolHelp:
         assert "Operations (" in text
         for operation in CLIENT_OPERATIONS:
             assert f" {operation}," in text or f" {operation}." in text, operation
+
+    def test_request_help_shows_a_whole_request_line_to_copy(
+        self, run: Callable[..., Result]
+    ) -> None:
+        """click rewraps help text; the example line is kept whole, so it parses as a request."""
+        shown = [text.strip() for text in run("request", "--help").stdout.splitlines()]
+        examples = [text for text in shown if text.startswith('{"clientId"')]
+        assert 1 == len(examples), shown
+        parse_request(examples[0].encode())
 
     def test_worker_help_lists_operations_and_kinds(self, run: Callable[..., Result]) -> None:
         text = _flat(run("worker", "--help").stdout)

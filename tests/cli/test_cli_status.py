@@ -166,9 +166,11 @@ def test_library_function_is_importable_outside_the_cli(parked: Pwf, tmp_path: P
     assert json.loads(canonical.encode(found)) == _status(parked)
 
 
-def test_the_readme_sample_is_reproduced(tmp_path: Path) -> None:
-    """The README's ``pwf status`` sample is this situation's output, line for line."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+def test_the_reference_sample_is_reproduced(tmp_path: Path) -> None:
+    """The ``pwf status`` sample of docs/reference.md is this situation's output, line for line."""
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "reference.md").read_text(
+        encoding="utf-8"
+    )
     command = "$ pwf status --now 2026-08-01T16:05:00Z\n"
     block = readme[readme.index(command) + len(command) :]
     expected = block[: block.index("```")]

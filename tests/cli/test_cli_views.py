@@ -22,7 +22,7 @@ else:
     from test_cli_explain import RUN, START, Pwf
 
 PWF_APPLICATION_ID = 0x70776631
-"""The bytes "pwf1", as README and ADR 0035 document it."""
+"""The bytes "pwf1", as docs/reference.md and ADR 0035 document it."""
 T0 = 1_785_600_000_250
 
 

@@ -344,6 +344,35 @@ class TestCall:
         assert 2 == result.returncode
         assert result.stderr.decode().startswith("line 1: the host closed the connection")
 
+    def test_call_says_where_a_line_the_host_closes_on_is_not_canonical(self, host: Served) -> None:
+        """The refusal names the first byte where the line differs from its canonical form."""
+        bad = line("host.status", rid="s-3").replace(b'{"clientId"', b'{ "clientId"')
+        result = pwf("call", "--db", str(host.db), stdin=bad + b"\n")
+        assert 2 == result.returncode
+        assert (
+            "line 1: the host closed the connection on this line: Client protocol message must"
+            " use canonical JSON: not canonical JSON (first difference at byte 1);"
+            " pass --canonicalize to rewrite it"
+        ) == result.stderr.decode().strip()
+
+    def test_call_canonicalize_sends_the_canonical_form(self, host: Served) -> None:
+        """--canonicalize rewrites key order and spacing, says so once, and the host answers."""
+        members = json.loads(line("host.status", rid="s-4"))
+        shuffled = json.dumps(dict(reversed(list(members.items()))), indent=None)
+        stdin = (shuffled + "\n" + shuffled.replace("s-4", "s-5") + "\n").encode()
+        result = pwf("call", "--canonicalize", "--db", str(host.db), stdin=stdin)
+        assert 0 == result.returncode, result.stderr
+        assert ["s-4", "s-5"] == [json.loads(x)["requestId"] for x in result.stdout.splitlines()]
+        assert [
+            "note: --canonicalize rewrites input lines into canonical JSON before sending"
+        ] == result.stderr.decode().splitlines()
+
+    def test_call_canonicalize_refuses_a_line_that_is_not_json(self, host: Served) -> None:
+        result = pwf("call", "--canonicalize", "--db", str(host.db), stdin=b"{nope\n")
+        assert 2 == result.returncode
+        assert result.stderr.decode().startswith("line 1: ")
+        assert 1 == len(result.stderr.decode().splitlines())
+
     def test_call_without_a_host(self, db: Path) -> None:
         """No host: one line naming the socket, exit 3, after the retry time."""
         result = pwf("call", "--db", str(db), "--retry-for", "0", stdin=run_start(1) + b"\n")

@@ -77,6 +77,11 @@ VERBS: Final[dict[str, Verb]] = {
         "Fold the log up to a point into a new database with every projection.",
     ),
     "request": Verb("pwf.cli.request", "request", "Run client-protocol requests read from stdin."),
+    "schema": Verb(
+        "pwf.cli.schema",
+        "schema",
+        "Print the JSON Schema of OPERATION's payload and of its receipt.",
+    ),
     "serve": Verb(
         "pwf.cli.serve",
         "serve",

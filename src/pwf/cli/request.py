@@ -221,6 +221,13 @@ def request(db: str | None, at: int | None, wait_ms: int, canonicalize: bool) ->
     sys.exit(code)
 
 
+REQUEST_EXAMPLE: Final = (
+    '{"clientId":"cli-A","idempotencyKey":"k-1","operation":"host.status","payload":{},'
+    '"requestId":"r-1","schema":"pi-workflows.client.v1","type":"request"}'
+)
+"""The request line ``pwf request --help`` shows, whole, so it can be copied."""
+
+
 def listing(title: str, names: Iterable[str]) -> str:
     """A help paragraph naming every value of a set, sorted."""
     ordered = sorted(names)
@@ -232,10 +239,11 @@ request.help = "\n\n".join(
         request.help or "",
         listing("Operations", OPERATIONS | VIEW_OPERATIONS),
         (
-            'A request line looks like {"clientId":"cli-A","idempotencyKey":"k-1",'
-            '"operation":"host.status","payload":{},"requestId":"r-1",'
-            '"schema":"pi-workflows.client.v1","type":"request"}; --canonicalize'
-            " accepts the same members in any order and spacing."
+            "A request line looks like this; --canonicalize accepts the same members in any"
+            " order and spacing, `pwf schema OPERATION` prints an operation's payload and"
+            " receipt schemas, and docs/operations.md shows a line of every operation:"
         ),
+        # \b keeps click from rewrapping the line, which has no space to break at.
+        "\b\n" + REQUEST_EXAMPLE,
     )
 )

@@ -19,6 +19,7 @@ from pwf.events import (
     BranchReported,
     MessageSent,
 )
+from pwf.protocol.schemas import BranchRecorded, receipt
 
 if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest
@@ -70,7 +71,7 @@ def report_branch(ctx: Context, request: ClientRequest) -> Result:
             has_pending_messages=has_pending,
         )
     )
-    return Result(receipt={"coordinatorEpoch": epoch, "recorded": True})
+    return Result(receipt=receipt(BranchRecorded(coordinator_epoch=epoch, recorded=True)))
 
 
 def _evidence(ctx: Context, session_id: str, entries: dict[str, str]) -> None:

@@ -17,6 +17,7 @@ from pwf.commands.messages import cancel_source, ensure
 from pwf.commands.runs import get_run
 from pwf.commands.sessions import session_check
 from pwf.events import FollowUpClosed, FollowUpQueued
+from pwf.protocol.schemas import FollowUp, receipt
 
 if TYPE_CHECKING:
     from pwf.commands import Row
@@ -33,12 +34,14 @@ def _follow_up_id(run_id: str, request_id: str) -> str:
 
 
 def _follow_up_receipt(row: Row) -> dict[str, object]:
-    return {
-        "followUpId": row["follow_up_id"],
-        "order": row["order_number"],
-        "runId": row["run_id"],
-        "state": row["status"],
-    }
+    return receipt(
+        FollowUp(
+            follow_up_id=row["follow_up_id"],
+            order=row["order_number"],
+            run_id=row["run_id"],
+            state=row["status"],
+        )
+    )
 
 
 def _origin_run(ctx: Context, request: ClientRequest, session_id: str) -> Row | Result:
@@ -142,6 +145,6 @@ def follow_up_remove(ctx: Context, request: ClientRequest) -> Result:
         )
         cancel_source(ctx, follow_up_id)
     return Result(
-        receipt={"followUpId": follow_up_id, "runId": run["run_id"], "state": "removed"},
+        receipt=receipt(FollowUp(follow_up_id=follow_up_id, run_id=run["run_id"], state="removed")),
         run_id=run["run_id"],
     )

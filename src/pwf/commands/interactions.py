@@ -28,6 +28,7 @@ from pwf.events import (
     SubmissionFinished,
     SubmissionRecorded,
 )
+from pwf.protocol.schemas import Continuation, Decided, Submitted, Updated, receipt
 
 if TYPE_CHECKING:
     from pwf.commands import Row
@@ -285,7 +286,7 @@ def interaction_submit(ctx: Context, request: ClientRequest) -> Result:
     if adopted is not None:
         return adopted
     return Result(
-        receipt={"requestId": found["request_id"], "submissionId": submission_id},
+        receipt=receipt(Submitted(request_id=found["request_id"], submission_id=submission_id)),
         revision=found["revision"],
         run_id=found["run_id"],
         awaiting=submission_id,
@@ -320,13 +321,13 @@ def interaction_update(ctx: Context, request: ClientRequest) -> Result:
             update=canonical.raw(update),
         )
     )
-    receipt = {
-        "attemptId": found["attempt_id"],
-        "requestId": found["request_id"],
-        "sequence": sequence,
-        "update": update,
-    }
-    return Result(receipt=receipt, revision=sequence, run_id=found["run_id"])
+    updated = Updated(
+        attempt_id=found["attempt_id"],
+        request_id=found["request_id"],
+        sequence=sequence,
+        update=update,
+    )
+    return Result(receipt=receipt(updated), revision=sequence, run_id=found["run_id"])
 
 
 def checkpoint_answer(ctx: Context, request: ClientRequest) -> Result:
@@ -348,13 +349,13 @@ def checkpoint_answer(ctx: Context, request: ClientRequest) -> Result:
     )
     if not waiting:
         if checkpoint is not None and checkpoint["continuation_run_id"] is not None:
-            receipt = {
-                "alreadyAnswered": True,
-                "detail": "Checkpoint already answered",
-                "parentRunId": parent_id,
-                "runId": checkpoint["continuation_run_id"],
-            }
-            return Result(outcome="adopted", receipt=receipt, run_id=parent_id)
+            answered = Continuation(
+                already_answered=True,
+                detail="Checkpoint already answered",
+                parent_run_id=parent_id,
+                run_id=checkpoint["continuation_run_id"],
+            )
+            return Result(outcome="adopted", receipt=receipt(answered), run_id=parent_id)
         if ctx.one(
             "SELECT 1 FROM interactive_requests WHERE run_id = ? AND kind = 'decision'"
             " AND status = 'pending'",
@@ -370,7 +371,9 @@ def checkpoint_answer(ctx: Context, request: ClientRequest) -> Result:
     child = get_run(ctx, child_id)
     assert child is not None
     return Result(
-        receipt={"parentRunId": parent_id, "runId": child_id, "status": child["status"]},
+        receipt=receipt(
+            Continuation(parent_run_id=parent_id, run_id=child_id, status=child["status"])
+        ),
         revision=revision_of(ctx, child_id),
         run_id=parent_id,
     )
@@ -408,10 +411,9 @@ def decision_answer(ctx: Context, request: ClientRequest) -> Result:
     )
     reserve(ctx, run_id=child_id, template=template, parent_id=row["run_id"],
             lineage="continuation", restart_number=parent["restart_number"])  # fmt: skip
-    receipt = {
-        "decision": response,
-        "parentRunId": row["run_id"],
-        "requestId": request_id,
-        "runId": child_id,
-    }
-    return Result(receipt=receipt, revision=revision_of(ctx, child_id), run_id=row["run_id"])
+    decided = Decided(
+        decision=response, parent_run_id=row["run_id"], request_id=request_id, run_id=child_id
+    )
+    return Result(
+        receipt=receipt(decided), revision=revision_of(ctx, child_id), run_id=row["run_id"]
+    )

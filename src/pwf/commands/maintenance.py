@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members
+from pwf.protocol.schemas import BackedUp, receipt
 
 if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest
@@ -24,7 +25,9 @@ def state_backup(_ctx: Context, request: ClientRequest) -> Result:
     destination = payload.get("destination")
     if not isinstance(destination, str) or not destination.startswith("/"):
         raise refuse("destination must be an absolute path")
-    return Result(receipt={"destination": destination}, effect=("backup", destination))
+    return Result(
+        receipt=receipt(BackedUp(destination=destination)), effect=("backup", destination)
+    )
 
 
 def state_prune(_ctx: Context, request: ClientRequest) -> Result:

@@ -35,6 +35,7 @@ from pwf.events import (
     SubmissionFinished,
     WorkerEnded,
 )
+from pwf.protocol.schemas import Cancelled, Paused, Resumed, receipt
 
 if TYPE_CHECKING:
     from pwf.commands import Row
@@ -71,13 +72,9 @@ def pending_requests(ctx: Context, run_id: str) -> list[Row]:
 
 
 def _paused_receipt(run_id: str) -> dict[str, object]:
-    return {
-        "alreadyPaused": False,
-        "detail": "paused",
-        "paused": True,
-        "runId": run_id,
-        "status": "parked",
-    }
+    return receipt(
+        Paused(already_paused=False, detail="paused", paused=True, run_id=run_id, status="parked")
+    )
 
 
 def run_pause(ctx: Context, request: ClientRequest) -> Result:
@@ -163,34 +160,34 @@ def run_resume(ctx: Context, request: ClientRequest) -> Result:
         ctx.emit(RunResumed(run_id=run_id, detail=WAITING_DETAIL))
         resume_shift(ctx, run_id, paused_at)
         resume_interaction(ctx, run_id)
-        receipt = {
-            "alreadyRunning": False,
-            "detail": WAITING_DETAIL,
-            "paused": False,
-            "resumable": True,
-            "runId": run_id,
-            "status": "parked",
-            "waitingForInteraction": True,
-        }
-        return Result(receipt=receipt, revision=revision_of(ctx, run_id), run_id=run_id)
+        resumed = Resumed(
+            already_running=False,
+            detail=WAITING_DETAIL,
+            paused=False,
+            resumable=True,
+            run_id=run_id,
+            status="parked",
+            waiting_for_interaction=True,
+        )
+        return Result(receipt=receipt(resumed), revision=revision_of(ctx, run_id), run_id=run_id)
     if live_owner(ctx, run_id):
-        receipt = {
-            "active": True,
-            "alreadyRunning": True,
-            "detail": run["status_detail"],
-            "resumable": False,
-            "runId": run_id,
-        }
-        return Result(outcome="adopted", receipt=receipt, run_id=run_id)
+        resumed = Resumed(
+            active=True,
+            already_running=True,
+            detail=run["status_detail"],
+            resumable=False,
+            run_id=run_id,
+        )
+        return Result(outcome="adopted", receipt=receipt(resumed), run_id=run_id)
     if parked and not run["paused"] and run["status"] not in TERMINAL:
-        receipt = {
-            "alreadyRunning": False,
-            "detail": run["status_detail"],
-            "generation": queue["generation"],
-            "resumable": True,
-            "runId": run_id,
-        }
-        return Result(receipt=receipt, revision=run["revision"], run_id=run_id)
+        resumed = Resumed(
+            already_running=False,
+            detail=run["status_detail"],
+            generation=queue["generation"],
+            resumable=True,
+            run_id=run_id,
+        )
+        return Result(receipt=receipt(resumed), revision=run["revision"], run_id=run_id)
     return Result(outcome="rejected", error="Run is not resumable", run_id=run_id)
 
 
@@ -233,7 +230,7 @@ def _cancel_supervised(ctx: Context, run_id: str, worker: Row) -> Result:
             WorkerEnded(run_id=run_id, worker_epoch=worker["worker_epoch"], status="cancelled")
         )
     return Result(
-        receipt={"runId": run_id, "status": "cancelled"},
+        receipt=receipt(Cancelled(run_id=run_id, status="cancelled")),
         revision=revision_of(ctx, run_id),
         run_id=run_id,
     )
@@ -271,7 +268,7 @@ def run_cancel(ctx: Context, request: ClientRequest) -> Result:
     )
     finish_run(ctx, run_id, status="cancelled", detail="cancelled", stale_control=not direct)
     return Result(
-        receipt={"runId": run_id, "status": "cancelled"},
+        receipt=receipt(Cancelled(run_id=run_id, status="cancelled")),
         revision=revision_of(ctx, run_id),
         run_id=run_id,
     )

@@ -20,6 +20,7 @@ from pwf.events import (
     RunQueueDoneForContinuation,
     RunReserved,
 )
+from pwf.protocol.schemas import RunStarted, Stopping, receipt
 
 if TYPE_CHECKING:
     from pwf.commands import Row
@@ -242,7 +243,7 @@ def run_start(ctx: Context, request: ClientRequest) -> Result:
             raise refuse(f"Workflow run preparation conflicts: {run_id}")
         return Result(
             outcome="adopted",
-            receipt={"runId": run_id, "status": existing["status"]},
+            receipt=receipt(RunStarted(run_id=run_id, status=existing["status"])),
             revision=existing["revision"],
             run_id=run_id,
         )
@@ -260,7 +261,7 @@ def run_start(ctx: Context, request: ClientRequest) -> Result:
     )
     assert reserved is not None
     return Result(
-        receipt={"generation": reserved["generation"], "runId": run_id},
+        receipt=receipt(RunStarted(run_id=run_id, generation=reserved["generation"])),
         revision=reserved["revision"],
         run_id=run_id,
     )
@@ -308,7 +309,7 @@ def host_status(ctx: Context, _request: ClientRequest) -> Result:
 
 def host_stop(_ctx: Context, _request: ClientRequest) -> Result:
     """``host.stop``: recorded; only a served host acts on it (ADR 0010)."""
-    return Result(receipt={"stopping": True})
+    return Result(receipt=receipt(Stopping(stopping=True)))
 
 
 # ------------------------------------------------------------------ pause / resume

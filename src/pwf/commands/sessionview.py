@@ -20,6 +20,7 @@ from pwf.commands.sessions import attach, coordinator, session_check
 from pwf.commands.turns import latest_turn, open_message
 from pwf.commands.views import json_bytes, stored_json
 from pwf.events import TerminalCleared
+from pwf.protocol.schemas import Cleared, Restarted, Subscribed, receipt
 
 if TYPE_CHECKING:
     from pwf.commands import Row
@@ -236,9 +237,9 @@ def view_session_watch(ctx: Context, request: ClientRequest) -> Result:
     if wanted is True:
         connection = ctx.connection or optional_text(payload, "connectionId") or request.client_id
         epoch = attach(ctx, session_id, connection)
-        return Result(receipt={"coordinatorEpoch": epoch, "subscribed": True})
+        return Result(receipt=receipt(Subscribed(coordinator_epoch=epoch, subscribed=True)))
     if wanted is False:
-        return Result(receipt={"subscribed": True})
+        return Result(receipt=receipt(Subscribed(subscribed=True)))
     raise refuse("view.session.watch coordinator must be a boolean")
 
 
@@ -251,14 +252,16 @@ def clear_terminal(ctx: Context, request: ClientRequest) -> Result:
     session_id = session_check(ctx, payload)
     retained = retained_terminal(ctx, session_id) if reservation(ctx, session_id) is None else None
     if retained is None:
-        return Result(outcome="adopted", receipt={"cleared": False})
+        return Result(outcome="adopted", receipt=receipt(Cleared(cleared=False)))
     if request.run_id is not None and request.run_id != retained["run_id"]:
         return Result(
             outcome="rejected",
             error=f"Retained terminal workflow does not match run {request.run_id}",
         )
     ctx.emit(TerminalCleared(target_session_id=session_id, run_id=retained["run_id"]))
-    return Result(receipt={"cleared": True, "runId": retained["run_id"]}, run_id=retained["run_id"])
+    return Result(
+        receipt=receipt(Cleared(cleared=True, run_id=retained["run_id"])), run_id=retained["run_id"]
+    )
 
 
 # ------------------------------------------------------------------ restart
@@ -340,7 +343,7 @@ def run_restart(ctx: Context, request: ClientRequest) -> Result:
     if child is not None:
         return Result(
             outcome="adopted",
-            receipt={"parentRunId": source_id, "runId": child["run_id"]},
+            receipt=receipt(Restarted(parent_run_id=source_id, run_id=child["run_id"])),
             run_id=source_id,
         )
     run_id = restart_run_id(checked["workflow_message_id"])
@@ -355,9 +358,7 @@ def run_restart(ctx: Context, request: ClientRequest) -> Result:
         restart_number=source["restart_number"] + 1,
         fingerprint=fingerprint,
     )
-    receipt = {
-        "parentRunId": source_id,
-        "restartNumber": source["restart_number"] + 1,
-        "runId": run_id,
-    }
-    return Result(receipt=receipt, revision=revision_of(ctx, run_id), run_id=source_id)
+    restarted = Restarted(
+        parent_run_id=source_id, restart_number=source["restart_number"] + 1, run_id=run_id
+    )
+    return Result(receipt=receipt(restarted), revision=revision_of(ctx, run_id), run_id=source_id)

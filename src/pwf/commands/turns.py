@@ -24,6 +24,7 @@ from pwf.events import (
     one_of,
 )
 from pwf.events.sessions import STOP_REASONS
+from pwf.protocol.schemas import Turn, receipt
 
 if TYPE_CHECKING:
     from pwf.commands import Row
@@ -75,17 +76,19 @@ def latest_turn(ctx: Context, message_id: str) -> Row | None:
 
 def turn_record(row: Row) -> dict[str, object]:
     """A turn as receipts show it."""
-    return {
-        "endedAt": row["ended_at"],
-        "responseSessionEntryId": row["response_session_entry_id"],
-        "runId": row["run_id"],
-        "startedAt": row["started_at"],
-        "state": row["state"],
-        "stopReason": row["stop_reason"],
-        "targetSessionId": row["target_session_id"],
-        "workflowMessageId": row["workflow_message_id"],
-        "workflowTurnId": row["workflow_turn_id"],
-    }
+    return receipt(
+        Turn(
+            ended_at=row["ended_at"],
+            response_session_entry_id=row["response_session_entry_id"],
+            run_id=row["run_id"],
+            started_at=row["started_at"],
+            state=row["state"],
+            stop_reason=row["stop_reason"],
+            target_session_id=row["target_session_id"],
+            workflow_message_id=row["workflow_message_id"],
+            workflow_turn_id=row["workflow_turn_id"],
+        )
+    )
 
 
 def message_of(ctx: Context, message_id: str) -> Row | None:

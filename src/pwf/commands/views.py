@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 from pwf import canonical
 from pwf.commands import Result, refuse
 from pwf.projections.run_view_content import view_content
+from pwf.protocol.schemas import ContentChunk, receipt
 
 if TYPE_CHECKING:
     from pwf.commands import Context, Row
@@ -224,16 +225,18 @@ def view_content_chunk(ctx: Context, request: ClientRequest) -> Result:
         raise refuse("Workflow content offset is outside the content range")
     end = min(size, offset + CHUNK_BYTES)
     return Result(
-        receipt={
-            "bytes": size,
-            "complete": end == size,
-            "data": base64.b64encode(bytes(row["chunk"] or b"")).decode("ascii"),
-            "mediaType": _MEDIA_TYPES[match[2]],
-            "nextOffset": end,
-            "offset": offset,
-            "path": path,
-            "runId": request.run_id,
-            "schema": CONTENT_CHUNK_SCHEMA,
-            "sha256": match[1],
-        }
+        receipt=receipt(
+            ContentChunk(
+                bytes=size,
+                complete=end == size,
+                data=base64.b64encode(bytes(row["chunk"] or b"")).decode("ascii"),
+                media_type=_MEDIA_TYPES[match[2]],
+                next_offset=end,
+                offset=offset,
+                path=path,
+                run_id=request.run_id,
+                schema=CONTENT_CHUNK_SCHEMA,
+                sha256=match[1],
+            )
+        )
     )

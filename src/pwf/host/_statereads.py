@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 from pwf.commands import Context, Result, refuse
 from pwf.errors import CommandError
 from pwf.protocol.client import ClientResponse, collapse_error
+from pwf.protocol.schemas import Verified, receipt
 from pwf.views.status import state_counts
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def state_verify(
     failure = (verifier or chain_failure)(store)
     if failure is not None:
         raise refuse(failure)
-    return Result(receipt={"valid": True})
+    return Result(receipt=receipt(Verified(valid=True)))
 
 
 def state_read(

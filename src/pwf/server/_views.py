@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Final, cast
 from pwf.commands import Context, Result, refuse
 from pwf.errors import CommandError, PwfError
 from pwf.protocol.client import ClientResponse, collapse_error, encode_event, encode_line
+from pwf.protocol.schemas import Subscribed, receipt
 from pwf.views import Subscription, subscription_of, unwatch_id
 from pwf.views.subscriptions import EVENTS, Subscriptions
 
@@ -79,7 +80,7 @@ class Views:
         try:
             if request.operation == "view.run.unwatch":
                 self._of(connection).unwatch(unwatch_id(request))
-                return _answer(request, Result(receipt={"subscribed": False}))
+                return _answer(request, Result(receipt=receipt(Subscribed(subscribed=False))))
             wanted = await self.writer.submit(
                 lambda host: _read(
                     host, self.clock(), lambda ctx: subscription_of(ctx, request, self.live)
@@ -92,7 +93,7 @@ class Views:
             return _answer(request, wanted)
         assert isinstance(wanted, Subscription)
         self._of(connection).watch(wanted)
-        return _answer(request, Result(receipt={"subscribed": True}))
+        return _answer(request, Result(receipt=receipt(Subscribed(subscribed=True))))
 
     def session_watch(self, connection: Connection, request: ClientRequest) -> None:
         """§2.4 step 3: the session subscription is added before the coordinator is checked."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf.commands import Result, refuse
 from pwf.commands._payload import positive_int
+from pwf.protocol.schemas import ChannelStatus, receipt
 from pwf.views.content import view_content_of_run
 from pwf.views.runs import direct_live, list_page, run_view
 from pwf.views.session import session_view
@@ -233,7 +234,9 @@ def view_page(
 
 def channel_status(_ctx: Context, _request: ClientRequest) -> Result:
     """``channel.status``: pwf has no decision channels, so none is configured (§2.15)."""
-    return Result(receipt={"ambiguous": [], "configured": False, "error": None, "profiles": []})
+    return Result(
+        receipt=receipt(ChannelStatus(ambiguous=[], configured=False, error=None, profiles=[]))
+    )
 
 
 READS: Final[dict[str, Callable[[Context, ClientRequest], Result]]] = {
