@@ -10,7 +10,7 @@ __all__ = ["main"]
 def main() -> None:
     """Run ``pwf call`` on its own light path, every other command through click."""
     if sys.argv[1:2] == ["call"]:
-        from pwf.call import main as call  # noqa: PLC0415 - the light path imports little
+        from pwf.callhost import main as call  # noqa: PLC0415 - the light path imports little
 
         sys.exit(call(sys.argv[2:]))
     from pwf.cli import main as cli  # noqa: PLC0415 - the full command line

@@ -8,6 +8,7 @@ the test starts ``pwf serve`` on ``served/state.db`` as the page says.
 from __future__ import annotations
 
 import doctest
+import importlib.util
 import os
 import subprocess
 import sys
@@ -43,6 +44,16 @@ def test_every_example_of_the_api_page_runs_as_written(monkeypatch: pytest.Monke
 
 
 def test_the_api_is_exported_from_pwf_with_its_all() -> None:
+    """Every export is what it names, even after the command line's modules were imported.
+
+    A submodule of the same name as an export would replace it once imported
+    (``pwf call``'s module was ``pwf.call``); none has one.
+    """
+    import pwf.callhost  # noqa: PLC0415 - imported as ``pwf call`` imports it
+    import pwf.cli.call  # noqa: PLC0415
+
+    for name in pwf.__all__:
+        assert importlib.util.find_spec(f"pwf.{name}") is None, name
     for name in ("Database", "LogReader", "HostClient", "call", "request_message", "Entry"):
         assert name in pwf.__all__
         assert getattr(pwf, name).__name__ == name

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from pwf.call import USAGE
-from pwf.call import main as run
+from pwf.callhost import USAGE
+from pwf.callhost import main as run
 
 __all__ = ["call"]
 
