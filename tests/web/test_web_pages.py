@@ -8,9 +8,11 @@ world's script, not read back from pwf.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 import re
+import time
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -79,6 +81,54 @@ def test_overview_lists_what_pwf_status_lists(world_url: str, world_db: Path) ->
     assert expected == [(html.unescape(name), int(seq)) for name, seq in shown]
     for name, count in status["counts"].items():
         assert f"{name} {count}" in text_of(page)
+
+
+def _measured_to(page: str) -> int:
+    """The time the overview says its waits are measured to, as epoch milliseconds."""
+    found = re.search(r"waits are measured to (\S+?Z),", text_of(page))
+    assert found is not None, text_of(page)
+    return int(dt.datetime.fromisoformat(found.group(1)).timestamp() * 1000)
+
+
+def test_overview_measures_waits_to_the_wall_clock_as_status_does(
+    world_url: str, world_db: Path
+) -> None:
+    """One clock (ADR 0079): the live page's now is the wall clock, and it says so."""
+    before = time.time_ns() // 1_000_000
+    _, _, page = get(world_url + "/")
+    after = time.time_ns() // 1_000_000
+    assert before <= _measured_to(page) <= after
+    assert "the wall clock when the page was read, as pwf status takes it" in text_of(page)
+    last = json.loads(pwf("log", "tail", "--db", str(world_db), "-n", "1", "--json"))["at"]
+    assert last < before  # the world's last event is older than the wall clock
+
+
+def test_overview_with_now_lists_what_status_with_now_lists(world_url: str, world_db: Path) -> None:
+    status = json.loads(pwf("status", "--db", str(world_db), "--json", "--now", "99999999"))
+    _, _, page = get(world_url + "/?now=99999999")
+    assert 99_999_999 == _measured_to(page)
+    for item in status["interactions"] + status["runs"]:
+        row = page[page.index(f">{html.escape(item['id'])}<") :]
+        row = row[: row.index("</tr>")]
+        assert _web_duration(item["waitingMs"]) in text_of(row)
+
+
+def _web_duration(ms: int) -> str:
+    from pwf.web._app import _duration  # noqa: PLC0415 - the page's own formatting
+
+    return _duration(ms)
+
+
+def test_overview_counts_name_the_sets_they_count(world_url: str, world_db: Path) -> None:
+    """The count above each list is that list's set, by status; waitingRuns says what it is."""
+    status = json.loads(pwf("status", "--db", str(world_db), "--json", "--all"))
+    _, _, page = get(world_url + "/")
+    text = re.sub(r"\(\s+", "(", re.sub(r"\s+([,)])", r"\1", text_of(page)))
+    total = sum(status["openRuns"].values())
+    assert total == len(status["runs"])
+    parts = ", ".join(f"{name} {n}" for name, n in status["openRuns"].items())
+    assert f"runs not ended: {total} ({parts})" in text
+    assert "waitingRuns above counts the runs whose status is waiting" in text
 
 
 def test_runs_filter_by_status_and_session(world_url: str) -> None:

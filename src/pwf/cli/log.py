@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import click
 
 from pwf import canonical, logs
+from pwf.cli import verdict
 from pwf.cli._anchor import anchored, parse_anchor
 from pwf.cli._options import db_option, json_option, open_store, printable
 from pwf.cli._output import (
@@ -344,6 +345,7 @@ def verify(
             else None
         )
     ok = report.ok and (proof is None or proof.ok) and (held is None or held.ok)
+    verdict(0 if ok else 1)
     if as_json:
         data: dict[str, object] = {
             "events": report.events,

@@ -144,8 +144,9 @@ def _required(request: Request, name: str) -> str:
 Handler = Callable[["Request", "View", "_Page", Database], Response]
 
 
-def _overview(_request: Request, view: View, out: _Page, _database: Database) -> Response:
-    return out.render("overview.html", view=view, **overview_page(view))
+def _overview(request: Request, view: View, out: _Page, _database: Database) -> Response:
+    found = overview_page(view, _number(request, "now"))
+    return out.render("overview.html", view=view, **found)
 
 
 def _runs(request: Request, view: View, out: _Page, _database: Database) -> Response:

@@ -8,6 +8,7 @@ around them (blobs, lineage, workers, events) for the templates.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -64,10 +65,21 @@ def _blob(store: EventStore, digest: bytes | None) -> str | None:
 # --------------------------------------------------------------------------- overview
 
 
-def overview_page(view: View) -> dict[str, Any]:
-    """``pwf status``: counts, everything waiting with its diagnosis and since when."""
+def overview_page(view: View, now: int | None) -> dict[str, Any]:
+    """``pwf status``: counts, the open runs and interactions with their diagnosis, since when.
+
+    "Now" is ``now`` when the page's ``?now=`` gives it; else, live, the wall
+    clock, as ``pwf status`` takes it; as of an earlier seq, that seq's time,
+    as ``pwf explain --at`` takes it (ADR 0079).
+    """
     store = view.store
-    found = overview(store)
+    clock = "given"
+    if now is None and view.at is None:
+        now, clock = time.time_ns() // 1_000_000, "wall"
+    elif now is None:
+        row = _one(store, "SELECT at FROM events WHERE seq = ?", view.seq)
+        now, clock = (0 if row is None else int(row["at"])), "seq"
+    found = overview(store, now)
     totals = _one(
         store,
         "SELECT count(*) AS runs, (SELECT count(*) FROM interactive_requests) AS requests,"
@@ -78,6 +90,7 @@ def overview_page(view: View) -> dict[str, Any]:
         "waiting": [*found.interactions, *found.runs],
         "totals": totals,
         "now": found.now,
+        "clock": clock,
     }
 
 
