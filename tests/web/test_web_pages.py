@@ -119,6 +119,13 @@ def _web_duration(ms: int) -> str:
     return _duration(ms)
 
 
+def test_times_inside_a_diagnosis_are_shown_as_times(world_url: str) -> None:
+    _, _, page = get(world_url + "/?now=1796615271087")
+    text = text_of(page)
+    assert "passed at 2026-12-07T" in text
+    assert not re.search(r"(started at|passed at|deadline) \d{6,}", text)
+
+
 def test_overview_counts_name_the_sets_they_count(world_url: str, world_db: Path) -> None:
     """The count above each list is that list's set, by status; waitingRuns says what it is."""
     status = json.loads(pwf("status", "--db", str(world_db), "--json", "--all"))

@@ -11,7 +11,15 @@ import msgspec
 from pwf import canonical
 from pwf.cli import verdict
 from pwf.cli._options import db_option, json_option, open_store
-from pwf.cli._times import TIME, duration, resolve_format, shown, time_format_option, wall_ms
+from pwf.cli._times import (
+    TIME,
+    duration,
+    resolve_format,
+    shown,
+    time_format_option,
+    timed,
+    wall_ms,
+)
 from pwf.status import LIMIT, overview
 
 if TYPE_CHECKING:
@@ -140,10 +148,12 @@ def _item(item: Waiting, form: TimeFormat, now: int) -> Iterator[str]:
         if item.since_at is not None and item.waiting_ms is not None:
             since += f" ({shown(item.since_at, form, now)}, {duration(item.waiting_ms)})"
     yield f"  {item.id} {item.status}: {item.rule or 'no rule holds'}{since}"
-    yield from _findings(item.diagnosis, "    ")
+    yield from _findings(item.diagnosis, form, now, "    ")
 
 
-def _findings(findings: tuple[Finding, ...], indent: str) -> Iterator[str]:
+def _findings(
+    findings: tuple[Finding, ...], form: TimeFormat, now: int, indent: str
+) -> Iterator[str]:
     for finding in findings:
-        yield f"{indent}{finding.rule}: {finding.summary}"
-        yield from _findings(finding.diagnosis, indent + "  ")
+        yield f"{indent}{finding.rule}: {timed(finding.summary, finding.times, form, now)}"
+        yield from _findings(finding.diagnosis, form, now, indent + "  ")

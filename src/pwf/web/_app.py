@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
 import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -49,6 +50,16 @@ def _when(ms: object) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _timed(found: object) -> str:
+    """A finding's or timeline item's summary with the times it wrote as UTC ISO 8601."""
+    text = str(getattr(found, "summary", ""))
+    times = {str(ms): ms for ms in getattr(found, "times", ())}
+    if not times:
+        return text
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, times)) + r")(?![\w.])")
+    return pattern.sub(lambda match: _when(times[match.group(1)]), text)
+
+
 def _duration(ms: object) -> str:
     """Milliseconds as a short duration: ``1 h 2 min``, ``3 min 4 s``, ``5.6 s``."""
     if not isinstance(ms, int):
@@ -78,6 +89,7 @@ def _environment() -> Environment:
     )
     environment.filters["when"] = _when
     environment.filters["duration"] = _duration
+    environment.filters["timed"] = _timed
     return environment
 
 
