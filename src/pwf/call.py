@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-USAGE: Final = """Usage: pwf call [--db PATH] [--retry-for SECONDS]
+USAGE: Final = """Usage: pwf call [--db PATH] [--wait SECONDS] [--retry-for SECONDS]
 
   Send client-protocol request lines read from stdin to the running pwf
   serve of the database and print one canonical response line for each.
@@ -40,9 +40,12 @@ USAGE: Final = """Usage: pwf call [--db PATH] [--retry-for SECONDS]
   connection is lost before an answer, the same line (same requestId) is
   sent again once a host answers, for up to --retry-for seconds (default
   30), so a request the lost host had already done comes back "adopted".
+  When no host is running at the database's socket, pwf call says so at
+  once and exits 3, unless --wait asks it to wait for one to start.
 
 Options:
   --db PATH            State database (default: $PWF_DB, else ./.pwf/state.db).
+  --wait SECONDS       How long to wait for a host to start (default 0).
   --retry-for SECONDS  How long to wait for a host to answer again.
   -h, --help           Show this message and exit.
 """
@@ -55,32 +58,38 @@ class _Usage(Exception):  # noqa: N818 - internal control flow for bad arguments
     pass
 
 
-def _options(argv: list[str]) -> tuple[Path, float]:
+def _seconds(name: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise _Usage(f"Invalid value for '{name}': {value!r} is not a number.") from None
+    if not seconds >= 0:
+        raise _Usage(f"Invalid value for '{name}': {value!r} is negative.")
+    return seconds
+
+
+def _options(argv: list[str]) -> tuple[Path, float, float]:
     db: str | None = None
     retry = 30.0
+    wait = 0.0
     items = iter(argv)
     for item in items:
         name, _, inline = item.partition("=")
         if item in ("-h", "--help"):
             sys.stdout.write(USAGE)
             sys.exit(0)
-        if name not in ("--db", "--retry-for"):
+        if name not in ("--db", "--retry-for", "--wait"):
             raise _Usage(f"No such option: {item}")
         value = inline if "=" in item else next(items, None)
         if value is None:
             raise _Usage(f"Option '{name}' requires an argument.")
         if name == "--db":
             db = value
+        elif name == "--wait":
+            wait = _seconds(name, value)
         else:
-            try:
-                retry = float(value)
-            except ValueError:
-                raise _Usage(
-                    f"Invalid value for '--retry-for': {value!r} is not a number."
-                ) from None
-            if not retry >= 0:
-                raise _Usage(f"Invalid value for '--retry-for': {value!r} is negative.")
-    return (Path(db).absolute() if db else default_db()), retry
+            retry = _seconds(name, value)
+    return (Path(db).absolute() if db else default_db()), wait, retry
 
 
 def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
@@ -115,16 +124,21 @@ def _request_id(line: bytes) -> str:
 class _Caller:
     """One connection at a time; a lost one is replaced before the line is sent again."""
 
-    def __init__(self, path: Path, retry_for: float) -> None:
+    def __init__(self, path: Path, wait: float, retry_for: float) -> None:
         self.path = path
+        self.wait = wait
         self.retry_for = retry_for
         self.client: HostClient | None = None
+        self.reached = False
+        """Whether a host has answered yet: before, pwf call waits --wait; after, --retry-for."""
 
     def answer(self, line: bytes, request_id: str) -> bytes:
         strikes = 0
         while True:
             if self.client is None:
-                self.client = wait_for_host(self.path, timeout=self.retry_for)
+                timeout = self.retry_for if self.reached else self.wait
+                self.client = wait_for_host(self.path, timeout=timeout)
+                self.reached = True
             try:
                 self.client.send(line)
                 return self.client.response(request_id)[1]
@@ -150,11 +164,11 @@ class _Caller:
 def main(argv: list[str] | None = None) -> int:
     """Run ``pwf call`` with ``argv`` (the arguments after ``call``); its exit code."""
     try:
-        db, retry_for = _options(sys.argv[2:] if argv is None else argv)
+        db, wait, retry_for = _options(sys.argv[2:] if argv is None else argv)
     except _Usage as error:
-        sys.stderr.write(f"Usage: pwf call [--db PATH] [--retry-for SECONDS]\nError: {error}\n")
+        sys.stderr.write(f"{USAGE.splitlines()[0]}\nError: {error}\n")
         return 2
-    caller = _Caller(socket_path(db), retry_for)
+    caller = _Caller(socket_path(db), wait, retry_for)
     out = sys.stdout.buffer
     refused = False
     try:
@@ -167,7 +181,17 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             out.write(reply + b"\n")
             out.flush()
-    except (HostUnavailableError, HelloError) as error:
+    except HostUnavailableError as error:
+        if caller.reached:
+            sys.stderr.write(f"Error: {error}\n")
+        else:
+            waited = f" after waiting {wait:g} s" if wait else ""
+            sys.stderr.write(
+                f"Error: no pwf host is running at {caller.path}{waited};"
+                f" start one with: pwf serve --db {db} (or pass --wait SECONDS to wait for it)\n"
+            )
+        return 3
+    except HelloError as error:
         sys.stderr.write(f"Error: {error}\n")
         return 3
     finally:
