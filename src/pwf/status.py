@@ -55,7 +55,9 @@ LIMIT: Final = 20
 ENDED: Final = ("completed", "failed", "timed_out", "cancelled")
 """Run statuses that end a run: the runs list names every run with another status."""
 
-_NOT_ENDED: Final = "status NOT IN ('completed', 'failed', 'timed_out', 'cancelled')"
+_NOT_ENDED: Final = "status IN ('queued', 'running', 'waiting')"
+"""The statuses that are not in :data:`ENDED` (the runs table's CHECK allows no other); an
+``IN`` list lets SQLite read them through ``runs_status_idx``."""
 _UNCONSUMED: Final = "status = 'pending' OR (status = 'settled' AND consumed_at IS NULL)"
 _OPEN_RUNS: Final = f"SELECT * FROM runs WHERE {_NOT_ENDED} ORDER BY created_at, run_id"  # noqa: S608 - constants
 _OPEN_RUN_COUNTS: Final = (
@@ -166,15 +168,15 @@ def overview(store: EventStore, now: int, limit: int | None = LIMIT) -> Overview
     bound = "" if limit is None else f" LIMIT {int(limit)}"
     with state_at(store, None) as (connection, last):
         ctx = context(connection, now)
+        outside = int(ctx.value(_PAIR_COUNT) or 0)
         contradictions = tuple(
             Contradiction(
                 run_id=row["run_id"],
                 run_status=row["run_status"],
                 queue_status=row["queue_status"],
             )
-            for row in ctx.all(_PAIRS + bound)
+            for row in (ctx.all(_PAIRS + bound) if outside else ())
         )
-        outside = int(ctx.value(_PAIR_COUNT) or 0)
         counts = {**host_counts(ctx), "lifecycleContradictions": outside}
         runs = tuple(
             _waiting(ctx, "run", row, row["run_id"], diagnose_run(store, ctx, row, last))
