@@ -24,6 +24,7 @@ from pwf import canonical
 from pwf._sqlite import Value, begin_snapshot, changed_cells, projection_tables, quote, shown
 from pwf.errors import InputError, NotPwfDatabaseError
 from pwf.store.sqlite import FORMAT, translate_error
+from pwf.store.sqlite_schema import wrong_format
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -83,6 +84,8 @@ def _check_format(connection: sqlite3.Connection, path: str | PathLike[str]) -> 
         row = None
     except sqlite3.DatabaseError:
         row = None  # "file is not a database"
+    if row is not None and str(row[0]).startswith("pwf.store.") and row[0] != FORMAT:
+        raise wrong_format(path, row[0])
     if row is None or row[0] != FORMAT:
         raise NotPwfDatabaseError(f"not a pwf database: {path} (expected format {FORMAT})")
 
