@@ -385,6 +385,24 @@ class TestCall:
                 call.wait(60)
             call.stdout.close()
 
+    def test_restore_is_refused_while_the_host_serves(self, db: Path) -> None:
+        """``pwf state restore`` leaves a served database alone and says why."""
+        backup = db.with_name("b.db")
+        assert 0 == pwf("state", "backup", str(backup), "--db", str(db)).returncode
+        served = Served(db)
+        try:
+            before = pwf("log", "head", "--db", str(db)).stdout
+            done = pwf("state", "restore", str(backup), "--db", str(db))
+            after = pwf("log", "head", "--db", str(db)).stdout
+        finally:
+            served.close()
+        assert 0 != done.returncode
+        [message] = done.stderr.decode().splitlines()
+        assert message.startswith("Error: "), message
+        assert "host" in message, message
+        assert not list(db.parent.glob("state.db.before-restore-*"))
+        assert before == after
+
     def test_call_imports_no_heavy_module(self) -> None:
         """``pwf call`` loads neither click, pydantic, structlog nor the command modules."""
         import subprocess  # noqa: PLC0415

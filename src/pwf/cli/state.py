@@ -16,17 +16,19 @@ import json
 import os
 import sys
 import uuid
+from pathlib import Path
 
 import click
 
 from pwf import canonical
 from pwf.cli import verdict
-from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._options import db_option, json_option, open_store, store_url
 from pwf.cli._progress import activity
 from pwf.cli._seed import seeded_epochs, seeded_id
 from pwf.cli.request import at_option, now_ms
 from pwf.commands.prune import parse_cutoff
-from pwf.errors import CommandError
+from pwf.config import Settings
+from pwf.errors import CommandError, InputError
 from pwf.host import Host
 from pwf.host._statereads import state_read
 from pwf.protocol.client import ClientRequest, ClientResponse
@@ -237,3 +239,46 @@ def _read_request(operation: str) -> ClientRequest:
         idempotency_key=f"pwf-cli-{operation}",
         payload=None,
     )
+
+
+@state.command()
+@click.argument("backup", metavar="BACKUP")
+@db_option
+@at_option
+@json_option
+def restore(backup: str, db: str | None, at: int | None, as_json: bool) -> None:
+    """Put a proved BACKUP in place of the database; the replaced file is kept beside it.
+
+    BACKUP must prove first: its hash chain and its projections equal to a
+    rebuild of its log, and, when the database's log was compacted into this
+    very backup, the link pwf log verify --backup proves.  The restore is
+    refused while a served host holds the database, while maintenance runs,
+    or while any other process has it open.  The backup is written beside
+    the database, synced and renamed over it; the replaced file stays as
+    DB.before-restore-TIME.
+    """
+    from pwf.cli._restore import restore as run_restore  # noqa: PLC0415 - only restore needs it
+
+    if store_url() is not None:
+        raise InputError("pwf state restore puts back a SQLite database; --store is not restored")
+    database = Path(Settings.load(db=db).db)
+    with activity("restoring"):
+        done = run_restore(Path(backup), database, now_ms(at))
+    if as_json:
+        data = {
+            "compactionProved": done.compaction_proved,
+            "events": done.events,
+            "headSeq": done.head_seq,
+            "kept": None if done.kept is None else str(done.kept),
+            "replacedHeadSeq": done.replaced_head_seq,
+        }
+        click.echo(canonical.encode(data).decode())
+        return
+    proof = "chain and projections" + (
+        ", and the compaction that names it" if done.compaction_proved else ""
+    )
+    click.echo(f"restored {database} from {backup}: head seq {done.head_seq} ({proof} proved)")
+    if done.kept is not None:
+        click.echo(
+            f"the replaced database (head seq {done.replaced_head_seq}) is kept as {done.kept}"
+        )
