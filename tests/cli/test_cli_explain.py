@@ -277,7 +277,8 @@ class TestOutput:
         created = pwf.seq("message.created")
         expected = (
             f"  no-coordinator: step message {M1[17:29]} is pending but session s-1 has no"
-            f" coordinator attached (since seq {created})"
+            f" coordinator attached: open session s-1 in pi so its coordinator attaches"
+            f" (a view.session.watch with coordinator true) (since seq {created})"
         )
         assert [expected] == lines[lines.index("diagnosis:") + 1 :]
 

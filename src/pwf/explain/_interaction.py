@@ -176,7 +176,9 @@ def _no_coordinator(facts: Facts) -> Finding | None:
     return find(
         "no-coordinator",
         f"{message['kind']} message {short(message['workflow_message_id'])} is"
-        f" {message['status']} but session {facts.session_id} has no coordinator attached",
+        f" {message['status']} but session {facts.session_id} has no coordinator attached:"
+        f" open session {facts.session_id} in pi so its coordinator attaches"
+        " (a view.session.watch with coordinator true)",
         since,
     )
 
