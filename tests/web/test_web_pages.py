@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from pwf.cli import cli
+from pwf.web._data import PAGE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -223,7 +224,7 @@ def pwf_log(world_url: str, event_type: str) -> str:
     """The newest event of a type, as the log page lists it for that type."""
     _, _, page = get(f"{world_url}/log?type={event_type}")
     bodies = re.findall(r'<td class="body"><pre>(.*?)</pre>', page, re.DOTALL)
-    return html.unescape(bodies[-1])
+    return html.unescape(bodies[0])  # newest first
 
 
 def test_log_shows_stored_bytes_chain_and_links(world_url: str, world_db: Path) -> None:
@@ -232,7 +233,7 @@ def test_log_shows_stored_bytes_chain_and_links(world_url: str, world_db: Path) 
     bodies = [
         html.unescape(body) for body in re.findall(r'<td class="body"><pre>(.*?)</pre>', page)
     ]
-    assert shown.splitlines() == bodies
+    assert shown.splitlines() == bodies[::-1]  # the page lists newest first
     head = json.loads(pwf("log", "tail", "--db", str(world_db), "-n", "1", "--json"))
     assert f"chain intact · {head['seq']} events · head seq {head['seq']}" in text_of(page)
     assert head["contentHash"] in page
@@ -252,7 +253,30 @@ def test_log_filters_as_log_show_does(
     expected = [json.loads(line)["seq"] for line in shown.splitlines()]
     _, _, page = get(f"{world_url}/log?{name}={quote(value)}")
     assert expected
-    assert expected == [int(seq) for seq in re.findall(r'<tr id="seq-(\d+)">', page)]
+    assert expected[::-1] == [int(seq) for seq in re.findall(r'<tr id="seq-(\d+)">', page)]
+
+
+def test_log_lists_newest_first_with_older_and_newer_pages(world_url: str, world_db: Path) -> None:
+    head = int(json.loads(pwf("log", "tail", "--db", str(world_db), "-n", "1", "--json"))["seq"])
+    assert head > 2 * PAGE
+    _, _, first = get(world_url + "/log")
+    seqs = [int(seq) for seq in re.findall(r'<tr id="seq-(\d+)">', first)]
+    assert list(range(head, head - PAGE, -1)) == seqs
+    assert 'id="previous"' not in first
+    older = re.search(r'id="next" href="([^"]+)"', first)
+    assert older is not None
+    _, _, second = get(world_url + html.unescape(older.group(1)))
+    seqs = [int(seq) for seq in re.findall(r'<tr id="seq-(\d+)">', second)]
+    assert list(range(head - PAGE, head - 2 * PAGE, -1)) == seqs
+    newer = re.search(r'id="previous" href="([^"]+)"', second)
+    assert newer is not None
+    _, _, back = get(world_url + html.unescape(newer.group(1)))
+    assert [int(seq) for seq in re.findall(r'<tr id="seq-(\d+)">', back)] == list(
+        range(head, head - PAGE, -1)
+    )
+    # A link to one seq (from the overview and the timelines) lands on a page that holds it.
+    _, _, landed = get(world_url + "/log?from=7")
+    assert 'id="seq-7"' in landed
 
 
 @pytest.mark.parametrize(

@@ -196,7 +196,7 @@ def _interaction(request: Request, view: View, out: _Page, _database: Database) 
 def _log(request: Request, view: View, out: _Page, database: Database) -> Response:
     params = query_params(request)
     filters = {name: params.get(name, "") for name in ("type", "run", "session", "request")}
-    found = log_page(view, filters, _number(request, "from", 1) or 1)
+    found = log_page(view, filters, _number(request, "from"), _number(request, "to"))
     return out.render("log.html", view=view, chain=database.chain(view), **found)
 
 

@@ -303,22 +303,41 @@ _FILTERS: Final = {
 }
 
 
-def log_page(view: View, filters: dict[str, str], start: int) -> dict[str, Any]:
-    """A page of events in seq order from ``start``, filtered on the indexed columns."""
+def log_page(
+    view: View, filters: dict[str, str], start: int | None, end: int | None
+) -> dict[str, Any]:
+    """A page of events, newest first, filtered on the indexed columns.
+
+    ``start`` (``?from=``): the page of the oldest events at or after it;
+    ``end`` (``?to=``): the page of the newest at or before it; neither: the
+    newest page.  ``newer`` and ``older`` are the pages either side, or None.
+    """
     store = view.store
-    where = ["seq >= ?"]
-    params: list[object] = [start]
+    where: list[str] = []
+    params: list[object] = []
     for name, column in _FILTERS.items():
         if filters.get(name):
             where.append(f"{column} = ?")
             params.append(filters[name])
+    select = "SELECT seq, batch, type, at, run_id, session_id, request_id, body FROM events"
+    if start is not None:
+        bound, order = "seq >= ?", "ORDER BY seq LIMIT ?"
+        limit: tuple[object, ...] = (start, PAGE)
+    else:
+        bound, order = "seq <= ?", "ORDER BY seq DESC LIMIT ?"
+        limit = (view.seq if end is None else end, PAGE)
+    clause = " AND ".join([*where, bound])
     _, rows = store.reader().table(
-        "SELECT seq, batch, type, at, run_id, session_id, request_id, body FROM events"  # noqa: S608 - fixed fragments
-        f" WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
-        (*params, PAGE + 1),
+        f"{select} WHERE {clause} {order}",
+        (*params, *limit),
     )
-    more = len(rows) > PAGE
-    rows = rows[:PAGE]
+    rows = sorted(rows, key=lambda row: -row[0])
+    newer = older = None
+    if rows:
+        past = " AND ".join([*where, "seq > ?"])
+        newer = rows[0][0] + 1 if _any(store, past, (*params, rows[0][0])) else None
+        before = " AND ".join([*where, "seq < ?"])
+        older = rows[-1][0] - 1 if _any(store, before, (*params, rows[-1][0])) else None
     runs = _known(store, "runs", "run_id", {row[4] for row in rows if row[4]})
     entries = [(row, open_body(row[7])) for row in rows]
     requests = {
@@ -345,9 +364,16 @@ def log_page(view: View, filters: dict[str, str], start: int) -> dict[str, Any]:
     return {
         "events": events,
         "filters": {name: filters.get(name, "") for name in _FILTERS},
-        "start": start,
-        "next": rows[-1][0] + 1 if more and rows else None,
+        "start": start or "",
+        "newer": newer,
+        "older": older,
     }
+
+
+def _any(store: EventStore, where: str, params: tuple[object, ...]) -> bool:
+    """Whether an event matches ``where`` (on indexed columns and seq)."""
+    found = _one(store, f"SELECT 1 AS found FROM events WHERE {where} LIMIT 1", *params)  # noqa: S608 - fixed fragments
+    return found is not None
 
 
 def _interaction_of(event: object) -> str | None:
