@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -248,6 +249,50 @@ class TestFollow:
             if process.poll() is None:
                 process.kill()
                 process.communicate()
+
+    def test_tail_keeps_to_one_run_before_and_while_following(self, pwf: Pwf) -> None:
+        """``pwf log tail --follow --run ID``: only that run's events, the last N then new ones."""
+        of_run = [e["seq"] for e in _events(pwf) if _nl(pwf, int(str(e["seq"])))["run"] == RUN]
+        last_two = pwf("log", "tail", "-n", "2", "--run", RUN, "--nl").stdout.splitlines()
+        assert of_run[-2:] == [json.loads(line)["seq"] for line in last_two]
+        env = {k: v for k, v in os.environ.items() if k != "PWF_DB"}
+        args = ["log", "tail", "--db", pwf.db, "-n", "1", "--nl", "--follow", "--interval", "0.05"]
+        with _interruptible():
+            process = subprocess.Popen(
+                [sys.executable, "-m", "pwf", *args, "--run", "run-2"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+        try:
+            time.sleep(0.5)  # the tail has printed run-2's (no) events and follows
+            pwf.request("host.status", {}, T0 + 10_000)
+            start = {**START, "originSessionId": "s-2"}
+            assert (
+                "accepted" == pwf.request("run.start", start, T0 + 11_000, runId="run-2")["outcome"]
+            )
+            pwf.request("host.status", {}, T0 + 12_000)
+            wanted = [
+                e["seq"] for e in _events(pwf) if _nl(pwf, int(str(e["seq"])))["run"] == "run-2"
+            ]
+            out = process.stdout
+            assert out is not None
+            seen = [json.loads(out.readline()) for _ in wanted]
+            assert wanted == [line["seq"] for line in seen]
+            assert {"run-2"} == {line["run"] for line in seen}
+            process.send_signal(signal.SIGINT)
+            rest, err = process.communicate(timeout=30)
+            assert (0, b"", b"") == (process.returncode, rest, err)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+
+def _nl(pwf: Pwf, seq: int) -> dict[str, object]:
+    shown = pwf("log", "show", "--from", str(seq), "--to", str(seq), "--nl").stdout
+    value: dict[str, object] = json.loads(shown)
+    return value
 
 
 @contextlib.contextmanager
