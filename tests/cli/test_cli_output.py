@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -255,6 +254,8 @@ class TestFollow:
         of_run = [e["seq"] for e in _events(pwf) if _nl(pwf, int(str(e["seq"])))["run"] == RUN]
         last_two = pwf("log", "tail", "-n", "2", "--run", RUN, "--nl").stdout.splitlines()
         assert of_run[-2:] == [json.loads(line)["seq"] for line in last_two]
+        start = {**START, "originSessionId": "s-2"}
+        assert "accepted" == pwf.request("run.start", start, T0 + 9_000, runId="run-2")["outcome"]
         env = {k: v for k, v in os.environ.items() if k != "PWF_DB"}
         args = ["log", "tail", "--db", pwf.db, "-n", "1", "--nl", "--follow", "--interval", "0.05"]
         with _interruptible():
@@ -265,18 +266,22 @@ class TestFollow:
                 env=env,
             )
         try:
-            time.sleep(0.5)  # the tail has printed run-2's (no) events and follows
+            out = process.stdout
+            assert out is not None
+            first = json.loads(out.readline())  # run-2's last event: the tail now follows
+            assert "run-2" == first["run"]
             pwf.request("host.status", {}, T0 + 10_000)
-            start = {**START, "originSessionId": "s-2"}
             assert (
-                "accepted" == pwf.request("run.start", start, T0 + 11_000, runId="run-2")["outcome"]
+                "accepted" == pwf.request("run.cancel", {}, T0 + 11_000, runId="run-2")["outcome"]
             )
             pwf.request("host.status", {}, T0 + 12_000)
             wanted = [
-                e["seq"] for e in _events(pwf) if _nl(pwf, int(str(e["seq"])))["run"] == "run-2"
+                e["seq"]
+                for e in _events(pwf)
+                if int(str(e["seq"])) > first["seq"]
+                and _nl(pwf, int(str(e["seq"])))["run"] == "run-2"
             ]
-            out = process.stdout
-            assert out is not None
+            assert wanted
             seen = [json.loads(out.readline()) for _ in wanted]
             assert wanted == [line["seq"] for line in seen]
             assert {"run-2"} == {line["run"] for line in seen}
@@ -330,3 +335,42 @@ def _follow_two_requests(pwf: Pwf, process: subprocess.Popen[bytes]) -> tuple[li
     while not seen or seen[-1] < head:
         seen.append(json.loads(lines.get(timeout=30))["seq"])
     return seen, list(range(before + 1, head + 1))
+
+
+class TestOneOutputSwitch:
+    """``-o/--output table|json|nl|csv|tsv`` on every listing verb; the old flags are synonyms."""
+
+    VERBS = (
+        ("log", "show"),
+        ("log", "tail", "-n", "3"),
+        ("query", "runs"),
+        ("query", "interactions"),
+        ("query", "messages"),
+        ("query", "turns"),
+    )
+
+    @pytest.mark.parametrize("verb", VERBS)
+    @pytest.mark.parametrize("form", ["json", "nl", "csv", "tsv"])
+    def test_the_switch_prints_what_the_flag_prints(
+        self, pwf: Pwf, verb: tuple[str, ...], form: str
+    ) -> None:
+        flag = pwf(*verb, f"--{form}")
+        assert 0 == flag.exit_code, flag.output
+        for switch in (["-o", form], [f"--output={form}"], ["-o", form, f"--{form}"]):
+            result = pwf(*verb, *switch)
+            assert (0, flag.stdout) == (result.exit_code, result.stdout), switch
+
+    @pytest.mark.parametrize("verb", VERBS)
+    def test_table_is_the_default(self, pwf: Pwf, verb: tuple[str, ...]) -> None:
+        plain = pwf(*verb, "--time-format", "raw")
+        assert (0, plain.stdout) == (
+            pwf(*verb, "-o", "table", "--time-format", "raw").exit_code,
+            pwf(*verb, "-o", "table", "--time-format", "raw").stdout,
+        )
+
+    def test_two_forms_are_a_usage_error(self, pwf: Pwf) -> None:
+        result = pwf("query", "runs", "-o", "csv", "--json")
+        assert 2 == result.exit_code
+        assert "-o csv and --json exclude each other" in result.stderr
+        bad = pwf("log", "show", "-o", "yaml")
+        assert 2 == bad.exit_code
