@@ -12,7 +12,8 @@ is cut at a limit and counted in full by aggregate queries (ADR 0079).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
 
@@ -26,6 +27,8 @@ from pwf.explain import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pwf.commands import Context, Row
     from pwf.store import EventStore
 
@@ -33,8 +36,10 @@ __all__ = [
     "ALLOWED_LIFECYCLE",
     "Contradiction",
     "Overview",
+    "Parts",
     "Waiting",
     "overview",
+    "overview_parts",
     "overview_receipt",
 ]
 
@@ -59,12 +64,12 @@ _NOT_ENDED: Final = "status IN ('queued', 'running', 'waiting')"
 """The statuses that are not in :data:`ENDED` (the runs table's CHECK allows no other); an
 ``IN`` list lets SQLite read them through ``runs_status_idx``."""
 _UNCONSUMED: Final = "status = 'pending' OR (status = 'settled' AND consumed_at IS NULL)"
-_OPEN_RUNS: Final = f"SELECT * FROM runs WHERE {_NOT_ENDED} ORDER BY created_at, run_id"  # noqa: S608 - constants
+_OPEN_RUN_IDS: Final = f"SELECT run_id FROM runs WHERE {_NOT_ENDED} ORDER BY created_at, run_id"  # noqa: S608 - constants
 _OPEN_RUN_COUNTS: Final = (
     f"SELECT status, count(*) AS n FROM runs WHERE {_NOT_ENDED} GROUP BY status"  # noqa: S608 - constants
 )
-_WAITING_INTERACTIONS: Final = (
-    f"SELECT * FROM interactive_requests WHERE {_UNCONSUMED}"  # noqa: S608 - constants
+_WAITING_INTERACTION_IDS: Final = (
+    f"SELECT request_id FROM interactive_requests WHERE {_UNCONSUMED}"  # noqa: S608 - constants
     " ORDER BY created_at, request_id"
 )
 _WAITING_INTERACTION_COUNTS: Final = (
@@ -157,13 +162,28 @@ class Overview(msgspec.Struct, frozen=True, rename="camel"):
         return sum(self.open_interactions.values())
 
 
-def overview(store: EventStore, now: int, limit: int | None = LIMIT) -> Overview:
-    """The overview of the live database at ``now``, each list cut at ``limit`` (None: all).
+class Parts(NamedTuple):
+    """An overview whose lists are read one item at a time.
+
+    ``head`` has every member but empty ``runs`` and ``interactions``; the
+    iterators give them, each item read and diagnosed when it is asked for,
+    inside the read transaction that :func:`overview_parts` holds open.
+    """
+
+    head: Overview
+    runs: Iterator[Waiting]
+    interactions: Iterator[Waiting]
+
+
+@contextmanager
+def overview_parts(store: EventStore, now: int, limit: int | None = LIMIT) -> Iterator[Parts]:
+    """The overview at ``now`` with its lists as iterators, each cut at ``limit`` (None: all).
 
     Everything is read in one read transaction, so the counts, the listed
     items and the contradictions describe one head.  Counts come from
-    aggregate queries and only the listed items are diagnosed, so the cost
-    follows ``limit``, not the number of open runs.
+    aggregate queries; the lists hold only ids until an item is read, and
+    only the listed items are diagnosed, so the cost follows ``limit`` and
+    the memory one item, not the number of open runs.
     """
     bound = "" if limit is None else f" LIMIT {int(limit)}"
     with state_at(store, None) as (connection, last):
@@ -178,11 +198,24 @@ def overview(store: EventStore, now: int, limit: int | None = LIMIT) -> Overview
             for row in (ctx.all(_PAIRS + bound) if outside else ())
         )
         counts = {**host_counts(ctx), "lifecycleContradictions": outside}
-        runs = tuple(
-            _waiting(ctx, "run", row, row["run_id"], diagnose_run(store, ctx, row, last))
-            for row in ctx.all(_OPEN_RUNS + bound)
+        head = Overview(
+            head_seq=last,
+            now=ctx.now,
+            limit=limit,
+            counts=dict(sorted(counts.items())),
+            open_runs=_by_status(ctx, _OPEN_RUN_COUNTS),
+            open_interactions=_by_status(ctx, _WAITING_INTERACTION_COUNTS),
+            runs=(),
+            interactions=(),
+            contradictions=contradictions,
         )
-        interactions = tuple(
+        run_ids = [row["run_id"] for row in ctx.all(_OPEN_RUN_IDS + bound)]
+        request_ids = [row["request_id"] for row in ctx.all(_WAITING_INTERACTION_IDS + bound)]
+        runs = (
+            _waiting(ctx, "run", row, row["run_id"], diagnose_run(store, ctx, row, last))
+            for row in _rows(ctx, "SELECT * FROM runs WHERE run_id = ?", run_ids)
+        )
+        interactions = (
             _waiting(
                 ctx,
                 "interaction",
@@ -190,19 +223,26 @@ def overview(store: EventStore, now: int, limit: int | None = LIMIT) -> Overview
                 row["request_id"],
                 diagnose_interaction(store, ctx, row, last),
             )
-            for row in ctx.all(_WAITING_INTERACTIONS + bound)
+            for row in _rows(
+                ctx, "SELECT * FROM interactive_requests WHERE request_id = ?", request_ids
+            )
         )
-        return Overview(
-            head_seq=last,
-            now=ctx.now,
-            limit=limit,
-            counts=dict(sorted(counts.items())),
-            open_runs=_by_status(ctx, _OPEN_RUN_COUNTS),
-            open_interactions=_by_status(ctx, _WAITING_INTERACTION_COUNTS),
-            runs=runs,
-            interactions=interactions,
-            contradictions=contradictions,
+        yield Parts(head, runs, interactions)
+
+
+def overview(store: EventStore, now: int, limit: int | None = LIMIT) -> Overview:
+    """The overview of the live database at ``now``, each list cut at ``limit`` (None: all)."""
+    with overview_parts(store, now, limit) as parts:
+        return msgspec.structs.replace(
+            parts.head, runs=tuple(parts.runs), interactions=tuple(parts.interactions)
         )
+
+
+def _rows(ctx: Context, sql: str, keys: list[str]) -> Iterator[Row]:
+    for key in keys:
+        row = ctx.one(sql, key)
+        if row is not None:
+            yield row
 
 
 def overview_receipt(store: EventStore, now: int) -> object:

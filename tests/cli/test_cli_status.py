@@ -261,3 +261,31 @@ class TestCountsAndLists:
         human = crowded("status", "--now", str(NOW), "--limit", "2").stdout.splitlines()
         assert "lifecycle contradictions: 5" in human
         assert "  … and 3 more (--limit N or --all to list them)" == human[-1]
+
+
+def test_the_lists_are_read_one_item_at_a_time(
+    crowded: Pwf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--all`` holds one diagnosed item at a time: items are diagnosed as they are written."""
+    import pwf.status  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    diagnosed: list[str] = []
+    real = pwf.status.diagnose_run
+
+    def counting(*args: Any) -> Any:
+        diagnosed.append(args[2]["run_id"])
+        return real(*args)
+
+    monkeypatch.setattr(pwf.status, "diagnose_run", counting)
+    with (
+        SqliteStore(tmp_path / "state.db", read_only=True) as store,
+        pwf.status.overview_parts(store, NOW, None) as parts,
+    ):
+        assert 6 == parts.head.runs_total
+        assert [] == diagnosed
+        first = next(parts.runs)
+        assert ["run-1"] == diagnosed
+        assert "run-1" == first.id
+        assert 5 == len(list(parts.runs))
+    assert 6 == len(diagnosed)

@@ -20,14 +20,14 @@ from pwf.cli._times import (
     timed,
     wall_ms,
 )
-from pwf.status import LIMIT, overview
+from pwf.status import LIMIT, overview_parts
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
     from pwf.cli._times import TimeFormat
     from pwf.explain import Finding
-    from pwf.status import Overview, Waiting
+    from pwf.status import Parts, Waiting
 
 __all__ = ["status"]
 
@@ -71,61 +71,74 @@ def status(  # noqa: PLR0913, PLR0917 - one parameter per option
     queue status is outside the allowed lifecycle table are contradictions:
     then the exit code is 1.  The database is only read.
     """
-    with open_store(db, read_only=True) as store:
-        found = overview(store, wall_ms() if now is None else now, None if show_all else limit)
-    verdict(1 if found.contradictory else 0)
-    if as_json:
-        _stream_json(found)
-    else:
-        for line in _lines(found, resolve_format(time_format)):
-            click.echo(line)
-    if found.contradictory:
+    clock = wall_ms() if now is None else now
+    with (
+        open_store(db, read_only=True) as store,
+        overview_parts(store, clock, None if show_all else limit) as parts,
+    ):
+        verdict(1 if parts.head.contradictory else 0)
+        if as_json:
+            _stream_json(parts)
+        else:
+            for line in _lines(parts, resolve_format(time_format)):
+                click.echo(line)
+    if parts.head.contradictory:
         sys.exit(1)
 
 
-def _stream_json(found: Overview) -> None:
-    """The overview as canonical JSON, written one listed item at a time.
+def _stream_json(parts: Parts) -> None:
+    """The overview as canonical JSON, each listed item read, encoded and written in turn.
 
-    The bytes are ``canonical.encode(found)``'s (a test holds them equal);
-    writing the lists item by item keeps memory flat under ``--all``.
+    The bytes are ``canonical.encode(overview(...))``'s (a test holds them
+    equal); memory stays that of one item under ``--all``.
     """
     out = sys.stdout
-    data = msgspec.to_builtins(found)
-    listed = ("contradictions", "interactions", "runs")
-    head = {key: value for key, value in data.items() if key not in listed}
+    data = msgspec.to_builtins(parts.head)
+    lists: dict[str, Iterable[object]] = {
+        "contradictions": data.pop("contradictions"),
+        "interactions": parts.interactions,
+        "runs": parts.runs,
+    }
+    data.pop("interactions")
+    data.pop("runs")
     out.write("{")
-    for index, key in enumerate(sorted([*head, *listed])):
+    for index, key in enumerate(sorted([*data, *lists])):
         out.write(("," if index else "") + canonical.encode(key).decode() + ":")
-        if key not in listed:
-            out.write(canonical.encode(head[key]).decode())
+        if key not in lists:
+            out.write(canonical.encode(data[key]).decode())
             continue
         out.write("[")
-        for number, item in enumerate(data[key]):
-            out.write(("," if number else "") + canonical.encode(item).decode())
+        for number, item in enumerate(lists[key]):
+            # to_builtins first: canonical.encode of a Struct walks a slow generic path
+            shown = canonical.encode(msgspec.to_builtins(item)).decode()
+            out.write(("," if number else "") + shown)
         out.write("]")
     out.write("}\n")
 
 
-def _lines(found: Overview, form: TimeFormat) -> Iterator[str]:
+def _lines(parts: Parts, form: TimeFormat) -> Iterator[str]:
+    found = parts.head
     yield f"head seq {found.head_seq}, now {shown(found.now, form, found.now)}"
     pairs = [f"{name} {value}" for name, value in found.counts.items()]
     yield "host.status counts:"
     for first in range(0, len(pairs), 3):
         yield "  " + ", ".join(pairs[first : first + 3])
     lists = (
-        ("runs not ended", found.open_runs, found.runs),
-        ("interactions not consumed", found.open_interactions, found.interactions),
+        ("runs not ended", found.open_runs, parts.runs),
+        ("interactions not consumed", found.open_interactions, parts.interactions),
     )
     for title, by_status, items in lists:
         total = sum(by_status.values())
         if not total:
             yield f"{title}: none"
             continue
-        parts = ", ".join(f"{status} {count}" for status, count in by_status.items())
-        yield f"{title}: {total} ({parts})"
+        counted = ", ".join(f"{status} {count}" for status, count in by_status.items())
+        yield f"{title}: {total} ({counted})"
+        listed = 0
         for item in items:
+            listed += 1
             yield from _item(item, form, found.now)
-        yield from _more(total, len(items))
+        yield from _more(total, listed)
     total = int(str(found.counts.get("lifecycleContradictions", 0)))
     if not total:
         yield "lifecycle contradictions: none"
