@@ -271,7 +271,7 @@ def test_the_lists_are_read_one_item_at_a_time(
     from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
 
     diagnosed: list[str] = []
-    real = pwf.status.diagnose_run
+    real = pwf.status.diagnose_run  # type: ignore[attr-defined]
 
     def counting(*args: Any) -> Any:
         diagnosed.append(args[2]["run_id"])
