@@ -139,6 +139,37 @@ def test_overview_counts_name_the_sets_they_count(world_url: str, world_db: Path
     assert "waitingRuns above counts the runs whose status is waiting" in text
 
 
+def test_overview_lists_are_bounded_and_say_how_many_more(tmp_path: Path) -> None:
+    from pwf.status import LIMIT  # noqa: PLC0415
+
+    db = tmp_path / "many.db"
+    world = _world.World(db)
+    try:
+        for index in range(LIMIT + 5):
+            payload = _world.start_payload(f"s-{index}", {})
+            world.request(index, "run.start", payload, run_id=f"r-{index:02}")
+    finally:
+        world.close()
+    with serve(db) as base:
+        _, _, page = get(base + "/")
+    listed = re.findall(r'class="waiting-run" href="[^"]+">([^<]+)</a>', page)
+    assert [f"r-{index:02}" for index in range(LIMIT)] == listed
+    text = re.sub(r"\(\s+", "(", re.sub(r"\s+([,)])", r"\1", text_of(page)))
+    assert f"runs not ended: {LIMIT + 5} (queued {LIMIT + 5}), the oldest {LIMIT}" in text
+    assert "and 5 more" in text
+
+
+def test_a_page_as_of_a_seq_measures_to_that_seqs_time(world_url: str, world_db: Path) -> None:
+    _, _, page = get(world_url + "/?at=12")
+    stands = re.search(r"Read at seq (\d+);", text_of(page))
+    assert stands is not None
+    seq = int(stands.group(1))  # 12, or the end of the batch before it
+    assert seq <= 12
+    event = json.loads(pwf("log", "show", "--db", str(world_db), "--json").splitlines()[seq - 1])
+    assert (seq, event["at"]) == (event["seq"], _measured_to(page))
+    assert f"the time of seq {seq}, as pwf explain --at takes it" in text_of(page)
+
+
 def test_runs_filter_by_status_and_session(world_url: str) -> None:
     _, _, page = get(world_url + "/runs?status=completed")
     shown = set(re.findall(r'href="/run\?id=([^"&]+)"', page))
