@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import sys
 import time
@@ -21,6 +22,11 @@ from pwf.client import HostClient, socket_path
 
 SESSION = "session-served"
 NUMBERS = itertools.count(1)
+
+
+def _short(text: str, width: int = 80) -> str:
+    """The receipt as compact JSON, cut to ``width`` characters."""
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def request(client: HostClient, op: str, payload: object, **members: object) -> dict:
@@ -36,7 +42,7 @@ def request(client: HostClient, op: str, payload: object, **members: object) -> 
         **members,
     }
     response = client.request(message)
-    shown = response.get("error") or str(response.get("receipt"))[:80]
+    shown = response.get("error") or _short(json.dumps(response.get("receipt"), separators=(",", ":")))
     print(f"  client {op:<22} {response['outcome']:<10} {shown}")
     return response
 
@@ -51,10 +57,10 @@ def events(client: HostClient, seconds: float) -> list[dict]:
             )
         else:
             run = payload["run"]
+            shown = f"run {run['runId']} {run['display']['status']}" if run else "no run"
+            active = "a coordinator is active" if payload["coordinatorActive"] else "no coordinator"
             what = (
-                f"run {run['runId'] if run else None} {run['display']['status'] if run else ''},"
-                f" {payload['pendingInteractionTotal']} pending interaction(s),"
-                f" coordinator active {payload['coordinatorActive']}"
+                f"{shown}, {payload['pendingInteractionTotal']} pending interaction(s), {active}"
             )
         print(f"  push   {event['event']:<17} revision {event['revision']:<3} {what}")
     return seen

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-USAGE: Final = """Usage: pwf call [--db PATH] [--retry-for SECONDS] [--canonicalize]
+USAGE: Final = """Usage: pwf call [--db PATH] [--wait SECONDS] [--retry-for SECONDS] [--canonicalize]
 
   Send client-protocol request lines read from stdin to the running pwf
   serve of the database and print one canonical response line for each.
@@ -42,10 +42,13 @@ USAGE: Final = """Usage: pwf call [--db PATH] [--retry-for SECONDS] [--canonical
   30), so a request the lost host had already done comes back "adopted".
   A line the host refuses by closing the connection is reported with the
   reason the host's log gives (for a line that is not canonical JSON, the
-  byte where it differs).
+  byte where it differs).  When no host is running at the database's
+  socket, pwf call says so at once and exits 3, unless --wait asks it to
+  wait for one to start.
 
 Options:
   --db PATH            State database (default: $PWF_DB, else ./.pwf/state.db).
+  --wait SECONDS       How long to wait for a host to start (default 0).
   --retry-for SECONDS  How long to wait for a host to answer again.
   --canonicalize       Rewrite each line into canonical JSON before sending it
                        (key order, spacing, number forms); says so once on stderr.
@@ -62,13 +65,25 @@ class _Usage(Exception):  # noqa: N818 - internal control flow for bad arguments
 
 class _Options(NamedTuple):
     db: Path
+    wait: float
     retry_for: float
     canonicalize: bool
+
+
+def _seconds(name: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise _Usage(f"Invalid value for '{name}': {value!r} is not a number.") from None
+    if not seconds >= 0:
+        raise _Usage(f"Invalid value for '{name}': {value!r} is negative.")
+    return seconds
 
 
 def _options(argv: list[str]) -> _Options:
     db: str | None = None
     retry = 30.0
+    wait = 0.0
     canonicalize = False
     items = iter(argv)
     for item in items:
@@ -79,23 +94,18 @@ def _options(argv: list[str]) -> _Options:
         if item == "--canonicalize":
             canonicalize = True
             continue
-        if name not in ("--db", "--retry-for"):
+        if name not in ("--db", "--retry-for", "--wait"):
             raise _Usage(f"No such option: {item}")
         value = inline if "=" in item else next(items, None)
         if value is None:
             raise _Usage(f"Option '{name}' requires an argument.")
         if name == "--db":
             db = value
+        elif name == "--wait":
+            wait = _seconds(name, value)
         else:
-            try:
-                retry = float(value)
-            except ValueError:
-                raise _Usage(
-                    f"Invalid value for '--retry-for': {value!r} is not a number."
-                ) from None
-            if not retry >= 0:
-                raise _Usage(f"Invalid value for '--retry-for': {value!r} is negative.")
-    return _Options(Path(db).absolute() if db else default_db(), retry, canonicalize)
+            retry = _seconds(name, value)
+    return _Options(Path(db).absolute() if db else default_db(), wait, retry, canonicalize)
 
 
 def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
@@ -130,16 +140,21 @@ def _request_id(line: bytes) -> str:
 class _Caller:
     """One connection at a time; a lost one is replaced before the line is sent again."""
 
-    def __init__(self, path: Path, retry_for: float) -> None:
+    def __init__(self, path: Path, wait: float, retry_for: float) -> None:
         self.path = path
+        self.wait = wait
         self.retry_for = retry_for
+        self.reached = False
+        """Whether a host has answered yet: before, pwf call waits --wait; after, --retry-for."""
         self.client: HostClient | None = None
 
     def answer(self, line: bytes, request_id: str) -> bytes:
         strikes = 0
         while True:
             if self.client is None:
-                self.client = wait_for_host(self.path, timeout=self.retry_for)
+                timeout = self.retry_for if self.reached else self.wait
+                self.client = wait_for_host(self.path, timeout=timeout)
+                self.reached = True
             try:
                 self.client.send(line)
                 return self.client.response(request_id)[1]
@@ -203,11 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = _options(sys.argv[2:] if argv is None else argv)
     except _Usage as error:
-        sys.stderr.write(
-            f"Usage: pwf call [--db PATH] [--retry-for SECONDS] [--canonicalize]\nError: {error}\n"
-        )
+        sys.stderr.write(f"{USAGE.splitlines()[0]}\nError: {error}\n")
         return 2
-    caller = _Caller(socket_path(options.db), options.retry_for)
+    caller = _Caller(socket_path(options.db), options.wait, options.retry_for)
     rewrite = _Canonicalizer() if options.canonicalize else None
     out = sys.stdout.buffer
     refused = False
@@ -222,7 +235,17 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             out.write(reply + b"\n")
             out.flush()
-    except (HostUnavailableError, HelloError) as error:
+    except HostUnavailableError as error:
+        if caller.reached:
+            sys.stderr.write(f"Error: {error}\n")
+        else:
+            waited = f" after waiting {options.wait:g} s" if options.wait else ""
+            sys.stderr.write(
+                f"Error: no pwf host is running at {caller.path}{waited}; start one with:"
+                f" pwf serve --db {options.db} (or pass --wait SECONDS to wait for it)\n"
+            )
+        return 3
+    except HelloError as error:
         sys.stderr.write(f"Error: {error}\n")
         return 3
     finally:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from pwf import canonical
 from pwf._sqlite import (
@@ -32,6 +32,7 @@ from pwf._sqlite import (
 )
 from pwf.errors import InputError, NotPwfDatabaseError
 from pwf.store.sqlite import FORMAT, translate_error
+from pwf.store.sqlite_schema import wrong_format
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -91,6 +92,8 @@ def _check_format(connection: sqlite3.Connection, path: str | PathLike[str]) -> 
         row = None
     except sqlite3.DatabaseError:
         row = None  # "file is not a database"
+    if row is not None and str(row[0]).startswith("pwf.store.") and row[0] != FORMAT:
+        raise wrong_format(path, row[0])
     if row is None or row[0] != FORMAT:
         raise NotPwfDatabaseError(f"not a pwf database: {path} (expected format {FORMAT})")
 
@@ -105,6 +108,10 @@ def _opened(path: str | PathLike[str]) -> Iterator[sqlite3.Connection]:
 
 
 # --------------------------------------------------------------------------- schema
+
+MADE_WHEN_USED: Final = frozenset({"host_state"})
+"""Tables made by their first event (``pwf.projections.host``): a database never served
+has none, so an absent one compares as an empty table, not as a different schema."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,9 +172,11 @@ def _mismatch(a: _Schema, b: _Schema) -> str | None:
         found = _version_mismatch(name, a.versions.get(name), b.versions.get(name))
         if found:
             return found
-    for name in sorted(a.tables.keys() ^ b.tables.keys()):
+    for name in sorted((a.tables.keys() ^ b.tables.keys()) - MADE_WHEN_USED):
         return f"table {name} is only in {'A' if name in a.tables else 'B'}"
     for name, table in a.tables.items():
+        if name not in b.tables:
+            continue
         found = _table_mismatch(table, b.tables[name])
         if found:
             return found
@@ -245,21 +254,24 @@ def diff_databases(
         mismatch = _mismatch(schema_a, schema_b)
         if mismatch:
             raise InputError(mismatch)
-        chosen = _chosen(schema_a, tables)
+        chosen = _chosen(schema_a, schema_b, tables)
         differing: dict[str, list[Difference]] = {}
         for name in chosen:
-            table = schema_a.tables[name]
-            found = list(_differences(table, a.execute(table.select()), b.execute(table.select())))
+            table = schema_a.tables.get(name) or schema_b.tables[name]
+            rows_a = a.execute(table.select()) if name in schema_a.tables else ()
+            rows_b = b.execute(table.select()) if name in schema_b.tables else ()
+            found = list(_differences(table, rows_a, rows_b))
             if found:
                 differing[name] = found
     return DatabaseDiff(tuple(chosen), differing)
 
 
-def _chosen(schema: _Schema, tables: Sequence[str]) -> list[str]:
-    unknown = sorted(set(tables) - schema.tables.keys())
+def _chosen(a: _Schema, b: _Schema, tables: Sequence[str]) -> list[str]:
+    known = sorted(a.tables.keys() | b.tables.keys())
+    unknown = sorted(set(tables) - set(known))
     if unknown:
-        raise InputError(f"no projection table {unknown[0]} (tables: {', '.join(schema.tables)})")
-    return sorted(set(tables)) if tables else list(schema.tables)
+        raise InputError(f"no projection table {unknown[0]} (tables: {', '.join(known)})")
+    return sorted(set(tables)) if tables else known
 
 
 def _differences(

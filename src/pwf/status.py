@@ -3,22 +3,23 @@
 :func:`overview` reads the live projections in one read transaction and
 answers what ``pwf status`` prints and the served ``state.status`` returns:
 the ``host.status`` counts (HOST §3.1, with ``lifecycleContradictions``),
-every run that has not ended and every interaction that still waits, each
+the runs that have not ended and the interactions not yet consumed, each
 with the diagnosis of ``pwf explain`` (the same rules, ADR 0016), the seq
 since which its first finding holds and how long ago that was, and the
-run/queue pairs outside the allowed lifecycle table (ADR 0034).
+run/queue pairs outside the allowed lifecycle table (ADR 0034).  Each list
+is cut at a limit and counted in full by aggregate queries (ADR 0079).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
 
 from pwf.commands.views import host_counts
 from pwf.explain import (
     Finding,
-    clock,
     context,
     diagnose_interaction,
     diagnose_run,
@@ -26,6 +27,8 @@ from pwf.explain import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pwf.commands import Context, Row
     from pwf.store import EventStore
 
@@ -33,8 +36,10 @@ __all__ = [
     "ALLOWED_LIFECYCLE",
     "Contradiction",
     "Overview",
+    "Parts",
     "Waiting",
     "overview",
+    "overview_parts",
     "overview_receipt",
 ]
 
@@ -49,19 +54,47 @@ ALLOWED_LIFECYCLE: Final = {
 }
 """Run status -> the queue statuses allowed with it (HOST §3.1 ``lifecycleContradictions``)."""
 
-_OPEN_RUNS: Final = (
-    "SELECT * FROM runs WHERE status NOT IN ('completed', 'failed', 'timed_out', 'cancelled')"
-    " ORDER BY created_at, run_id"
+LIMIT: Final = 20
+"""Items each list shows by default; the counts above them cover the whole set (ADR 0079)."""
+
+ENDED: Final = ("completed", "failed", "timed_out", "cancelled")
+"""Run statuses that end a run: the runs list names every run with another status."""
+
+_NOT_ENDED: Final = "status IN ('queued', 'running', 'waiting')"
+"""The statuses that are not in :data:`ENDED` (the runs table's CHECK allows no other); an
+``IN`` list lets SQLite read them through ``runs_status_idx``."""
+_UNCONSUMED: Final = "status = 'pending' OR (status = 'settled' AND consumed_at IS NULL)"
+_OPEN_RUN_IDS: Final = f"SELECT run_id FROM runs WHERE {_NOT_ENDED} ORDER BY created_at, run_id"  # noqa: S608 - constants
+_OPEN_RUN_COUNTS: Final = (
+    f"SELECT status, count(*) AS n FROM runs WHERE {_NOT_ENDED} GROUP BY status"  # noqa: S608 - constants
 )
-_WAITING_INTERACTIONS: Final = (
-    "SELECT * FROM interactive_requests WHERE status = 'pending'"
-    " OR (status = 'settled' AND consumed_at IS NULL) ORDER BY created_at, request_id"
+_WAITING_INTERACTION_IDS: Final = (
+    f"SELECT request_id FROM interactive_requests WHERE {_UNCONSUMED}"  # noqa: S608 - constants
+    " ORDER BY created_at, request_id"
+)
+_WAITING_INTERACTION_COUNTS: Final = (
+    "SELECT status, count(*) AS n FROM interactive_requests"  # noqa: S608 - constants
+    f" WHERE {_UNCONSUMED} GROUP BY status"
+)
+
+
+def _allowed_pairs() -> str:
+    """SQL true for a run/queue pair inside :data:`ALLOWED_LIFECYCLE` (built from constants)."""
+    return " OR ".join(
+        f"(r.status = '{run}' AND q.status IN ({', '.join(repr(queue) for queue in queues)}))"
+        for run, queues in ALLOWED_LIFECYCLE.items()
+    )
+
+
+_OUTSIDE: Final = (
+    f"FROM runs r JOIN run_queue q ON q.run_id = r.run_id WHERE NOT ({_allowed_pairs()})"
 )
 _PAIRS: Final = (
-    "SELECT r.run_id AS run_id, r.status AS run_status, q.status AS queue_status"
-    " FROM runs r JOIN run_queue q ON q.run_id = r.run_id"
-    " ORDER BY r.created_at, r.run_id"
+    "SELECT r.run_id AS run_id, r.status AS run_status, q.status AS queue_status "
+    + _OUTSIDE
+    + " ORDER BY r.created_at, r.run_id"
 )
+_PAIR_COUNT: Final = "SELECT count(*) " + _OUTSIDE
 
 
 class Waiting(msgspec.Struct, frozen=True, rename="camel"):
@@ -92,11 +125,23 @@ class Contradiction(msgspec.Struct, frozen=True, rename="camel"):
 
 
 class Overview(msgspec.Struct, frozen=True, rename="camel"):
-    """What ``pwf status`` shows: counts, waiting runs and interactions, contradictions."""
+    """What ``pwf status`` shows: counts, the open runs and interactions, contradictions.
+
+    ``runs`` lists runs that have not ended (any status but completed,
+    failed, timed_out and cancelled) and ``interactions`` those not yet
+    consumed (pending, or settled and unconsumed), oldest first, at most
+    ``limit`` of each; ``open_runs`` and ``open_interactions`` count each
+    whole set by status, so a list that stops short says how many more there
+    are.  ``counts`` are ``host.status``'s, whose ``waitingRuns`` counts only
+    runs whose status is ``waiting``: a part of the runs list, not its length.
+    """
 
     head_seq: int
     now: int
+    limit: int | None
     counts: dict[str, object]
+    open_runs: dict[str, int]
+    open_interactions: dict[str, int]
     runs: tuple[Waiting, ...]
     interactions: tuple[Waiting, ...]
     contradictions: tuple[Contradiction, ...]
@@ -106,22 +151,71 @@ class Overview(msgspec.Struct, frozen=True, rename="camel"):
         """Whether any run/queue pair is outside the allowed table."""
         return bool(self.contradictions)
 
+    @property
+    def runs_total(self) -> int:
+        """How many runs have not ended (the whole set ``runs`` lists the first of)."""
+        return sum(self.open_runs.values())
 
-def overview(store: EventStore, now: int | None = None) -> Overview:
-    """The overview of the live database at ``now`` (default: the last event's time).
+    @property
+    def interactions_total(self) -> int:
+        """How many interactions are not consumed (the set ``interactions`` lists)."""
+        return sum(self.open_interactions.values())
 
-    Everything is read in one read transaction, so the counts, the waiting
-    items and the contradictions describe one head.
+
+class Parts(NamedTuple):
+    """An overview whose lists are read one item at a time.
+
+    ``head`` has every member but empty ``runs`` and ``interactions``; the
+    iterators give them, each item read and diagnosed when it is asked for,
+    inside the read transaction that :func:`overview_parts` holds open.
     """
+
+    head: Overview
+    runs: Iterator[Waiting]
+    interactions: Iterator[Waiting]
+
+
+@contextmanager
+def overview_parts(store: EventStore, now: int, limit: int | None = LIMIT) -> Iterator[Parts]:
+    """The overview at ``now`` with its lists as iterators, each cut at ``limit`` (None: all).
+
+    Everything is read in one read transaction, so the counts, the listed
+    items and the contradictions describe one head.  Counts come from
+    aggregate queries; the lists hold only ids until an item is read, and
+    only the listed items are diagnosed, so the cost follows ``limit`` and
+    the memory one item, not the number of open runs.
+    """
+    bound = "" if limit is None else f" LIMIT {int(limit)}"
     with state_at(store, None) as (connection, last):
-        ctx = context(connection, clock(store, last, now))
-        contradictions = _contradictions(ctx)
-        counts = {**host_counts(ctx), "lifecycleContradictions": len(contradictions)}
-        runs = tuple(
-            _waiting(ctx, "run", row, row["run_id"], diagnose_run(store, ctx, row, last))
-            for row in ctx.all(_OPEN_RUNS)
+        ctx = context(connection, now)
+        outside = int(ctx.value(_PAIR_COUNT) or 0)
+        contradictions = tuple(
+            Contradiction(
+                run_id=row["run_id"],
+                run_status=row["run_status"],
+                queue_status=row["queue_status"],
+            )
+            for row in (ctx.all(_PAIRS + bound) if outside else ())
         )
-        interactions = tuple(
+        counts = {**host_counts(ctx), "lifecycleContradictions": outside}
+        head = Overview(
+            head_seq=last,
+            now=ctx.now,
+            limit=limit,
+            counts=dict(sorted(counts.items())),
+            open_runs=_by_status(ctx, _OPEN_RUN_COUNTS),
+            open_interactions=_by_status(ctx, _WAITING_INTERACTION_COUNTS),
+            runs=(),
+            interactions=(),
+            contradictions=contradictions,
+        )
+        run_ids = [row["run_id"] for row in ctx.all(_OPEN_RUN_IDS + bound)]
+        request_ids = [row["request_id"] for row in ctx.all(_WAITING_INTERACTION_IDS + bound)]
+        runs = (
+            _waiting(ctx, "run", row, row["run_id"], diagnose_run(store, ctx, row, last))
+            for row in _rows(ctx, "SELECT * FROM runs WHERE run_id = ?", run_ids)
+        )
+        interactions = (
             _waiting(
                 ctx,
                 "interaction",
@@ -129,31 +223,35 @@ def overview(store: EventStore, now: int | None = None) -> Overview:
                 row["request_id"],
                 diagnose_interaction(store, ctx, row, last),
             )
-            for row in ctx.all(_WAITING_INTERACTIONS)
+            for row in _rows(
+                ctx, "SELECT * FROM interactive_requests WHERE request_id = ?", request_ids
+            )
         )
-        return Overview(
-            head_seq=last,
-            now=ctx.now,
-            counts=dict(sorted(counts.items())),
-            runs=runs,
-            interactions=interactions,
-            contradictions=contradictions,
+        yield Parts(head, runs, interactions)
+
+
+def overview(store: EventStore, now: int, limit: int | None = LIMIT) -> Overview:
+    """The overview of the live database at ``now``, each list cut at ``limit`` (None: all)."""
+    with overview_parts(store, now, limit) as parts:
+        return msgspec.structs.replace(
+            parts.head, runs=tuple(parts.runs), interactions=tuple(parts.interactions)
         )
+
+
+def _rows(ctx: Context, sql: str, keys: list[str]) -> Iterator[Row]:
+    for key in keys:
+        row = ctx.one(sql, key)
+        if row is not None:
+            yield row
 
 
 def overview_receipt(store: EventStore, now: int) -> object:
-    """``state.status``'s ``overview`` member: the overview as ``pwf status --json`` prints it."""
+    """``state.status``'s ``overview`` member: what ``pwf status --json`` prints, same bound."""
     return msgspec.to_builtins(overview(store, now))
 
 
-def _contradictions(ctx: Context) -> tuple[Contradiction, ...]:
-    return tuple(
-        Contradiction(
-            run_id=row["run_id"], run_status=row["run_status"], queue_status=row["queue_status"]
-        )
-        for row in ctx.all(_PAIRS)
-        if row["queue_status"] not in ALLOWED_LIFECYCLE.get(row["run_status"], ())
-    )
+def _by_status(ctx: Context, sql: str) -> dict[str, int]:
+    return {row["status"]: int(row["n"]) for row in sorted(ctx.all(sql), key=lambda r: r["status"])}
 
 
 def _waiting(

@@ -74,3 +74,15 @@ def test_a_symlinked_pwf_db_is_resolved(
         == one_line(done.stderr)
     )
     assert 0 == run("verify").exit_code
+
+
+def test_a_relative_destination_is_resolved_from_the_working_directory(
+    run: Run, live: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pwf state backup bk.db`` as the original's CLI takes it (only the operation wants /...)."""
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    done = run("state", "backup", "bk.db", "--db", str(live))
+    assert 0 == done.exit_code, done.output
+    assert f"backed up to {tmp_path / 'here' / 'bk.db'}\n" == done.stdout
+    assert 0 == run("log", "verify", "--db", str(tmp_path / "here" / "bk.db")).exit_code

@@ -298,3 +298,30 @@ class TestLogDiff:
         result = run("log", "diff", str(tmp_path / "nope.db"), str(live))
         assert 2 == result.exit_code
         assert f"Error: no such database: {tmp_path / 'nope.db'}" == one_line(result.stderr)
+
+
+class TestServedAgainstDirect:
+    """``host_state`` exists only once a database was served: absent, it compares as empty."""
+
+    def test_an_ever_served_database_is_compared_row_by_row(
+        self, run: Run, live: Path, copy: Path
+    ) -> None:
+        from pwf.projections.host import TABLE  # noqa: PLC0415
+
+        edit(live, TABLE[0], "INSERT INTO host_state (id, epoch) VALUES (1, 3)")
+        result = run("diff", str(live), str(copy))
+        assert 1 == result.exit_code, result.output
+        assert "host_state: 1 difference\n  only in A: host_state[1]\n" in result.stdout
+        assert "is only in" not in result.output
+        back = run("diff", str(copy), str(live), "--json")
+        assert 1 == back.exit_code
+        assert [[1]] == json.loads(back.stdout)["tables"]["host_state"]["onlyInB"]
+
+    def test_a_released_claim_on_both_sides_is_equal(
+        self, run: Run, live: Path, copy: Path
+    ) -> None:
+        from pwf.projections.host import TABLE  # noqa: PLC0415
+
+        for path in (live, copy):
+            edit(path, TABLE[0], "INSERT INTO host_state (id, epoch) VALUES (1, 3)")
+        assert 0 == run("diff", str(live), str(copy)).exit_code

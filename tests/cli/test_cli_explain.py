@@ -197,6 +197,29 @@ class TestDiagnosisThroughTheCommandLine:
             (inner["rule"], inner["sinceSeq"]) for inner in finding["diagnosis"]
         ]
 
+    def test_times_in_a_diagnosis_follow_the_time_format(self, pwf: Pwf) -> None:
+        """ "turn t-1 started at 5000" prints as a time; --json keeps the number (ADR 0079)."""
+        epoch = _watch(pwf, 2000)
+        _report(pwf, epoch, {M1: "e-1"}, 3000)
+        turn = {"workflowMessageId": M1, "runId": RUN, "workflowTurnId": "t-1", "state": "started"}
+        pwf.session("workflowTurn.report", turn, epoch, 5000)
+        args = ("interaction", REQUEST, "--now", "65000")
+        iso = pwf("explain", *args, "--time-format", "iso").stdout
+        diagnosis = iso[iso.index("diagnosis:") :]
+        assert "turn t-1 started at 1970-01-01T00:00:05.000Z and has not ended" in diagnosis
+        assert "passed at 1970-01-01T00:01:05.000Z with a started turn" in diagnosis
+        assert "5000" not in diagnosis
+        timeline = iso[iso.index("timeline:") : iso.index("diagnosis:")]
+        assert "deadline 1970-01-01T00:01:01.000Z" in timeline  # attempt.started's deadline
+        raw = pwf("explain", *args, "--time-format", "raw").stdout
+        assert "turn t-1 started at 5000 and has not ended" in raw
+        [opened, expired] = pwf.explain(*args)["diagnosis"]
+        assert "turn t-1 started at 5000 and has not ended" == opened["summary"]
+        assert [5000] == opened["times"]
+        assert 65000 in expired["times"]
+        status = pwf("status", "--now", "65000", "--time-format", "iso").stdout
+        assert "turn t-1 started at 1970-01-01T00:00:05.000Z" in status
+
     def test_paused(self, pwf: Pwf) -> None:
         """run.pause through pwf request: the interaction and the run say run-paused."""
         assert "accepted" == pwf.request("run.pause", {}, 2000, runId=RUN)["outcome"]
@@ -254,7 +277,8 @@ class TestOutput:
         created = pwf.seq("message.created")
         expected = (
             f"  no-coordinator: step message {M1[17:29]} is pending but session s-1 has no"
-            f" coordinator attached (since seq {created})"
+            f" coordinator attached: open session s-1 in pi so its coordinator attaches"
+            f" (a view.session.watch with coordinator true) (since seq {created})"
         )
         assert [expected] == lines[lines.index("diagnosis:") + 1 :]
 

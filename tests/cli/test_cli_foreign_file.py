@@ -84,3 +84,33 @@ def test_a_foreign_pwf_meta_is_refused_by_init(run: Run, tmp_path: Path) -> None
     done = run("init", "--db", str(path))
     assert done.exit_code != 0
     assert before == path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status", "--db"),
+        ("log", "show", "--db"),
+        ("request", "--db"),
+        ("verify", "--db"),
+        ("digest",),
+    ],
+)
+def test_a_newer_format_is_named_not_called_foreign(
+    run: Run, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """A database a newer pwf wrote says its format and the one this pwf reads (ADR 0079)."""
+    path = tmp_path / "newer.db"
+    assert 0 == run("init", "--db", str(path)).exit_code
+    connection = sqlite3.connect(path)
+    connection.execute("UPDATE _pwf_meta SET value = 'pwf.store.v3' WHERE key = 'format'")
+    connection.commit()
+    connection.close()
+    before = path.read_bytes()
+    result = run(*args, str(path), stdin=b"")
+    assert 2 == result.exit_code
+    assert (
+        f"Error: {path}: a pwf database in format pwf.store.v3, which this pwf does not read"
+        " (it reads pwf.store.v1); open it with the pwf that wrote it or a newer one"
+    ) == one_line(result.stderr)
+    assert before == path.read_bytes()

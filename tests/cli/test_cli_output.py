@@ -249,6 +249,56 @@ class TestFollow:
                 process.kill()
                 process.communicate()
 
+    def test_tail_keeps_to_one_run_before_and_while_following(self, pwf: Pwf) -> None:
+        """``pwf log tail --follow --run ID``: only that run's events, the last N then new ones."""
+        of_run = [e["seq"] for e in _events(pwf) if _nl(pwf, int(str(e["seq"])))["run"] == RUN]
+        last_two = pwf("log", "tail", "-n", "2", "--run", RUN, "--nl").stdout.splitlines()
+        assert of_run[-2:] == [json.loads(line)["seq"] for line in last_two]
+        start = {**START, "originSessionId": "s-2"}
+        assert "accepted" == pwf.request("run.start", start, T0 + 9_000, runId="run-2")["outcome"]
+        env = {k: v for k, v in os.environ.items() if k != "PWF_DB"}
+        args = ["log", "tail", "--db", pwf.db, "-n", "1", "--nl", "--follow", "--interval", "0.05"]
+        with _interruptible():
+            process = subprocess.Popen(
+                [sys.executable, "-m", "pwf", *args, "--run", "run-2"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+        try:
+            out = process.stdout
+            assert out is not None
+            first = json.loads(out.readline())  # run-2's last event: the tail now follows
+            assert "run-2" == first["run"]
+            pwf.request("host.status", {}, T0 + 10_000)
+            assert (
+                "accepted" == pwf.request("run.cancel", {}, T0 + 11_000, runId="run-2")["outcome"]
+            )
+            pwf.request("host.status", {}, T0 + 12_000)
+            wanted = [
+                e["seq"]
+                for e in _events(pwf)
+                if int(str(e["seq"])) > first["seq"]
+                and _nl(pwf, int(str(e["seq"])))["run"] == "run-2"
+            ]
+            assert wanted
+            seen = [json.loads(out.readline()) for _ in wanted]
+            assert wanted == [line["seq"] for line in seen]
+            assert {"run-2"} == {line["run"] for line in seen}
+            process.send_signal(signal.SIGINT)
+            rest, err = process.communicate(timeout=30)
+            assert (0, b"", b"") == (process.returncode, rest, err)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+
+def _nl(pwf: Pwf, seq: int) -> dict[str, object]:
+    shown = pwf("log", "show", "--from", str(seq), "--to", str(seq), "--nl").stdout
+    value: dict[str, object] = json.loads(shown)
+    return value
+
 
 @contextlib.contextmanager
 def _interruptible() -> Iterator[None]:
@@ -285,3 +335,42 @@ def _follow_two_requests(pwf: Pwf, process: subprocess.Popen[bytes]) -> tuple[li
     while not seen or seen[-1] < head:
         seen.append(json.loads(lines.get(timeout=30))["seq"])
     return seen, list(range(before + 1, head + 1))
+
+
+class TestOneOutputSwitch:
+    """``-o/--output table|json|nl|csv|tsv`` on every listing verb; the old flags are synonyms."""
+
+    VERBS = (
+        ("log", "show"),
+        ("log", "tail", "-n", "3"),
+        ("query", "runs"),
+        ("query", "interactions"),
+        ("query", "messages"),
+        ("query", "turns"),
+    )
+
+    @pytest.mark.parametrize("verb", VERBS)
+    @pytest.mark.parametrize("form", ["json", "nl", "csv", "tsv"])
+    def test_the_switch_prints_what_the_flag_prints(
+        self, pwf: Pwf, verb: tuple[str, ...], form: str
+    ) -> None:
+        flag = pwf(*verb, f"--{form}")
+        assert 0 == flag.exit_code, flag.output
+        for switch in (["-o", form], [f"--output={form}"], ["-o", form, f"--{form}"]):
+            result = pwf(*verb, *switch)
+            assert (0, flag.stdout) == (result.exit_code, result.stdout), switch
+
+    @pytest.mark.parametrize("verb", VERBS)
+    def test_table_is_the_default(self, pwf: Pwf, verb: tuple[str, ...]) -> None:
+        plain = pwf(*verb, "--time-format", "raw")
+        assert (0, plain.stdout) == (
+            pwf(*verb, "-o", "table", "--time-format", "raw").exit_code,
+            pwf(*verb, "-o", "table", "--time-format", "raw").stdout,
+        )
+
+    def test_two_forms_are_a_usage_error(self, pwf: Pwf) -> None:
+        result = pwf("query", "runs", "-o", "csv", "--json")
+        assert 2 == result.exit_code
+        assert "-o csv and --json exclude each other" in result.stderr
+        bad = pwf("log", "show", "-o", "yaml")
+        assert 2 == bad.exit_code

@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -151,3 +151,56 @@ class TestExplainInsideABatch:
         ) == one_line(result.stderr)
         ok = run("explain", "run", "run-1", "--db", db, "--at", "2")
         assert ok.stdout.startswith("run run-1 at seq 2 ")
+
+
+def _closed_reader_exit(*args: str, cwd: Path) -> tuple[int, bytes]:
+    """Run ``pwf ARGS`` with stdout a pipe whose reader has already gone: exit code, stderr."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pwf", *args],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            check=False,
+            env=_env(),
+            cwd=cwd,
+        )
+    finally:
+        os.close(writer)
+    return done.returncode, done.stderr
+
+
+class TestVerdictsSurviveAClosedStdout:
+    """``pwf diff a b | head``: a verb whose exit code is a verdict keeps it (ADR 0079)."""
+
+    @pytest.fixture
+    def pair(self, run: Callable[..., Result], tmp_path: Path, client_line: Any) -> tuple[str, str]:
+        a, b = tmp_path / "a.db", tmp_path / "b.db"
+        for path, count in ((a, 3), (b, 2)):
+            assert 0 == run("init", "--db", str(path)).exit_code
+            lines = b"".join(client_line(number) for number in range(1, count + 1))
+            assert 0 == run("request", "--db", str(path), "--at", "1000", stdin=lines).exit_code
+        return str(a), str(b)
+
+    @pytest.mark.parametrize(
+        "verb", [["diff"], ["diff", "--json"], ["log", "diff"], ["log", "diff", "--json"]]
+    )
+    def test_a_difference_is_exit_1(self, pair: tuple[str, str], verb: list[str]) -> None:
+        code, err = _closed_reader_exit(*verb, *pair, cwd=Path(pair[0]).parent)
+        assert (1, b"") == (code, err)
+
+    def test_equal_is_exit_0(self, pair: tuple[str, str]) -> None:
+        code, err = _closed_reader_exit("diff", pair[0], pair[0], cwd=Path(pair[0]).parent)
+        assert (0, b"") == (code, err)
+
+    def test_verify_and_status_keep_their_verdicts(self, pair: tuple[str, str]) -> None:
+        db = pair[0]
+        with sqlite3.connect(db) as connection:
+            connection.execute("UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
+        connection.close()
+        for verb in (["verify"], ["verify", "--json"], ["status"], ["status", "--json"]):
+            code, err = _closed_reader_exit(*verb, "--db", db, cwd=Path(db).parent)
+            assert (1, b"") == (code, err), verb
+        code, _ = _closed_reader_exit("log", "verify", "--json", "--db", db, cwd=Path(db).parent)
+        assert 0 == code  # the chain is intact: the hand edit touched a projection only

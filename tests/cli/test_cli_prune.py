@@ -173,3 +173,18 @@ def test_a_compacted_log_is_counted_from_its_origin(run: Run, live: Path, tmp_pa
     assert "seq 2 was compacted away by a prune" in gone.stderr
     assert len(gone.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "g.db").exists()
+
+
+def test_dry_run_is_explicit_and_the_default(run: Run, live: Path) -> None:
+    """``--dry-run`` (the original's spelling) reports and deletes nothing, as no flag does."""
+    explicit = run("state", "prune", "--db", str(live), "--before", CUTOFF, "--dry-run", "--json")
+    assert 0 == explicit.exit_code, explicit.output
+    assert False is json.loads(explicit.stdout)["report"]["applied"]
+    assert _runs(run, live) == ["run-1", "run-2", "run-3"]
+    default = run("state", "prune", "--db", str(live), "--before", CUTOFF, "--json")
+    strip = {"databaseBytesAfter", "databaseBytesBefore"}
+    reports = [
+        {k: v for k, v in json.loads(r.stdout)["report"].items() if k not in strip}
+        for r in (explicit, default)
+    ]
+    assert reports[0] == reports[1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -72,3 +73,41 @@ def test_state_verify_is_valid_and_appends_nothing(run: Run, db: Path) -> None:
     tail = run("log", "tail", "--db", str(db), "-n", "1", "--json")
     assert json.loads(tail.stdout)["type"] == "command.recorded"
     assert json.loads(tail.stdout)["cause"]["operation"] == "run.start"
+
+
+class TestStateVerbs:
+    """``pwf state status`` and ``pwf state verify``: the original's spellings of the two reads."""
+
+    def test_state_status_is_the_receipt_of_state_status(self, run: Run, db: Path) -> None:
+        line = _line("r-1", "state.status", None)
+        answered = run("request", "--db", str(db), "--at", str(AT), stdin=line)
+        receipt = json.loads(answered.stdout)["receipt"]
+        before = run("log", "show", "--db", str(db), "--json").stdout
+        shown = run("state", "status", "--db", str(db), "--at", str(AT), "--json")
+        assert (0, "") == (shown.exit_code, shown.stderr)
+        assert {k: v for k, v in receipt.items() if k != "overview"} == json.loads(shown.stdout)
+        human = run("state", "status", "--db", str(db), "--at", str(AT)).stdout.splitlines()
+        assert f"size {receipt['sizeBytes']} bytes" == human[0]
+        assert "  runs 1, settingsScopes 0, unsettledEffects 0" in human
+        assert before == run("log", "show", "--db", str(db), "--json").stdout
+
+    def test_state_verify_is_valid_then_names_the_failure(self, run: Run, db: Path) -> None:
+        good = run("state", "verify", "--db", str(db))
+        assert (0, "valid: SQLite integrity, hash chain and projections\n") == (
+            good.exit_code,
+            good.stdout,
+        )
+        assert (
+            '{"error":null,"valid":true}\n'
+            == run("state", "verify", "--db", str(db), "--json").stdout
+        )
+        connection = sqlite3.connect(db)
+        connection.execute("UPDATE runs SET workflow_name = 'other'")
+        connection.commit()
+        connection.close()
+        bad = run("state", "verify", "--db", str(db))
+        assert 1 == bad.exit_code
+        assert bad.stderr.startswith("invalid: ")
+        assert "runs" in bad.stderr
+        as_json = json.loads(run("state", "verify", "--db", str(db), "--json").stdout)
+        assert False is as_json["valid"]

@@ -184,3 +184,110 @@ def test_the_reference_sample_is_reproduced(tmp_path: Path) -> None:
     driver.worker("interaction.request", contract, 1_785_600_002_000, attemptId="attempt-1")
     result = driver("status", "--now", "2026-08-01T16:05:00Z", "--time-format", "iso")
     assert expected == result.stdout
+
+
+@pytest.fixture
+def crowded(parked: Pwf) -> Pwf:
+    """run-1 parked on its interaction, and five more runs queued behind it."""
+    for number in range(2, 7):
+        start = {**START, "originSessionId": f"s-{number}"}
+        started = parked.request("run.start", start, 2000 + number, runId=f"run-{number}")
+        assert "accepted" == started["outcome"]
+    return parked
+
+
+class TestCountsAndLists:
+    """Each list is counted in full by status, cut at --limit, and says how many more (ADR 0079)."""
+
+    def test_the_count_above_a_list_is_the_list(self, crowded: Pwf) -> None:
+        found = _status(crowded, "--all")
+        assert {"queued": 5, "waiting": 1} == found["openRuns"]
+        assert 6 == len(found["runs"])
+        assert {"pending": 1} == found["openInteractions"]
+        assert 1 == len(found["interactions"])
+        # waitingRuns (host.status) counts the runs whose status is waiting, a part of the list.
+        assert 1 == found["counts"]["waitingRuns"]
+        human = crowded("status", "--now", str(NOW), "--all").stdout
+        assert "runs not ended: 6 (queued 5, waiting 1)" in human.splitlines()
+        assert "interactions not consumed: 1 (pending 1)" in human.splitlines()
+        assert "waiting runs" not in human
+
+    def test_the_list_is_cut_at_the_limit_and_says_how_many_more(self, crowded: Pwf) -> None:
+        found = _status(crowded, "--limit", "2")
+        assert ["run-1", "run-2"] == [item["id"] for item in found["runs"]]
+        assert 6 == sum(found["openRuns"].values())
+        assert 2 == found["limit"]
+        human = crowded("status", "--now", str(NOW), "--limit", "2").stdout.splitlines()
+        at = human.index("runs not ended: 6 (queued 5, waiting 1)")
+        listed = [line for line in human[at:] if line.startswith("  run-")]
+        assert 2 == len(listed)
+        assert "  … and 4 more (--limit N or --all to list them)" in human
+
+    def test_the_default_limit_bounds_the_json(self, crowded: Pwf) -> None:
+        from pwf.status import LIMIT  # noqa: PLC0415
+
+        for number in range(7, LIMIT + 4):
+            start = {**START, "originSessionId": f"s-{number}"}
+            crowded.request("run.start", start, 3000 + number, runId=f"run-{number}")
+        found = _status(crowded)
+        assert LIMIT == len(found["runs"])
+        assert LIMIT + 3 == sum(found["openRuns"].values())
+        assert LIMIT + 3 == len(_status(crowded, "--all")["runs"])
+
+    def test_the_streamed_json_is_the_canonical_encoding(
+        self, crowded: Pwf, tmp_path: Path
+    ) -> None:
+        from pwf import canonical  # noqa: PLC0415
+        from pwf.status import overview  # noqa: PLC0415
+        from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+        printed = crowded("status", "--now", str(NOW), "--json", "--limit", "3").stdout_bytes
+        with SqliteStore(tmp_path / "state.db", read_only=True) as store:
+            expected = canonical.encode(overview(store, NOW, 3)) + b"\n"
+        assert expected == printed
+
+    def test_contradictions_are_counted_in_full_and_listed_to_the_limit(
+        self, crowded: Pwf, tmp_path: Path
+    ) -> None:
+        connection = sqlite3.connect(tmp_path / "state.db")
+        try:
+            connection.execute("UPDATE run_queue SET status = 'running' WHERE run_id != 'run-1'")
+            connection.commit()
+        finally:
+            connection.close()
+        result = crowded("status", "--now", str(NOW), "--json", "--limit", "2")
+        assert 1 == result.exit_code
+        found = json.loads(result.stdout)
+        assert 5 == found["counts"]["lifecycleContradictions"]
+        assert 2 == len(found["contradictions"])
+        human = crowded("status", "--now", str(NOW), "--limit", "2").stdout.splitlines()
+        assert "lifecycle contradictions: 5" in human
+        assert "  … and 3 more (--limit N or --all to list them)" == human[-1]
+
+
+def test_the_lists_are_read_one_item_at_a_time(
+    crowded: Pwf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--all`` holds one diagnosed item at a time: items are diagnosed as they are written."""
+    import pwf.status  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    diagnosed: list[str] = []
+    real = pwf.status.diagnose_run  # type: ignore[attr-defined]
+
+    def counting(*args: Any) -> Any:
+        diagnosed.append(args[2]["run_id"])
+        return real(*args)
+
+    monkeypatch.setattr(pwf.status, "diagnose_run", counting)
+    with (
+        SqliteStore(tmp_path / "state.db", read_only=True) as store,
+        pwf.status.overview_parts(store, NOW, None) as parts,
+    ):
+        assert 6 == parts.head.runs_total
+        assert [] == diagnosed
+        first = next(parts.runs)
+        assert ["run-1"] == diagnosed
+        assert "run-1" == first.id
+        assert 5 == len(list(parts.runs))
+    assert 6 == len(diagnosed)

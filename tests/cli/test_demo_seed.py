@@ -28,6 +28,8 @@ MINTED: Final = re.compile(
 )
 """A member whose value ends UUID-shaped (coordinator epochs and request ids carry a prefix)."""
 NUL: Final = "\x00"
+PYTHON_REPR: Final = re.compile(r"\{'|\bNone\b|\bTrue\b|\bFalse\b")
+"""What a Python ``repr`` of a dict, None or a bool looks like in the demo's output."""
 
 
 def _demo(directory: Path, seed: str | None) -> bytes:
@@ -41,6 +43,8 @@ def _demo(directory: Path, seed: str | None) -> bytes:
         ["bash", "scripts/demo.sh"], cwd=ROOT, env=env, capture_output=True, check=False
     )
     assert 0 == done.returncode, done.stdout.decode()[-3000:] + done.stderr.decode()[-2000:]
+    reprs = [line for line in done.stdout.decode().splitlines() if PYTHON_REPR.search(line)]
+    assert [] == reprs  # the demo prints JSON and sentences, never Python reprs
     return subprocess.run(
         [sys.executable, "-m", "pwf", "log", "export", "--db", str(directory / "host.db")],
         env=env,

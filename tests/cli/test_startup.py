@@ -198,6 +198,12 @@ class TestVerbs:
         assert finished.returncode == 2
         assert b"No such command 'nope'" in finished.stderr
 
+    def test_a_mistyped_verb_gets_a_suggestion(self) -> None:
+        result = CliRunner().invoke(cli, ["stauts"], prog_name="pwf")
+        assert result.exit_code == 2
+        assert "No such command 'stauts'" in result.output
+        assert "'status'" in result.output.split("Did you mean", 1)[1]
+
     def test_version_is_the_installed_distributions(self) -> None:
         result = CliRunner().invoke(cli, ["--version"], prog_name="pwf")
         assert f"pwf, version {importlib.metadata.version(DISTRIBUTION)}\n" == result.output

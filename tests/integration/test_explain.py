@@ -285,7 +285,8 @@ class TestRunRules:
                         "rule": "no-coordinator",
                         "sinceSeq": _seq(fx, "message.created"),
                         "summary": "step message ef38de41cf51 is pending but session s-1 has"
-                        " no coordinator attached",
+                        " no coordinator attached: open session s-1 in pi so its coordinator"
+                        " attaches (a view.session.watch with coordinator true)",
                     }
                 ],
                 "requestId": REQUEST,

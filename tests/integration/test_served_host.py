@@ -8,6 +8,7 @@ import socket
 import stat
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -373,11 +374,63 @@ class TestCall:
         assert result.stderr.decode().startswith("line 1: ")
         assert 1 == len(result.stderr.decode().splitlines())
 
-    def test_call_without_a_host(self, db: Path) -> None:
-        """No host: one line naming the socket, exit 3, after the retry time."""
-        result = pwf("call", "--db", str(db), "--retry-for", "0", stdin=run_start(1) + b"\n")
+    def test_call_without_a_host_says_so_at_once(self, db: Path) -> None:
+        """No host: one line naming the socket and how to start a host, exit 3, no wait."""
+        started = time.monotonic()
+        result = pwf("call", "--db", str(db), stdin=run_start(1) + b"\n")
+        assert time.monotonic() - started < 10  # the default --retry-for is 30 s; no wait here
         assert 3 == result.returncode
-        assert result.stderr.decode().startswith("Error: no workflow host answers on ")
+        sock = db.parent / "host" / "host.sock"
+        assert (
+            f"Error: no pwf host is running at {sock}; start one with: pwf serve --db {db}"
+            " (or pass --wait SECONDS to wait for it)\n"
+        ) == result.stderr.decode()
+
+    def test_call_waits_for_a_host_when_asked(self, db: Path) -> None:
+        """--wait S: the line waits for a host that starts meanwhile."""
+        import subprocess  # noqa: PLC0415 - only these tests keep a pwf call running
+
+        call = subprocess.Popen(
+            [str(Path(sys.executable).with_name("pwf")), "call", "--db", str(db), "--wait", "60"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert call.stdout is not None
+        try:
+            assert call.stdin is not None
+            call.stdin.write(run_start(1) + b"\n")
+            call.stdin.close()
+            time.sleep(0.3)
+            assert call.poll() is None  # still waiting: no host yet
+            host = Served(db)
+            try:
+                assert "accepted" == json.loads(call.stdout.readline())["outcome"]
+                assert 0 == call.wait(60)
+            finally:
+                host.close()
+        finally:
+            if call.poll() is None:
+                call.kill()
+                call.wait(60)
+            call.stdout.close()
+
+    def test_restore_is_refused_while_the_host_serves(self, db: Path) -> None:
+        """``pwf state restore`` leaves a served database alone and says why."""
+        backup = db.with_name("b.db")
+        assert 0 == pwf("state", "backup", str(backup), "--db", str(db)).returncode
+        served = Served(db)
+        try:
+            before = pwf("log", "head", "--db", str(db)).stdout
+            done = pwf("state", "restore", str(backup), "--db", str(db))
+            after = pwf("log", "head", "--db", str(db)).stdout
+        finally:
+            served.close()
+        assert 0 != done.returncode
+        [message] = done.stderr.decode().splitlines()
+        assert message.startswith("Error: "), message
+        assert "host" in message, message
+        assert not list(db.parent.glob("state.db.before-restore-*"))
+        assert before == after
 
     def test_call_imports_no_heavy_module(self) -> None:
         """``pwf call`` loads neither click, pydantic, structlog nor the command modules."""

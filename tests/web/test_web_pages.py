@@ -8,9 +8,11 @@ world's script, not read back from pwf.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 import re
+import time
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -18,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from pwf.cli import cli
+from pwf.web._data import PAGE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -79,6 +82,92 @@ def test_overview_lists_what_pwf_status_lists(world_url: str, world_db: Path) ->
     assert expected == [(html.unescape(name), int(seq)) for name, seq in shown]
     for name, count in status["counts"].items():
         assert f"{name} {count}" in text_of(page)
+
+
+def _measured_to(page: str) -> int:
+    """The time the overview says its waits are measured to, as epoch milliseconds."""
+    found = re.search(r"waits are measured to (\S+?Z),", text_of(page))
+    assert found is not None, text_of(page)
+    return int(dt.datetime.fromisoformat(found.group(1)).timestamp() * 1000)
+
+
+def test_overview_measures_waits_to_the_wall_clock_as_status_does(
+    world_url: str, world_db: Path
+) -> None:
+    """One clock (ADR 0079): the live page's now is the wall clock, and it says so."""
+    before = time.time_ns() // 1_000_000
+    _, _, page = get(world_url + "/")
+    after = time.time_ns() // 1_000_000
+    assert before <= _measured_to(page) <= after
+    assert "the wall clock when the page was read, as pwf status takes it" in text_of(page)
+    last = json.loads(pwf("log", "tail", "--db", str(world_db), "-n", "1", "--json"))["at"]
+    assert last < before  # the world's last event is older than the wall clock
+
+
+def test_overview_with_now_lists_what_status_with_now_lists(world_url: str, world_db: Path) -> None:
+    status = json.loads(pwf("status", "--db", str(world_db), "--json", "--now", "99999999"))
+    _, _, page = get(world_url + "/?now=99999999")
+    assert 99_999_999 == _measured_to(page)
+    for item in status["interactions"] + status["runs"]:
+        row = page[page.index(f">{html.escape(item['id'])}<") :]
+        row = row[: row.index("</tr>")]
+        assert _web_duration(item["waitingMs"]) in text_of(row)
+
+
+def _web_duration(ms: int) -> str:
+    from pwf.web._app import _duration  # noqa: PLC0415 - the page's own formatting
+
+    return _duration(ms)
+
+
+def test_times_inside_a_diagnosis_are_shown_as_times(world_url: str) -> None:
+    _, _, page = get(world_url + "/?now=1796615271087")
+    text = text_of(page)
+    assert "passed at 2026-12-07T" in text
+    assert not re.search(r"(started at|passed at|deadline) \d{6,}", text)
+
+
+def test_overview_counts_name_the_sets_they_count(world_url: str, world_db: Path) -> None:
+    """The count above each list is that list's set, by status; waitingRuns says what it is."""
+    status = json.loads(pwf("status", "--db", str(world_db), "--json", "--all"))
+    _, _, page = get(world_url + "/")
+    text = re.sub(r"\(\s+", "(", re.sub(r"\s+([,)])", r"\1", text_of(page)))
+    total = sum(status["openRuns"].values())
+    assert total == len(status["runs"])
+    parts = ", ".join(f"{name} {n}" for name, n in status["openRuns"].items())
+    assert f"runs not ended: {total} ({parts})" in text
+    assert "waitingRuns above counts the runs whose status is waiting" in text
+
+
+def test_overview_lists_are_bounded_and_say_how_many_more(tmp_path: Path) -> None:
+    from pwf.status import LIMIT  # noqa: PLC0415
+
+    db = tmp_path / "many.db"
+    world = _world.World(db)
+    try:
+        for index in range(LIMIT + 5):
+            payload = _world.start_payload(f"s-{index}", {})
+            world.request(index, "run.start", payload, run_id=f"r-{index:02}")
+    finally:
+        world.close()
+    with serve(db) as base:
+        _, _, page = get(base + "/")
+    listed = re.findall(r'class="waiting-run" href="[^"]+">([^<]+)</a>', page)
+    assert [f"r-{index:02}" for index in range(LIMIT)] == listed
+    text = re.sub(r"\(\s+", "(", re.sub(r"\s+([,)])", r"\1", text_of(page)))
+    assert f"runs not ended: {LIMIT + 5} (queued {LIMIT + 5}), the oldest {LIMIT}" in text
+    assert "and 5 more" in text
+
+
+def test_a_page_as_of_a_seq_measures_to_that_seqs_time(world_url: str, world_db: Path) -> None:
+    _, _, page = get(world_url + "/?at=12")
+    stands = re.search(r"Read at seq (\d+);", text_of(page))
+    assert stands is not None
+    seq = int(stands.group(1))  # 12, or the end of the batch before it
+    assert seq <= 12
+    event = json.loads(pwf("log", "show", "--db", str(world_db), "--json").splitlines()[seq - 1])
+    assert (seq, event["at"]) == (event["seq"], _measured_to(page))
+    assert f"the time of seq {seq}, as pwf explain --at takes it" in text_of(page)
 
 
 def test_runs_filter_by_status_and_session(world_url: str) -> None:
@@ -166,7 +255,7 @@ def pwf_log(world_url: str, event_type: str) -> str:
     """The newest event of a type, as the log page lists it for that type."""
     _, _, page = get(f"{world_url}/log?type={event_type}")
     bodies = re.findall(r'<td class="body"><pre>(.*?)</pre>', page, re.DOTALL)
-    return html.unescape(bodies[-1])
+    return html.unescape(bodies[0])  # newest first
 
 
 def test_log_shows_stored_bytes_chain_and_links(world_url: str, world_db: Path) -> None:
@@ -175,7 +264,7 @@ def test_log_shows_stored_bytes_chain_and_links(world_url: str, world_db: Path) 
     bodies = [
         html.unescape(body) for body in re.findall(r'<td class="body"><pre>(.*?)</pre>', page)
     ]
-    assert shown.splitlines() == bodies
+    assert shown.splitlines() == bodies[::-1]  # the page lists newest first
     head = json.loads(pwf("log", "tail", "--db", str(world_db), "-n", "1", "--json"))
     assert f"chain intact · {head['seq']} events · head seq {head['seq']}" in text_of(page)
     assert head["contentHash"] in page
@@ -195,7 +284,30 @@ def test_log_filters_as_log_show_does(
     expected = [json.loads(line)["seq"] for line in shown.splitlines()]
     _, _, page = get(f"{world_url}/log?{name}={quote(value)}")
     assert expected
-    assert expected == [int(seq) for seq in re.findall(r'<tr id="seq-(\d+)">', page)]
+    assert expected[::-1] == [int(seq) for seq in re.findall(r'<tr id="seq-(\d+)">', page)]
+
+
+def test_log_lists_newest_first_with_older_and_newer_pages(world_url: str, world_db: Path) -> None:
+    head = int(json.loads(pwf("log", "tail", "--db", str(world_db), "-n", "1", "--json"))["seq"])
+    assert head > 2 * PAGE
+    _, _, first = get(world_url + "/log")
+    seqs = [int(seq) for seq in re.findall(r'<tr id="seq-(\d+)">', first)]
+    assert list(range(head, head - PAGE, -1)) == seqs
+    assert 'id="previous"' not in first
+    older = re.search(r'id="next" href="([^"]+)"', first)
+    assert older is not None
+    _, _, second = get(world_url + html.unescape(older.group(1)))
+    seqs = [int(seq) for seq in re.findall(r'<tr id="seq-(\d+)">', second)]
+    assert list(range(head - PAGE, head - 2 * PAGE, -1)) == seqs
+    newer = re.search(r'id="previous" href="([^"]+)"', second)
+    assert newer is not None
+    _, _, back = get(world_url + html.unescape(newer.group(1)))
+    assert [int(seq) for seq in re.findall(r'<tr id="seq-(\d+)">', back)] == list(
+        range(head, head - PAGE, -1)
+    )
+    # A link to one seq (from the overview and the timelines) lands on a page that holds it.
+    _, _, landed = get(world_url + "/log?from=7")
+    assert 'id="seq-7"' in landed
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,10 @@ from pwf.errors import PwfError, os_error_text
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["VERBS", "Verb", "cli", "main"]
+__all__ = ["VERBS", "Verb", "cli", "main", "verdict"]
+
+VERDICT: Final = "pwf.verdict"
+"""Key in the root context's ``meta`` of the exit code a verb's report stands for."""
 
 
 class Verb(NamedTuple):
@@ -100,7 +103,7 @@ VERBS: Final[dict[str, Verb]] = {
     "status": Verb(
         "pwf.cli.status",
         "status",
-        "Show counts, every waiting run and interaction, and lifecycle contradictions.",
+        "Show counts, the runs not ended and interactions not consumed, and contradictions.",
     ),
     "verify": Verb(
         "pwf.cli.replay",
@@ -124,16 +127,29 @@ class PwfGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:  # noqa: ANN401 - click's own signature
         """Run the subcommand, translating errors at the edge."""
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:
+                sys.stdout.flush()
         except BrokenPipeError:
             _quiet_stdout()
-            raise click.exceptions.Exit(0) from None
+            raise click.exceptions.Exit(ctx.meta.get(VERDICT, 0)) from None
         except PwfError as error:
             raise _failure(str(error), error.exit_code) from None
         except sqlite3.Error as error:
             raise _failure(f"database error: {error}", 3) from None
         except OSError as error:
             raise _failure(os_error_text(error), 3) from None
+
+
+def verdict(code: int) -> None:
+    """Declare the exit code the report a verb is about to print stands for (ADR 0079).
+
+    ``diff``, ``log diff``, ``verify``, ``log verify`` and ``status`` decide
+    before they print; when their reader closes stdout (``pwf diff a b |
+    head``) they still exit with this code, so ``pipefail`` keeps the verdict.
+    """
+    click.get_current_context().find_root().meta[VERDICT] = code
 
 
 def _quiet_stdout() -> None:
@@ -167,6 +183,22 @@ class LazyGroup(PwfGroup):
         command = getattr(__import__(verb.module, fromlist=[verb.attribute]), verb.attribute)
         assert isinstance(command, click.Command)
         return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Resolve a verb; an unknown one gets click's "Did you mean" from every verb's name.
+
+        click draws its suggestions from ``self.commands``, which the lazy
+        group leaves empty, so the suggestion is made here from :data:`VERBS`.
+        """
+        name = click.utils.make_str(args[0]) if args else ""
+        known = not args or name.startswith("-") or self.get_command(ctx, name) is not None
+        if not known and not ctx.resilient_parsing:
+            raise click.exceptions.NoSuchCommand(
+                name, possibilities=self.list_commands(ctx), ctx=ctx
+            )
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List the verbs with their stored short help, as click would list loaded ones."""

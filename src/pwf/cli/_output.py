@@ -45,7 +45,26 @@ def _flag(form: str, text: str) -> Callable[[F], F]:
     return click.option(f"--{form}", f"as_{form}", is_flag=True, help=text)
 
 
+OUTPUT: Final = "pwf.output"
+"""Key in the context's ``meta`` of the form ``-o/--output`` chose."""
+
+
+def _remember_output(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[OUTPUT] = value
+
+
 output_options: Final = (
+    click.option(
+        "-o",
+        "--output",
+        type=click.Choice(["table", *FORMS]),
+        default=None,
+        expose_value=False,
+        callback=_remember_output,
+        help="Output form: table (the default), json, nl, csv or tsv;"
+        " --json, --nl, --csv and --tsv say the same.",
+    ),
     _flag("nl", "Print one JSON object per row (newline-delimited JSON)."),
     _flag("csv", "Print CSV with a header row."),
     _flag("tsv", "Print tab-separated values with a header row."),
@@ -58,7 +77,7 @@ output_options: Final = (
     ),
     time_format_option,
 )
-"""``--nl --csv --tsv --columns --time-format`` (each command keeps its own ``--json``)."""
+"""``-o/--output --nl --csv --tsv --columns --time-format`` (each command keeps its ``--json``)."""
 
 page_options: Final = (
     click.option(
@@ -95,15 +114,24 @@ def with_options(command: F, *groups: Sequence[Callable[[F], F]]) -> F:
 
 
 def output_form(**flags: bool) -> Form:
-    """The one output form chosen among ``--json --nl --csv --tsv`` (table when none).
+    """The one output form chosen by ``-o/--output`` or ``--json --nl --csv --tsv`` (or table).
+
+    ``--json`` is ``-o json`` and so on: the flags are synonyms of the switch
+    (ADR 0079), so ``-o json --json`` is one choice, not two.
 
     Raises:
-        click.UsageError: more than one was given.
+        click.UsageError: two different forms were asked for.
     """
-    chosen = [form for form in FORMS if flags.get(f"as_{form}")]
+    chosen = [f"--{form}" for form in FORMS if flags.get(f"as_{form}")]
+    context = click.get_current_context(silent=True)
+    output = None if context is None else context.meta.get(OUTPUT)
+    if output is not None and [f"--{output}"] != chosen and chosen:
+        chosen.insert(0, f"-o {output}")
+    elif output is not None:
+        chosen = [f"--{output}"]
     if len(chosen) > 1:
-        raise click.UsageError(" and ".join(f"--{form}" for form in chosen) + " exclude each other")
-    form: Form = chosen[0] if chosen else "table"  # type: ignore[assignment]
+        raise click.UsageError(" and ".join(chosen) + " exclude each other")
+    form: Form = chosen[0].removeprefix("--") if chosen else "table"  # type: ignore[assignment]
     return form
 
 

@@ -10,11 +10,15 @@ milliseconds); ISO is the default on a terminal, raw otherwise, and
 
 from __future__ import annotations
 
+import re
 import sys
 import time
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import click
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "TIME",
@@ -23,6 +27,7 @@ __all__ = [
     "resolve_format",
     "shown",
     "time_format_option",
+    "timed",
     "wall_ms",
 ]
 
@@ -109,6 +114,19 @@ def duration(ms: int) -> str:
         if count or parts:
             parts.append(f"{count}{unit}")
     return " ".join(part for part in parts[:2] if not part.startswith("0")) or "0s"
+
+
+def timed(text: str, times: Iterable[int], form: TimeFormat, now: int | None = None) -> str:
+    """``text`` with each of ``times`` (epoch ms written in it) printed in ``form`` (ADR 0079).
+
+    A diagnosis or timeline summary carries the times it wrote; each whole
+    number equal to one of them becomes that time as ``--time-format`` asks.
+    """
+    chosen = {str(ms): ms for ms in times}
+    if not chosen or form == "raw":
+        return text
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, chosen)) + r")(?![\w.])")
+    return pattern.sub(lambda match: shown(chosen[match.group(1)], form, now), text)
 
 
 def shown(ms: object, form: TimeFormat, now: int | None = None) -> str:

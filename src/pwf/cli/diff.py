@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from pwf import canonical
+from pwf.cli import verdict
 from pwf.cli._options import json_option, printable
 from pwf.cli._progress import activity
 from pwf.diff import diff_databases, diff_logs, digest_database
@@ -45,6 +46,7 @@ def diff(a: str, b: str, tables: tuple[str, ...], as_json: bool) -> None:
     """
     with activity("comparing"):
         report = diff_databases(a, b, tables)
+    verdict(0 if report.equal else 1)
     if as_json:
         click.echo(canonical.encode(_diff_json(report)).decode())
     else:
@@ -137,6 +139,7 @@ def log_diff(a: str, b: str, as_json: bool) -> None:
     Exit 0 identical, 1 divergent, 2 bad input.
     """
     found = diff_logs(a, b)
+    verdict(0 if found.identical else 1)
     if as_json:
         data = {
             "common": found.common,

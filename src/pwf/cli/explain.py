@@ -10,7 +10,7 @@ import click
 from pwf import canonical
 from pwf.cli._options import code_units, db_option, json_option, open_store, printable
 from pwf.cli._progress import activity
-from pwf.cli._times import TIME, resolve_format, shown, time_format_option
+from pwf.cli._times import TIME, resolve_format, shown, time_format_option, timed
 from pwf.explain import explain_interaction, explain_run
 
 if TYPE_CHECKING:
@@ -80,11 +80,14 @@ def _state_lines(name: str, value: object, times: _Times, indent: str = "  ") ->
     yield f"{indent}{name}: {_cell(value, name, times)}"
 
 
-def _findings(findings: tuple[Finding, ...], indent: str = "  ") -> Iterator[str]:
+def _findings(
+    findings: tuple[Finding, ...], form: TimeFormat, now: int, indent: str = "  "
+) -> Iterator[str]:
     for finding in findings:
         since = "" if finding.since_seq is None else f" (since seq {finding.since_seq})"
-        yield f"{indent}{finding.rule}: {finding.summary}{since}"
-        yield from _findings(finding.diagnosis, indent + "  ")
+        text = timed(finding.summary, finding.times, form, now)
+        yield f"{indent}{finding.rule}: {text}{since}"
+        yield from _findings(finding.diagnosis, form, now, indent + "  ")
 
 
 def _human(explanation: Explanation, form: TimeFormat, requested: int | None = None) -> str:
@@ -108,9 +111,10 @@ def _human(explanation: Explanation, form: TimeFormat, requested: int | None = N
     for row, item in zip(rows, explanation.timeline, strict=True):
         cells = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         cause = "" if item.cause is None else f"  <- {item.cause.text()}"
-        lines.append(f"  {cells}  {item.summary}{cause}")
+        text = timed(item.summary, item.times, form, explanation.now)
+        lines.append(f"  {cells}  {text}{cause}")
     lines.append("diagnosis:")
-    lines.extend(_findings(explanation.diagnosis))
+    lines.extend(_findings(explanation.diagnosis, form, explanation.now))
     return "\n".join(lines)
 
 

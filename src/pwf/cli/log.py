@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import click
 
 from pwf import canonical, logs
+from pwf.cli import verdict
 from pwf.cli._anchor import anchored, parse_anchor
 from pwf.cli._options import code_units, db_option, json_option, open_store, printable
 from pwf.cli._output import (
@@ -250,6 +251,8 @@ def _within(stored: StoredEvent, since: int | None, until: int | None) -> bool:
     metavar="SECONDS",
     help="How often --follow looks for new events.",
 )
+@click.option("--run", "run_id", default=None, help="Only events about this run.")
+@click.option("--session", "session_id", default=None, help="Only events about this session.")
 @_with_output
 def tail(  # noqa: PLR0913 - one option per setting
     *,
@@ -257,6 +260,8 @@ def tail(  # noqa: PLR0913 - one option per setting
     count: int,
     follow: bool,
     interval: float,
+    run_id: str | None,
+    session_id: str | None,
     columns: str | None,
     time_format: str | None,
     as_json: bool,
@@ -266,28 +271,60 @@ def tail(  # noqa: PLR0913 - one option per setting
 ) -> None:
     """Show the last events of the log; with --follow, keep showing new ones.
 
-    --follow polls the log every --interval seconds and ends quietly on
-    Ctrl-C or when the reader of its output goes away.
+    --run and --session keep only the events about one run or session, both
+    the last ones and those that follow.  --follow polls the log every
+    --interval seconds and ends quietly on Ctrl-C or when the reader of its
+    output goes away.
     """
     shape = _shape(columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv)
+    about = _About(run_id, session_id)
     with open_store(db, read_only=True) as store:
         head = store.head()
-        _print(deque(store.read(max(1, head.seq - count + 1)), maxlen=count), shape)
+        if about.any:
+            wanted = {"run_id": run_id, "session_id": session_id}
+            last: Iterable[StoredEvent] = store.find(
+                **{name: value for name, value in wanted.items() if value is not None}
+            )
+        else:
+            last = store.read(max(1, head.seq - count + 1))
+        _print(deque((item for item in last if item.seq <= head.seq), maxlen=count), shape)
         if follow:
-            _follow(store, head.seq, shape, interval)
+            _follow(store, head.seq, shape, interval, about)
 
 
-def _follow(store: EventStore, seq: int, shape: _Shape, interval: float) -> None:
-    """Print every event after ``seq`` as it appears, until Ctrl-C."""
+class _About(NamedTuple):
+    """The run and session ``tail`` keeps to (None: any)."""
+
+    run_id: str | None
+    session_id: str | None
+
+    @property
+    def any(self) -> bool:
+        return self.run_id is not None or self.session_id is not None
+
+    def keeps(self, stored: StoredEvent) -> bool:
+        if not self.any:
+            return True
+        event = open_body(stored.body).event
+        return (self.run_id is None or event.index_run_id() == self.run_id) and (
+            self.session_id is None or event.index_session_id() == self.session_id
+        )
+
+
+def _follow(store: EventStore, seq: int, shape: _Shape, interval: float, about: _About) -> None:
+    """Print every event after ``seq`` that ``about`` keeps as it appears, until Ctrl-C."""
     plain = shape
     try:
         while True:
             sys.stdout.flush()
             time.sleep(interval)
-            fresh = list(store.read(seq + 1))
+            read = list(store.read(seq + 1))
+            if not read:
+                continue
+            seq = read[-1].seq
+            fresh = [item for item in read if about.keeps(item)]
             if not fresh:
                 continue
-            seq = fresh[-1].seq
             if plain.form == "table":
                 form = resolve_format(plain.time_format)
                 columns = pick_columns(_COLUMNS, plain.columns, _SHOWN)
@@ -354,6 +391,7 @@ def verify(
             else None
         )
     ok = report.ok and (proof is None or proof.ok) and (held is None or held.ok)
+    verdict(0 if ok else 1)
     if as_json:
         data: dict[str, object] = {
             "events": report.events,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from pwf import canonical, logs
+from pwf.cli import verdict
 from pwf.cli._options import db_option, json_option, open_store, printable
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError, InputError
@@ -222,6 +223,7 @@ def verify_command(db: str | None, rows: int, as_json: bool) -> None:
     with open_store(db, read_only=True) as store:
         found = check(store, progress=bar, rows=rows)
     _finish(bar)
+    verdict(0 if found.ok else 1)
     if as_json:
         click.echo(canonical.encode(_verify_json(found)).decode())
     else:

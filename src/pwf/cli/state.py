@@ -1,22 +1,36 @@
-"""``pwf state backup|prune``: maintenance commands of the original, from the command line."""
+"""``pwf state backup|prune|restore|status|verify``: the original's state commands.
+
+``backup`` and ``prune`` are recorded through the host like the original's
+commands; ``status`` and ``verify`` answer what ``state.status`` and
+``state.verify`` answer, read-only; ``restore`` puts a proved backup back
+(:mod:`pwf.cli._restore`).  A relative path on the command line is resolved
+against the working directory for ``backup``'s DEST, as the original's CLI
+resolves it; only the protocol operation insists on an absolute path
+(DOMAIN §13.1).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import uuid
+from pathlib import Path
 
 import click
 
 from pwf import canonical
-from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli import verdict
+from pwf.cli._options import db_option, json_option, open_store, store_url
 from pwf.cli._progress import activity
 from pwf.cli._seed import seeded_epochs, seeded_id
 from pwf.cli.request import at_option, now_ms
 from pwf.commands.prune import parse_cutoff
-from pwf.errors import CommandError
+from pwf.config import Settings
+from pwf.errors import CommandError, InputError
 from pwf.host import Host
+from pwf.host._statereads import state_read
 from pwf.protocol.client import ClientRequest, ClientResponse
 
 __all__ = ["state"]
@@ -39,7 +53,7 @@ _EXISTS = "Backup destination already exists: "
 def backup(
     destination: str, overwrite: bool, db: str | None, at: int | None, as_json: bool
 ) -> None:
-    """Copy the database to DEST (absolute) and check the copy.
+    """Copy the database to DEST and check the copy (a relative DEST is from here).
 
     DEST is refused when it already exists (unless --overwrite), when it is a
     directory, and always when it reaches the live database, its -wal, -shm
@@ -50,6 +64,7 @@ def backup(
     integrity, its hash chain and that its projections equal its log.  The
     command is recorded as state.backup.
     """
+    destination = os.path.abspath(destination)  # noqa: PTH100 - keeps the path as typed, no symlinks resolved
     with activity("backing up"):
         response = _maintain(
             "state.backup", {"destination": destination}, db, at, replace_backups=overwrite
@@ -110,7 +125,12 @@ _REPORT_LINES = (
 
 @state.command()
 @click.option("--before", required=True, help="Cutoff: ISO 8601 date or date-time.")
-@click.option("--apply", "apply", is_flag=True, help="Delete (default: a dry run).")
+@click.option(
+    "--apply/--dry-run",
+    "apply",
+    default=False,
+    help="Delete, or only report what would go (--dry-run, the default).",
+)
 @click.option("--backup", "backup_path", default=None, help="Absolute path of the backup.")
 @db_option
 @at_option
@@ -151,3 +171,114 @@ def prune(  # noqa: PLR0913, PLR0917 - one option per prune setting
             click.echo(f"{label}: {json.dumps(report.get(member))}")
     if refused:
         sys.exit(2)
+
+
+@state.command(name="status")
+@db_option
+@at_option
+@json_option
+def state_status_command(db: str | None, at: int | None, as_json: bool) -> None:
+    """Show what state.status answers: the file's size and the state counts.
+
+    The counts are HOST §2.16's (runs, pending interactions and follow-ups,
+    live leases, ...); pwf status shows the operator's overview.  The
+    database is only read.
+    """
+    request = _read_request("state.status")
+    with open_store(db, read_only=True) as store:
+        response = state_read(store, request, now_ms(at))
+    if response.outcome != "accepted" or not isinstance(response.receipt, dict):
+        raise CommandError(response.error or "state.status was refused")
+    receipt = response.receipt
+    if as_json:
+        click.echo(canonical.encode(receipt).decode())
+        return
+    click.echo(f"size {receipt['sizeBytes']} bytes")
+    counts = receipt["counts"]
+    assert isinstance(counts, dict)
+    pairs = [f"{name} {value}" for name, value in sorted(counts.items())]
+    click.echo("counts:")
+    for first in range(0, len(pairs), 3):
+        click.echo("  " + ", ".join(pairs[first : first + 3]))
+
+
+@state.command(name="verify")
+@db_option
+@json_option
+def state_verify_command(db: str | None, as_json: bool) -> None:
+    """Check the file as state.verify does (exit 1 when a check fails).
+
+    SQLite's integrity check of the file, then pwf's whole verification:
+    the hash chain, and the projections equal to a rebuild of the log, as
+    pwf request answers state.verify.  The database is only read.
+    """
+    from pwf.verify import verify_failure  # noqa: PLC0415 - only this verb folds the log
+
+    request = _read_request("state.verify")
+    with open_store(db, read_only=True) as store, activity("verifying"):
+        response = state_read(store, request, now_ms(None), verifier=verify_failure)
+    valid = response.outcome == "accepted"
+    verdict(0 if valid else 1)
+    if as_json:
+        data = {"error": response.error, "valid": valid}
+        click.echo(canonical.encode(data).decode())
+    elif valid:
+        click.echo("valid: SQLite integrity, hash chain and projections")
+    else:
+        click.echo(f"invalid: {response.error}", err=True)
+    if not valid:
+        sys.exit(1)
+
+
+def _read_request(operation: str) -> ClientRequest:
+    """A request for one of the state reads; they append nothing, so the ids are fixed."""
+    return ClientRequest(
+        request_id=f"pwf-cli-{operation}",
+        client_id="pwf-cli",
+        operation=operation,
+        idempotency_key=f"pwf-cli-{operation}",
+        payload=None,
+    )
+
+
+@state.command()
+@click.argument("backup", metavar="BACKUP")
+@db_option
+@at_option
+@json_option
+def restore(backup: str, db: str | None, at: int | None, as_json: bool) -> None:
+    """Put a proved BACKUP in place of the database; the replaced file is kept beside it.
+
+    BACKUP must prove first: its hash chain and its projections equal to a
+    rebuild of its log, and, when the database's log was compacted into this
+    very backup, the link pwf log verify --backup proves.  The restore is
+    refused while a served host holds the database, while maintenance runs,
+    or while any other process has it open.  The backup is written beside
+    the database, synced and renamed over it; the replaced file stays as
+    DB.before-restore-TIME.
+    """
+    from pwf.cli._restore import restore as run_restore  # noqa: PLC0415 - only restore needs it
+
+    if store_url() is not None:
+        raise InputError("pwf state restore puts back a SQLite database; --store is not restored")
+    database = Path(Settings.load(db=db).db)
+    with activity("restoring"):
+        done = run_restore(Path(backup), database, now_ms(at))
+    if as_json:
+        data = {
+            "compactionProved": done.compaction_proved,
+            "events": done.events,
+            "headSeq": done.head_seq,
+            "kept": None if done.kept is None else str(done.kept),
+            "replacedHeadSeq": done.replaced_head_seq,
+        }
+        click.echo(canonical.encode(data).decode())
+        return
+    proof = "chain and projections" + (
+        ", and the compaction that names it" if done.compaction_proved else ""
+    )
+    click.echo(f"restored {database} from {backup}: head seq {done.head_seq} ({proof} proved)")
+    if done.kept is not None:
+        click.echo(
+            f"the replaced database (head seq {done.replaced_head_seq}) is kept as {done.kept}"
+        )

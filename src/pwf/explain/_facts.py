@@ -101,9 +101,14 @@ class Facts:
         return bool(self.request["status"] == "pending")
 
 
-def find(rule: str, summary: str, since: int | None) -> Finding:
-    """A finding of ``rule`` holding since ``since``."""
-    return Finding(rule=rule, summary=summary, since_seq=since)
+def find(rule: str, summary: str, since: int | None, *times: int | None) -> Finding:
+    """A finding of ``rule`` holding since ``since``; ``times`` are those written in ``summary``."""
+    return Finding(
+        rule=rule,
+        summary=summary,
+        since_seq=since,
+        times=tuple(time for time in times if time is not None),
+    )
 
 
 def evaluate(

@@ -176,7 +176,9 @@ def _no_coordinator(facts: Facts) -> Finding | None:
     return find(
         "no-coordinator",
         f"{message['kind']} message {short(message['workflow_message_id'])} is"
-        f" {message['status']} but session {facts.session_id} has no coordinator attached",
+        f" {message['status']} but session {facts.session_id} has no coordinator attached:"
+        f" open session {facts.session_id} in pi so its coordinator attaches"
+        " (a view.session.watch with coordinator true)",
         since,
     )
 
@@ -242,6 +244,7 @@ def _turn_open(facts: Facts) -> Finding | None:
         "turn-open",
         f"turn {turn['workflow_turn_id']} started at {turn['started_at']} and has not ended",
         since,
+        turn["started_at"],
     )
 
 
@@ -301,6 +304,8 @@ def _deadline_expired(facts: Facts) -> Finding | None:
         f"deadline {facts.attempt['deadline_at']} passed at {facts.now} with a started turn:"
         f" pwf session expire would begin the timeout{tail}",
         _deadline_since(facts),
+        facts.attempt["deadline_at"],
+        facts.now,
     )
 
 
@@ -313,6 +318,8 @@ def _deadline_passed_no_turn(facts: Facts) -> Finding | None:
         f"deadline {facts.attempt['deadline_at']} passed at {facts.now} but no step turn is"
         " started, so expiry cannot begin",
         _deadline_since(facts),
+        facts.attempt["deadline_at"],
+        facts.now,
     )
 
 

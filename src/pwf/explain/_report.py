@@ -34,6 +34,8 @@ class Item(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     type: str
     summary: str
     cause: Cause | None = None
+    times: tuple[int, ...] = ()
+    """The epoch milliseconds written in ``summary`` (ADR 0079)."""
 
 
 class Finding(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
@@ -44,6 +46,8 @@ class Finding(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
     since_seq: int | None = None
     request_id: str | None = None
     diagnosis: tuple[Finding, ...] = ()
+    times: tuple[int, ...] = ()
+    """The epoch milliseconds written in ``summary``, for readers that print times (ADR 0079)."""
 
 
 class Explanation(msgspec.Struct, frozen=True, rename="camel"):

@@ -112,6 +112,7 @@ def _holds(facts: RunFacts) -> Finding | None:
         f"worker {facts.owner} holds the run until {queue['lease_expires_at']}"
         f" (queue {queue['status']})",
         facts.lease_since(),
+        queue["lease_expires_at"],
     )
 
 
@@ -124,6 +125,7 @@ def _lease_expired(facts: RunFacts) -> Finding | None:
         f"worker {facts.owner}'s lease ended at {queue['lease_expires_at']}:"
         " a new worker may claim the run",
         facts.lease_since(),
+        queue["lease_expires_at"],
     )
 
 

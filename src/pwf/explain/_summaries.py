@@ -164,6 +164,15 @@ _SUMMARIES: Final[dict[type[Event], Callable[[Any], str]]] = {
 }
 
 
+_TIMES: Final[dict[type[Event], Callable[[Any], tuple[int | None, ...]]]] = {
+    RunClaimed: lambda e: (e.lease_expires_at,),
+    RunPaused: lambda e: (e.paused_at,),
+    AttemptStarted: lambda e: (e.deadline_at,),
+    DeadlineShifted: lambda e: (e.from_deadline, e.to_deadline),
+}
+"""The epoch milliseconds each summary writes, so readers can print them as times."""
+
+
 def summary(event: Event) -> str:
     """One line saying what an event changed."""
     describe = _SUMMARIES.get(type(event))
@@ -179,7 +188,13 @@ def item(entry: Entry) -> Item:
         type=entry.type,
         summary=summary(entry.event),
         cause=cause_of(entry),
+        times=tuple(time for time in _times(entry.event) if time is not None),
     )
+
+
+def _times(event: Event) -> tuple[int | None, ...]:
+    found = _TIMES.get(type(event))
+    return () if found is None else found(event)
 
 
 def refusal(entry: Entry) -> bool:

@@ -37,6 +37,7 @@ from pwf.store.sqlite_schema import (
     Synchronous,
     prepare_file,
     translate_error,
+    wrong_format,
 )
 from pwf.store.sqlite_transaction import SqliteTransaction
 
@@ -192,7 +193,7 @@ class SqliteStore:
                 f" pwf's is {APPLICATION_ID})"
             )
         if row is None or row[0] != FORMAT:
-            raise NotPwfDatabaseError(f"{self.path}: not a pwf database (expected format {FORMAT})")
+            raise wrong_format(self.path, None if row is None else row[0])
 
     @property
     def log_file(self) -> SqliteStore | None:

@@ -25,6 +25,7 @@ __all__ = [
     "Synchronous",
     "prepare_file",
     "translate_error",
+    "wrong_format",
 ]
 
 FORMAT: Final = "pwf.store.v1"
@@ -90,6 +91,21 @@ HEAD_UPSERT: Final = (
     " content_hash = excluded.content_hash, batch = excluded.batch"
 )
 """Move the head row to ``(seq, content_hash, batch)``."""
+
+
+def wrong_format(path: str | os.PathLike[str], found: object) -> NotPwfDatabaseError:
+    """The error for a file whose format row is not :data:`FORMAT` (ADR 0079).
+
+    A format pwf does not know but that is pwf's (``pwf.store.v3`` from a
+    newer pwf) is named, with the format this pwf reads; anything else is
+    not a pwf database.
+    """
+    if isinstance(found, str) and found.startswith("pwf.store.") and found != FORMAT:
+        return NotPwfDatabaseError(
+            f"{path}: a pwf database in format {found}, which this pwf does not read"
+            f" (it reads {FORMAT}); open it with the pwf that wrote it or a newer one"
+        )
+    return NotPwfDatabaseError(f"{path}: not a pwf database (expected format {FORMAT})")
 
 
 def translate_error(error: sqlite3.Error, path: Path) -> PwfError:

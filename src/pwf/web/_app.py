@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
 import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -49,6 +50,16 @@ def _when(ms: object) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _timed(found: object) -> str:
+    """A finding's or timeline item's summary with the times it wrote as UTC ISO 8601."""
+    text = str(getattr(found, "summary", ""))
+    times = {str(ms): ms for ms in getattr(found, "times", ())}
+    if not times:
+        return text
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, times)) + r")(?![\w.])")
+    return pattern.sub(lambda match: _when(times[match.group(1)]), text)
+
+
 def _duration(ms: object) -> str:
     """Milliseconds as a short duration: ``1 h 2 min``, ``3 min 4 s``, ``5.6 s``."""
     if not isinstance(ms, int):
@@ -78,6 +89,7 @@ def _environment() -> Environment:
     )
     environment.filters["when"] = _when
     environment.filters["duration"] = _duration
+    environment.filters["timed"] = _timed
     return environment
 
 
@@ -144,8 +156,9 @@ def _required(request: Request, name: str) -> str:
 Handler = Callable[["Request", "View", "_Page", Database], Response]
 
 
-def _overview(_request: Request, view: View, out: _Page, _database: Database) -> Response:
-    return out.render("overview.html", view=view, **overview_page(view))
+def _overview(request: Request, view: View, out: _Page, _database: Database) -> Response:
+    found = overview_page(view, _number(request, "now"))
+    return out.render("overview.html", view=view, **found)
 
 
 def _runs(request: Request, view: View, out: _Page, _database: Database) -> Response:
@@ -183,7 +196,7 @@ def _interaction(request: Request, view: View, out: _Page, _database: Database) 
 def _log(request: Request, view: View, out: _Page, database: Database) -> Response:
     params = query_params(request)
     filters = {name: params.get(name, "") for name in ("type", "run", "session", "request")}
-    found = log_page(view, filters, _number(request, "from", 1) or 1)
+    found = log_page(view, filters, _number(request, "from"), _number(request, "to"))
     return out.render("log.html", view=view, chain=database.chain(view), **found)
 
 

@@ -8,6 +8,7 @@ around them (blobs, lineage, workers, events) for the templates.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -64,10 +65,21 @@ def _blob(store: EventStore, digest: bytes | None) -> str | None:
 # --------------------------------------------------------------------------- overview
 
 
-def overview_page(view: View) -> dict[str, Any]:
-    """``pwf status``: counts, everything waiting with its diagnosis and since when."""
+def overview_page(view: View, now: int | None) -> dict[str, Any]:
+    """``pwf status``: counts, the open runs and interactions with their diagnosis, since when.
+
+    "Now" is ``now`` when the page's ``?now=`` gives it; else, live, the wall
+    clock, as ``pwf status`` takes it; as of an earlier seq, that seq's time,
+    as ``pwf explain --at`` takes it (ADR 0079).
+    """
     store = view.store
-    found = overview(store)
+    clock = "given"
+    if now is None and view.at is None:
+        now, clock = time.time_ns() // 1_000_000, "wall"
+    elif now is None:
+        row = _one(store, "SELECT at FROM events WHERE seq = ?", view.seq)
+        now, clock = (0 if row is None else int(row["at"])), "seq"
+    found = overview(store, now)
     totals = _one(
         store,
         "SELECT count(*) AS runs, (SELECT count(*) FROM interactive_requests) AS requests,"
@@ -78,6 +90,7 @@ def overview_page(view: View) -> dict[str, Any]:
         "waiting": [*found.interactions, *found.runs],
         "totals": totals,
         "now": found.now,
+        "clock": clock,
     }
 
 
@@ -290,22 +303,41 @@ _FILTERS: Final = {
 }
 
 
-def log_page(view: View, filters: dict[str, str], start: int) -> dict[str, Any]:
-    """A page of events in seq order from ``start``, filtered on the indexed columns."""
+def log_page(
+    view: View, filters: dict[str, str], start: int | None, end: int | None
+) -> dict[str, Any]:
+    """A page of events, newest first, filtered on the indexed columns.
+
+    ``start`` (``?from=``): the page of the oldest events at or after it;
+    ``end`` (``?to=``): the page of the newest at or before it; neither: the
+    newest page.  ``newer`` and ``older`` are the pages either side, or None.
+    """
     store = view.store
-    where = ["seq >= ?"]
-    params: list[object] = [start]
+    where: list[str] = []
+    params: list[object] = []
     for name, column in _FILTERS.items():
         if filters.get(name):
             where.append(f"{column} = ?")
             params.append(filters[name])
+    select = "SELECT seq, batch, type, at, run_id, session_id, request_id, body FROM events"
+    if start is not None:
+        bound, order = "seq >= ?", "ORDER BY seq LIMIT ?"
+        limit: tuple[object, ...] = (start, PAGE)
+    else:
+        bound, order = "seq <= ?", "ORDER BY seq DESC LIMIT ?"
+        limit = (view.seq if end is None else end, PAGE)
+    clause = " AND ".join([*where, bound])
     _, rows = store.reader().table(
-        "SELECT seq, batch, type, at, run_id, session_id, request_id, body FROM events"  # noqa: S608 - fixed fragments
-        f" WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
-        (*params, PAGE + 1),
+        f"{select} WHERE {clause} {order}",
+        (*params, *limit),
     )
-    more = len(rows) > PAGE
-    rows = rows[:PAGE]
+    rows = sorted(rows, key=lambda row: -row[0])
+    newer = older = None
+    if rows:
+        past = " AND ".join([*where, "seq > ?"])
+        newer = rows[0][0] + 1 if _any(store, past, (*params, rows[0][0])) else None
+        before = " AND ".join([*where, "seq < ?"])
+        older = rows[-1][0] - 1 if _any(store, before, (*params, rows[-1][0])) else None
     runs = _known(store, "runs", "run_id", {row[4] for row in rows if row[4]})
     entries = [(row, open_body(row[7])) for row in rows]
     requests = {
@@ -332,9 +364,16 @@ def log_page(view: View, filters: dict[str, str], start: int) -> dict[str, Any]:
     return {
         "events": events,
         "filters": {name: filters.get(name, "") for name in _FILTERS},
-        "start": start,
-        "next": rows[-1][0] + 1 if more and rows else None,
+        "start": start or "",
+        "newer": newer,
+        "older": older,
     }
+
+
+def _any(store: EventStore, where: str, params: tuple[object, ...]) -> bool:
+    """Whether an event matches ``where`` (on indexed columns and seq)."""
+    found = _one(store, f"SELECT 1 AS found FROM events WHERE {where} LIMIT 1", *params)  # noqa: S608 - fixed fragments
+    return found is not None
 
 
 def _interaction_of(event: object) -> str | None:

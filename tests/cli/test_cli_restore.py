@@ -1,0 +1,141 @@
+"""``pwf state restore BACKUP``: proved first, refused while held, atomic, the old file kept."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import stat
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pytest
+from click.testing import Result
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.cli._cli import edit, one_line
+else:
+    from _cli import edit, one_line
+
+Run = Callable[..., Result]
+CUTOFF = "1970-01-01T00:00:05.000Z"
+
+
+def _runs(run: Run, db: Path) -> list[str]:
+    listing = run("query", "runs", "--db", str(db)).stdout.splitlines()
+    return sorted(line.split()[0] for line in listing[1:])
+
+
+@pytest.fixture
+def live(run: Run, tmp_path: Path, client_line: Callable[..., bytes]) -> Path:
+    """Three runs, two of them cancelled early (so a prune has one to remove)."""
+    path = tmp_path / "live.db"
+    assert run("init", "--db", str(path)).exit_code == 0
+    lines = b"".join(client_line(number, at=number * 1000) for number in (1, 2, 3))
+    lines += client_line(1, "run.cancel", at=4000) + client_line(2, "run.cancel", at=6000)
+    done = run("request", "--db", str(path), stdin=lines)
+    assert (done.exit_code, done.stdout.count('"outcome":"accepted"')) == (0, 5), done.stdout
+    return path
+
+
+@pytest.fixture
+def backup(run: Run, live: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "backups" / "b.db"
+    done = run("state", "backup", str(path), "--db", str(live), "--at", "8000")
+    assert done.exit_code == 0, done.output
+    return path
+
+
+def _more(run: Run, live: Path, client_line: Callable[..., bytes]) -> None:
+    done = run("request", "--db", str(live), stdin=client_line(4, at=9000))
+    assert '"outcome":"accepted"' in done.stdout
+
+
+def test_restore_puts_the_backup_back_and_keeps_the_replaced_file(
+    run: Run, live: Path, backup: Path, client_line: Callable[..., bytes]
+) -> None:
+    _more(run, live, client_line)
+    assert _runs(run, live) == ["run-1", "run-2", "run-3", "run-4"]
+    done = run("state", "restore", str(backup), "--db", str(live), "--at", "10000", "--json")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    kept = live.with_name("live.db.before-restore-10000")
+    assert report["kept"] == str(kept)
+    assert report["compactionProved"] is False
+    assert report["headSeq"] < report["replacedHeadSeq"]
+    assert _runs(run, live) == ["run-1", "run-2", "run-3"]
+    assert _runs(run, kept) == ["run-1", "run-2", "run-3", "run-4"]
+    assert stat.S_IMODE(live.stat().st_mode) == 0o600
+    assert run("verify", "--db", str(live)).exit_code == 0
+    assert not list(live.parent.glob(".live.db.restoring-*"))
+
+
+def test_the_human_report(run: Run, live: Path, backup: Path) -> None:
+    done = run("state", "restore", str(backup), "--db", str(live), "--at", "10000")
+    assert done.exit_code == 0, done.output
+    first, second = done.stdout.splitlines()
+    assert first.startswith(f"restored {live} from {backup}: head seq ")
+    assert first.endswith("(chain and projections proved)")
+    assert second.endswith(f"is kept as {live}.before-restore-10000")
+
+
+def test_a_backup_that_does_not_prove_is_refused_and_nothing_changes(
+    run: Run, live: Path, backup: Path
+) -> None:
+    edit(backup, "UPDATE runs SET workflow_name = 'forged'")
+    before = live.read_bytes()
+    done = run("state", "restore", str(backup), "--db", str(live))
+    assert done.exit_code == 2
+    line = one_line(done.stderr)
+    assert line.startswith(f"Error: {backup} does not prove, so it is not restored: ")
+    assert "runs" in line
+    assert before == live.read_bytes()
+    assert not list(live.parent.glob("live.db.before-restore-*"))
+
+
+def test_refused_while_another_process_has_the_database_open(
+    run: Run, live: Path, backup: Path
+) -> None:
+    other = sqlite3.connect(live)
+    try:
+        other.execute("SELECT count(*) FROM runs").fetchone()
+        done = run("state", "restore", str(backup), "--db", str(live))
+    finally:
+        other.close()
+    assert done.exit_code == 2
+    assert (
+        f"Error: {live} is open in another process (a writer, pwf serve or pwf web):"
+        " stop it before restoring"
+    ) == one_line(done.stderr)
+    assert not list(live.parent.glob("live.db.before-restore-*"))
+
+
+def test_the_backup_of_a_prune_is_proved_against_its_log_compacted(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    saved = tmp_path / "backups" / "pruned-from.db"
+    done = run(
+        "state", "prune", "--db", str(live), "--before", CUTOFF, "--apply",
+        "--backup", str(saved), "--at", "9000",
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert _runs(run, live) == ["run-2", "run-3"]
+    restored = run("state", "restore", str(saved), "--db", str(live), "--at", "10000", "--json")
+    assert restored.exit_code == 0, restored.output
+    assert json.loads(restored.stdout)["compactionProved"] is True
+    assert _runs(run, live) == ["run-1", "run-2", "run-3"]
+
+
+def test_restore_to_a_new_path_keeps_nothing(run: Run, backup: Path, tmp_path: Path) -> None:
+    target = tmp_path / "fresh" / "state.db"
+    done = run("state", "restore", str(backup), "--db", str(target), "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["kept"] is None
+    assert _runs(run, target) == ["run-1", "run-2", "run-3"]
+
+
+def test_a_missing_backup_is_one_line(run: Run, live: Path, tmp_path: Path) -> None:
+    done = run("state", "restore", str(tmp_path / "nope.db"), "--db", str(live))
+    assert done.exit_code == 2
+    assert f"Error: no backup at {tmp_path / 'nope.db'}" == one_line(done.stderr)
