@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-USAGE: Final = """Usage: pwf call [--db PATH] [--wait SECONDS] [--retry-for SECONDS] [--canonicalize]
+USAGE: Final = """Usage: pwf call [--db PATH] [--wait S] [--retry-for S] [--canonicalize]
 
   Send client-protocol request lines read from stdin to the running pwf
   serve of the database and print one canonical response line for each.
@@ -48,8 +48,8 @@ USAGE: Final = """Usage: pwf call [--db PATH] [--wait SECONDS] [--retry-for SECO
 
 Options:
   --db PATH            State database (default: $PWF_DB, else ./.pwf/state.db).
-  --wait SECONDS       How long to wait for a host to start (default 0).
-  --retry-for SECONDS  How long to wait for a host to answer again.
+  --wait S             How long to wait for a host to start (default 0).
+  --retry-for S        How long to wait for a host to answer again.
   --canonicalize       Rewrite each line into canonical JSON before sending it
                        (key order, spacing, number forms); says so once on stderr.
   -h, --help           Show this message and exit.
