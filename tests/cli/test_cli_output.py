@@ -368,6 +368,42 @@ class TestOneOutputSwitch:
             pwf(*verb, "-o", "table", "--time-format", "raw").stdout,
         )
 
+    JSON_VERBS = (
+        ("status", "--now", "1785600060000"),
+        ("explain", "run", "run-1", "--now", "1785600060000"),
+        ("explain", "interaction", "interaction-run-1-attempt-1", "--now", "1785600060000"),
+        ("verify",),
+        ("log", "verify"),
+        ("log", "head"),
+        ("state", "status", "--at", "1785600060000"),
+        ("init",),
+    )
+
+    @pytest.mark.parametrize("verb", JSON_VERBS)
+    def test_every_verb_that_prints_json_takes_the_switch(
+        self, pwf: Pwf, verb: tuple[str, ...]
+    ) -> None:
+        """``-o json`` is ``--json``, ``-o table`` the default, and asking for both is refused."""
+        flag = pwf(*verb, "--json")
+        assert 0 == flag.exit_code, flag.output
+        json.loads(flag.stdout.splitlines()[0])
+        assert (0, flag.stdout) == (
+            pwf(*verb, "-o", "json").exit_code,
+            pwf(*verb, "-o", "json").stdout,
+        )
+        plain = (
+            pwf(*verb, "--time-format", "raw") if verb[0] in ("status", "explain") else pwf(*verb)
+        )
+        table = (
+            pwf(*verb, "-o", "table", "--time-format", "raw")
+            if verb[0] in ("status", "explain")
+            else pwf(*verb, "-o", "table")
+        )
+        assert (plain.exit_code, plain.stdout) == (table.exit_code, table.stdout)
+        both = pwf(*verb, "-o", "table", "--json")
+        assert 2 == both.exit_code
+        assert "-o table and --json ask for two output forms" in both.stderr
+
     def test_two_forms_are_a_usage_error(self, pwf: Pwf) -> None:
         result = pwf("query", "runs", "-o", "csv", "--json")
         assert 2 == result.exit_code

@@ -9,9 +9,10 @@ that opens its store through :func:`open_store` runs on either.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import click
 
@@ -72,7 +73,39 @@ def db_option(function: F) -> F:
     return _db(_store(_no_catch_up(function)))
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+"""``--json`` alone, for the listing verbs, whose ``-o/--output`` offers more forms."""
+
+_OUTPUT_KEY: Final = "pwf.output.table-or-json"
+
+
+def json_option(command: F) -> F:
+    """``--json``, and ``-o/--output table|json`` saying the same (ADR 0079).
+
+    The listing verbs' ``-o`` also offers nl, csv and tsv; every other verb
+    that prints JSON takes ``-o json`` as a synonym of its ``--json``.
+    ``-o table --json`` asks for two forms and is a usage error.
+    """
+
+    @functools.wraps(command)
+    def chosen(*args: object, **kwargs: object) -> object:
+        output = click.get_current_context().meta.get(_OUTPUT_KEY)
+        if output is not None:
+            if output == "table" and kwargs.get("as_json"):
+                raise click.UsageError("-o table and --json ask for two output forms")
+            kwargs["as_json"] = output == "json"
+        return command(*args, **kwargs)
+
+    flagged = json_flag(cast("F", chosen))
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(["table", "json"]),
+        default=None,
+        expose_value=False,
+        callback=_remember(_OUTPUT_KEY),
+        help="Output form: table (the default) or json; --json says the same.",
+    )(flagged)
 
 
 def store_url() -> str | None:

@@ -15,7 +15,7 @@ import click
 from pwf import canonical, logs
 from pwf.cli import verdict
 from pwf.cli._anchor import anchored, parse_anchor
-from pwf.cli._options import code_units, db_option, json_option, open_store, printable
+from pwf.cli._options import code_units, db_option, json_flag, json_option, open_store, printable
 from pwf.cli._output import (
     output_form,
     output_options,
@@ -46,7 +46,7 @@ F = Any
 
 
 def _with_output(command: F) -> F:
-    return with_options(command, output_options, (json_option,))
+    return with_options(command, output_options, (json_flag,))
 
 
 @click.group()
@@ -171,9 +171,7 @@ def _log_show(command: F) -> F:
             help="Only events caused by this request id.",
         ),
     )
-    return with_options(
-        command, filters, range_options, page_options, output_options, (json_option,)
-    )
+    return with_options(command, filters, range_options, page_options, output_options, (json_flag,))
 
 
 @log.command()

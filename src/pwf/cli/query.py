@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
 
-from pwf.cli._options import code_units, db_option, json_option, open_store
+from pwf.cli._options import code_units, db_option, json_flag, open_store
 from pwf.cli._output import (
     output_form,
     output_options,
@@ -238,9 +238,7 @@ def _listing(name: str) -> click.Command:
             "--status", "status", type=click.Choice(source.statuses), help="Only this status."
         ),
     )
-    command = with_options(
-        show, filters, range_options, page_options, output_options, (json_option,)
-    )
+    command = with_options(show, filters, range_options, page_options, output_options, (json_flag,))
     return click.command(name)(command)
 
 
