@@ -28,7 +28,7 @@ $(BIN)/python: | $(UV)
 	$(UV) venv --quiet --python $(PYTHON) $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(UV_PIP) -e '.[dev,web,postgres]'
+	$(UV_PIP) -e '.[dev,web,postgres,audit]'
 	touch $(STAMP)
 
 # `make demo` needs pwf and its runtime dependencies only; the dev tools come with `make test`.

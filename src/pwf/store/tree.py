@@ -1,0 +1,211 @@
+"""The log's Merkle tree in SQLite: kept with each append, built for older files, checked.
+
+Imports merkle, errors and the store's types (plus sqlite3: an edge room).
+``_pwf_tree`` holds every perfect subtree's hash at its position
+(:mod:`pwf.merkle`): a new leaf writes its hash and those of the subtrees
+it completes, in the transaction that appends its event, and reads nothing
+when the transaction knows the frontier of the head it continues (ADR
+0083).  Leaf ``i`` is the ``i``-th stored event: seq ``base + i``, where
+``base`` is the log's first stored seq (1, or a compacted log's
+``log.compacted``).
+
+A file made before the tree (pwf.store.v1 without ``_pwf_tree``) gets it on
+its first write, or from :func:`ensure`: the table is created and the
+missing leaves are folded from the stored events, in one write transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from pwf import merkle
+from pwf.errors import ChainError, StoreError
+from pwf.store.sqlite_schema import TREE_DDL as TREE_SCHEMA
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable, Iterable
+
+    from pwf.store import Head
+
+__all__ = [
+    "EMPTY_TREE",
+    "Tree",
+    "build",
+    "check",
+    "extend",
+    "has_table",
+    "load",
+    "log_base",
+    "lookup",
+    "size_of",
+    "tree_size",
+]
+
+_INSERT: Final = "INSERT INTO {schema}._pwf_tree (pos, hash) VALUES (?, ?)"
+_CHUNK: Final = 4096
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The tree as a transaction extends it: first seq, leaves, perfect subtrees largest first."""
+
+    base: int | None
+    size: int
+    frontier: tuple[bytes, ...]
+
+    @property
+    def root(self) -> bytes:
+        """The root hash of the tree of :attr:`size` leaves."""
+        return merkle.root_from_frontier(self.frontier)
+
+
+EMPTY_TREE: Final = Tree(None, 0, ())
+
+
+def has_table(connection: sqlite3.Connection, schema: str = "main") -> bool:
+    """True when the file has ``_pwf_tree``."""
+    found = connection.execute(
+        f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = '_pwf_tree'"  # noqa: S608 - a constant schema name
+    ).fetchone()
+    return found is not None
+
+
+def tree_size(connection: sqlite3.Connection, schema: str = "main") -> int | None:
+    """How many leaves the stored tree has (0 without the table), None when no size fits it."""
+    if not has_table(connection, schema):
+        return 0
+    top = connection.execute(f"SELECT max(pos) FROM {schema}._pwf_tree").fetchone()[0]  # noqa: S608
+    return merkle.size_from_positions(0 if top is None else top + 1)
+
+
+def log_base(connection: sqlite3.Connection, schema: str = "main") -> int | None:
+    """The first stored seq (leaf 0), or None for an empty log."""
+    found = connection.execute(f"SELECT min(seq) FROM {schema}.events").fetchone()  # noqa: S608
+    return None if found is None or found[0] is None else int(found[0])
+
+
+def size_of(
+    connection: sqlite3.Connection, head: Head, schema: str = "main"
+) -> tuple[int | None, int]:
+    """The log's first seq and how many leaves its tree has when it ends at ``head``."""
+    base = log_base(connection, schema)
+    return base, 0 if base is None else head.seq - base + 1
+
+
+def lookup(connection: sqlite3.Connection, schema: str = "main") -> Callable[[int, int], bytes]:
+    """Read the stored hash of the perfect subtree ``(level, index)``.
+
+    Raises:
+        StoreError: the hash is not stored (the tree is shorter than asked).
+    """
+    select = f"SELECT hash FROM {schema}._pwf_tree WHERE pos = ?"  # noqa: S608
+
+    def read(level: int, index: int) -> bytes:
+        found = connection.execute(select, (merkle.node_position(level, index),)).fetchone()
+        if found is None:
+            raise StoreError(f"the Merkle tree has no node at level {level}, index {index}")
+        return bytes(found[0])
+
+    return read
+
+
+def load(connection: sqlite3.Connection, head: Head, schema: str = "main") -> Tree:
+    """The tree of the log ending at ``head``, built first where the file lacks it (a write).
+
+    Runs inside a write transaction: a file without the table gets it, and
+    leaves the stored tree lacks are folded from the events.
+
+    Raises:
+        StoreError: the stored tree is longer than the log or has no valid size.
+    """
+    connection.execute(TREE_SCHEMA.format(schema=schema))
+    base, size = size_of(connection, head, schema)
+    have = tree_size(connection, schema)
+    if have is None or have > size:
+        raise StoreError(
+            f"the Merkle tree does not fit the {size}-event log; `pwf log verify` names the fault"
+        )
+    read = lookup(connection, schema)
+    tree = Tree(base, have, tuple(read(*node) for node in merkle.frontier_nodes(have)))
+    if have < size:
+        assert base is not None
+        bodies = connection.execute(
+            f"SELECT body FROM {schema}.events WHERE seq >= ? ORDER BY seq",  # noqa: S608
+            (base + have,),
+        )
+        tree = extend(connection, tree, base + have, (bytes(row[0]) for row in bodies), schema)
+    return tree
+
+
+def extend(
+    connection: sqlite3.Connection,
+    tree: Tree,
+    first_seq: int,
+    bodies: Iterable[bytes],
+    schema: str = "main",
+) -> Tree:
+    """Append the events from ``first_seq`` on (their stored bytes) as leaves; the new tree.
+
+    Raises:
+        StoreError: ``first_seq`` is not the tree's next leaf.
+    """
+    base = first_seq if tree.base is None else tree.base
+    if first_seq != base + tree.size:
+        raise StoreError(
+            f"seq {first_seq} is not leaf {tree.size} of the Merkle tree starting at seq {base}"
+        )
+    size, frontier = tree.size, list(tree.frontier)
+    insert = _INSERT.format(schema=schema)
+    rows: list[tuple[int, bytes]] = []
+    for body in bodies:
+        frontier, written = merkle.append_leaf(size, frontier, merkle.leaf_hash(body))
+        position = merkle.leaf_position(size)
+        rows.extend(zip(range(position, position + len(written)), written, strict=True))
+        size += 1
+        if len(rows) >= _CHUNK:
+            connection.executemany(insert, rows)
+            rows = []
+    if rows:
+        connection.executemany(insert, rows)
+    return Tree(base, size, tuple(frontier))
+
+
+def build(connection: sqlite3.Connection, head: Head, schema: str = "main") -> Tree:
+    """Write the whole tree of a file's events anew (a compacted image, a replayed copy)."""
+    connection.execute(TREE_SCHEMA.format(schema=schema))
+    connection.execute(f"DELETE FROM {schema}._pwf_tree")  # noqa: S608
+    return load(connection, head, schema)
+
+
+def check(connection: sqlite3.Connection, schema: str = "main") -> None:
+    """Prove the stored tree is the one the stored events make, naming the first bad seq.
+
+    Every stored hash is compared with the one recomputed from the events'
+    bytes, in position order (the order appends write them).  A tree shorter
+    than the log is a file not yet upgraded: its stored part is checked.
+
+    Raises:
+        ChainError: a stored hash differs from the log's, or the tree has more leaves than the log.
+    """
+    if not has_table(connection, schema):
+        return
+    events = connection.execute(f"SELECT seq, body FROM {schema}.events ORDER BY seq")  # noqa: S608
+    nodes = connection.execute(f"SELECT pos, hash FROM {schema}._pwf_tree ORDER BY pos")  # noqa: S608
+    frontier = list[bytes]()
+    seq = 0
+    for size, (seq, body) in enumerate(events):
+        frontier, written = merkle.append_leaf(size, frontier, merkle.leaf_hash(bytes(body)))
+        position = merkle.leaf_position(size)
+        for level, expected in enumerate(written):
+            stored = nodes.fetchone()
+            if stored is None:
+                return
+            if stored[0] != position + level or bytes(stored[1]) != expected:
+                what = "leaf hash" if level == 0 else f"tree node at level {level} it completes"
+                raise ChainError(
+                    seq, f"the Merkle tree's {what} (position {position + level}) is not the log's"
+                )
+    if nodes.fetchone() is not None:
+        raise ChainError(seq + 1, "the Merkle tree holds leaves past the log's last event")
