@@ -35,6 +35,7 @@ __all__ = [
     "build",
     "check",
     "extend",
+    "grow",
     "has_table",
     "load",
     "log_base",
@@ -151,25 +152,33 @@ def extend(
     Raises:
         StoreError: ``first_seq`` is not the tree's next leaf.
     """
-    base = first_seq if tree.base is None else tree.base
-    if first_seq != base + tree.size:
-        raise StoreError(
-            f"seq {first_seq} is not leaf {tree.size} of the Merkle tree starting at seq {base}"
-        )
-    size, frontier = tree.size, list(tree.frontier)
     insert = _INSERT.format(schema=schema)
     rows: list[tuple[int, bytes]] = []
     for body in bodies:
-        frontier, written = merkle.append_leaf(size, frontier, merkle.leaf_hash(body))
-        position = merkle.leaf_position(size)
-        rows.extend(zip(range(position, position + len(written)), written, strict=True))
-        size += 1
+        tree = grow(tree, first_seq, body, rows)
+        first_seq += 1
         if len(rows) >= _CHUNK:
             connection.executemany(insert, rows)
             rows = []
     if rows:
         connection.executemany(insert, rows)
-    return Tree(base, size, tuple(frontier))
+    return tree
+
+
+def grow(tree: Tree, seq: int, body: bytes, rows: list[tuple[int, bytes]]) -> Tree:
+    """Add the event at ``seq`` as the next leaf: the new tree; its rows go to ``rows``.
+
+    Raises:
+        StoreError: ``seq`` is not the tree's next leaf.
+    """
+    base = seq if tree.base is None else tree.base
+    size = tree.size
+    if seq != base + size:
+        raise StoreError(f"seq {seq} is not leaf {size} of the Merkle tree starting at seq {base}")
+    frontier, written = merkle.append_leaf(size, tree.frontier, merkle.leaf_hash(body))
+    position = merkle.leaf_position(size)
+    rows.extend(zip(range(position, position + len(written)), written, strict=True))
+    return Tree(base, size + 1, tuple(frontier))
 
 
 def build(connection: sqlite3.Connection, head: Head, schema: str = "main") -> Tree:
