@@ -63,6 +63,7 @@ VERBS: Final[dict[str, Verb]] = {
         "pwf.cli.init", "init", "Create a state database (log and projections in one file)."
     ),
     "log": Verb("pwf.cli.log", "log", "Inspect, verify, export and import the event log."),
+    "proof": Verb("pwf.cli.audit", "proof", "Check proofs and receipts offline, with no database."),
     "query": Verb(
         "pwf.cli.query",
         "query",

@@ -26,6 +26,8 @@ from pwf.cli._output import (
 )
 from pwf.cli._progress import activity
 from pwf.cli._times import resolve_format, shown
+from pwf.cli.audit import checkpoint_command, keygen, receipt
+from pwf.cli.audit import prove as prove_command
 from pwf.cli.diff import log_diff
 from pwf.config import Settings
 from pwf.events import EVENT_TYPES, open_body
@@ -54,6 +56,10 @@ def log() -> None:
 
 
 log.add_command(log_diff)
+log.add_command(prove_command)
+log.add_command(receipt)
+log.add_command(keygen)
+log.add_command(checkpoint_command)
 
 
 _COLUMNS: Final = ("seq", "batch", "at", "type", "run", "session", "request", "hash", "cause")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from pwf import merkle
-from pwf.errors import ChainError, StoreError
+from pwf.errors import ChainError, InputError, StoreError
 from pwf.store.sqlite_schema import TREE_DDL as TREE_SCHEMA
 
 if TYPE_CHECKING:
@@ -31,15 +31,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMPTY_TREE",
+    "Proofs",
     "Tree",
     "build",
     "check",
+    "check_origin",
+    "current",
     "extend",
     "grow",
     "has_table",
     "load",
     "log_base",
     "lookup",
+    "proofs",
+    "read_origin",
+    "set_origin",
     "size_of",
     "tree_size",
 ]
@@ -218,3 +224,104 @@ def check(connection: sqlite3.Connection, schema: str = "main") -> None:
                 )
     if nodes.fetchone() is not None:
         raise ChainError(seq + 1, "the Merkle tree holds leaves past the log's last event")
+
+
+@dataclass(frozen=True)
+class Proofs:
+    """Roots and proofs of the stored tree, read in the caller's snapshot (O(log n) reads each)."""
+
+    connection: sqlite3.Connection
+    base: int | None
+    """The first stored seq (leaf 0)."""
+    size: int
+    """The tree's size at the log's head."""
+
+    def _size(self, size: int | None) -> int:
+        wanted = self.size if size is None else size
+        if not 0 <= wanted <= self.size:
+            raise InputError(f"the log's tree has {self.size} leaves, not {wanted}")
+        return wanted
+
+    def root(self, size: int | None = None) -> bytes:
+        """The root hash of the tree of ``size`` leaves (the head's by default)."""
+        wanted = self._size(size)
+        return (
+            merkle.subtree_root(lookup(self.connection), 0, wanted) if wanted else merkle.EMPTY_ROOT
+        )
+
+    def index(self, seq: int) -> int:
+        """The leaf of the event at ``seq``.
+
+        Raises:
+            InputError: no stored event has that seq.
+        """
+        if self.base is None or not self.base <= seq < self.base + self.size:
+            raise InputError(f"no event at seq {seq} in this log")
+        return seq - self.base
+
+    def leaf(self, index: int) -> bytes:
+        """The leaf hash of leaf ``index``."""
+        return lookup(self.connection)(0, index)
+
+    def inclusion(self, index: int, size: int | None = None) -> list[bytes]:
+        """The RFC 9162 inclusion path of leaf ``index`` in the tree of ``size`` leaves."""
+        return merkle.inclusion_path(lookup(self.connection), index, self._size(size))
+
+    def consistency(self, old: int, new: int | None = None) -> list[bytes]:
+        """The RFC 9162 consistency path from size ``old`` to size ``new``."""
+        return merkle.consistency_path(lookup(self.connection), old, self._size(new))
+
+
+def proofs(connection: sqlite3.Connection, head: Head) -> Proofs:
+    """Proofs over the tree of the log ending at ``head`` (read in the caller's snapshot).
+
+    Raises:
+        StoreError: the stored tree does not reach ``head`` (:func:`ensure` builds it).
+    """
+    base, size = size_of(connection, head)
+    if tree_size(connection) != size:
+        raise StoreError("the log's Merkle tree is not built to its head")
+    return Proofs(connection, base, size)
+
+
+def current(connection: sqlite3.Connection, head: Head) -> bool:
+    """True when the stored tree reaches ``head`` (read only)."""
+    return tree_size(connection) == size_of(connection, head)[1]
+
+
+def read_origin(connection: sqlite3.Connection) -> str | None:
+    """The origin line that names this log in its checkpoints, if set."""
+    found = connection.execute("SELECT value FROM _pwf_meta WHERE key = 'origin'").fetchone()
+    return None if found is None else str(found[0])
+
+
+def check_origin(origin: str) -> str:
+    """An origin line: printable, without spaces at its ends, at most 255 characters.
+
+    Raises:
+        InputError: it is empty, too long or holds a control character.
+    """
+    if (
+        not origin
+        or len(origin) > _ORIGIN_LENGTH
+        or origin != origin.strip()
+        or any(ord(character) < 0x20 or ord(character) == 0x7F for character in origin)
+    ):
+        raise InputError(
+            f"the origin {origin!r} must be 1 to {_ORIGIN_LENGTH} printable characters,"
+            " without spaces at its ends"
+        )
+    return origin
+
+
+def set_origin(connection: sqlite3.Connection, origin: str) -> str:
+    """Keep ``origin`` unless the log has one; the log's origin (in a write transaction)."""
+    connection.execute(
+        "INSERT OR IGNORE INTO _pwf_meta (key, value) VALUES ('origin', ?)", (check_origin(origin),)
+    )
+    found = read_origin(connection)
+    assert found is not None
+    return found
+
+
+_ORIGIN_LENGTH: Final = 255
