@@ -190,6 +190,15 @@ class PostgresTransaction:
         cached = self.store.tree_cache
         if cached is not None and cached[0] == self._head:
             return cached[1]
+        rows = self.prefetched
+        if (  # other hosts' events this one just read continue the tree it knows: no read
+            cached is not None
+            and rows
+            and int(str(rows[0][0])) == cached[0].seq + 1
+            and rows[0][10] == cached[0].content_hash
+            and (int(str(rows[-1][0])), rows[-1][9]) == (self._head.seq, self._head.content_hash)
+        ):
+            return tree_rows(cached[1], rows)[0]
         self._send_pending()
         return load_tree(self.connection, self._head, self.store.path)
 
