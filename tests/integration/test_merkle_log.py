@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pwf import merkle
 from pwf.store import tree as stored_tree
 from pwf.store.sqlite import SqliteStore
@@ -72,15 +74,18 @@ def test_a_rolled_back_savepoint_leaves_the_tree_of_what_stays(
     store.append([command(0)], at=1, actor=actor)
     with store.transaction() as tx:
         tx.append([command(1)], at=1, actor=actor)
-        try:
-            with tx.savepoint():
-                tx.append([command(2), command(3)], at=1, actor=actor)
-                raise RuntimeError
-        except RuntimeError:
-            pass
+        with pytest.raises(RuntimeError):
+            _undone(tx, [command(2), command(3)], actor)
         tx.append([command(4)], at=1, actor=actor)
     assert store.verify().ok
     assert _mth(_exported(store.path)) == _root(store.path)
+
+
+def _undone(tx: Any, events: list[Any], actor: Any) -> None:
+    """Append ``events`` inside a savepoint that then fails."""
+    with tx.savepoint():
+        tx.append(events, at=1, actor=actor)
+        raise RuntimeError
 
 
 def test_verify_names_a_changed_leaf_hash_and_a_changed_node(
@@ -155,7 +160,7 @@ def test_a_log_made_before_the_tree_gets_it_from_pwf_log_prove(
 def test_import_replay_and_backup_copies_carry_the_same_tree(
     store: SqliteStore, fill: Callable[..., Any], tmp_path: Path
 ) -> None:
-    """`pwf log import`, `pwf replay --out` and `pwf state backup` give files with the right tree."""
+    """`pwf log import`, `pwf replay --out` and `pwf state backup` make files with the tree."""
     fill(store, [2] * 6)
     store.close()
     db = store.path
