@@ -301,6 +301,7 @@ def test_a_compacted_log_is_a_merkle_tree_from_its_log_compacted_event(tmp_path:
     """The compacted file's tree (ADR 0083) is RFC 9162's over its events, leaf 0 log.compacted."""
     fx, cutoff = _traffic_history(tmp_path / "state.db", runs=8)
     assert _prune(fx, cutoff, tmp_path / "b" / "one.sqlite").outcome == "accepted"
+    assert isinstance(fx.store, SqliteStore)
     connection = fx.store.connection
     bodies = [bytes(row[0]) for row in connection.execute("SELECT body FROM events ORDER BY seq")]
     assert b'"type":"log.compacted"' in bodies[0]
