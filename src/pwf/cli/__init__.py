@@ -108,6 +108,11 @@ VERBS: Final[dict[str, Verb]] = {
         "web",
         "Serve a read-only web view of the database: overview, runs, interactions, log.",
     ),
+    "witness": Verb(
+        "pwf.cli.witness",
+        "witness",
+        "Cosign a log's checkpoints only when each is consistent with the last one.",
+    ),
     "worker": Verb("pwf.cli.worker", "worker", "Run worker-protocol messages read from stdin."),
 }
 """Every top-level verb; ``tests/cli/test_startup.py`` checks each short help

@@ -33,14 +33,17 @@ if TYPE_CHECKING:
     from pwf.store.tree import Proofs
 
 __all__ = [
+    "check_checkpoint",
     "checkpoint_command",
     "default_origin",
     "keygen",
     "proof",
     "prove",
+    "read_json",
     "receipt",
     "sqlite_file",
     "verify_file",
+    "write_key",
 ]
 
 _INCLUSION: Final = frozenset({"seq", "index", "treeSize", "leafHash", "rootHash", "path"})
@@ -163,7 +166,7 @@ def prove(  # noqa: PLR0913 - one option each
             }
         else:
             assert seq is not None
-            index = tree.index(seq)
+            index = tree.leaf_index(seq)
             data = {
                 "index": index,
                 "leafHash": tree.leaf(index).hex(),
@@ -219,7 +222,7 @@ def receipt(db: str | None, request_id: str, key_file: str, as_json: bool) -> No
         ).fetchall()
         events = []
         for seq, body in rows:
-            index = tree.index(seq)
+            index = tree.leaf_index(seq)
             events.append(
                 {
                     "event": _notes.b64(bytes(body)),
@@ -247,10 +250,15 @@ def keygen(name: str, out: str) -> None:
     The last line printed is its verifier key, NAME+HASH+KEY (C2SP
     signed-note), which auditors use to check checkpoints and receipts.
     """
-    _write_key(_notes.new_key(name, _notes.LOG_KEY), Path(out))
+    write_key(_notes.new_key(name, _notes.LOG_KEY), Path(out))
 
 
-def _write_key(key: _notes.PrivateKey, out: Path) -> None:
+def write_key(key: _notes.PrivateKey, out: Path) -> None:
+    """Write ``key`` to the new file ``out`` (0600); print its verifier key last.
+
+    Raises:
+        InputError: ``out`` exists.
+    """
     try:
         descriptor = create_file(out)
     except FileExistsError:
@@ -289,7 +297,7 @@ def checkpoint_command(db: str | None, key_file: str, size: int | None) -> None:
 # ------------------------------------------------------------------ offline checks
 
 
-def _read_json(path: str) -> dict[str, object]:
+def read_json(path: str) -> dict[str, object]:
     """A canonical JSON object from ``path``: any other form is refused.
 
     Raises:
@@ -335,6 +343,36 @@ def _members(data: dict[str, object], wanted: frozenset[str], what: str) -> None
         raise InputError(f"the {what} has members {sorted(data)}, not {sorted(wanted)}")
 
 
+def check_checkpoint(
+    note: str,
+    vkey: str,
+    witnesses: tuple[str, ...],
+    quorum: int | None,
+    tree: Proofs,
+) -> str:
+    """Check a signed checkpoint against this log: signature, cosignatures, root; what held.
+
+    Raises:
+        InputError: the signature or the quorum fails, or the log's tree of
+            that size has another root (or is smaller).
+    """
+    verifier = _notes.parse_verifier(vkey, (_notes.LOG_KEY,))
+    cosigners = [_notes.parse_verifier(item, (_notes.COSIGNER,)) for item in witnesses]
+    wanted = len(cosigners) if quorum is None else quorum
+    point = _checked_checkpoint(note, verifier, cosigners, wanted)
+    if point.size > tree.size:
+        raise InputError(
+            f"the checkpoint's tree of {point.size} is larger than the log's {tree.size}"
+        )
+    root = tree.root(point.size)
+    if root != point.root:
+        raise InputError(
+            f"the checkpoint's root {point.root.hex()} at size {point.size}"
+            f" is not the log's {root.hex()}"
+        )
+    return f"checkpoint of {point.origin} at size {point.size} holds, {wanted} cosignatures wanted"
+
+
 def _checked_checkpoint(
     note: object, vkey: _notes.Verifier, witnesses: list[_notes.Verifier], quorum: int
 ) -> _notes.Checkpoint:
@@ -370,7 +408,7 @@ def verify_file(
     Raises:
         InputError: any part of it does not verify (the first fault found).
     """
-    data = _read_json(path)
+    data = read_json(path)
     checker = _receipt if "events" in data else _consistency if "oldSize" in data else _inclusion
     return checker(data, vkey, witnesses, quorum)
 

@@ -16,8 +16,7 @@ missing leaves are folded from the stored events, in one write transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf import merkle
 from pwf.errors import ChainError, InputError, StoreError
@@ -54,8 +53,7 @@ _INSERT: Final = "INSERT INTO {schema}._pwf_tree (pos, hash) VALUES (?, ?)"
 _CHUNK: Final = 4096
 
 
-@dataclass(frozen=True)
-class Tree:
+class Tree(NamedTuple):
     """The tree as a transaction extends it: first seq, leaves, perfect subtrees largest first."""
 
     base: int | None
@@ -226,8 +224,7 @@ def check(connection: sqlite3.Connection, schema: str = "main") -> None:
         raise ChainError(seq + 1, "the Merkle tree holds leaves past the log's last event")
 
 
-@dataclass(frozen=True)
-class Proofs:
+class Proofs(NamedTuple):
     """Roots and proofs of the stored tree, read in the caller's snapshot (O(log n) reads each)."""
 
     connection: sqlite3.Connection
@@ -249,7 +246,7 @@ class Proofs:
             merkle.subtree_root(lookup(self.connection), 0, wanted) if wanted else merkle.EMPTY_ROOT
         )
 
-    def index(self, seq: int) -> int:
+    def leaf_index(self, seq: int) -> int:
         """The leaf of the event at ``seq``.
 
         Raises:
