@@ -23,7 +23,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -49,14 +49,15 @@ OUT: Final = Path(__file__).resolve().parent / "out"
 @contextmanager
 def _without_tree() -> Iterator[None]:
     """Switch the tree's upkeep off in this process (the comparison run only)."""
-    extend, tree = sqlite_transaction.extend, sqlite_transaction.SqliteTransaction.tree
-    sqlite_transaction.extend = lambda _c, kept, *_a, **_k: kept  # type: ignore[assignment]
-    sqlite_transaction.SqliteTransaction.tree = property(lambda _self: stored_tree.EMPTY_TREE)  # type: ignore[method-assign, assignment]
+    module: Any = sqlite_transaction
+    extend, tree = module.extend, module.SqliteTransaction.tree
+    module.extend = lambda _c, kept, *_a, **_k: kept
+    module.SqliteTransaction.tree = property(lambda _self: stored_tree.EMPTY_TREE)
     try:
         yield
     finally:
-        sqlite_transaction.extend = extend
-        sqlite_transaction.SqliteTransaction.tree = tree  # type: ignore[method-assign]
+        module.extend = extend
+        module.SqliteTransaction.tree = tree
 
 
 def _cpu_per_request(path: Path, count: int) -> float:
@@ -147,8 +148,10 @@ def disk_and_upgrade(workdir: Path, runs: int, statuses: int) -> list[str]:
         f"  with the tree     {with_tree / events:8.1f} bytes per event",
         f"  without the tree  {without / events:8.1f} bytes per event",
         f"  the tree costs    {(with_tree - without) / events:8.1f} bytes per event",
-        f"upgrade: the first write builds the tree of {events} events in {seconds:.2f} s"
-        f" ({cpu_seconds:.2f} s CPU)",
+        (
+            f"upgrade: the first write builds the tree of {events} events in {seconds:.2f} s"
+            f" ({cpu_seconds:.2f} s CPU)"
+        ),
     ]
 
 
@@ -175,7 +178,7 @@ def proofs(workdir: Path, sizes: tuple[int, ...], samples: int) -> list[str]:
     for size in sizes:
         connection = _synthetic(workdir / f"tree-{size}.db", size)
         reads = 0
-        lookup = stored_tree.lookup(connection)
+        lookup = stored_tree.lookup(connection, 1)
 
         def counted(level: int, index: int, lookup: object = lookup) -> bytes:
             nonlocal reads

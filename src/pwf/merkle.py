@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EMPTY_ROOT",
     "HASH_SIZE",
+    "STORED_LEVEL",
     "append_leaf",
     "consistency_path",
     "frontier_nodes",
@@ -42,12 +43,22 @@ __all__ = [
     "positions_for",
     "root_from_frontier",
     "size_from_positions",
+    "stored_for",
+    "stored_position",
     "subtree_root",
     "verify_consistency",
     "verify_inclusion",
 ]
 
 HASH_SIZE: Final = 32
+STORED_LEVEL: Final = 4
+"""The lowest level a log stores: subtrees of 16 leaves and up (ADR 0083).
+
+A hash below it is made from at most 15 events' bytes when a proof or the
+frontier needs it, so an append writes a row only when it completes a group
+of 16 leaves: about one row per eight events, and a write transaction
+rarely touches the tree's pages at all.
+"""
 EMPTY_ROOT: Final = hashlib.sha256(b"").digest()
 """The root of the tree of no leaves (RFC 9162 §2.1.1: the hash of the empty string)."""
 
@@ -70,6 +81,20 @@ def leaf_position(index: int) -> int:
 def node_position(level: int, index: int) -> int:
     """Where the perfect subtree of ``2**level`` leaves starting at leaf ``index << level`` is."""
     return leaf_position(((index + 1) << level) - 1) + level
+
+
+def stored_position(level: int, index: int) -> int:
+    """Where a log stores the perfect subtree ``(level, index)``, ``level >= STORED_LEVEL``.
+
+    The stored subtrees are numbered as :func:`node_position` numbers those
+    of a tree whose leaves are the groups of ``2**STORED_LEVEL`` leaves.
+    """
+    return node_position(level - STORED_LEVEL, index)
+
+
+def stored_for(size: int) -> int:
+    """How many hashes a log of ``size`` leaves stores."""
+    return positions_for(size >> STORED_LEVEL)
 
 
 def positions_for(size: int) -> int:

@@ -306,7 +306,7 @@ def test_a_compacted_log_is_a_merkle_tree_from_its_log_compacted_event(tmp_path:
     bodies = [bytes(row[0]) for row in connection.execute("SELECT body FROM events ORDER BY seq")]
     assert b'"type":"log.compacted"' in bodies[0]
     stored = connection.execute("SELECT count(*) FROM _pwf_tree").fetchone()[0]
-    assert merkle.positions_for(len(bodies)) == stored
+    assert merkle.stored_for(len(bodies)) == stored
     tree = proofs(connection, fx.store.head())
     assert merkle.root_from_frontier(_frontier(bodies)) == tree.root()
     assert fx.store.verify().ok

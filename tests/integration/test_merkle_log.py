@@ -57,14 +57,14 @@ def test_the_tree_is_rfc_9162_over_the_exported_bytes(
     store: SqliteStore, fill: Callable[..., Any]
 ) -> None:
     """After batches of appends the root is MTH over the export's lines, at every size."""
-    fill(store, [3] * 7)
+    fill(store, [3] * 13)
     leaves = _exported(store.path)
-    assert 21 == len(leaves)
+    assert 39 == len(leaves)
     found = stored_tree.proofs(store.connection, store.head())
-    for size in range(1, 22):
+    for size in range(1, 40):
         assert _mth(leaves[:size]) == found.root(size)
     stored = store.connection.execute("SELECT count(*) FROM _pwf_tree").fetchone()[0]
-    assert merkle.positions_for(21) == stored
+    assert merkle.stored_for(39) == stored == 3  # subtrees of 16 leaves and up: 0-15, 16-31, 0-31
 
 
 def test_a_rolled_back_savepoint_leaves_the_tree_of_what_stays(
@@ -88,43 +88,43 @@ def _undone(tx: Any, events: list[Any], actor: Any) -> None:
         raise RuntimeError
 
 
-def test_verify_names_a_changed_leaf_hash_and_a_changed_node(
+def test_verify_names_a_changed_node_at_the_seq_that_completed_it(
     store: SqliteStore, fill: Callable[..., Any]
 ) -> None:
-    """A changed tree row is a fault at the seq that wrote it, with what it was."""
-    fill(store, [2] * 4)
+    """A changed tree row is a fault at the seq whose append wrote it."""
+    fill(store, [2] * 20)
     store.close()
     db = store.path
+    second = merkle.stored_position(4, 1)  # leaves 16-31: written with seq 32
     with sqlite3.connect(db) as connection:
-        connection.execute(
-            "UPDATE _pwf_tree SET hash = zeroblob(32) WHERE pos = ?", (merkle.leaf_position(5),)
-        )
+        kept = connection.execute("SELECT hash FROM _pwf_tree WHERE pos = ?", (second,)).fetchone()
+        connection.execute("UPDATE _pwf_tree SET hash = zeroblob(32) WHERE pos = ?", (second,))
     report = SqliteStore(db, read_only=True).verify()
-    assert (6, "the Merkle tree's leaf hash (position 8) is not the log's") == (
-        report.first_bad_seq,
-        report.reason,
-    )
+    said = f"the Merkle tree's node at position {second}, completed by this event, is not the log's"
+    assert (32, said) == (report.first_bad_seq, report.reason)
     with sqlite3.connect(db) as connection:
-        connection.execute(
-            "UPDATE _pwf_tree SET hash = ? WHERE pos = ?",
-            (merkle.leaf_hash(_exported(db)[5]), merkle.leaf_position(5)),
-        )
-        connection.execute(
-            "UPDATE _pwf_tree SET hash = zeroblob(32) WHERE pos = ?", (merkle.node_position(2, 0),)
-        )
-    report = SqliteStore(db, read_only=True).verify()
-    assert 4 == report.first_bad_seq
-    assert "tree node at level 2" in str(report.reason)
+        connection.execute("UPDATE _pwf_tree SET hash = ? WHERE pos = ?", (kept[0], second))
+        first = connection.execute("SELECT hash FROM _pwf_tree WHERE pos = 0").fetchone()
+        connection.execute("UPDATE _pwf_tree SET hash = zeroblob(32) WHERE pos = 0")
+    assert 16 == SqliteStore(db, read_only=True).verify().first_bad_seq
     result = _pwf("log", "verify", "--db", str(db), "--chain-only")
     assert 1 == result.returncode
-    assert b"bad: seq 4: the Merkle tree's tree node at level 2" in result.stderr
+    assert b"bad: seq 16: the Merkle tree's node at position 0" in result.stderr
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE _pwf_tree SET hash = ? WHERE pos = 0", (first[0],))
+        connection.execute("DELETE FROM events WHERE seq > 20")
+        connection.execute(
+            "UPDATE _pwf_head SET seq = 20, content_hash = ("
+            "SELECT content_hash FROM events WHERE seq = 20), batch = 10"
+        )
+    assert 21 == SqliteStore(db, read_only=True).verify().first_bad_seq  # nodes past the log
 
 
 def test_a_log_made_before_the_tree_gets_it_on_its_first_write(
     store: SqliteStore, fill: Callable[..., Any], command: Callable[..., Any], actor: Any
 ) -> None:
     """Without ``_pwf_tree`` the file verifies; its next append builds the whole tree."""
-    fill(store, [2] * 5)
+    fill(store, [2] * 12)
     store.close()
     with sqlite3.connect(store.path) as connection:
         connection.execute("DROP TABLE _pwf_tree")

@@ -1,11 +1,12 @@
 """The log's Merkle tree in SQLite: kept with each append, built for older files, checked.
 
 Imports merkle, errors and the store's types (plus sqlite3: an edge room).
-``_pwf_tree`` holds every perfect subtree's hash at its position
-(:mod:`pwf.merkle`): a new leaf writes its hash and those of the subtrees
-it completes, in the transaction that appends its event, and reads nothing
-when the transaction knows the frontier of the head it continues (ADR
-0083).  Leaf ``i`` is the ``i``-th stored event: seq ``base + i``, where
+``_pwf_tree`` holds the hash of every perfect subtree of 16 leaves and up
+(:data:`pwf.merkle.STORED_LEVEL`) at its position: a new leaf writes the
+hashes of the stored subtrees it completes, in the transaction that
+appends its event, and reads nothing when the transaction knows the
+frontier of the head it continues (ADR 0083); a lower subtree's hash is
+made from its events' bytes.  Leaf ``i`` is the ``i``-th stored event: seq ``base + i``, where
 ``base`` is the log's first stored seq (1, or a compacted log's
 ``log.compacted``).
 
@@ -32,11 +33,14 @@ __all__ = [
     "EMPTY_TREE",
     "Proofs",
     "Tree",
+    "append_all",
     "build",
     "check",
     "check_origin",
+    "covers",
     "current",
     "extend",
+    "frontier_of",
     "grow",
     "has_table",
     "load",
@@ -78,11 +82,20 @@ def has_table(connection: sqlite3.Connection, schema: str = "main") -> bool:
 
 
 def tree_size(connection: sqlite3.Connection, schema: str = "main") -> int | None:
-    """How many leaves the stored tree has (0 without the table), None when no size fits it."""
+    """How many leaves the stored tree covers: whole groups of ``2**STORED_LEVEL`` leaves.
+
+    0 without the table; None when no size stores that many hashes.
+    """
     if not has_table(connection, schema):
         return 0
     top = connection.execute(f"SELECT max(pos) FROM {schema}._pwf_tree").fetchone()[0]  # noqa: S608
-    return merkle.size_from_positions(0 if top is None else top + 1)
+    groups = merkle.size_from_positions(0 if top is None else top + 1)
+    return None if groups is None else groups << merkle.STORED_LEVEL
+
+
+def covers(stored: int | None, size: int) -> bool:
+    """True when a stored tree covering ``stored`` leaves is the whole tree of ``size`` leaves."""
+    return stored is not None and stored >> merkle.STORED_LEVEL == size >> merkle.STORED_LEVEL
 
 
 def log_base(connection: sqlite3.Connection, schema: str = "main") -> int | None:
@@ -99,28 +112,59 @@ def size_of(
     return base, 0 if base is None else head.seq - base + 1
 
 
-def lookup(connection: sqlite3.Connection, schema: str = "main") -> Callable[[int, int], bytes]:
-    """Read the stored hash of the perfect subtree ``(level, index)``.
+def lookup(
+    connection: sqlite3.Connection, base: int | None, schema: str = "main"
+) -> Callable[[int, int], bytes]:
+    """Read the hash of the perfect subtree ``(level, index)`` of the log starting at ``base``.
+
+    Levels from :data:`~pwf.merkle.STORED_LEVEL` up are stored; a lower one
+    is made from its (at most 15) events' bytes.
 
     Raises:
-        StoreError: the hash is not stored (the tree is shorter than asked).
+        StoreError: the hash is not stored, or its events are not (the tree is shorter than asked).
     """
     select = f"SELECT hash FROM {schema}._pwf_tree WHERE pos = ?"  # noqa: S608
+    bodies = f"SELECT body FROM {schema}.events WHERE seq BETWEEN ? AND ? ORDER BY seq"  # noqa: S608
 
     def read(level: int, index: int) -> bytes:
-        found = connection.execute(select, (merkle.node_position(level, index),)).fetchone()
-        if found is None:
-            raise StoreError(f"the Merkle tree has no node at level {level}, index {index}")
-        return bytes(found[0])
+        if level < merkle.STORED_LEVEL and base is not None:
+            first = base + (index << level)
+            found = connection.execute(bodies, (first, first + (1 << level) - 1)).fetchall()
+            if len(found) == 1 << level:
+                return merkle.root_from_frontier(
+                    append_all([merkle.leaf_hash(bytes(row[0])) for row in found])
+                )
+        elif level >= merkle.STORED_LEVEL:
+            stored = connection.execute(select, (merkle.stored_position(level, index),))
+            row = stored.fetchone()
+            if row is not None:
+                return bytes(row[0])
+        raise StoreError(f"the Merkle tree has no node at level {level}, index {index}")
 
     return read
+
+
+def append_all(leaves: list[bytes]) -> list[bytes]:
+    """The frontier of a tree of these leaf hashes."""
+    frontier: list[bytes] = []
+    for index, leaf in enumerate(leaves):
+        frontier, _ = merkle.append_leaf(index, frontier, leaf)
+    return frontier
+
+
+def frontier_of(
+    connection: sqlite3.Connection, base: int | None, size: int, schema: str = "main"
+) -> Tree:
+    """The tree of ``size`` leaves from its perfect subtrees (O(log n) rows, at most 15 events)."""
+    read = lookup(connection, base, schema)
+    return Tree(base, size, tuple(read(*node) for node in merkle.frontier_nodes(size)))
 
 
 def load(connection: sqlite3.Connection, head: Head, schema: str = "main") -> Tree:
     """The tree of the log ending at ``head``, built first where the file lacks it (a write).
 
     Runs inside a write transaction: a file without the table gets it, and
-    leaves the stored tree lacks are folded from the events.
+    groups of leaves the stored tree lacks are folded from the events.
 
     Raises:
         StoreError: the stored tree is longer than the log or has no valid size.
@@ -132,16 +176,15 @@ def load(connection: sqlite3.Connection, head: Head, schema: str = "main") -> Tr
         raise StoreError(
             f"the Merkle tree does not fit the {size}-event log; `pwf log verify` names the fault"
         )
-    read = lookup(connection, schema)
-    tree = Tree(base, have, tuple(read(*node) for node in merkle.frontier_nodes(have)))
-    if have < size:
-        assert base is not None
-        bodies = connection.execute(
-            f"SELECT body FROM {schema}.events WHERE seq >= ? ORDER BY seq",  # noqa: S608
-            (base + have,),
-        )
-        tree = extend(connection, tree, base + have, (bytes(row[0]) for row in bodies), schema)
-    return tree
+    if covers(have, size):
+        return frontier_of(connection, base, size, schema)
+    assert base is not None
+    tree = frontier_of(connection, base, have, schema)
+    bodies = connection.execute(
+        f"SELECT body FROM {schema}.events WHERE seq >= ? ORDER BY seq",  # noqa: S608
+        (base + have,),
+    )
+    return extend(connection, tree, base + have, (bytes(row[0]) for row in bodies), schema)
 
 
 def extend(
@@ -180,8 +223,10 @@ def grow(tree: Tree, seq: int, body: bytes, rows: list[tuple[int, bytes]]) -> Tr
     if seq != base + size:
         raise StoreError(f"seq {seq} is not leaf {size} of the Merkle tree starting at seq {base}")
     frontier, written = merkle.append_leaf(size, tree.frontier, merkle.leaf_hash(body))
-    position = merkle.leaf_position(size)
-    rows.extend(zip(range(position, position + len(written)), written, strict=True))
+    rows.extend(
+        (merkle.stored_position(level, size >> level), written[level])
+        for level in range(merkle.STORED_LEVEL, len(written))
+    )
     return Tree(base, size + 1, tuple(frontier))
 
 
@@ -206,22 +251,23 @@ def check(connection: sqlite3.Connection, schema: str = "main") -> None:
         return
     events = connection.execute(f"SELECT seq, body FROM {schema}.events ORDER BY seq")  # noqa: S608
     nodes = connection.execute(f"SELECT pos, hash FROM {schema}._pwf_tree ORDER BY pos")  # noqa: S608
-    frontier = list[bytes]()
+    tree = EMPTY_TREE
     seq = 0
-    for size, (seq, body) in enumerate(events):
-        frontier, written = merkle.append_leaf(size, frontier, merkle.leaf_hash(bytes(body)))
-        position = merkle.leaf_position(size)
-        for level, expected in enumerate(written):
+    for seq, body in events:
+        written: list[tuple[int, bytes]] = []
+        tree = grow(tree, seq, bytes(body), written)
+        for position, expected in written:
             stored = nodes.fetchone()
             if stored is None:
                 return
-            if stored[0] != position + level or bytes(stored[1]) != expected:
-                what = "leaf hash" if level == 0 else f"tree node at level {level} it completes"
+            if stored[0] != position or bytes(stored[1]) != expected:
                 raise ChainError(
-                    seq, f"the Merkle tree's {what} (position {position + level}) is not the log's"
+                    seq,
+                    f"the Merkle tree's node at position {position}, completed by this event,"
+                    " is not the log's",
                 )
     if nodes.fetchone() is not None:
-        raise ChainError(seq + 1, "the Merkle tree holds leaves past the log's last event")
+        raise ChainError(seq + 1, "the Merkle tree holds nodes past the log's last event")
 
 
 class Proofs(NamedTuple):
@@ -242,9 +288,9 @@ class Proofs(NamedTuple):
     def root(self, size: int | None = None) -> bytes:
         """The root hash of the tree of ``size`` leaves (the head's by default)."""
         wanted = self._size(size)
-        return (
-            merkle.subtree_root(lookup(self.connection), 0, wanted) if wanted else merkle.EMPTY_ROOT
-        )
+        if not wanted:
+            return merkle.EMPTY_ROOT
+        return merkle.subtree_root(lookup(self.connection, self.base), 0, wanted)
 
     def leaf_index(self, seq: int) -> int:
         """The leaf of the event at ``seq``.
@@ -258,15 +304,15 @@ class Proofs(NamedTuple):
 
     def leaf(self, index: int) -> bytes:
         """The leaf hash of leaf ``index``."""
-        return lookup(self.connection)(0, index)
+        return lookup(self.connection, self.base)(0, index)
 
     def inclusion(self, index: int, size: int | None = None) -> list[bytes]:
         """The RFC 9162 inclusion path of leaf ``index`` in the tree of ``size`` leaves."""
-        return merkle.inclusion_path(lookup(self.connection), index, self._size(size))
+        return merkle.inclusion_path(lookup(self.connection, self.base), index, self._size(size))
 
     def consistency(self, old: int, new: int | None = None) -> list[bytes]:
         """The RFC 9162 consistency path from size ``old`` to size ``new``."""
-        return merkle.consistency_path(lookup(self.connection), old, self._size(new))
+        return merkle.consistency_path(lookup(self.connection, self.base), old, self._size(new))
 
 
 def proofs(connection: sqlite3.Connection, head: Head) -> Proofs:
@@ -276,14 +322,14 @@ def proofs(connection: sqlite3.Connection, head: Head) -> Proofs:
         StoreError: the stored tree does not reach ``head`` (:func:`ensure` builds it).
     """
     base, size = size_of(connection, head)
-    if tree_size(connection) != size:
+    if not covers(tree_size(connection), size):
         raise StoreError("the log's Merkle tree is not built to its head")
     return Proofs(connection, base, size)
 
 
 def current(connection: sqlite3.Connection, head: Head) -> bool:
     """True when the stored tree reaches ``head`` (read only)."""
-    return tree_size(connection) == size_of(connection, head)[1]
+    return covers(tree_size(connection), size_of(connection, head)[1])
 
 
 def read_origin(connection: sqlite3.Connection) -> str | None:
