@@ -6,6 +6,7 @@ import click
 
 from pwf import canonical, logs
 from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._seed import seeded_id
 from pwf.cli.audit import default_origin, sqlite_file
 from pwf.errors import InputError
 from pwf.store.sqlite import FORMAT
@@ -31,7 +32,14 @@ def init(db: str | None, origin: str | None, as_json: bool) -> None:
     with open_store(db, create=True) as store:
         file = sqlite_file(store.projections_file)
         with file.file_transaction() as tx:
-            given = default_origin() if origin is None else check_origin(origin)
+            seeded = seeded_id(store, "origin")  # PWF_SEED: the same file on every run
+            given = (
+                check_origin(origin)
+                if origin is not None
+                else default_origin()
+                if seeded is None
+                else f"pwf/{seeded}"
+            )
             kept = set_origin(tx.connection, given)
         if origin is not None and kept != origin:
             raise InputError(f"{file.path}: this log's origin is already {kept!r}")
