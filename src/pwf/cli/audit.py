@@ -24,7 +24,7 @@ from pwf.cli import _notes
 from pwf.cli._options import db_option, json_option, open_store
 from pwf.errors import InputError
 from pwf.private import create_file
-from pwf.store.tree import check_origin, current, proofs, read_origin, set_origin
+from pwf.store.tree import current, proofs, read_origin, set_origin
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -54,9 +54,8 @@ _RECEIPT: Final = frozenset({"requestId", "checkpoint", "events"})
 _RECEIPT_EVENT: Final = frozenset({"seq", "index", "event", "path"})
 
 
-def default_origin(connection: object = None) -> str:
+def default_origin() -> str:
     """An origin for a log that was given none: ``pwf/`` and a random id, kept once set."""
-    del connection
     return f"pwf/{secrets.token_hex(16)}"
 
 
@@ -502,8 +501,3 @@ def verify_command(file: str, vkey: str, witnesses: tuple[str, ...], quorum: int
     except InputError as error:
         click.echo(f"bad: {error}", err=True)
         sys.exit(1)
-
-
-def check_origin_option(value: str | None) -> str | None:
-    """``pwf init --origin``'s value, checked."""
-    return None if value is None else check_origin(value)
