@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 HEAVY = (
     "pydantic",
     "structlog",
+    "cryptography",
     "rich",
     "asyncio",
     "multiprocessing",
