@@ -32,7 +32,7 @@ $(BIN)/python: | $(UV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(DROP_OLD_NAME)
-	$(UV_PIP) -e '.[dev,web,postgres,metrics,docs]'
+	$(UV_PIP) -e '.[dev,web,postgres,metrics,docs,audit]'
 	touch $(STAMP)
 
 # `make demo` needs pwf, its runtime dependencies and the metrics extra (its served host
@@ -104,7 +104,7 @@ reliability-report: install
 # Mutation testing, a habit and not a gate (ADR 0046): prints the surviving mutants.
 # `make mutate TARGETS="canonical chain"` runs some targets; MUTATE_ARGS="--fresh" starts over.
 $(VENV)/.installed-mutate: pyproject.toml | $(STAMP)
-	$(UV_PIP) -e '.[dev,web,postgres,metrics,docs,mutate]'
+	$(UV_PIP) -e '.[dev,web,postgres,metrics,docs,audit,mutate]'
 	touch $@
 
 mutate: $(VENV)/.installed-mutate

@@ -2,7 +2,9 @@
 
 Measures nothing itself: it runs :mod:`bench.bench_canonical` (canonical
 encode + SHA-256 per second on one core) and :mod:`bench.bench_append`
-(append batches/s against a raw-SQLite floor) and :mod:`bench.bench_command`
+(append batches/s against a raw-SQLite floor) and :mod:`bench.bench_tree` (the
+Merkle tree's CPU per request and bytes per event beside the same run without it, the
+upgrade of a log without it, proofs at 10**3 and 10**6 leaves) and :mod:`bench.bench_command`
 (recorded client requests/s through the command path against a floor) and
 :mod:`bench.bench_durable` (durable ``run.start`` requests/s in-process and
 through ``pwf request`` against a raw floor and the ``eventsourcing``
@@ -64,6 +66,7 @@ from bench import (
     bench_postgres,
     bench_serve,
     bench_startup,
+    bench_tree,
 )
 
 
@@ -98,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one section per 
         print(line, flush=True)
     print()
     for line in bench_command.run(append_rounds, appends // 2):
+        print(line, flush=True)
+    print()
+    tree = (3, 500, 100, 99) if args.quick else (5, 1000, 1000, 99)
+    for line in bench_tree.run(*tree):
         print(line, flush=True)
     print()
     for line in bench_durable.run(3 if args.quick else 5, 200 if args.quick else 500):

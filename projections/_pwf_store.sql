@@ -13,6 +13,7 @@ CREATE TABLE _pwf_meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
 ) STRICT;
+CREATE TABLE _pwf_tree (pos INTEGER PRIMARY KEY, hash BLOB NOT NULL CHECK (length(hash) = 32)) STRICT;
 CREATE TABLE events (
   seq INTEGER PRIMARY KEY CHECK (seq >= 1),
   batch INTEGER NOT NULL CHECK (batch >= 1),

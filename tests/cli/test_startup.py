@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 HEAVY = (
     "pydantic",
     "structlog",
+    "cryptography",
     "rich",
     "asyncio",
     "multiprocessing",

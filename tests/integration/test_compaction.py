@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pwf import merkle
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.errors import InputError, StoreError
@@ -31,6 +32,7 @@ from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
 from pwf.store.segment import Template
 from pwf.store.sqlite import SqliteStore
+from pwf.store.tree import proofs
 from pwf.verify import check
 
 if TYPE_CHECKING:
@@ -293,3 +295,25 @@ def test_the_opening_event_cannot_be_dropped_or_repeated(tmp_path: Path) -> None
         report = store.verify()
         assert report.reason == "log.compacted may only open a log"
         assert report.first_bad_seq == store.head().seq
+
+
+def test_a_compacted_log_is_a_merkle_tree_from_its_log_compacted_event(tmp_path: Path) -> None:
+    """The compacted file's tree (ADR 0083) is RFC 9162's over its events, leaf 0 log.compacted."""
+    fx, cutoff = _traffic_history(tmp_path / "state.db", runs=8)
+    assert _prune(fx, cutoff, tmp_path / "b" / "one.sqlite").outcome == "accepted"
+    assert isinstance(fx.store, SqliteStore)
+    connection = fx.store.connection
+    bodies = [bytes(row[0]) for row in connection.execute("SELECT body FROM events ORDER BY seq")]
+    assert b'"type":"log.compacted"' in bodies[0]
+    stored = connection.execute("SELECT count(*) FROM _pwf_tree").fetchone()[0]
+    assert merkle.stored_for(len(bodies)) == stored
+    tree = proofs(connection, fx.store.head())
+    assert merkle.root_from_frontier(_frontier(bodies)) == tree.root()
+    assert fx.store.verify().ok
+
+
+def _frontier(bodies: list[bytes]) -> list[bytes]:
+    frontier: list[bytes] = []
+    for index, body in enumerate(bodies):
+        frontier, _ = merkle.append_leaf(index, frontier, merkle.leaf_hash(body))
+    return frontier

@@ -66,6 +66,7 @@ VERBS: Final[dict[str, Verb]] = {
         "pwf.cli.init", "init", "Create a state database (log and projections in one file)."
     ),
     "log": Verb("pwf.cli.log", "log", "Inspect, verify, export and import the event log."),
+    "proof": Verb("pwf.cli.audit", "proof", "Check proofs and receipts offline, with no database."),
     "query": Verb(
         "pwf.cli.query",
         "query",
@@ -114,6 +115,11 @@ VERBS: Final[dict[str, Verb]] = {
         "pwf.cli.web",
         "web",
         "Serve a read-only web view of the database: overview, runs, interactions, log.",
+    ),
+    "witness": Verb(
+        "pwf.cli.witness",
+        "witness",
+        "Cosign a log's checkpoints only when each is consistent with the last one.",
     ),
     "worker": Verb("pwf.cli.worker", "worker", "Run worker-protocol messages read from stdin."),
 }

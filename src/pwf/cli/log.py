@@ -27,12 +27,16 @@ from pwf.cli._output import (
 )
 from pwf.cli._progress import activity
 from pwf.cli._times import resolve_format, shown
+from pwf.cli.audit import check_checkpoint, checkpoint_command, keygen, receipt, sqlite_file
+from pwf.cli.audit import prove as prove_command
 from pwf.cli.diff import log_diff
 from pwf.config import Settings
+from pwf.errors import InputError, StoreError
 from pwf.events import EVENT_TYPES, open_body
 from pwf.private import create_file
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl
+from pwf.store.tree import proofs
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -55,6 +59,10 @@ def log() -> None:
 
 
 log.add_command(log_diff)
+log.add_command(prove_command)
+log.add_command(receipt)
+log.add_command(keygen)
+log.add_command(checkpoint_command)
 
 
 _COLUMNS: Final = ("seq", "batch", "at", "type", "run", "session", "request", "hash", "cause")
@@ -364,9 +372,33 @@ def _follow(store: EventStore, seq: int, shape: _Shape, interval: float, about: 
     default=None,
     help="Also prove that the event at SEQ still has content hash HASH (from `pwf log head`).",
 )
+@click.option(
+    "--checkpoint",
+    "checkpoint",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also check this signed checkpoint (needs --vkey): its root is this log's at its size.",
+)
+@click.option("--vkey", "vkey", default=None, help="The log's verifier key, for --checkpoint.")
+@click.option("--witness", "witnesses", multiple=True, help="A witness's verifier key (repeat).")
+@click.option(
+    "--quorum",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Witness cosignatures the checkpoint needs (default: every --witness).",
+)
 @json_option
-def verify(
-    db: str | None, chain_only: bool, backup: str | None, expect_head: str | None, as_json: bool
+def verify(  # noqa: C901, PLR0913 - one option and one report each
+    *,
+    db: str | None,
+    chain_only: bool,
+    backup: str | None,
+    expect_head: str | None,
+    checkpoint: str | None,
+    vkey: str | None,
+    witnesses: tuple[str, ...],
+    quorum: int | None,
+    as_json: bool,
 ) -> None:
     """Verify the hash chain from the stored bytes (exit 1 at the first bad seq).
 
@@ -378,10 +410,21 @@ def verify(
     log is that backup's log with the pruned runs' events left out.
     --expect-head SEQ:HASH anchors the log out of band: the event at SEQ must
     still have HASH, so the log still extends a head written down earlier.
+    The Merkle tree is checked against the events too.  --checkpoint FILE
+    --vkey KEY checks a signed checkpoint (and with --witness, its witness
+    cosignatures, --quorum of them) and that its root is this log's tree's
+    at its size.
     """
     anchor = parse_anchor(expect_head) if expect_head is not None else None
+    if (checkpoint is None) != (vkey is None):
+        raise InputError("--checkpoint and --vkey go together")
     with open_store(db, read_only=True) as store, activity("verifying the chain"):
         report = store.verify(deep=not chain_only)
+        signed = (
+            _signed_checkpoint(store, Path(checkpoint), vkey, witnesses, quorum)
+            if checkpoint is not None and vkey is not None and report.ok
+            else None
+        )
         proof = prove(store, Path(backup)) if backup is not None and report.ok else None
         held = (
             anchored(store, anchor, proof, Path(backup) if backup else None)
@@ -389,6 +432,11 @@ def verify(
             else None
         )
     ok = report.ok and (proof is None or proof.ok) and (held is None or held.ok)
+    if signed is not None:
+        ok = ok and signed[0]
+        click.echo(
+            f"{'ok' if signed[0] else 'bad'}: checkpoint {checkpoint}: {signed[1]}", err=True
+        )
     verdict(0 if ok else 1)
     if as_json:
         data: dict[str, object] = {
@@ -431,6 +479,21 @@ def verify(
             click.echo(f"ok: seq {held.seq} still has contentHash {held.content_hash}")
     if not ok:
         sys.exit(1)
+
+
+def _signed_checkpoint(
+    store: EventStore, note: Path, vkey: str, witnesses: tuple[str, ...], quorum: int | None
+) -> tuple[bool, str]:
+    """Whether the signed checkpoint ``note`` holds for this log, and what was found."""
+    file = sqlite_file(store.projections_file)
+    with file.snapshot():
+        try:
+            tree = proofs(file.connection, file.head())
+            return True, check_checkpoint(
+                note.read_text(encoding="utf-8"), vkey, witnesses, quorum, tree
+            )
+        except (InputError, StoreError) as error:
+            return False, str(error)
 
 
 @log.command()

@@ -30,6 +30,8 @@ from pwf.projections import PROJECTIONS
 from pwf.readmodel import CHECKPOINT_TABLE
 from pwf.store import EMPTY, Head, origin_of
 from pwf.store.sqlite import APPLICATION_ID, FORMAT, HEAD_UPSERT, SCHEMA, translate_error
+from pwf.store.sqlite_schema import TREE_DDL
+from pwf.store.tree import EMPTY_TREE, Tree, extend
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -112,6 +114,8 @@ class ScratchFold:
         found = row.fetchone()
         self.chain = Chain(EMPTY if found is None else origin_of(found[0], found[1]), verified)
         self.total = 0
+        self.tree: Tree | None = None
+        """The copy's Merkle tree so far (with ``copy_events``)."""
 
     def install(self) -> None:
         """Create the bookkeeping tables (and the log's, when copying) and every projection.
@@ -193,8 +197,25 @@ class ScratchFold:
                 raise ChainError(head.seq + 1, f"seq {head.seq + 1} is missing from the log")
             if self.copy_events:
                 connection.execute(HEAD_UPSERT, (head.seq, head.content_hash, head.batch))
+                self._grow_tree(first, last)
         if self.progress is not None:
             self.progress(last, self.total)
+
+    def _grow_tree(self, first: int, last: int) -> None:
+        """Add the copied events ``first..last`` to the copy's Merkle tree (ADR 0083).
+
+        The tree is made from the copied bytes, not copied: a copy of a file
+        not yet upgraded gets its tree all the same.
+        """
+        connection = self.connection
+        tree = self.tree
+        if tree is None:
+            connection.execute(TREE_DDL.format(schema="main"))
+            tree = EMPTY_TREE
+        bodies = connection.execute(
+            "SELECT body FROM main.events WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)
+        )
+        self.tree = extend(connection, tree, first, (bytes(row[0]) for row in bodies))
 
 
 @contextlib.contextmanager

@@ -40,6 +40,7 @@ from pwf.store.segment import (
     sealed_rows,
 )
 from pwf.store.sqlite import HEAD_UPSERT, SqliteStore, translate_error
+from pwf.store.tree import build
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -160,6 +161,7 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
             entries.append(again.entry)
             last = Head(again.entry.seq, again.entry.content_hash, again.entry.batch)
         image.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
+        build(image, last)  # the compacted log is a new tree, from its log.compacted (ADR 0083)
     except sqlite3.Error as error:
         raise translate_error(error, backup) from None
     return opening, entries

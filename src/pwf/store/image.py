@@ -53,7 +53,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-LOG_TABLES: Final = frozenset({"events", "_pwf_meta", "_pwf_head", "_pwf_checkpoint"})
+LOG_TABLES: Final = frozenset({"events", "_pwf_meta", "_pwf_head", "_pwf_checkpoint", "_pwf_tree"})
 """The log's own tables: an image takes their definitions from the live file."""
 STEP_PAGES: Final = 256
 """Pages copied per step of the backup once the work under the lock is done."""

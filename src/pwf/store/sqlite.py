@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from pwf.store.image import Shape
     from pwf.store.sqlite_checkpoint import Checkpointer
+    from pwf.store.tree import Tree
 
 __all__ = [
     "APPLICATION_ID",
@@ -126,6 +127,8 @@ class SqliteStore:
         self.before_local_commit: Callable[[], None] | None = None
         """With a shared log: called between its commit and this file's (tests kill there)."""
         self.checkpointer: Checkpointer | None = None
+        self.tree_cache: tuple[Head, Tree] | None = None
+        """The Merkle tree as the last commit of this connection left it, with its head."""
         if self.path.is_dir():
             raise InputError(f"{self.path} is a directory, not a database file")
         if not self.path.exists():
@@ -439,7 +442,16 @@ class SqliteStore:
 
     def _verify(self, *, deep: bool) -> VerifyReport:
         head = self.head()
-        return report(head, self.origin, lambda origin: self._walk(origin, head, deep=deep))
+
+        def walk(origin: Head) -> Head:
+            last = self._walk(origin, head, deep=deep)
+            if last == head:  # the chain holds: now the tree over it (ADR 0083)
+                from pwf.store.tree import check  # noqa: PLC0415 - verify only
+
+                check(self.connection)
+            return last
+
+        return report(head, self.origin, walk)
 
     # ------------------------------------------------------------ the file (ADR 0059)
 

@@ -1,7 +1,7 @@
 """The SQLite log's schema, its format marks and its errors; imports errors (plus sqlite3).
 
 :data:`SCHEMA` makes the log's tables (events, the head row, the format
-row, checkpoints); :func:`translate_error` turns SQLite's errors into pwf's
+row, checkpoints, the Merkle tree's nodes); :func:`translate_error` turns SQLite's errors into pwf's
 tree with one clear line naming the file.
 """
 
@@ -22,6 +22,7 @@ __all__ = [
     "FORMAT",
     "HEAD_UPSERT",
     "SCHEMA",
+    "TREE_DDL",
     "Synchronous",
     "prepare_file",
     "translate_error",
@@ -37,6 +38,12 @@ tell a pwf file by it; a file with another program's id is not a pwf
 database, and one with 0 (made before pwf set it) still opens.
 """
 Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
+
+TREE_DDL: Final = (
+    "CREATE TABLE IF NOT EXISTS {schema}._pwf_tree ("
+    "pos INTEGER PRIMARY KEY, hash BLOB NOT NULL CHECK (length(hash) = 32)) STRICT"
+)
+"""The Merkle tree's perfect subtrees: position (:func:`pwf.merkle.node_position`), hash."""
 
 SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS events (
@@ -83,6 +90,7 @@ SCHEMA: Final = (
   version INTEGER NOT NULL,
   last_seq INTEGER NOT NULL
 ) STRICT""",
+    TREE_DDL.format(schema="main"),
 )
 
 HEAD_UPSERT: Final = (

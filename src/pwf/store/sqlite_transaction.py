@@ -20,6 +20,7 @@ from pwf.store import Head
 from pwf.store.rows import COLUMNS, columns
 from pwf.store.sealing import seal_batch
 from pwf.store.sqlite_schema import HEAD_UPSERT
+from pwf.store.tree import EMPTY_TREE, Tree, extend, load
 
 if TYPE_CHECKING:
     import sqlite3
@@ -55,6 +56,8 @@ class SqliteTransaction:
             Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
         )
         self._opened = self._head
+        self._tree: tuple[Head, Tree] | None = store.tree_cache
+        """The Merkle tree of the log ending at the head it is paired with (ADR 0083)."""
         self._staged_batch: int | None = None
         self._savepoints = 0
         """Savepoints open with a statement of their own."""
@@ -69,6 +72,13 @@ class SqliteTransaction:
     def head(self) -> Head:
         """The log's tip as seen inside the transaction."""
         return self._head
+
+    @property
+    def tree(self) -> Tree:
+        """The Merkle tree of the log up to the head, as this transaction sees it (ADR 0083)."""
+        if self._tree is None or self._tree[0] != self._head:
+            self._tree = (self._head, load(self.connection, self._head))
+        return self._tree[1]
 
     def reader(self) -> RowReader:
         """The read-model port: the projections as this transaction sees them, own writes too."""
@@ -185,11 +195,14 @@ class SqliteTransaction:
 
     def _write(self, sealed: list[Sealed]) -> None:
         """Insert rows, move the head, run the append hooks: all in this transaction."""
+        tree = self.tree  # read before the rows go in: it is the tree of the head they continue
         insert = _INSERT
         rows = [_row(item) for item in sealed]
         execute_many(self.connection, insert, rows)  # ids with lone surrogates exactly (ADR 0071)
+        tree = extend(self.connection, tree, sealed[0].entry.seq, [item.body for item in sealed])
         last = sealed[-1].entry
         self._head = Head(seq=last.seq, content_hash=last.content_hash, batch=last.batch)
+        self._tree = (self._head, tree)
         for hook in self.store.hooks:
             hook(self.connection, sealed)
 
@@ -201,6 +214,8 @@ class SqliteTransaction:
         head = self._head
         if head == self._opened:
             return
+        if self._tree is not None and self._tree[0] == head:
+            self.store.tree_cache = self._tree
         self.connection.execute(HEAD_UPSERT, (head.seq, head.content_hash, head.batch))
         for hook in self.store.hooks:
             settle = getattr(hook, "settle", None)
@@ -215,6 +230,8 @@ class SqliteTransaction:
         ``log.compacted`` event that names the head returned here.
         """
         self.connection.execute("DELETE FROM events")
+        self.connection.execute("DELETE FROM _pwf_tree")
+        self._tree = (self._head, EMPTY_TREE)
         return self._head
 
     def write_batch(

@@ -26,6 +26,8 @@ from pwf.store import Head
 from pwf.store.postgres.edge import as_bytes, translate_error
 from pwf.store.postgres.reads import HEAD, PREFETCH, head_of
 from pwf.store.postgres.schema import LOCK_KEY
+from pwf.store.postgres.tree import load as load_tree
+from pwf.store.postgres.tree import tree_rows
 from pwf.store.rows import BODY, COLUMNS, columns, shared_row, shared_text
 from pwf.store.sealing import seal_batch
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
     from pwf.store.postgres.store import PostgresStore
+    from pwf.store.tree import Tree
 
 __all__ = ["FLUSH", "PostgresTransaction", "commit_if_head", "flush", "locked"]
 
@@ -46,6 +49,7 @@ _RECORD: Final = (
     "INSERT INTO _pwf_recorded (request_id, client_id, idempotency_key, seq)"
     " VALUES (%s, %s, %s, %s)"
 )
+_NODE: Final = "INSERT INTO _pwf_tree (pos, hash) VALUES (%s, %s)"
 _MOVE: Final = (
     "UPDATE _pwf_head SET seq = %s, content_hash = %s, batch = %s WHERE id = 1 AND seq = %s"
 )
@@ -157,11 +161,14 @@ class PostgresTransaction:
             raise ChainError(seq, "the batch does not continue the log's head")
         recorded = [_recorded_keys(row) for row in rows if row[2] == "command.recorded"]
         move = (last[0], last[9], last[1], self._head.seq)
+        tree, nodes = tree_rows(self._tree(), rows)
         if len(rows) <= _ONE_STATEMENT:
-            # One statement: the rows, their records and the head's compare-and-set.
+            # One statement: the rows, their records, their tree and the head's compare-and-set.
             params = [value for row in rows for value in row]
             params += [value for keys in recorded for value in keys]
-            self._pending = (_write_statement(len(rows), len(recorded)), (*params, *move), seq)
+            params += [value for node in nodes for value in node]
+            statement = _write_statement(len(rows), len(recorded), len(nodes))
+            self._pending = (statement, (*params, *move), seq)
             if not last_write:
                 self._send_pending()
         else:  # one round trip still, within PostgreSQL's limit on parameters
@@ -171,11 +178,30 @@ class PostgresTransaction:
                     cursor.executemany(_INSERT, rows)
                     if recorded:
                         cursor.executemany(_RECORD, recorded)
+                    cursor.executemany(_NODE, nodes)
                     cursor.execute(_MOVE, move)
                 if cursor.rowcount != 1:
                     raise ChainError(seq, _MOVED)
         self.wrote = True
         self._head = Head(seq=int(str(last[0])), content_hash=str(last[9]), batch=int(str(last[1])))
+        self.store.tree_cache = (self._head, tree)
+
+    def _tree(self) -> Tree:
+        """The Merkle tree of the head the rows continue: kept from the last write, else read."""
+        cached = self.store.tree_cache
+        if cached is not None and cached[0] == self._head:
+            return cached[1]
+        rows = self.prefetched
+        if (  # other hosts' events this one just read continue the tree it knows: no read
+            cached is not None
+            and rows
+            and int(str(rows[0][0])) == cached[0].seq + 1
+            and rows[0][10] == cached[0].content_hash
+            and (int(str(rows[-1][0])), rows[-1][9]) == (self._head.seq, self._head.content_hash)
+        ):
+            return tree_rows(cached[1], rows)[0]
+        self._send_pending()
+        return load_tree(self.connection, self._head, self.store.path)
 
     def _send_pending(self) -> None:
         """Send the write :meth:`write_rows` held back for the commit, if any, now."""
@@ -391,7 +417,7 @@ def _rollback(connection: psycopg.Connection[TupleRow]) -> None:
 
 
 @functools.cache
-def _write_statement(rows: int, recorded: int) -> str:
+def _write_statement(rows: int, recorded: int, nodes: int = 0) -> str:
     """Insert ``rows`` events and ``recorded`` records, then move the head, as one statement.
 
     PostgreSQL runs every data-modifying ``WITH`` part to completion, in the
@@ -407,6 +433,10 @@ def _write_statement(rows: int, recorded: int) -> str:
         parts.append(
             "r AS (INSERT INTO _pwf_recorded (request_id, client_id, idempotency_key, seq)"
             f" VALUES {records})"
+        )
+    if nodes:
+        parts.append(
+            f"t AS (INSERT INTO _pwf_tree (pos, hash) VALUES {', '.join(['(%s, %s)'] * nodes)})"
         )
     parts.append(f"m AS ({_MOVE} RETURNING 1)")
     return f"WITH {', '.join(parts)} SELECT 1 / count(*) FROM m"

@@ -159,8 +159,13 @@ def verify(connection: Connection, where: str, *, deep: bool = True) -> VerifyRe
     def walk(start: Head) -> Head:
         stored: Iterable[tuple[object, ...]] = rows(connection, where)
         if deep:
-            return verify_rows(stored, start, shared=True)
-        return walk_rows(((row[0], str(row[9]).encode(), row[11]) for row in stored), start)
+            last = verify_rows(stored, start, shared=True)
+        else:
+            last = walk_rows(((row[0], str(row[9]).encode(), row[11]) for row in stored), start)
+        from pwf.store.postgres.tree import check  # noqa: PLC0415 - verify only
+
+        check(connection)  # the tree over the chain (ADR 0083)
+        return last
 
     try:
         with connection.transaction():

@@ -92,6 +92,10 @@ def install(connection: psycopg.Connection[TupleRow], where: str) -> None:
         for statement in SCHEMA:
             params = (FORMAT,) if "%s" in statement else None
             connection.execute(statement, params)
+        from pwf.store.postgres.reads import HEAD, head_of  # noqa: PLC0415 - install only
+        from pwf.store.postgres.tree import build  # noqa: PLC0415 - install only
+
+        build(connection, head_of(connection.execute(HEAD).fetchone()))  # ADR 0083
 
 
 def read_format(connection: psycopg.Connection[TupleRow], where: str) -> str:

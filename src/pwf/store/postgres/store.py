@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause, Entry, Event, Sealed
     from pwf.store import Head, StoredEvent, VerifyReport
     from pwf.store.postgres.append import PostgresTransaction
+    from pwf.store.tree import Tree
 
 __all__ = ["PostgresStore"]
 
@@ -42,6 +43,8 @@ class PostgresStore:
         self.url = url
         self.path = shown_url(url)
         """What messages call this log (the URL without its password)."""
+        self.tree_cache: tuple[Head, Tree] | None = None
+        """The Merkle tree as this connection's last write left it, with its head (ADR 0083)."""
         try:
             self.connection = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
         except psycopg.Error as error:

@@ -1,0 +1,167 @@
+"""The shared log's Merkle tree in PostgreSQL: its frontier, its upgrade and its check.
+
+Imports psycopg, merkle, errors and the SQLite tree's pure parts
+(:class:`pwf.store.tree.Tree`, :func:`pwf.store.tree.grow`).  The rows of a
+batch's tree go in the statement that writes its events (ADR 0083), so a
+writer needs the frontier of the head it continues: kept from its last
+write, else read in one query of O(log n) rows by primary key and one of the
+at most 15 events after the last whole group of 16.  A log made before the
+tree gets it from ``pwf init --store``, under the log's lock.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf import merkle
+from pwf.errors import ChainError, StoreError
+from pwf.store.postgres.edge import as_bytes
+from pwf.store.rows import BODY
+from pwf.store.tree import EMPTY_TREE, Tree, grow
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import psycopg
+    from psycopg.rows import TupleRow
+
+    from pwf.store import Head
+
+__all__ = ["TREE_SCHEMA", "build", "check", "load", "tree_rows"]
+
+TREE_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS _pwf_tree ("
+    "pos BIGINT PRIMARY KEY, hash BYTEA NOT NULL CHECK (length(hash) = 32))"
+)
+_INSERT: Final = "INSERT INTO _pwf_tree (pos, hash) VALUES (%s, %s)"
+_CHUNK: Final = 4096
+
+
+def _sizes(
+    connection: psycopg.Connection[TupleRow], head: Head
+) -> tuple[int | None, int, int | None]:
+    """The first seq, the log's size at ``head``, and the leaves the stored tree covers."""
+    row = connection.execute(
+        "SELECT (SELECT min(seq) FROM events), (SELECT max(pos) FROM _pwf_tree)"
+    ).fetchone()
+    assert row is not None
+    base = None if row[0] is None else int(row[0])
+    top = row[1]
+    size = 0 if base is None else head.seq - base + 1
+    groups = merkle.size_from_positions(0 if top is None else int(top) + 1)
+    return base, size, None if groups is None else groups << merkle.STORED_LEVEL
+
+
+def load(connection: psycopg.Connection[TupleRow], head: Head, where: str) -> Tree:
+    """The tree of the log ending at ``head`` (any head it has had), read from its frontier.
+
+    Raises:
+        StoreError: the stored tree does not reach ``head`` (a log made before
+            the tree: ``pwf init --store`` builds it) or does not fit the log.
+    """
+    base, size, have = _sizes(connection, head)
+    if have is None:
+        raise StoreError(
+            f"{where}: the Merkle tree does not fit the log; `pwf log verify` names it"
+        )
+    if have >> merkle.STORED_LEVEL < size >> merkle.STORED_LEVEL:
+        raise StoreError(
+            f"{where}: the log's Merkle tree stops at {have} of {size} events;"
+            " run `pwf init --store` to build it"
+        )
+    # A longer tree: ``head`` is one a writer decided against before another moved it.
+    return _frontier(connection, base, size)
+
+
+def _frontier(connection: psycopg.Connection[TupleRow], base: int | None, size: int) -> Tree:
+    """The stored subtrees of the tree of ``size``, then the events after its last whole group."""
+    whole = size >> merkle.STORED_LEVEL << merkle.STORED_LEVEL
+    nodes = merkle.frontier_nodes(whole)
+    positions = [merkle.stored_position(level, index) for level, index in nodes]
+    select = "SELECT pos, hash FROM _pwf_tree WHERE pos = ANY(%s)"
+    found = {int(pos): as_bytes(value) for pos, value in connection.execute(select, (positions,))}
+    if len(found) != len(positions):
+        raise StoreError(f"the Merkle tree lacks a node of the tree of {size} leaves")
+    tree = Tree(base, whole, tuple(found[position] for position in positions))
+    if whole == size:
+        return tree
+    assert base is not None
+    rows = connection.execute(
+        "SELECT seq, body FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq",
+        (base + whole, base + size - 1),
+    ).fetchall()
+    ignored: list[tuple[int, bytes]] = []
+    for seq, body in rows:
+        tree = grow(tree, int(seq), as_bytes(body), ignored)
+    if tree.size != size:
+        raise StoreError(f"the log lacks events of the tree of {size} leaves")
+    return tree
+
+
+def build(connection: psycopg.Connection[TupleRow], head: Head) -> int:
+    """Fold the events the stored tree lacks into it (under the log's lock); how many."""
+    connection.execute(TREE_SCHEMA)
+    base, size, have = _sizes(connection, head)
+    if have is None or have > size:
+        connection.execute("DELETE FROM _pwf_tree")
+        have = 0
+    if have >> merkle.STORED_LEVEL == size >> merkle.STORED_LEVEL:
+        return 0
+    assert base is not None
+    tree = _frontier(connection, base, have) if have else EMPTY_TREE
+    rows: list[tuple[int, bytes]] = []
+    with connection.cursor(name="pwf_tree_build") as cursor:
+        cursor.itersize = _CHUNK
+        cursor.execute("SELECT seq, body FROM events WHERE seq >= %s ORDER BY seq", (base + have,))
+        for found, body in cursor:
+            tree = grow(tree, int(found), as_bytes(body), rows)
+            if len(rows) >= _CHUNK:
+                connection.cursor().executemany(_INSERT, rows)
+                rows = []
+    if rows:
+        connection.cursor().executemany(_INSERT, rows)
+    return size - have
+
+
+def tree_rows(
+    tree: Tree, rows: Sequence[tuple[object, ...]]
+) -> tuple[Tree, list[tuple[int, bytes]]]:
+    """The tree after the event rows ``rows`` (of :data:`~pwf.store.rows.COLUMNS`), and its rows."""
+    written: list[tuple[int, bytes]] = []
+    for row in rows:
+        tree = grow(tree, int(str(row[0])), as_bytes(row[BODY]), written)
+    return tree, written
+
+
+def check(connection: psycopg.Connection[TupleRow]) -> None:
+    """Prove the stored tree is the one the events make (in the caller's snapshot).
+
+    Raises:
+        ChainError: the first seq whose completed node differs.
+    """
+    if connection.execute("SELECT to_regclass('_pwf_tree')").fetchone() == (None,):
+        return
+    tree = EMPTY_TREE
+    seq = 0
+    with (
+        connection.cursor(name="pwf_tree_events") as events,
+        connection.cursor(name="pwf_tree_nodes") as nodes,
+    ):
+        events.itersize = nodes.itersize = _CHUNK
+        events.execute("SELECT seq, body FROM events ORDER BY seq")
+        nodes.execute("SELECT pos, hash FROM _pwf_tree ORDER BY pos")
+        for seq, body in events:
+            written: list[tuple[int, bytes]] = []
+            tree = grow(tree, int(seq), as_bytes(body), written)
+            for position, expected in written:
+                stored = nodes.fetchone()
+                if stored is None:
+                    return
+                if stored[0] != position or as_bytes(stored[1]) != expected:
+                    raise ChainError(
+                        int(seq),
+                        f"the Merkle tree's node at position {position}, completed by this event,"
+                        " is not the log's",
+                    )
+        if nodes.fetchone() is not None:
+            raise ChainError(int(seq) + 1, "the Merkle tree holds nodes past the log's last event")
