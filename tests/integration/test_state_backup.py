@@ -10,6 +10,7 @@ from pwf.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import pytest
     from tests.integration._harness import Fixture
 else:
     from _harness import Fixture
@@ -62,8 +63,12 @@ def test_backup_onto_the_live_file_is_refused(tmp_path: Path) -> None:
     assert fx.store.verify().ok
 
 
-def test_cli_state_backup(tmp_path: Path) -> None:
-    """``pwf state backup DEST`` makes the copy; a relative DEST is refused with exit 2."""
+def test_cli_state_backup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pwf state backup DEST`` makes the copy; a relative DEST is read from the working directory.
+
+    The original's CLI resolves a relative destination; only the protocol
+    operation insists on an absolute one (DOMAIN §13.1, ADR 0079).
+    """
     from click.testing import CliRunner  # noqa: PLC0415 - only this test needs the CLI
 
     from pwf.cli import cli  # noqa: PLC0415 - same as above
@@ -73,12 +78,14 @@ def test_cli_state_backup(tmp_path: Path) -> None:
     destination = tmp_path / "b" / "copy.sqlite"
     runner = CliRunner()
     ok = runner.invoke(cli, ["state", "backup", str(destination), "--db", str(tmp_path / "s.db")])
-    bad = runner.invoke(cli, ["state", "backup", "rel.sqlite", "--db", str(tmp_path / "s.db")])
     assert (0, f"backed up to {destination}\n") == (ok.exit_code, ok.output)
-    assert (2, "Error: destination must be an absolute path\n") == (
-        bad.exit_code,
-        bad.stderr,
+    monkeypatch.chdir(tmp_path)
+    relative = runner.invoke(cli, ["state", "backup", "rel.sqlite", "--db", str(tmp_path / "s.db")])
+    assert (0, f"backed up to {tmp_path / 'rel.sqlite'}\n") == (
+        relative.exit_code,
+        relative.output,
     )
+    assert (tmp_path / "rel.sqlite").is_file()
 
 
 def test_failed_copy_is_a_recorded_rejection_and_leaves_no_file(tmp_path: Path) -> None:
