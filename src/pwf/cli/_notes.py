@@ -92,10 +92,10 @@ def _crypto() -> object:
     try:
         from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: PLC0415
     except ImportError:
-        raise InputError(
-            "signing and checking checkpoints needs the cryptography package:"
-            " pip install 'pwf[audit]'"
-        ) from None
+        from pwf.extras import missing_extra  # noqa: PLC0415 - only on this error
+
+        what = "signing and checking checkpoints needs the cryptography package"
+        raise InputError(missing_extra(what, "audit")) from None
     return ed25519
 
 
