@@ -192,10 +192,10 @@ def _message_view(ctx: Context, message: Row) -> dict[str, object]:
 
 def _run_view(ctx: Context, run: Row) -> dict[str, object]:
     """The session's run; a started turn on a step or terminal message shows it running (§11.2)."""
-    turning = ctx.one(
+    turning = ctx.one(  # led by the run's turns, never by every message of a kind (ADR 0077)
         "SELECT 1 FROM workflow_turns t JOIN workflow_messages m"
         " ON m.workflow_message_id = t.workflow_message_id"
-        " WHERE t.run_id = ? AND t.state = 'started' AND m.kind IN ('step', 'terminal')",
+        " WHERE t.run_id = ? AND t.state = 'started' AND +m.kind IN ('step', 'terminal')",
         run["run_id"],
     )
     status = "running" if turning and run["status"] == "waiting" else run["status"]
