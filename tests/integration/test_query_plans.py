@@ -159,8 +159,9 @@ def _reads(db: Path) -> None:
     _pwf(db, "session", "view", SESSION)
     lines = [
         _request(1, "view.runs.page", {"cursor": 0, "revision": "?"}),
-        _request(2, "view.run.get", {"runId": RUN}),
-        _request(3, "view.page", {"runId": RUN, "kind": "steps", "cursor": 0}),
+        _request(2, "view.run.get", {}, runId=RUN),
+        _request(3, "view.page", {"kind": "steps", "cursor": 0}, runId=RUN),
+        _request(10, "view.page", {"kind": "updates", "cursor": 0}, runId=RUN),
         _request(4, "state.status", {}),
         _request(5, "host.status", {}),
         _request(6, "channel.status", {}),
@@ -168,7 +169,9 @@ def _reads(db: Path) -> None:
         _request(8, "run.list", {}),
         _request(9, "view.session.watch", {"sessionId": SESSION, "subscriptionId": "s"}),
     ]
-    _pwf(db, "request", "--canonicalize", stdin="\n".join(lines) + "\n")
+    answers = _pwf(db, "request", "--canonicalize", stdin="\n".join(lines) + "\n")
+    outcomes = [json.loads(line)["outcome"] for line in answers.splitlines()]
+    assert set(outcomes) <= {"accepted", "adopted", "conflict"}, answers[:2000]
     from pwf.web import _data  # noqa: PLC0415 - the web extra
     from pwf.web._source import Database  # noqa: PLC0415
 
@@ -379,7 +382,7 @@ def test_a_database_made_before_the_indexes_gets_them_on_its_first_write(
 
     _pwf(db, "query", "runs", "--run", RUN)  # a reading command writes nothing
     assert not _indexes(db) & set(ADDED)
-    host_status = _request(1, "view.run.get", {"runId": RUN})  # recorded nowhere
+    host_status = _request(1, "view.run.get", {}, runId=RUN)  # recorded nowhere
     _pwf(db, "request", "--canonicalize", stdin=host_status + "\n")  # the first write makes them
     assert _indexes(db) >= set(ADDED)
     assert digest_database(db) == before  # indexes hold no rows of their own
