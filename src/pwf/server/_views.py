@@ -2,24 +2,33 @@
 
 The payloads come from :mod:`pwf.views`, computed on the writer thread in
 one read transaction against committed state; the event loop writes them.
-A connection publishes after each of its responses and on the 250 ms
-timer; a subscription sends only when its payload's hash changed, and ends
-on unwatch, replacement or when its connection closes.
+A subscription sends only when its payload's hash changed, and ends on
+unwatch, replacement or when its connection closes.
+
+A publish covers every connection at once, after each response and on a
+short timer, and costs nothing while nothing changed: it reads the
+database only when the writer committed since the last one, a new
+subscription waits for its first payload, the set of live workers changed,
+or a deadline of the clock passed (a worker's lease, a session's retained
+terminal).  Then it reads which runs and sessions the new events touched
+and recomputes only the subscriptions that show them, each payload once
+for all the connections that watch it (ADR 0078).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final, NamedTuple, cast
 
 from pwf.commands import Context, Result, refuse
+from pwf.commands.sessionview import RETAIN_MS
 from pwf.errors import CommandError, PwfError
 from pwf.protocol.client import ClientResponse, collapse_error, encode_event, encode_line
 from pwf.views import Subscription, subscription_of, unwatch_id
-from pwf.views.subscriptions import Subscriptions
+from pwf.views.subscriptions import NOTHING, Changes, Shared, Subscriptions, changes_since
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection, Iterable
 
     from pwf.host.served import ServedHost
     from pwf.protocol.client import ClientEvent, ClientRequest
@@ -30,7 +39,9 @@ __all__ = ["PUBLISH_SECONDS", "SUBSCRIBING", "Views"]
 
 log = logging.getLogger("pwf.server")
 
-PUBLISH_SECONDS: Final = 0.25
+PUBLISH_SECONDS: Final = 0.02
+"""How often the loop looks for a change no response announced (a worker's, the clock's)."""
+EVERYTHING: Final = Changes(everything=True)
 SUBSCRIBING: Final = frozenset({"view.runs.watch", "view.run.watch", "view.run.unwatch"})
 """The operations answered here; the rest go to the host."""
 
@@ -45,6 +56,55 @@ def _read(host: ServedHost, now: int, work: Callable[[Context], object]) -> obje
         return work(Context(reader, _read_only, now))
 
 
+class _Plan(NamedTuple):
+    """What one publish must look at, decided on the loop before it reads."""
+
+    everything: bool
+    seen: int
+    woke: frozenset[str]
+    subscriptions: dict[str, Subscriptions]
+
+
+class _Published(NamedTuple):
+    head: int
+    changes: Changes
+    events: dict[str, list[ClientEvent]]
+    failed: dict[str, str]
+    lease: int | None
+    computed: int
+
+
+def _published(ctx: Context, plan: _Plan, live: Callable[[Context, str], bool]) -> _Published:
+    """On the writer thread: what changed since ``plan.seen`` and the events it makes."""
+    head = int(ctx.value("SELECT seq FROM _pwf_head") or 0)
+    if plan.everything:
+        changes = EVERYTHING
+    elif head == plan.seen:
+        changes = NOTHING
+    else:
+        changes = changes_since(ctx, plan.seen, head)
+    if plan.woke and not changes.everything:
+        changes = Changes(
+            listed=changes.listed, runs=changes.runs, sessions=changes.sessions | plan.woke
+        )
+    shared = Shared()
+    events: dict[str, list[ClientEvent]] = {}
+    failed: dict[str, str] = {}
+    for connection_id, subscriptions in plan.subscriptions.items():
+        try:
+            events[connection_id] = subscriptions.publish(ctx, live, changes, shared)
+        except PwfError as error:
+            failed[connection_id] = str(error)
+    lease = ctx.value(
+        "SELECT min(lease_expires_at) FROM run_queue"
+        " WHERE owner_worker_epoch IS NOT NULL AND lease_expires_at > ?",
+        ctx.now,
+    )
+    return _Published(
+        head, changes, events, failed, None if lease is None else int(lease), shared.computed
+    )
+
+
 class Views:
     """Every connection's subscriptions."""
 
@@ -53,13 +113,33 @@ class Views:
         writer: Writer,
         clock: Callable[[], int],
         live: Callable[[Context, str], bool],
+        *,
+        connections: set[Connection] | None = None,
+        active: Callable[[], Collection[str]] | None = None,
     ) -> None:
-        """Bind the writer (reads run on its thread), the clock and worker liveness."""
+        """Bind the writer (reads run on its thread), the clock and worker liveness.
+
+        ``connections`` is the host's set of open connections, which every
+        publish covers; ``active`` the runs with a supervised worker, when
+        liveness comes from a supervisor rather than the log.
+        """
         self.writer = writer
         self.clock = clock
         self.live = live
+        self.connections: set[Connection] = set() if connections is None else connections
+        self.active = active
         self.subscriptions: dict[str, Subscriptions] = {}
-        self._publishing: set[str] = set()
+        self.computed = 0
+        """Payloads computed so far (the tests and the scale bench read it)."""
+        self._seen = -1
+        """The head seq the last publish stood at; -1 before the first (everything is new)."""
+        self._settled = -1
+        self._live_runs: frozenset[str] = frozenset()
+        self._wakes: dict[str, int] = {}
+        """When each session's view may change by the clock alone (a retained terminal)."""
+        self._lease: int | None = None
+        self._running = False
+        self._again = False
 
     def _of(self, connection: Connection) -> Subscriptions:
         found = self.subscriptions.get(connection.id)
@@ -110,31 +190,96 @@ class Views:
         self.subscriptions.pop(connection.id, None)
 
     async def publish(self, connection: Connection) -> None:
-        """Send the connection the events of every subscription whose payload changed."""
-        subscriptions = self.subscriptions.get(connection.id)
-        if not subscriptions or connection.closed or connection.id in self._publishing:
-            return
-        self._publishing.add(connection.id)
-        try:
-            found = await self.writer.submit(
-                lambda host: _read(
-                    host, self.clock(), lambda ctx: subscriptions.publish(ctx, self.live)
-                ),
-                read=True,
-            )
-            events = cast("list[ClientEvent]", found)
-            for event in events:
-                connection.send(encode_line(encode_event(event)))
-        except PwfError as error:
-            log.info("client view error: %s", error)
-            connection.close()
-        finally:
-            self._publishing.discard(connection.id)
+        """After a response on ``connection``: publish every connection (the change is anyone's)."""
+        known = self.connections
+        await self.publish_all(known if connection in known else {*known, connection})
 
     async def publish_all(self, connections: set[Connection]) -> None:
-        """The 250 ms timer: publish every connection."""
-        for connection in list(connections):
-            await self.publish(connection)
+        """Send every connection the events of its subscriptions whose payload changed.
+
+        One publish runs at a time; one asked for meanwhile runs after it.
+        """
+        if self._running:
+            self._again = True
+            return
+        self._running = True
+        try:
+            again = True
+            while again:
+                self._again = False
+                await self._publish(connections)
+                again = self._again
+        finally:
+            self._running = False
+
+    def _quiet(self, watching: list[Connection], now: int) -> bool:
+        """Whether nothing a subscription shows can have changed since the last publish."""
+        if self.writer.settled != self._settled:
+            return False
+        if self.active is not None and frozenset(self.active()) != self._live_runs:
+            return False
+        wake = min(
+            (*self._wakes.values(), *(() if self._lease is None else (self._lease,))), default=None
+        )
+        if wake is not None and now >= wake:
+            return False
+        return not any(self.subscriptions[c.id].unpublished() for c in watching)
+
+    async def _publish(self, connections: set[Connection]) -> None:
+        watching = [c for c in list(connections) if not c.closed and self.subscriptions.get(c.id)]
+        if not watching:
+            self._seen = -1  # nobody watched meanwhile: whoever comes next starts afresh
+            return
+        now = self.clock()
+        if self._quiet(watching, now):
+            return
+        settled = self.writer.settled
+        live_runs = frozenset(self.active()) if self.active is not None else frozenset()
+        lease_passed = self._lease is not None and now >= self._lease
+        plan = _Plan(
+            everything=self._seen < 0 or lease_passed or live_runs != self._live_runs,
+            seen=self._seen,
+            woke=frozenset(s for s, at in self._wakes.items() if now >= at),
+            subscriptions={c.id: self.subscriptions[c.id] for c in watching},
+        )
+        try:
+            found = await self.writer.submit(
+                lambda host: _read(host, now, lambda ctx: _published(ctx, plan, self.live)),
+                read=True,
+            )
+        except PwfError as error:
+            log.info("client view error: %s", error)
+            return
+        published = cast("_Published", found)
+        self._seen, self._settled, self._live_runs = published.head, settled, live_runs
+        self._lease = published.lease
+        self.computed += published.computed
+        self._touched(published.changes, plan.subscriptions.values(), now)
+        for connection in watching:
+            problem = published.failed.get(connection.id)
+            if problem is not None:
+                log.info("client view error: %s", problem)
+                connection.close()
+                continue
+            for event in published.events.get(connection.id, ()):
+                connection.send(encode_line(encode_event(event)))
+
+    def _touched(self, changes: Changes, watched: Iterable[Subscriptions], now: int) -> None:
+        """A session touched now may change by the clock alone once its terminal's turn ages out.
+
+        Its view keeps a terminal whose turn ended less than ``RETAIN_MS`` ago;
+        a turn's end touches the session, so a session touched at ``now`` is
+        looked at again just after ``now + RETAIN_MS``, and no later deadline
+        is kept for it.
+        """
+        sessions = {s for subs in watched for s in subs.sessions()}
+        for session in sessions:
+            if changes.everything or session in changes.sessions:
+                self._wakes[session] = now + RETAIN_MS + 1
+            elif self._wakes.get(session, now + 1) <= now:
+                del self._wakes[session]
+        for session in [s for s in self._wakes if s not in sessions]:
+            del self._wakes[session]
 
 
 def _answer(request: ClientRequest, result: Result) -> ClientResponse:
