@@ -140,6 +140,8 @@ class Views:
         self._lease: int | None = None
         self._running = False
         self._again = False
+        self._fresh = False
+        """A subscription was made since the last publish: it waits for its first payload."""
 
     def _of(self, connection: Connection) -> Subscriptions:
         found = self.subscriptions.get(connection.id)
@@ -165,6 +167,7 @@ class Views:
             return _answer(request, wanted)
         assert isinstance(wanted, Subscription)
         self._of(connection).watch(wanted)
+        self._fresh = True
         return _answer(request, Result(receipt={"subscribed": True}))
 
     def session_watch(self, connection: Connection, request: ClientRequest) -> None:
@@ -180,6 +183,7 @@ class Views:
             and subscription_id
         ):
             self._of(connection).watch(Subscription(subscription_id, "session", session_id))
+            self._fresh = True
 
     def watching(self, connection: Connection) -> bool:
         """Whether the connection has a subscription to publish."""
@@ -188,6 +192,8 @@ class Views:
     def forget(self, connection: Connection) -> None:
         """The connection closed: its subscriptions end with it."""
         self.subscriptions.pop(connection.id, None)
+        if not self.subscriptions:
+            self._seen = -1  # nobody watches: whoever comes next starts afresh
 
     async def publish(self, connection: Connection) -> None:
         """After a response on ``connection``: publish every connection (the change is anyone's)."""
@@ -212,26 +218,26 @@ class Views:
         finally:
             self._running = False
 
-    def _quiet(self, watching: list[Connection], now: int) -> bool:
-        """Whether nothing a subscription shows can have changed since the last publish."""
-        if self.writer.settled != self._settled:
+    def _quiet(self, now: int) -> bool:
+        """Whether nothing a subscription shows can have changed since the last publish.
+
+        It reads no database and walks no connection: the timer asks it often.
+        """
+        if self._fresh or self.writer.settled != self._settled:
             return False
         if self.active is not None and frozenset(self.active()) != self._live_runs:
             return False
-        wake = min(
-            (*self._wakes.values(), *(() if self._lease is None else (self._lease,))), default=None
-        )
-        if wake is not None and now >= wake:
-            return False
-        return not any(self.subscriptions[c.id].unpublished() for c in watching)
+        wakes = [*self._wakes.values(), *([] if self._lease is None else [self._lease])]
+        return not wakes or now < min(wakes)
 
     async def _publish(self, connections: set[Connection]) -> None:
+        now = self.clock()
+        if self._quiet(now):
+            return
+        self._fresh = False
         watching = [c for c in list(connections) if not c.closed and self.subscriptions.get(c.id)]
         if not watching:
-            self._seen = -1  # nobody watched meanwhile: whoever comes next starts afresh
-            return
-        now = self.clock()
-        if self._quiet(watching, now):
+            self._seen = -1  # nobody watches: whoever comes next starts afresh
             return
         settled = self.writer.settled
         live_runs = frozenset(self.active()) if self.active is not None else frozenset()
