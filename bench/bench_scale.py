@@ -34,6 +34,10 @@ set of any round:
   (the log page verifies the chain once per head), ten to a round; the
   server's processor time per page from ``/proc``.
 
+* 500 watchers of the run list on the served host: its processor share
+  while nothing is written, the time from a ``run.start`` to the first
+  watcher's push (p50 and the worst of the rounds), and its resident set.
+
 Writing paths run on a copy of the log made for the run, so the cached log
 stays as generated.  ``pwf digest`` reads every row by design: it is there
 to show what a whole-log walk costs beside the per-item paths.
@@ -402,6 +406,66 @@ def served_paths(
                 push.add(cpu_seconds(host.pid) - before, wall, peak_kib(host.pid))
 
 
+WATCHERS: Final = 500
+"""Connections that watch the run list while the served host idles (the issue's figure)."""
+IDLE_SECONDS: Final = 5.0
+
+
+def watcher_paths(work: Path, numbers: Numbers, starts: int) -> dict[str, float]:
+    """Many watchers of the run list: the host's idle processor share, push latency, memory.
+
+    ``WATCHERS`` connections each watch the run list and read its first
+    payload; the host is then left alone for ``IDLE_SECONDS`` and its
+    processor time measured; then ``starts`` runs are started one at a time
+    on another connection, and for each the time from sending it to the
+    first watcher's ``runs`` event is taken (the rest are drained after).
+    """
+    from pwf.client import HostClient, socket_path  # noqa: PLC0415
+
+    found: dict[str, float] = {}
+    with served(work) as host, HostClient.connect(socket_path(work), timeout=120) as client:
+        watchers = []
+        try:
+            for index in range(WATCHERS):
+                watcher = HostClient.connect(socket_path(work), timeout=120)
+                watchers.append(watcher)
+                number = numbers()
+                watcher.send(
+                    request_line(number, "view.runs.watch", {"subscriptionId": f"w{index}"})
+                )
+                watcher.response(f"scale-{number}")
+            for watcher in watchers:
+                next(_events_of(watcher, "runs", 120))
+            time.sleep(1.0)
+            before = cpu_seconds(host.pid)
+            time.sleep(IDLE_SECONDS)
+            found["idle host CPU, % of a core"] = (
+                (cpu_seconds(host.pid) - before) / IDLE_SECONDS * 100
+            )
+            found["host RSS with watchers, MB"] = peak_kib(host.pid) / 1024
+            latencies = []
+            for _ in range(starts):
+                number = numbers()
+                line = request_line(
+                    number, "run.start", start_payload(number), runId=f"bench-{number}"
+                )
+                began = time.perf_counter()
+                client.send(line)
+                next(_events_of(watchers[0], "runs", 60))
+                latencies.append(time.perf_counter() - began)
+                for watcher in watchers[1:]:
+                    next(_events_of(watcher, "runs", 60))
+                client.response(f"scale-{number}")
+            latencies.sort()
+            found["push latency p50, ms"] = latencies[len(latencies) // 2] * 1000
+            found["push latency p99 (max), ms"] = latencies[-1] * 1000
+            found["host peak RSS, MB"] = peak_kib(host.pid) / 1024
+        finally:
+            for watcher in watchers:
+                watcher.close()
+    return found
+
+
 def _events_of(client: Any, name: str, timeout: float) -> Iterator[dict[str, object]]:  # noqa: ANN401
     """The first event called ``name`` within ``timeout`` seconds, if any."""
     deadline = time.monotonic() + timeout
@@ -494,7 +558,7 @@ def measure_size(
     work = scratch / "work.db"
     try:
         shutil.copy(db, work)
-        for name, path in cli_paths(db, work, runs, numbers).items():
+        for name, path in ({} if "cli" in skip else cli_paths(db, work, runs, numbers)).items():
             sample = samples.setdefault(name, Sample())
             for _ in range(rounds if not name.startswith("digest") else max(1, rounds // 2)):
                 cpu, wall, peak, _ = path()
@@ -503,10 +567,15 @@ def measure_size(
             served_paths(work, runs, rounds, numbers, samples)
         if "web" not in skip:
             web_paths(db, runs, rounds, samples)
+        watched = {} if "watchers" in skip else watcher_paths(work, numbers, 4 * rounds)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     size_mb = db.stat().st_size / 1e6
-    return samples, f"{fmt_rate(head)} events, {runs} runs, {size_mb:.0f} MB ({obtained})"
+    shown = "; ".join(f"{name} {value:.1f}" for name, value in watched.items())
+    what = f"{fmt_rate(head)} events, {runs} runs, {size_mb:.0f} MB ({obtained})"
+    if shown:
+        what += f"\n  {WATCHERS} watchers of the run list: {shown}"
+    return samples, what
 
 
 def _ms(values: list[float]) -> float:
@@ -556,7 +625,6 @@ def run(
         samples, what = measure_size(size, seed, count, numbers, skip or set())
         found[size] = samples
         lines.append(f"log of {fmt_rate(size)}: {what}; {count} rounds")
-        print(lines[-1], flush=True)
     return [*lines, *report(sizes, found)]
 
 
@@ -567,7 +635,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rounds", type=int, default=None, help="default 5, 3 from 1 000 000")
     parser.add_argument("--generate-only", action="store_true", help="make the cached logs only")
-    parser.add_argument("--skip", default="", help="comma-separated: served, web")
+    parser.add_argument("--skip", default="", help="comma-separated: cli, served, web, watchers")
     args = parser.parse_args()
     sizes = sorted(int(size.replace("_", "")) for size in args.sizes.split(",") if size)
     if args.generate_only:

@@ -93,6 +93,20 @@ def test_only_touched_subscriptions_are_recomputed_and_each_payload_once(fx: Fix
     assert shared.computed == 0
 
 
+def test_a_line_made_around_a_shared_payload_is_the_event_encoded_whole(fx: Fixture) -> None:
+    from pwf.protocol.client import encode_event, encode_line  # noqa: PLC0415
+    from pwf.server._views import _Lines  # noqa: PLC0415 - the served host's own helper
+
+    subscriptions = Subscriptions("c-1")
+    subscriptions.watch(Subscription('list \u00e9 "payload":', "runs", limit=3))
+    subscriptions.watch(Subscription("one", "run", "run-1"))
+    lines = _Lines()
+    events = subscriptions.publish(_ctx(fx))
+    assert len(events) == 2
+    for event in events:
+        assert lines.line(event) == encode_line(encode_event(event))
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -20,10 +20,19 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final, NamedTuple, cast
 
+import msgspec
+
+from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands.sessionview import RETAIN_MS
 from pwf.errors import CommandError, PwfError
-from pwf.protocol.client import ClientResponse, collapse_error, encode_event, encode_line
+from pwf.protocol.client import (
+    ClientEvent,
+    ClientResponse,
+    collapse_error,
+    encode_event,
+    encode_line,
+)
 from pwf.views import Subscription, subscription_of, unwatch_id
 from pwf.views.subscriptions import NOTHING, Changes, Shared, Subscriptions, changes_since
 
@@ -31,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable
 
     from pwf.host.served import ServedHost
-    from pwf.protocol.client import ClientEvent, ClientRequest
+    from pwf.protocol.client import ClientRequest
     from pwf.server._connections import Connection
     from pwf.server._writer import Writer
 
@@ -42,6 +51,36 @@ log = logging.getLogger("pwf.server")
 PUBLISH_SECONDS: Final = 0.02
 """How often the loop looks for a change no response announced (a worker's, the clock's)."""
 EVERYTHING: Final = Changes(everything=True)
+_HOLE: Final = "\x00pwf payload\x00"
+"""Stands for the payload while an event's own members are encoded (see :class:`_Lines`)."""
+_HOLE_BYTES: Final = b'"payload":' + canonical.encode(_HOLE)
+
+
+class _Lines:
+    """The lines of one publish: each payload encoded once, whatever the watchers.
+
+    Canonical JSON of an object is its members' canonical JSON in key
+    order, so an event's line is its own members encoded around a hole,
+    with the payload's canonical bytes put in the hole: the same bytes
+    :func:`encode_event` gives, at the cost of one payload for every
+    connection that watches it.  The line's size is checked as before.
+    """
+
+    def __init__(self) -> None:
+        self._payloads: dict[int, bytes] = {}
+
+    def line(self, event: ClientEvent) -> bytes:
+        payload = event.payload
+        encoded = self._payloads.get(id(payload))
+        if encoded is None:
+            encoded = self._payloads[id(payload)] = canonical.encode(payload)
+        framed = encode_event(msgspec.structs.replace(event, payload=_HOLE))
+        head, found, tail = framed.partition(_HOLE_BYTES)
+        if not found:  # no hole (it cannot happen): encode the event whole
+            return encode_line(encode_event(event))
+        return encode_line(b"".join((head, b'"payload":', encoded, tail)))
+
+
 SUBSCRIBING: Final = frozenset({"view.runs.watch", "view.run.watch", "view.run.unwatch"})
 """The operations answered here; the rest go to the host."""
 
@@ -261,6 +300,7 @@ class Views:
         self._lease = published.lease
         self.computed += published.computed
         self._touched(published.changes, plan.subscriptions.values(), now)
+        lines = _Lines()
         for connection in watching:
             problem = published.failed.get(connection.id)
             if problem is not None:
@@ -268,7 +308,7 @@ class Views:
                 connection.close()
                 continue
             for event in published.events.get(connection.id, ()):
-                connection.send(encode_line(encode_event(event)))
+                connection.send(lines.line(event))
 
     def _touched(self, changes: Changes, watched: Iterable[Subscriptions], now: int) -> None:
         """A session touched now may change by the clock alone once its terminal's turn ages out.
