@@ -32,7 +32,7 @@ from click.testing import CliRunner
 from pwf.cli import cli
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 
@@ -67,11 +67,6 @@ BOUNDED_BY_DESIGN: Final[dict[str, str]] = {
     r"^SELECT \* FROM runs WHERE status NOT IN": "pwf status: every unfinished run",
     r"^SELECT r\.run_id AS run_id, r\.status AS run_status, q\.status AS queue_status": (
         "pwf status: every run with its queue status"
-    ),
-    # `pwf log show --type T` streams T's events in seq order from their index and stops
-    # reading at --limit: bounded by what it prints (and --offset).
-    r"^SELECT seq, body FROM events WHERE type = '[\w.]+' ORDER BY seq$": (
-        "log show --type: a stream in index order, cut by --limit"
     ),
     r"^SELECT \* FROM interactive_requests WHERE status = 'pending' OR \(status = 'settled'": (
         "pwf status: the pending and the settled, unconsumed requests"
@@ -395,3 +390,29 @@ def test_a_database_made_before_the_indexes_gets_them_on_its_first_write(
     _pwf(db, "rebuild")
     assert _indexes(db) >= set(ADDED)
     assert digest_database(db) == before
+
+
+def test_explain_reads_no_session_history_from_before_the_attempt(
+    captured: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pwf.explain import explain_interaction, explain_run  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    db, _ = captured
+    late = "run-38"  # session-3's sixth run: five runs of history before it
+    read: list[tuple[dict[str, object], int]] = []
+    find = SqliteStore.find
+
+    def counted(self: SqliteStore, **wanted: Any) -> Iterator[Any]:
+        for stored in find(self, **wanted):
+            read.append((wanted, stored.seq))
+            yield stored
+
+    monkeypatch.setattr(SqliteStore, "find", counted)
+    with SqliteStore(db, read_only=True) as store:
+        first = min(stored.seq for stored in find(store, run_id=late))
+        explain_interaction(store, f"interaction-{late}-attempt-38")
+        explain_run(store, late)
+    session_reads = [seq for wanted, seq in read if wanted.get("session_id") is not None]
+    assert session_reads, "the timelines read the session's events"
+    assert min(session_reads) >= first, "a session event from before the run was read"

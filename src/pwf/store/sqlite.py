@@ -358,16 +358,20 @@ class SqliteStore:
         for stored in self.read(first, last):
             yield open_body(stored.body)
 
-    def find(self, **wanted: str | int | None) -> Iterator[StoredEvent]:
-        """Stream the events whose indexed columns equal every given value.
+    def find(self, *, after: int = 0, **wanted: str | int | None) -> Iterator[StoredEvent]:
+        """Stream the events after seq ``after`` whose indexed columns equal every given value.
+
+        Each lookup index ends with ``seq``, so ``after`` starts the walk
+        there instead of at the first event that matches.
 
         Raises:
             InputError: an unknown column, or an idempotency key without its client id.
         """
         given = lookup(wanted)
-        where = " AND ".join(f"{column} = ?" for column in given) or "1"
+        where = " AND ".join([*(f"{column} = ?" for column in given), "seq > ?"])
         cursor = self.connection.execute(
-            f"SELECT seq, body FROM events WHERE {where} ORDER BY seq", tuple(given.values())
+            f"SELECT seq, body FROM events WHERE {where} ORDER BY seq",
+            (*given.values(), after),
         )
         for seq, body in cursor:
             yield StoredEvent(seq=seq, body=body)
