@@ -60,6 +60,11 @@ BOUNDED_BY_DESIGN: Final[dict[str, str]] = {
     ),
     # channel.status counts every run as its `runs` and `resources` (HOST §2).
     r"^SELECT count\(\*\) FROM runs$": "channel.status counts: a count over a covering index",
+    # A served host.status counts the runs whose status contradicts their queue entry's
+    # (HOST §3.1 lifecycleContradictions): every run's pair, counted by SQLite.
+    r"^SELECT count\(\*\) FROM runs r JOIN run_queue q ON q\.run_id = r\.run_id WHERE NOT": (
+        "served host.status: lifecycle contradictions over every run"
+    ),
     # The web runs page shows "page N of M": the count of the runs its filters select.
     r"^SELECT count\(\*\) AS n FROM runs r": "web runs page total: a count of the filtered runs",
     # `pwf status` and the web overview list everything unfinished and count what is held;
@@ -184,6 +189,14 @@ def _reads(db: Path) -> None:
             _data.log_page(view, {**empty, "session": SESSION}, 1)
     finally:
         database.close()
+    from pwf.commands import Context  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+    from pwf.views.status import contradictions, state_counts  # noqa: PLC0415
+
+    with SqliteStore(db, read_only=True) as store:  # what a served host.status adds
+        ctx = Context(store.reader(), lambda _events: None, 1)
+        contradictions(ctx)
+        state_counts(ctx)
     # Writes that read as they decide, after the reads: a session's end and expiry.
     _pwf(db, "session", "expire")
     _pwf(db, "session", "detach", SESSION)
@@ -416,3 +429,33 @@ def test_explain_reads_no_session_history_from_before_the_attempt(
     session_reads = [seq for wanted, seq in read if wanted.get("session_id") is not None]
     assert session_reads, "the timelines read the session's events"
     assert min(session_reads) >= first, "a session event from before the run was read"
+
+
+def test_lifecycle_contradictions_are_counted_by_sqlite_as_the_table_defines_them(
+    captured: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    from pwf.commands import Context  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+    from pwf.views.status import ALLOWED_LIFECYCLE, contradictions  # noqa: PLC0415
+
+    seeded, _ = captured
+    db = tmp_path / "pairs.db"
+    source = sqlite3.connect(f"{seeded.as_uri()}?mode=ro", uri=True)
+    target = sqlite3.connect(db)
+    source.backup(target)
+    source.close()
+    target.execute(  # three finished runs whose queue entries say parked
+        "UPDATE run_queue SET status = 'parked' WHERE run_id IN"
+        " (SELECT run_id FROM runs WHERE status = 'completed' LIMIT 3)"
+    )
+    target.commit()
+    target.close()
+    with SqliteStore(db, read_only=True) as store:
+        ctx = Context(store.reader(), lambda _events: None, 0)
+        pairs = ctx.all(
+            "SELECT r.status AS run, q.status AS queue FROM runs r"
+            " JOIN run_queue q ON q.run_id = r.run_id"
+        )
+        wanted = sum(1 for p in pairs if p["queue"] not in ALLOWED_LIFECYCLE.get(p["run"], ()))
+        assert wanted == 3
+        assert contradictions(ctx) == wanted
