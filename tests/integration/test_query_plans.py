@@ -212,6 +212,13 @@ def _partial(connection: sqlite3.Connection, index: str) -> bool:
     return row is not None and row[0] is not None and " WHERE " in row[0]
 
 
+def _is_table(connection: sqlite3.Connection, name: str) -> bool:
+    row = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return row is not None
+
+
 def _table_of(connection: sqlite3.Connection, name: str, aliases: dict[str, str]) -> str:
     return aliases.get(name, name)
 
@@ -240,6 +247,8 @@ def faults(connection: sqlite3.Connection, sql: str) -> list[str]:
         table = _table_of(connection, name.removeprefix("main."), aliases)
         if table in BOUNDED_TABLES or "VIRTUAL TABLE" in using or name == "CONSTANT":
             continue
+        if not _is_table(connection, table) and re.search(rf"\)\s*(?:AS\s+)?{table}\b", sql):
+            continue  # a subquery's rows, whose own tables have plan lines of their own
         index = re.search(r"INDEX (\w+)", using)
         if verb == "SCAN":
             if index is not None and _partial(connection, index.group(1)):
@@ -459,3 +468,70 @@ def test_lifecycle_contradictions_are_counted_by_sqlite_as_the_table_defines_the
         wanted = sum(1 for p in pairs if p["queue"] not in ALLOWED_LIFECYCLE.get(p["run"], ()))
         assert wanted == 3
         assert contradictions(ctx) == wanted
+
+
+def _retained_by_rule(ctx: Any, session_id: str) -> Any:
+    """§5.9's rule, one message at a time, as pwf asked it before ADR 0077."""
+    from pwf.commands.runs import TERMINAL  # noqa: PLC0415
+    from pwf.commands.sessionview import RETAIN_MS  # noqa: PLC0415
+    from pwf.commands.turns import latest_turn  # noqa: PLC0415
+
+    cleared = ctx.one(
+        "SELECT * FROM session_terminal_views WHERE target_session_id = ?", session_id
+    )
+    for message in ctx.all(
+        "SELECT m.*, r.status AS run_status FROM workflow_messages m"
+        " JOIN runs r ON r.run_id = m.run_id WHERE m.target_session_id = ?"
+        " AND m.kind = 'terminal' ORDER BY m.order_number DESC",
+        session_id,
+    ):
+        if message["run_status"] not in TERMINAL:
+            continue
+        if (
+            cleared is not None
+            and cleared["cleared_run_id"] == message["run_id"]
+            and cleared["cleared_at"] >= message["created_at"]
+        ):
+            continue
+        if message["status"] == "pending":
+            return message
+        if message["status"] == "cancelled":
+            continue
+        turn = latest_turn(ctx, message["workflow_message_id"])
+        if turn is None or turn["state"] == "started" or turn["ended_at"] + RETAIN_MS > ctx.now:
+            return message
+    return None
+
+
+def test_the_retained_terminal_in_one_statement_is_the_rule_s_answer(
+    captured: tuple[Path, list[str]],
+) -> None:
+    from pwf.commands import Context  # noqa: PLC0415
+    from pwf.commands.sessionview import RETAIN_MS, retained_terminal  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    db, _ = captured
+    with SqliteStore(db, read_only=True) as store:
+        reader = store.reader()
+        probe = Context(reader, lambda _events: None, 0)
+        sessions = [
+            r["s"]
+            for r in probe.all("SELECT DISTINCT target_session_id AS s FROM workflow_messages")
+        ]
+        ends = [
+            r["e"]
+            for r in probe.all(
+                "SELECT ended_at AS e FROM workflow_turns WHERE ended_at IS NOT NULL"
+            )
+        ]
+        nows = [0, 10**13, *(end + RETAIN_MS + shift for end in ends for shift in (-1, 0, 1))]
+        found = 0
+        for now in nows:
+            ctx = Context(reader, lambda _events: None, now)
+            for session in sessions:
+                wanted, got = _retained_by_rule(ctx, session), retained_terminal(ctx, session)
+                assert (None if wanted is None else dict(wanted)) == (
+                    None if got is None else dict(got)
+                ), (now, session)
+                found += wanted is not None
+        assert found, "no terminal was ever retained: the comparison proved nothing"
