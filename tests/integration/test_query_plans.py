@@ -535,3 +535,66 @@ def test_the_retained_terminal_in_one_statement_is_the_rule_s_answer(
                 ), (now, session)
                 found += wanted is not None
         assert found, "no terminal was ever retained: the comparison proved nothing"
+
+
+def _open_by_rule(ctx: Any, session_id: str) -> Any:
+    """§5.6's rule, one message at a time, as pwf asked it before ADR 0077."""
+    from pwf.commands.turns import latest_turn  # noqa: PLC0415
+
+    rows = ctx.all(
+        "SELECT m.*, r.status AS request_status, runs.paused AS run_paused"
+        " FROM workflow_messages m JOIN runs ON runs.run_id = m.run_id"
+        " LEFT JOIN interactive_requests r ON r.request_id = m.source_id"
+        " WHERE m.target_session_id = ? AND m.status = 'sent'"
+        " AND m.kind IN ('step', 'terminal', 'followUp') ORDER BY m.order_number DESC",
+        session_id,
+    )
+    for row in rows:
+        if row["kind"] == "step":
+            if row["request_status"] == "pending" and not row["run_paused"]:
+                return row
+            continue
+        latest = latest_turn(ctx, row["workflow_message_id"])
+        if latest is None or latest["state"] == "started":
+            return row
+    return None
+
+
+def test_the_open_message_in_one_statement_is_the_rule_s_answer(
+    captured: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    from pwf.commands import Context  # noqa: PLC0415
+    from pwf.commands.turns import open_message  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    seeded, _ = captured
+    db = tmp_path / "open.db"
+    source = sqlite3.connect(f"{seeded.as_uri()}?mode=ro", uri=True)
+    target = sqlite3.connect(db)
+    source.backup(target)
+    source.close()
+    target.execute("PRAGMA ignore_check_constraints = ON")
+    found: set[str] = set()
+    steps = [  # each step makes other answers right: a turn reopened, a request pending, a pause
+        "UPDATE workflow_turns SET state = 'started', ended_at = NULL WHERE rowid % 9 = 0",
+        "UPDATE interactive_requests SET status = 'pending' WHERE rowid % 7 = 0",
+        "UPDATE runs SET paused = 1 WHERE rowid % 5 = 0",
+        "DELETE FROM workflow_turns WHERE rowid % 4 = 0",
+    ]
+    for step in [None, *steps]:
+        if step is not None:
+            target.execute(step)
+            target.commit()
+        with SqliteStore(db, read_only=True) as store:
+            ctx = Context(store.reader(), lambda _events: None, 0)
+            for (session,) in ctx.reader.connection.execute(  # type: ignore[attr-defined]
+                "SELECT DISTINCT target_session_id FROM workflow_messages"
+            ):
+                wanted, got = _open_by_rule(ctx, session), open_message(ctx, session)
+                assert (None if wanted is None else dict(wanted)) == (
+                    None if got is None else dict(got)
+                ), (step, session)
+                if wanted is not None:
+                    found.add(wanted["kind"])
+    target.close()
+    assert found >= {"step", "terminal"}, found
