@@ -21,7 +21,7 @@ export UV_NATIVE_TLS := 1
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 BENCH_VENV := .venv-bench
 
-.PHONY: install check static-checks suite test test-deep demo docs bench artifacts reliability-report mutate clean
+.PHONY: install check static-checks suite test test-deep demo docs bench bench-scale artifacts reliability-report mutate clean
 
 $(UV):
 	$(PYTHON) -m venv --without-pip $(TOOLS)
@@ -96,6 +96,16 @@ bench:
 	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench,metrics]'
 	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall .
 	$(BENCH_VENV)/bin/python bench/run.py $(BENCH_ARGS)
+
+# Every read and write path timed on generated logs of growing size (ADR 0077), on the
+# same regular install as `make bench`; the logs are cached in .bench-cache by seed and size.
+# `make bench-scale SIZES=10000,100000` for a quicker run.
+SIZES ?= 10000,100000,1000000
+bench-scale:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench,web]'
+	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall .
+	$(BENCH_VENV)/bin/python bench/bench_scale.py --sizes $(SIZES) $(SCALE_ARGS)
 
 # The reliability suite alone, rewriting docs/reliability.md from this whole run.
 reliability-report: install

@@ -28,9 +28,13 @@ CREATE TABLE interactive_submissions (
   updated_at INTEGER NOT NULL,
   UNIQUE (request_id, idempotency_key)
 ) STRICT;
+CREATE INDEX interactive_requests_created_idx
+  ON interactive_requests(created_at, request_id);
 CREATE INDEX interactive_requests_run_idx
   ON interactive_requests(run_id, status, created_at);
 CREATE INDEX interactive_requests_session_idx
   ON interactive_requests(target_session_id, status, created_at);
+CREATE INDEX interactive_requests_status_idx
+  ON interactive_requests(status, created_at);
 CREATE UNIQUE INDEX interactive_submissions_validating_idx
   ON interactive_submissions(request_id) WHERE outcome = 'validating';

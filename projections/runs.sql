@@ -80,10 +80,14 @@ CREATE TABLE runs (
   CHECK (parent_run_id IS NOT NULL OR restart_number = 0)
 ) STRICT;
 CREATE INDEX run_bindings_session_idx ON run_bindings(origin_session_id);
+CREATE INDEX run_queue_created_idx ON run_queue(created_at, run_id);
+CREATE INDEX run_queue_lease_idx ON run_queue(lease_expires_at)
+  WHERE owner_worker_epoch IS NOT NULL;
 CREATE UNIQUE INDEX run_queue_session_active_idx
   ON run_queue(origin_session_id)
   WHERE origin_session_id IS NOT NULL AND status IN ('queued', 'starting', 'running');
 CREATE INDEX run_queue_status_idx ON run_queue(status, created_at);
+CREATE INDEX runs_created_idx ON runs(created_at, run_id);
 CREATE INDEX runs_origin_idx ON runs(origin_session_id, created_at);
 CREATE INDEX runs_parent_idx ON runs(parent_run_id);
 CREATE INDEX runs_project_idx ON runs(project_path, created_at DESC);

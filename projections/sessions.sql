@@ -49,9 +49,13 @@ CREATE TABLE workflow_turns (
 ) STRICT;
 CREATE INDEX workflow_follow_ups_order_idx
   ON workflow_follow_ups(target_session_id, run_id, order_number);
+CREATE INDEX workflow_follow_ups_status_idx
+  ON workflow_follow_ups(status);
 CREATE INDEX workflow_turns_message_idx
   ON workflow_turns(workflow_message_id, started_at);
 CREATE UNIQUE INDEX workflow_turns_open_message_idx
   ON workflow_turns(workflow_message_id) WHERE state = 'started';
+CREATE INDEX workflow_turns_run_idx
+  ON workflow_turns(run_id, state);
 CREATE INDEX workflow_turns_session_idx
   ON workflow_turns(target_session_id, state, started_at);

@@ -21,5 +21,7 @@ CREATE INDEX workflow_messages_run_idx
   ON workflow_messages(run_id, order_number);
 CREATE INDEX workflow_messages_session_idx
   ON workflow_messages(target_session_id, status, order_number);
+CREATE INDEX workflow_messages_source_id_idx
+  ON workflow_messages(source_id, order_number);
 CREATE INDEX workflow_messages_source_idx
   ON workflow_messages(kind, source_id, order_number);

@@ -15,14 +15,29 @@ import random
 
 from pwf import canonical
 from pwf.cli._options import open_store
+from pwf.commands.ids import restart_run_id
 from pwf.host import Host
 from pwf.protocol.client import ClientRequest
 from pwf.protocol.worker import parse_worker_message
 
 
 class Traffic:
-    def __init__(self, db: str, seed: int) -> None:
+    """Runs through the command path; ``sessions`` adds coordinators, deliveries and turns.
+
+    With ``sessions`` each run's origin session has an attached coordinator
+    that is shown the run's step message, reports its branch and a model
+    turn over it, and reads the terminal message; every fifth run is restarted from it and
+    every eleventh is cancelled while it waits.  ``group`` runs that many
+    runs in one write transaction, each request in its own savepoint, as a
+    served host groups requests (the log is the same, in fewer commits).
+    """
+
+    def __init__(self, db: str, seed: int, *, sessions: bool = False, group: int = 1) -> None:
         self.store = open_store(db)
+        self.sessions = sessions
+        self.group = group
+        self.epochs_of: dict[str, str] = {}
+        self.turns = itertools.count(1)
         self.rng = random.Random(seed)
         self.epochs = itertools.count(1)
         self.host = Host(self.store, new_epoch=lambda: f"worker-{seed}-{next(self.epochs)}")
@@ -40,7 +55,7 @@ class Traffic:
         req = ClientRequest(request_id=rid or f"req-{n}", client_id=f"coordinator-{run_id}",
                             operation=op, idempotency_key=key or f"key-{n}", payload=payload,
                             run_id=run_id, expected_revision=rev)
-        response = self.host.request(req, self.tick())
+        response = self._one(lambda: self.host.request(req, self.tick()))
         self.outcomes[response.outcome] = self.outcomes.get(response.outcome, 0) + 1
         return response
 
@@ -52,7 +67,71 @@ class Traffic:
                    "workerEpoch": env.worker_epoch, "expectedRevision": rev, "payload": payload}
         if attempt:
             message["attemptId"] = attempt
-        return self.host.worker(parse_worker_message(canonical.encode(message)), self.tick())
+        parsed = parse_worker_message(canonical.encode(message))
+        return self._one(lambda: self.host.worker(parsed, self.tick()))
+
+    def _one(self, work):
+        """One decision: in its own savepoint when runs share a transaction."""
+        shared = self.host.shared
+        if shared is None:
+            return work()
+        with shared.savepoint():
+            return work()
+
+    def batch(self, indexes) -> None:
+        """Run the runs of ``indexes`` in write transactions of ``group`` runs each."""
+        indexes = list(indexes)
+        for first in range(0, len(indexes), self.group):
+            if self.group == 1:
+                self.run(indexes[first])
+                continue
+            with self.store.transaction() as tx:
+                self.host.shared = tx
+                try:
+                    for index in indexes[first:first + self.group]:
+                        self.run(index)
+                finally:
+                    self.host.shared = None
+
+    def coordinator(self, session: str) -> str:
+        """The epoch of the coordinator attached to ``session`` (attached on first use)."""
+        if session not in self.epochs_of:
+            watch = {"coordinator": True, "sessionId": session, "subscriptionId": f"watch-{session}"}
+            receipt = self.request("view.session.watch", watch).receipt
+            self.epochs_of[session] = receipt["coordinatorEpoch"]
+            self.request("workflowMessage.reportBranch",
+                         {"coordinatorEpoch": receipt["coordinatorEpoch"], "targetSessionId": session,
+                          "entries": [], "hasPendingMessages": False, "isIdle": False})
+        return self.epochs_of[session]
+
+    def drain(self, session: str, run_id: str, *, until: str = "step") -> str | None:
+        """Show the coordinator the pending messages of ``session`` up to one of kind ``until``.
+
+        Each is delivered and read in one model turn that ends without a
+        submission (a step message is then presented again, so one turn per
+        step is shown); returns the id of the last message shown.
+        """
+        epoch = self.coordinator(session)
+        last = None
+        for _ in range(4):
+            upcoming = self._one(lambda: self.host.session_view(session, self.tick(), epoch))
+            shown = upcoming.get("nextMessage")
+            if not shown:
+                break
+            last = message_id = shown["workflowMessageId"]
+            base = {"coordinatorEpoch": epoch, "targetSessionId": session}
+            entry = f"entry-{next(self.turns)}"
+            self.request("workflowMessage.reportBranch",
+                         {**base, "entries": [{"piSessionEntryId": entry, "workflowMessageId": message_id}],
+                          "hasPendingMessages": False, "isIdle": False})
+            turn = {**base, "runId": shown.get("runId") or run_id, "workflowMessageId": message_id,
+                    "workflowTurnId": f"turn-{next(self.turns)}"}
+            self.request("workflowTurn.report", {**turn, "state": "started"})
+            ended = {"responseSessionEntryId": f"entry-{next(self.turns)}", "stopReason": "completed"}
+            self.request("workflowTurn.report", {**turn, "state": "ended", **ended})
+            if shown["kind"] == until:
+                break
+        return last
 
     def run(self, index: int) -> None:
         run_id, session = f"run-{index}", f"session-{index % 7}"
@@ -69,6 +148,12 @@ class Traffic:
         r = self.worker(env, "interaction.request",
                         {"contract": {"prompt": f"Draft the notes for 1.{index}.0"}}, r.revision, attempt)
         request_id = f"interaction-{run_id}-{attempt}"
+        if self.sessions:
+            self.drain(session, run_id)
+            if index % 11 == 0:
+                self.request("run.cancel", None, run_id=run_id)
+                self.drain(session, run_id)
+                return
         for tries in itertools.count(1):
             ids = {"rid": f"status-{index}-{tries}", "key": f"status-{index}-{tries}"}
             status = self.request("run.status", None, run_id=run_id, **ids)
@@ -90,6 +175,16 @@ class Traffic:
         payload = {"status": status, "finalOutput": {"notes": "done"}} if status == "completed" else {
             "status": status, "error": "publishing failed"}
         self.worker(env, "run.finished", payload, r.revision)
+        if self.sessions:
+            terminal = self.drain(session, run_id, until="terminal")
+            if terminal is not None and index % 5 == 0:
+                restart = {"coordinatorEpoch": self.coordinator(session), "targetSessionId": session,
+                           "workflowMessageId": terminal}
+                self.request("run.restart", restart, run_id=run_id)
+                # The restarted run would hold the session: cancel it, as a user changing their mind.
+                restarted = restart_run_id(terminal)
+                self.request("run.cancel", None, run_id=restarted)
+                self.drain(session, restarted, until="terminal")
 
 
 def main() -> None:
@@ -97,10 +192,11 @@ def main() -> None:
     parser.add_argument("--db", required=True)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--sessions", action="store_true", help="coordinators, deliveries and turns")
+    parser.add_argument("--group", type=int, default=1, help="runs per write transaction")
     args = parser.parse_args()
-    traffic = Traffic(args.db, args.seed)
-    for index in range(1, args.runs + 1):
-        traffic.run(index)
+    traffic = Traffic(args.db, args.seed, sessions=args.sessions, group=args.group)
+    traffic.batch(range(1, args.runs + 1))
     head = traffic.store.head()
     summary = ", ".join(f"{k} {v}" for k, v in sorted(traffic.outcomes.items()))
     print(f"{args.runs} runs, {head.seq} events in {head.batch} batches")

@@ -13,6 +13,7 @@ for the deciders, which see it only as :class:`pwf.commands.Reader`.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from typing import TYPE_CHECKING, Final
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     Handler = Callable[[Entry], Sequence[Statement]]
     Handlers = tuple[Handler, ...]
 
-__all__ = ["CHECKPOINT_TABLE", "ReadModel", "RowReader"]
+__all__ = ["CHECKPOINT_TABLE", "ReadModel", "RowReader", "indexes_current", "install_indexes"]
 
 
 CHECKPOINT_TABLE: Final = """CREATE TABLE IF NOT EXISTS _pwf_checkpoint (
@@ -40,6 +41,51 @@ CHECKPOINT_TABLE: Final = """CREATE TABLE IF NOT EXISTS _pwf_checkpoint (
   last_seq INTEGER NOT NULL
 ) STRICT"""
 """Each projection's version and last folded seq; the store's schema creates the same table."""
+
+
+_INDEX: Final = re.compile(
+    r"CREATE\s+(?:UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+(\w+)\s+ON\s+(\w+)\s*\("
+)
+
+
+def _missing_indexes(connection: sqlite3.Connection) -> dict[str, str]:
+    """The projections' indexes the file lacks on tables it holds: name and statement.
+
+    A table the file does not hold is not made here: a projection that
+    lost a table is for ``pwf verify`` and ``pwf rebuild`` to name and mend.
+    """
+    held: dict[str, set[str]] = {}
+    for kind, name in connection.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index')"
+    ):
+        held.setdefault(kind, set()).add(name)
+    missing: dict[str, str] = {}
+    for projection in PROJECTIONS:
+        for statement in projection.DDL:
+            match = _INDEX.match(statement)
+            if match is None or match.group(1) in held.get("index", set()):
+                continue
+            if match.group(2) in held.get("table", set()):
+                missing[match.group(1)] = statement
+    return missing
+
+
+def indexes_current(connection: sqlite3.Connection) -> bool:
+    """Whether the file holds every index of the projections' DDL on its tables (reads only).
+
+    A database made before an index was added (ADR 0077) answers false;
+    :func:`install_indexes` makes the missing ones.  Adding an index keeps a
+    projection's version: its rows, and so the digests, are the same.
+    """
+    return not _missing_indexes(connection)
+
+
+def install_indexes(connection: sqlite3.Connection) -> list[str]:
+    """Create the projections' indexes the file lacks on its tables; their names."""
+    missing = _missing_indexes(connection)
+    for statement in missing.values():
+        connection.execute(statement)
+    return list(missing)
 
 
 class ReadModel:

@@ -184,15 +184,18 @@ def open_store(
 
 
 def upgrade_views(store: EventStore) -> None:
-    """Give a database made before its readable views (or their columns) the current ones.
+    """Give a database made before its readable views or indexes the current ones.
 
     Only reads while they are current, so an up-to-date database is not
     written; otherwise they are made under the write lock, checked again
-    there, in a transaction that appends nothing (ADR 0049).  The store has
-    already proven the file is pwf's, so no other program's file is touched.
+    there, in a transaction that appends nothing (ADR 0049; the projections'
+    indexes added later the same way, ADR 0077).  The store has already
+    proven the file is pwf's, so no other program's file is touched.
     """
+    from pwf.readmodel import indexes_current, install_indexes  # noqa: PLC0415 - writers only
     from pwf.sqlviews import install_views, views_current  # noqa: PLC0415 - writers only
 
+    store.projections_file.upgrade(indexes_current, install_indexes)
     store.projections_file.upgrade(views_current, install_views)
 
 

@@ -287,9 +287,12 @@ def tail(  # noqa: PLR0913 - one option per setting
     with open_store(db, read_only=True) as store:
         head = store.head()
         if about.any:
-            wanted = {"run_id": run_id, "session_id": session_id}
-            last: Iterable[StoredEvent] = store.find(
-                **{name: value for name, value in wanted.items() if value is not None}
+            last: Iterable[StoredEvent] = (
+                store.find(run_id=run_id)
+                if session_id is None
+                else store.find(session_id=session_id)
+                if run_id is None
+                else store.find(run_id=run_id, session_id=session_id)
             )
         else:
             last = store.read(max(1, head.seq - count + 1))

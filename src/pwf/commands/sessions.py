@@ -108,12 +108,13 @@ def _open_turn_attempts(ctx: Context, session_id: str) -> list[Row]:
     """Unfinished attempts of pending requests of the session that have a started step turn.
 
     A finished attempt keeps its end status: only the statuses host recovery
-    moves (§10.6) can become ``interrupted``.
+    moves (§10.6) can become ``interrupted``.  The session's pending requests
+    lead the join; ``+m.kind`` keeps every step message from leading (ADR 0077).
     """
     return ctx.all(
         "SELECT DISTINCT a.* FROM node_attempts a"
         " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
-        " JOIN workflow_messages m ON m.source_id = r.request_id AND m.kind = 'step'"
+        " JOIN workflow_messages m ON m.source_id = r.request_id AND +m.kind = 'step'"
         " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
         " WHERE r.target_session_id = ? AND r.status = 'pending' AND t.state = 'started'"
         " AND a.status IN ('pending', 'running', 'waiting', 'interrupted')"
@@ -146,11 +147,14 @@ def session_resumed(ctx: Context, session_id: str) -> None:
 
 
 def recover_turns(ctx: Context, heartbeat: int | None) -> int:
-    """§10.6 host recovery: credit the host's downtime to attempts with open step turns."""
+    """§10.6 host recovery: credit the host's downtime to attempts with open step turns.
+
+    The pending requests lead the join, as in :func:`_open_turn_attempts`.
+    """
     rows = ctx.all(
         "SELECT a.*, max(t.started_at) AS latest_start FROM node_attempts a"
         " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
-        " JOIN workflow_messages m ON m.source_id = r.request_id AND m.kind = 'step'"
+        " JOIN workflow_messages m ON m.source_id = r.request_id AND +m.kind = 'step'"
         " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
         " WHERE r.status = 'pending' AND t.state = 'started'"
         " AND a.status IN ('pending', 'running', 'waiting', 'interrupted')"

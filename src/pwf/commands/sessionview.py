@@ -54,33 +54,38 @@ def reservation(ctx: Context, session_id: str) -> Row | None:
     )
 
 
+_RETAINED: Final = (
+    "SELECT m.*, r.status AS run_status FROM workflow_messages m"  # noqa: S608 - constants
+    " JOIN runs r ON r.run_id = m.run_id"
+    " WHERE m.target_session_id = ? AND m.kind = 'terminal'"
+    f" AND r.status IN ({', '.join(repr(status) for status in TERMINAL)})"
+    " AND NOT coalesce(m.run_id = ? AND ? >= m.created_at, 0)"
+    " AND (m.status = 'pending' OR (m.status = 'sent' AND NOT EXISTS ("
+    " SELECT 1 FROM (SELECT t.state, t.ended_at FROM workflow_turns t"
+    " WHERE t.workflow_message_id = m.workflow_message_id"
+    " ORDER BY t.started_at DESC, t.workflow_turn_id DESC LIMIT 1) AS latest"
+    " WHERE latest.state = 'ended' AND latest.ended_at + ? <= ?)))"
+    " ORDER BY m.order_number DESC LIMIT 1"
+)
+"""The newest terminal message of a session its view still shows, in one statement.
+
+Its rules, in order: the run has finished; the session did not clear it
+(``session_terminal_views`` names the run, cleared at or after the
+message); and the message is pending, or sent and its latest turn is
+missing, started, or ended less than ``RETAIN_MS`` ago.  SQLite walks the
+session's terminal messages newest first and stops at the first that holds,
+rather than Python asking one query per message (ADR 0077).
+"""
+
+
 def retained_terminal(ctx: Context, session_id: str) -> Row | None:
     """§5.9: the terminal message whose run the session still shows, if any."""
     cleared = ctx.one(
         "SELECT * FROM session_terminal_views WHERE target_session_id = ?", session_id
     )
-    for message in ctx.all(
-        "SELECT m.*, r.status AS run_status FROM workflow_messages m"
-        " JOIN runs r ON r.run_id = m.run_id WHERE m.target_session_id = ?"
-        " AND m.kind = 'terminal' ORDER BY m.order_number DESC",
-        session_id,
-    ):
-        if message["run_status"] not in TERMINAL:
-            continue
-        if (
-            cleared is not None
-            and cleared["cleared_run_id"] == message["run_id"]
-            and cleared["cleared_at"] >= message["created_at"]
-        ):
-            continue
-        if message["status"] == "pending":
-            return message
-        if message["status"] == "cancelled":
-            continue
-        turn = latest_turn(ctx, message["workflow_message_id"])
-        if turn is None or turn["state"] == "started" or turn["ended_at"] + RETAIN_MS > ctx.now:
-            return message
-    return None
+    run_id = None if cleared is None else cleared["cleared_run_id"]
+    cleared_at = None if cleared is None else cleared["cleared_at"]
+    return ctx.one(_RETAINED, session_id, run_id, cleared_at, RETAIN_MS, ctx.now)
 
 
 def current_run_id(ctx: Context, session_id: str) -> str | None:
@@ -193,10 +198,10 @@ def _message_view(ctx: Context, message: Row) -> dict[str, object]:
 
 def _run_view(ctx: Context, run: Row) -> dict[str, object]:
     """The session's run; a started turn on a step or terminal message shows it running (§11.2)."""
-    turning = ctx.one(
+    turning = ctx.one(  # led by the run's turns, never by every message of a kind (ADR 0077)
         "SELECT 1 FROM workflow_turns t JOIN workflow_messages m"
         " ON m.workflow_message_id = t.workflow_message_id"
-        " WHERE t.run_id = ? AND t.state = 'started' AND m.kind IN ('step', 'terminal')",
+        " WHERE t.run_id = ? AND t.state = 'started' AND +m.kind IN ('step', 'terminal')",
         run["run_id"],
     )
     status = "running" if turning and run["status"] == "waiting" else run["status"]

@@ -44,25 +44,32 @@ UNPRODUCTIVE_LIMIT: Final = 3
 UNPRODUCTIVE_ERROR: Final = "Workflow step ended three times without a valid submission"
 
 
+_OPEN_MESSAGE: Final = (
+    "SELECT m.*, r.status AS request_status, runs.paused AS run_paused"
+    " FROM workflow_messages m JOIN runs ON runs.run_id = m.run_id"
+    " LEFT JOIN interactive_requests r ON r.request_id = m.source_id"
+    " WHERE m.target_session_id = ? AND m.status = 'sent'"
+    " AND m.kind IN ('step', 'terminal', 'followUp')"
+    " AND CASE WHEN m.kind = 'step'"
+    " THEN coalesce(r.status = 'pending', 0) AND NOT runs.paused"
+    " ELSE NOT EXISTS (SELECT 1 FROM (SELECT t.state FROM workflow_turns t"
+    " WHERE t.workflow_message_id = m.workflow_message_id"
+    " ORDER BY t.started_at DESC, t.workflow_turn_id DESC LIMIT 1) AS latest"
+    " WHERE latest.state <> 'started') END"
+    " ORDER BY m.order_number DESC LIMIT 1"
+)
+
+
 def open_message(ctx: Context, session_id: str) -> Row | None:
-    """§5.6: the newest sent message a new model turn binds to."""
-    rows = ctx.all(
-        "SELECT m.*, r.status AS request_status, runs.paused AS run_paused"
-        " FROM workflow_messages m JOIN runs ON runs.run_id = m.run_id"
-        " LEFT JOIN interactive_requests r ON r.request_id = m.source_id"
-        " WHERE m.target_session_id = ? AND m.status = 'sent'"
-        " AND m.kind IN ('step', 'terminal', 'followUp') ORDER BY m.order_number DESC",
-        session_id,
-    )
-    for row in rows:
-        if row["kind"] == "step":
-            if row["request_status"] == "pending" and not row["run_paused"]:
-                return row
-            continue
-        latest = latest_turn(ctx, row["workflow_message_id"])
-        if latest is None or latest["state"] == "started":
-            return row
-    return None
+    """§5.6: the newest sent message a new model turn binds to.
+
+    A step message binds while its request is pending and its run is not
+    paused; a terminal or follow-up message while its latest turn is
+    missing or still open.  SQLite walks the session's sent messages newest
+    first and stops at the first that binds, rather than Python reading
+    them all and asking one query per message (ADR 0077).
+    """
+    return ctx.one(_OPEN_MESSAGE, session_id)
 
 
 def latest_turn(ctx: Context, message_id: str) -> Row | None:

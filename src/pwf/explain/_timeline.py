@@ -56,15 +56,16 @@ _RUN_TYPES: Final = (
 """Run and session events an interaction's timeline shows from its attempt's start on."""
 
 
-def _events(
+def _events(  # noqa: PLR0913 - one keyword per lookup column
     store: EventStore,
     last: int,
     *,
     run_id: str | None = None,
     session_id: str | None = None,
     kind: str | None = None,
+    after: int = 0,
 ) -> Iterator[Entry]:
-    for stored in store.find(run_id=run_id, session_id=session_id, type=kind):
+    for stored in store.find(after=after, run_id=run_id, session_id=session_id, type=kind):
         if stored.seq > last:
             return
         yield open_body(stored.body)
@@ -90,23 +91,35 @@ def _relevant(entry: Entry, request: Row, messages: set[str], start: int) -> boo
 
 
 def interaction_log(store: EventStore, request: Row, last: int) -> list[Entry]:
-    """The entries up to ``last`` that touched the request, in seq order."""
+    """The entries up to ``last`` that touched the request, in seq order.
+
+    The session's events before the attempt started touch nothing the
+    timeline shows, so they are not read: a long-lived session's history
+    costs nothing here (ADR 0077).
+    """
     run_events = list(_events(store, last, run_id=request["run_id"]))
-    session_events = [
-        entry
-        for kind in _SESSION_TYPES
-        for entry in _events(store, last, session_id=request["target_session_id"], kind=kind)
-    ]
-    entries = sorted(run_events + session_events, key=lambda entry: entry.seq)
-    start = next(
+    started = next(
         (
             entry.seq
-            for entry in entries
+            for entry in run_events
             if isinstance(entry.event, AttemptStarted)
             and entry.event.attempt_id == request["attempt_id"]
         ),
-        entries[0].seq if entries else 0,
+        None,
     )
+    session_events = [
+        entry
+        for kind in _SESSION_TYPES
+        for entry in _events(
+            store,
+            last,
+            session_id=request["target_session_id"],
+            kind=kind,
+            after=0 if started is None else started - 1,
+        )
+    ]
+    entries = sorted(run_events + session_events, key=lambda entry: entry.seq)
+    start = started if started is not None else (entries[0].seq if entries else 0)
     messages: set[str] = set()
     return [entry for entry in entries if _relevant(entry, request, messages, start)]
 
@@ -120,7 +133,6 @@ def run_log(store: EventStore, run: Row, last: int) -> list[Entry]:
         entries += [
             entry
             for kind in _SESSION_TYPES
-            for entry in _events(store, last, session_id=session, kind=kind)
-            if entry.seq >= start
+            for entry in _events(store, last, session_id=session, kind=kind, after=start - 1)
         ]
     return sorted(entries, key=lambda entry: entry.seq)

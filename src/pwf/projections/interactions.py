@@ -50,6 +50,12 @@ DDL: Final = (
   ON interactive_requests(target_session_id, status, created_at)""",
     """CREATE INDEX IF NOT EXISTS interactive_requests_run_idx
   ON interactive_requests(run_id, status, created_at)""",
+    # pwf's own (ADR 0077): requests by status (the pending ones host.status counts) and in
+    # the order `pwf query interactions` lists them.
+    """CREATE INDEX IF NOT EXISTS interactive_requests_status_idx
+  ON interactive_requests(status, created_at)""",
+    """CREATE INDEX IF NOT EXISTS interactive_requests_created_idx
+  ON interactive_requests(created_at, request_id)""",
     """CREATE TABLE IF NOT EXISTS interactive_submissions (
   submission_id TEXT PRIMARY KEY,
   request_id TEXT NOT NULL,

@@ -44,6 +44,9 @@ DDL: Final = (
   ON workflow_messages(run_id, order_number)""",
     """CREATE INDEX IF NOT EXISTS workflow_messages_source_idx
   ON workflow_messages(kind, source_id, order_number)""",
+    # pwf's own (ADR 0077): the messages of one source (a request, a follow-up) of any kind.
+    """CREATE INDEX IF NOT EXISTS workflow_messages_source_id_idx
+  ON workflow_messages(source_id, order_number)""",
     """CREATE UNIQUE INDEX IF NOT EXISTS workflow_messages_pending_step_source_idx
   ON workflow_messages(source_id) WHERE kind = 'step' AND status = 'pending'""",
 )

@@ -91,6 +91,8 @@ DDL: Final = (
     "CREATE INDEX IF NOT EXISTS runs_parent_idx ON runs(parent_run_id)",
     "CREATE INDEX IF NOT EXISTS runs_root_idx ON runs(root_run_id)",
     "CREATE INDEX IF NOT EXISTS runs_origin_idx ON runs(origin_session_id, created_at)",
+    # pwf's own (ADR 0077): runs in the order `pwf query runs` and the web's runs page list them.
+    "CREATE INDEX IF NOT EXISTS runs_created_idx ON runs(created_at, run_id)",
     """CREATE UNIQUE INDEX IF NOT EXISTS runs_restart_parent_idx ON runs(parent_run_id)
   WHERE lineage_kind = 'restart'""",
     """CREATE TABLE IF NOT EXISTS run_queue (
@@ -112,6 +114,10 @@ DDL: Final = (
   ON run_queue(origin_session_id)
   WHERE origin_session_id IS NOT NULL AND status IN ('queued', 'starting', 'running')""",
     "CREATE INDEX IF NOT EXISTS run_queue_status_idx ON run_queue(status, created_at)",
+    # pwf's own (ADR 0077): the run list page, newest first; the claims host.status counts.
+    "CREATE INDEX IF NOT EXISTS run_queue_created_idx ON run_queue(created_at, run_id)",
+    """CREATE INDEX IF NOT EXISTS run_queue_lease_idx ON run_queue(lease_expires_at)
+  WHERE owner_worker_epoch IS NOT NULL""",
     """CREATE TABLE IF NOT EXISTS run_bindings (
   run_id TEXT PRIMARY KEY,
   origin_session_id TEXT NOT NULL,

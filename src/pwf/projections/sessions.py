@@ -62,6 +62,9 @@ DDL: Final = (
   ON workflow_turns(target_session_id, state, started_at)""",
     """CREATE INDEX IF NOT EXISTS workflow_turns_message_idx
   ON workflow_turns(workflow_message_id, started_at)""",
+    # pwf's own (ADR 0077): a run's started turns, for its display and its session's view.
+    """CREATE INDEX IF NOT EXISTS workflow_turns_run_idx
+  ON workflow_turns(run_id, state)""",
     """CREATE TABLE IF NOT EXISTS workflow_follow_ups (
   follow_up_id TEXT PRIMARY KEY,
   run_id TEXT NOT NULL,
@@ -82,6 +85,9 @@ DDL: Final = (
 ) STRICT""",
     """CREATE INDEX IF NOT EXISTS workflow_follow_ups_order_idx
   ON workflow_follow_ups(target_session_id, run_id, order_number)""",
+    # pwf's own (ADR 0077): the queued follow-ups that host.status counts.
+    """CREATE INDEX IF NOT EXISTS workflow_follow_ups_status_idx
+  ON workflow_follow_ups(status)""",
     """CREATE TABLE IF NOT EXISTS session_terminal_views (
   target_session_id TEXT PRIMARY KEY,
   cleared_run_id TEXT,

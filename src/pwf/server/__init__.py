@@ -182,7 +182,8 @@ class Server:
                 log.info("parked %d run(s) left running by an earlier host", len(parked))
         supervisor = self.supervisor
         live = direct_live if supervisor is None else (lambda _ctx, run: run in supervisor.active)
-        self.views = Views(writer, self.clock, live)
+        active = None if supervisor is None else (lambda: supervisor.active)
+        self.views = Views(writer, self.clock, live, connections=self.connections, active=active)
         if writer.host is not None:
             writer.host.status_live = self._live
             writer.host.verifier = _verify_failure

@@ -2,29 +2,54 @@
 
 The payloads come from :mod:`pwf.views`, computed on the writer thread in
 one read transaction against committed state; the event loop writes them.
-A connection publishes after each of its responses and on the 250 ms
-timer; a subscription sends only when its payload's hash changed, and ends
-on unwatch, replacement or when its connection closes.
+A subscription sends only when its payload's hash changed, and ends on
+unwatch, replacement or when its connection closes.
+
+A publish covers every connection at once, after each response and on a
+short timer, and costs nothing while nothing changed: it reads the
+database only when the writer committed since the last one, a new
+subscription waits for its first payload, the set of live workers changed,
+or a deadline of the clock passed (a worker's lease, a session's retained
+terminal).  Then it reads which runs and sessions the new events touched
+and recomputes only the subscriptions that show them, each payload once
+for all the connections that watch it (ADR 0078).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final, NamedTuple, cast
 
+import msgspec
+
+from pwf import canonical
 from pwf.commands import Context, Result, refuse
+from pwf.commands.sessionview import RETAIN_MS
 from pwf.errors import CommandError, PwfError
-from pwf.protocol.client import ClientResponse, collapse_error, encode_event, encode_line
+from pwf.protocol.client import (
+    ClientEvent,
+    ClientResponse,
+    collapse_error,
+    encode_event,
+    encode_line,
+)
 from pwf.protocol.schemas import Subscribed, receipt
 from pwf.views import Subscription, subscription_of, unwatch_id
-from pwf.views.subscriptions import EVENTS, Subscriptions
+from pwf.views.subscriptions import (
+    EVENTS,
+    NOTHING,
+    Changes,
+    Shared,
+    Subscriptions,
+    changes_since,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection, Iterable
 
     from pwf.host.served import ServedHost
-    from pwf.protocol.client import ClientEvent, ClientRequest
+    from pwf.protocol.client import ClientRequest
     from pwf.server._connections import Connection
     from pwf.server._writer import Writer
 
@@ -32,9 +57,41 @@ __all__ = ["PUBLISH_SECONDS", "SUBSCRIBING", "Views"]
 
 log = logging.getLogger("pwf.server")
 
-PUBLISH_SECONDS: Final = 0.25
+PUBLISH_SECONDS: Final = 0.02
+"""How often the loop looks for a change no response announced (a worker's, the clock's)."""
+EVERYTHING: Final = Changes(everything=True)
 KINDS: Final = {event: kind for kind, event in EVENTS.items()}
-"""The subscription kind of each event a publish sends."""
+"""The subscription kind of each event a publish sends (metrics)."""
+_HOLE: Final = "\x00pwf payload\x00"
+"""Stands for the payload while an event's own members are encoded (see :class:`_Lines`)."""
+_HOLE_BYTES: Final = b'"payload":' + canonical.encode(_HOLE)
+
+
+class _Lines:
+    """The lines of one publish: each payload encoded once, whatever the watchers.
+
+    Canonical JSON of an object is its members' canonical JSON in key
+    order, so an event's line is its own members encoded around a hole,
+    with the payload's canonical bytes put in the hole: the same bytes
+    :func:`encode_event` gives, at the cost of one payload for every
+    connection that watches it.  The line's size is checked as before.
+    """
+
+    def __init__(self) -> None:
+        self._payloads: dict[int, bytes] = {}
+
+    def line(self, event: ClientEvent) -> bytes:
+        payload = event.payload
+        encoded = self._payloads.get(id(payload))
+        if encoded is None:
+            encoded = self._payloads[id(payload)] = canonical.encode(payload)
+        framed = encode_event(msgspec.structs.replace(event, payload=_HOLE))
+        head, found, tail = framed.partition(_HOLE_BYTES)
+        if not found:  # no hole (it cannot happen): encode the event whole
+            return encode_line(encode_event(event))
+        return encode_line(b"".join((head, b'"payload":', encoded, tail)))
+
+
 SUBSCRIBING: Final = frozenset({"view.runs.watch", "view.run.watch", "view.run.unwatch"})
 """The operations answered here; the rest go to the host."""
 
@@ -49,6 +106,55 @@ def _read(host: ServedHost, now: int, work: Callable[[Context], object]) -> obje
         return work(Context(reader, _read_only, now))
 
 
+class _Plan(NamedTuple):
+    """What one publish must look at, decided on the loop before it reads."""
+
+    everything: bool
+    seen: int
+    woke: frozenset[str]
+    subscriptions: dict[str, Subscriptions]
+
+
+class _Published(NamedTuple):
+    head: int
+    changes: Changes
+    events: dict[str, list[ClientEvent]]
+    failed: dict[str, str]
+    lease: int | None
+    computed: int
+
+
+def _published(ctx: Context, plan: _Plan, live: Callable[[Context, str], bool]) -> _Published:
+    """On the writer thread: what changed since ``plan.seen`` and the events it makes."""
+    head = int(ctx.value("SELECT seq FROM _pwf_head") or 0)
+    if plan.everything:
+        changes = EVERYTHING
+    elif head == plan.seen:
+        changes = NOTHING
+    else:
+        changes = changes_since(ctx, plan.seen, head)
+    if plan.woke and not changes.everything:
+        changes = Changes(
+            listed=changes.listed, runs=changes.runs, sessions=changes.sessions | plan.woke
+        )
+    shared = Shared()
+    events: dict[str, list[ClientEvent]] = {}
+    failed: dict[str, str] = {}
+    for connection_id, subscriptions in plan.subscriptions.items():
+        try:
+            events[connection_id] = subscriptions.publish(ctx, live, changes, shared)
+        except PwfError as error:
+            failed[connection_id] = str(error)
+    lease = ctx.value(
+        "SELECT min(lease_expires_at) FROM run_queue"
+        " WHERE owner_worker_epoch IS NOT NULL AND lease_expires_at > ?",
+        ctx.now,
+    )
+    return _Published(
+        head, changes, events, failed, None if lease is None else int(lease), shared.computed
+    )
+
+
 class Views:
     """Every connection's subscriptions."""
 
@@ -57,17 +163,39 @@ class Views:
         writer: Writer,
         clock: Callable[[], int],
         live: Callable[[Context, str], bool],
+        *,
+        connections: set[Connection] | None = None,
+        active: Callable[[], Collection[str]] | None = None,
     ) -> None:
-        """Bind the writer (reads run on its thread), the clock and worker liveness."""
+        """Bind the writer (reads run on its thread), the clock and worker liveness.
+
+        ``connections`` is the host's set of open connections, which every
+        publish covers; ``active`` the runs with a supervised worker, when
+        liveness comes from a supervisor rather than the log.
+        """
         self.writer = writer
         self.clock = clock
         self.live = live
+        self.connections: set[Connection] = set() if connections is None else connections
+        self.active = active
         self.subscriptions: dict[str, Subscriptions] = {}
-        self._publishing: set[str] = set()
+        self.computed = 0
+        """Payloads computed so far (the tests and the scale bench read it)."""
         self.pushes: dict[str, int] = {}
         """Events sent so far, by subscription kind (metrics)."""
         self.recompute_seconds = 0.0
         """Writer-thread time spent computing publishes' payloads so far (metrics)."""
+        self._seen = -1
+        """The head seq the last publish stood at; -1 before the first (everything is new)."""
+        self._settled = -1
+        self._live_runs: frozenset[str] = frozenset()
+        self._wakes: dict[str, int] = {}
+        """When each session's view may change by the clock alone (a retained terminal)."""
+        self._lease: int | None = None
+        self._running = False
+        self._again = False
+        self._fresh = False
+        """A subscription was made since the last publish: it waits for its first payload."""
 
     def _of(self, connection: Connection) -> Subscriptions:
         found = self.subscriptions.get(connection.id)
@@ -93,6 +221,7 @@ class Views:
             return _answer(request, wanted)
         assert isinstance(wanted, Subscription)
         self._of(connection).watch(wanted)
+        self._fresh = True
         return _answer(request, Result(receipt=receipt(Subscribed(subscribed=True))))
 
     def session_watch(self, connection: Connection, request: ClientRequest) -> None:
@@ -108,6 +237,7 @@ class Views:
             and subscription_id
         ):
             self._of(connection).watch(Subscription(subscription_id, "session", session_id))
+            self._fresh = True
 
     def watching(self, connection: Connection) -> bool:
         """Whether the connection has a subscription to publish."""
@@ -116,38 +246,108 @@ class Views:
     def forget(self, connection: Connection) -> None:
         """The connection closed: its subscriptions end with it."""
         self.subscriptions.pop(connection.id, None)
+        if not self.subscriptions:
+            self._seen = -1  # nobody watches: whoever comes next starts afresh
 
     async def publish(self, connection: Connection) -> None:
-        """Send the connection the events of every subscription whose payload changed."""
-        subscriptions = self.subscriptions.get(connection.id)
-        if not subscriptions or connection.closed or connection.id in self._publishing:
+        """After a response on ``connection``: publish every connection (the change is anyone's)."""
+        known = self.connections
+        await self.publish_all(known if connection in known else {*known, connection})
+
+    async def publish_all(self, connections: set[Connection]) -> None:
+        """Send every connection the events of its subscriptions whose payload changed.
+
+        One publish runs at a time; one asked for meanwhile runs after it.
+        """
+        if self._running:
+            self._again = True
             return
-        self._publishing.add(connection.id)
+        self._running = True
+        try:
+            again = True
+            while again:
+                self._again = False
+                await self._publish(connections)
+                again = self._again
+        finally:
+            self._running = False
+
+    def _quiet(self, now: int) -> bool:
+        """Whether nothing a subscription shows can have changed since the last publish.
+
+        It reads no database and walks no connection: the timer asks it often.
+        """
+        if self._fresh or self.writer.settled != self._settled:
+            return False
+        if self.active is not None and frozenset(self.active()) != self._live_runs:
+            return False
+        wakes = [*self._wakes.values(), *([] if self._lease is None else [self._lease])]
+        return not wakes or now < min(wakes)
+
+    async def _publish(self, connections: set[Connection]) -> None:
+        now = self.clock()
+        if self._quiet(now):
+            return
+        self._fresh = False
+        watching = [c for c in list(connections) if not c.closed and self.subscriptions.get(c.id)]
+        if not watching:
+            self._seen = -1  # nobody watches: whoever comes next starts afresh
+            return
+        settled = self.writer.settled
+        live_runs = frozenset(self.active()) if self.active is not None else frozenset()
+        lease_passed = self._lease is not None and now >= self._lease
+        plan = _Plan(
+            everything=self._seen < 0 or lease_passed or live_runs != self._live_runs,
+            seen=self._seen,
+            woke=frozenset(s for s, at in self._wakes.items() if now >= at),
+            subscriptions={c.id: self.subscriptions[c.id] for c in watching},
+        )
 
         def recompute(host: ServedHost) -> object:
             began = time.perf_counter()
             try:
-                return _read(host, self.clock(), lambda ctx: subscriptions.publish(ctx, self.live))
+                return _read(host, now, lambda ctx: _published(ctx, plan, self.live))
             finally:
                 self.recompute_seconds += time.perf_counter() - began
 
         try:
             found = await self.writer.submit(recompute, read=True)
-            events = cast("list[ClientEvent]", found)
-            for event in events:
-                connection.send(encode_line(encode_event(event)))
-                kind = KINDS.get(event.event, event.event)
-                self.pushes[kind] = self.pushes.get(kind, 0) + 1
         except PwfError as error:
             log.info("client view error: %s", error)
-            connection.close()
-        finally:
-            self._publishing.discard(connection.id)
+            return
+        published = cast("_Published", found)
+        self._seen, self._settled, self._live_runs = published.head, settled, live_runs
+        self._lease = published.lease
+        self.computed += published.computed
+        self._touched(published.changes, plan.subscriptions.values(), now)
+        lines = _Lines()
+        for connection in watching:
+            problem = published.failed.get(connection.id)
+            if problem is not None:
+                log.info("client view error: %s", problem)
+                connection.close()
+                continue
+            for event in published.events.get(connection.id, ()):
+                connection.send(lines.line(event))
+                kind = KINDS.get(event.event, event.event)
+                self.pushes[kind] = self.pushes.get(kind, 0) + 1
 
-    async def publish_all(self, connections: set[Connection]) -> None:
-        """The 250 ms timer: publish every connection."""
-        for connection in list(connections):
-            await self.publish(connection)
+    def _touched(self, changes: Changes, watched: Iterable[Subscriptions], now: int) -> None:
+        """A session touched now may change by the clock alone once its terminal's turn ages out.
+
+        Its view keeps a terminal whose turn ended less than ``RETAIN_MS`` ago;
+        a turn's end touches the session, so a session touched at ``now`` is
+        looked at again just after ``now + RETAIN_MS``, and no later deadline
+        is kept for it.
+        """
+        sessions = {s for subs in watched for s in subs.sessions()}
+        for session in sessions:
+            if changes.everything or session in changes.sessions:
+                self._wakes[session] = now + RETAIN_MS + 1
+            elif self._wakes.get(session, now + 1) <= now:
+                del self._wakes[session]
+        for session in [s for s in self._wakes if s not in sessions]:
+            del self._wakes[session]
 
 
 def _answer(request: ClientRequest, result: Result) -> ClientResponse:

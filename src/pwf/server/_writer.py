@@ -244,6 +244,8 @@ class Writer:
         self.host: ServedHost | None = None
         self.groups = 0
         """Transactions committed so far (the group-commit test reads it)."""
+        self.settled = 0
+        """Jobs that may have written, settled so far: a publish looks again only when it moved."""
         self.redone = 0
         """Groups rolled back and run again with savepoints (the tests read it)."""
         self.waited = 0
@@ -424,8 +426,10 @@ class Writer:
             try:
                 value = job.work(host)
             except Exception as error:  # noqa: BLE001 - the caller answers with it
+                self.settled += 0 if job.read else 1
                 _hand_back([(job, None, error)])
             else:
+                self.settled += 0 if job.read else 1
                 _hand_back([(job, value, None)])
             return
         began = time.perf_counter()
@@ -435,6 +439,7 @@ class Writer:
             self.redone += 1
             results = self._commit(host, store, group, bare=False, gather=False)
         self.groups += 1
+        self.settled += 1
         if self.committed is not None:
             self.committed(len(group), time.perf_counter() - began)
         _hand_back(

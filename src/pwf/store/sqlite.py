@@ -362,18 +362,21 @@ class SqliteStore:
         for stored in self.read(first, last):
             yield open_body(stored.body)
 
-    def find(self, **wanted: str | int | None) -> Iterator[StoredEvent]:
-        """Stream the events whose indexed columns equal every given value.
+    def find(self, *, after: int = 0, **wanted: str | int | None) -> Iterator[StoredEvent]:
+        """Stream the events after seq ``after`` whose indexed columns equal every given value.
+
+        Each lookup index ends with ``seq``, so ``after`` starts the walk
+        there instead of at the first event that matches.
 
         Raises:
             InputError: an unknown column, or an idempotency key without its client id.
         """
         given = lookup(wanted)
-        where = " AND ".join(f"{column} = ?" for column in given) or "1"
+        where = " AND ".join([*(f"{column} = ?" for column in given), "seq > ?"])
         cursor = execute(  # an id with a lone surrogate is looked up exactly (ADR 0071)
             self.connection,
             f"SELECT seq, body FROM events WHERE {where} ORDER BY seq",
-            tuple(given.values()),
+            (*given.values(), after),
         )
         for seq, body in cursor:
             yield StoredEvent(seq=seq, body=body)

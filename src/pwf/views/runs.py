@@ -61,11 +61,13 @@ def direct_live(ctx: Context, run_id: str) -> bool:
 
 
 def _origin_turn(ctx: Context, run_id: str) -> bool:
+    # The run's own turns lead (workflow_turns_run_idx); ``+m.kind`` keeps SQLite from
+    # driving the join from every step message by kind instead (ADR 0077).
     return (
         ctx.one(
             "SELECT 1 FROM workflow_turns t JOIN workflow_messages m"
             " ON m.workflow_message_id = t.workflow_message_id"
-            " WHERE t.run_id = ? AND t.state = 'started' AND m.kind IN ('step', 'terminal')",
+            " WHERE t.run_id = ? AND t.state = 'started' AND +m.kind IN ('step', 'terminal')",
             run_id,
         )
         is not None

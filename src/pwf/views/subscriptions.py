@@ -4,11 +4,17 @@ Pure but for hashing: the served host keeps one :class:`Subscriptions` per
 connection, and :meth:`Subscriptions.publish` computes each payload through
 a command context and returns the events to write, in insertion order,
 only for payloads whose SHA-256 changed since the last one sent.
+
+Given the :class:`Changes` since the last publish (what the events appended
+meanwhile touched, read by :func:`changes_since`), a subscription that has
+sent a payload is recomputed only when they touched what it shows: the run
+list, its run, or its session; and a :class:`Shared` cache computes each
+payload once per publish for all the connections that watch it (ADR 0078).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from pwf.protocol.client import ClientEvent
@@ -21,10 +27,91 @@ if TYPE_CHECKING:
     from pwf.commands import Context
     from pwf.views import Subscription
 
-__all__ = ["EVENTS", "Subscriptions"]
+__all__ = ["EVENTS", "QUIET", "Changes", "Shared", "Subscriptions", "changes_since"]
 
 EVENTS: Final = {"runs": "runs", "run": "run_snapshot", "session": "session_snapshot"}
 """The event each kind of subscription sends."""
+
+
+QUIET: Final = ("command.recorded", "host.")
+"""Event types (or prefixes) that change no view: the command ledger and the host's claim."""
+_SESSION_ONLY: Final = "session."
+"""Event types that change their session's view only (coordinators, branch reports)."""
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What the events appended since the last publish touched, and whether a clock deadline passed.
+
+    ``everything`` stands for an event that names neither a run nor a
+    session (a compaction, a type this module does not know), or for a
+    deadline of the clock that passed: every subscription is recomputed.
+    """
+
+    everything: bool = False
+    listed: bool = False
+    """Some event changed a run, its queue entry, its messages or turns: the run list."""
+    runs: frozenset[str] = frozenset()
+    sessions: frozenset[str] = frozenset()
+
+    def touch(self, kind: str, target: str | None) -> bool:
+        """Whether a subscription of ``kind`` on ``target`` may show something new."""
+        if self.everything:
+            return True
+        if kind == "runs":
+            return self.listed
+        if kind == "run":
+            return target in self.runs
+        return target in self.sessions
+
+
+NOTHING: Final = Changes()
+
+
+def changes_since(ctx: Context, after: int, head: int) -> Changes:
+    """What the events ``after < seq <= head`` touched: read from their indexed columns.
+
+    A run's origin session counts as touched with it, since the session view
+    shows the session's run.  Bounded by the events appended meanwhile.
+    """
+    runs: set[str] = set()
+    sessions: set[str] = set()
+    everything, listed = False, False
+    for row in ctx.all(
+        "SELECT type, run_id, session_id FROM events WHERE seq > ? AND seq <= ?", after, head
+    ):
+        kind, run_id, session_id = row["type"], row["run_id"], row["session_id"]
+        if kind.startswith(QUIET):
+            continue
+        if run_id is not None:
+            runs.add(run_id)
+            listed = True
+        if session_id is not None:
+            sessions.add(session_id)
+        if run_id is None and session_id is None:
+            everything = True
+        elif run_id is None and not kind.startswith(_SESSION_ONLY):
+            listed = True
+    ordered = sorted(runs)
+    for first in range(0, len(ordered), 500):
+        chunk = ordered[first : first + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for row in ctx.all(
+            f"SELECT DISTINCT origin_session_id FROM runs WHERE run_id IN ({marks})",  # noqa: S608 - marks only
+            *chunk,
+        ):
+            if row["origin_session_id"] is not None:
+                sessions.add(row["origin_session_id"])
+    return Changes(everything, listed, frozenset(runs), frozenset(sessions))
+
+
+@dataclass
+class Shared:
+    """Payloads computed in one publish, by what they show, for every connection that watches it."""
+
+    payloads: dict[tuple[object, ...], tuple[object, bytes]] = field(default_factory=dict)
+    computed: int = 0
+    """How many payloads were computed (the tests and the bench read it)."""
 
 
 @dataclass
@@ -66,13 +153,27 @@ class Subscriptions:
         self._watches.clear()
 
     def publish(
-        self, ctx: Context, live: Callable[[Context, str], bool] = direct_live
+        self,
+        ctx: Context,
+        live: Callable[[Context, str], bool] = direct_live,
+        changes: Changes | None = None,
+        shared: Shared | None = None,
     ) -> list[ClientEvent]:
-        """The events to send now: one per subscription whose payload changed."""
+        """The events to send now: one per subscription whose payload changed.
+
+        With ``changes``, a subscription that has sent a payload and whose
+        inputs they do not touch is not recomputed; ``shared`` computes each
+        payload once for all connections of one publish.
+        """
         events: list[ClientEvent] = []
         for watch in list(self._watches.values()):
-            payload = self._payload(ctx, watch, live)
-            digest = payload_digest(payload)
+            if (
+                changes is not None
+                and watch.digest is not None
+                and not changes.touch(watch.kind, watch.target)
+            ):
+                continue
+            payload, digest = self._computed(ctx, watch, live, shared)
             if digest == watch.digest:
                 continue
             watch.revision += 1
@@ -87,6 +188,37 @@ class Subscriptions:
                 )
             )
         return events
+
+    def sessions(self) -> set[str]:
+        """The sessions this connection watches."""
+        return {w.target for w in self._watches.values() if w.kind == "session" and w.target}
+
+    def unpublished(self) -> bool:
+        """Whether a subscription has not sent its first payload yet."""
+        return any(watch.digest is None for watch in self._watches.values())
+
+    def _computed(
+        self,
+        ctx: Context,
+        watch: _Watch,
+        live: Callable[[Context, str], bool],
+        shared: Shared | None,
+    ) -> tuple[object, bytes]:
+        # A session's view depends on who looks (its coordinator's connection or a viewer).
+        key = (
+            watch.kind,
+            watch.target,
+            watch.limit,
+            self.connection_id if watch.kind == "session" else None,
+        )
+        if shared is not None and key in shared.payloads:
+            return shared.payloads[key]
+        payload = self._payload(ctx, watch, live)
+        found = (payload, payload_digest(payload))
+        if shared is not None:
+            shared.payloads[key] = found
+            shared.computed += 1
+        return found
 
     def _payload(self, ctx: Context, watch: _Watch, live: Callable[[Context, str], bool]) -> object:
         if watch.kind == "runs":

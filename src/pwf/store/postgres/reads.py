@@ -126,16 +126,18 @@ def entries(
         yield open_body(stored.body)
 
 
-def find(connection: Connection, where: str, **wanted: str | int | None) -> Iterator[StoredEvent]:
-    """Stream the events whose indexed columns equal every given value.
+def find(
+    connection: Connection, where: str, *, after: int = 0, **wanted: str | int | None
+) -> Iterator[StoredEvent]:
+    """Stream the events after seq ``after`` whose indexed columns equal every given value.
 
     Raises:
         InputError: an unknown column, or an idempotency key without its client id.
     """
     given = lookup(wanted)
-    condition = " AND ".join(f"{column} = %s" for column in given) or "TRUE"
+    condition = " AND ".join([*(f"{column} = %s" for column in given), "seq > %s"])
     sql = f"SELECT seq, body FROM events WHERE {condition} ORDER BY seq"
-    for seq, body in _stream(connection, where, sql, tuple(given.values())):
+    for seq, body in _stream(connection, where, sql, (*given.values(), after)):
         yield StoredEvent(seq=int(str(seq)), body=as_bytes(body))
 
 

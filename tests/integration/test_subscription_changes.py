@@ -1,0 +1,164 @@
+"""Subscriptions are recomputed only when new events touched what they show (ADR 0078).
+
+:func:`pwf.views.subscriptions.changes_since` reads which runs and sessions
+new events touched; :meth:`Subscriptions.publish` given those changes skips
+a subscription whose inputs they do not touch and computes each payload
+once for every connection that watches it.  The served host then spends
+nothing while nothing changes: many watchers of the run list on an idle
+host cost it no processor time, and a run started on one connection is
+pushed to a watcher on another.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pwf.commands import Context
+from pwf.views import Subscription
+from pwf.views.subscriptions import Changes, Shared, Subscriptions, changes_since
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tests.integration._harness import Fixture, start_run
+    from tests.integration._served import Served, init, line, short_dir
+else:
+    from _harness import Fixture, start_run
+    from _served import Served, init, line, short_dir
+
+
+@pytest.fixture
+def fx(tmp_path: Path) -> Iterator[Fixture]:
+    fixture = Fixture.f(tmp_path / "s.db")
+    yield fixture
+    fixture.close()
+
+
+def _ctx(fx: Fixture) -> Context:
+    return Context(fx.store.reader(), lambda _events: None, fx.now)
+
+
+def _head(fx: Fixture) -> int:
+    return int(fx.store.head().seq)
+
+
+def test_a_run_start_touches_the_list_the_run_and_its_origin_session(fx: Fixture) -> None:
+    before = _head(fx)
+    start_run(fx, "run-2", session="s-2", at=2000)
+    changes = changes_since(_ctx(fx), before, _head(fx))
+    assert changes == Changes(listed=True, runs=frozenset({"run-2"}), sessions=frozenset({"s-2"}))
+    assert changes.touch("runs", None)
+    assert changes.touch("run", "run-2")
+    assert not changes.touch("run", "run-1")
+    assert changes.touch("session", "s-2")
+    assert not changes.touch("session", "s-1")
+    assert changes_since(_ctx(fx), _head(fx), _head(fx)) == Changes()
+
+
+def test_a_recorded_status_request_touches_nothing(fx: Fixture) -> None:
+    before = _head(fx)
+    assert fx.request("run.status", None, run_id="run-1").outcome == "accepted"
+    assert _head(fx) > before  # it is recorded, as the original records it
+    assert changes_since(_ctx(fx), before, _head(fx)) == Changes()
+
+
+def test_only_touched_subscriptions_are_recomputed_and_each_payload_once(fx: Fixture) -> None:
+    start_run(fx, "run-2", session="s-2", at=2000)
+    connections = [Subscriptions(f"c-{n}") for n in range(5)]
+    for subscriptions in connections:
+        subscriptions.watch(Subscription("list", "runs"))
+        subscriptions.watch(Subscription("one", "run", "run-1"))
+    shared = Shared()
+    first = [s.publish(_ctx(fx), changes=Changes(), shared=shared) for s in connections]
+    assert [len(events) for events in first] == [2] * 5  # new subscriptions always send
+    assert shared.computed == 2  # the list and the run, once for five connections
+
+    before = _head(fx)
+    start_run(fx, "run-3", session="s-3", at=3000)
+    changes = changes_since(_ctx(fx), before, _head(fx))
+    shared = Shared()
+    second = [s.publish(_ctx(fx), changes=changes, shared=shared) for s in connections]
+    assert shared.computed == 1  # run-1 was not touched: only the list is recomputed
+    assert [[(e.subscription_id, e.revision) for e in events] for events in second] == [
+        [("list", 2)]
+    ] * 5
+
+    shared = Shared()
+    assert [s.publish(_ctx(fx), changes=Changes(), shared=shared) for s in connections] == [[]] * 5
+    assert shared.computed == 0
+
+
+def test_a_line_made_around_a_shared_payload_is_the_event_encoded_whole(fx: Fixture) -> None:
+    from pwf.protocol.client import encode_event, encode_line  # noqa: PLC0415
+    from pwf.server._views import _Lines  # noqa: PLC0415 - the served host's own helper
+
+    subscriptions = Subscriptions("c-1")
+    subscriptions.watch(Subscription('list \u00e9 "payload":', "runs", limit=3))
+    subscriptions.watch(Subscription("one", "run", "run-1"))
+    lines = _Lines()
+    events = subscriptions.publish(_ctx(fx))
+    assert len(events) == 2
+    for event in events:
+        assert lines.line(event) == encode_line(encode_event(event))
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _start(client: Any, run_id: str) -> dict[str, Any]:
+    payload = {
+        "definitionDigest": "d1", "definitionSnapshot": {}, "input": {},
+        "originSessionId": f"s-{run_id}", "projectPath": "/srv/p", "workflowName": "echo",
+        "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
+        "workflowSourceRef": "builtin:echo",
+    }  # fmt: skip
+    return dict(client.request(line("run.start", payload, rid=f"start-{run_id}", run_id=run_id)))
+
+
+WATCHERS = 20
+RUNS = 60
+
+
+def test_idle_watchers_cost_the_host_nothing_and_a_change_reaches_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PWF_WORKER_COMMAND", raising=False)
+    with short_dir() as place:
+        init(place / "s.db")
+        host = Served(place / "s.db")
+        try:
+            with host.client() as writer:
+                for number in range(RUNS):
+                    assert _start(writer, f"run-{number}")["outcome"] == "accepted"
+                watchers = [host.client() for _ in range(WATCHERS)]
+                try:
+                    for number, watcher in enumerate(watchers):
+                        watch = line("view.runs.watch", {"subscriptionId": "l"}, rid=f"w-{number}")
+                        assert watcher.request(watch)["outcome"] == "accepted"
+                        first = next(watcher.events(timeout=30))
+                        assert (first["event"], first["revision"]) == ("runs", 1)
+                    time.sleep(0.5)  # the last answers' publishes settle
+                    pid = host.process.pid
+                    before = _cpu_seconds(pid)
+                    time.sleep(2.0)
+                    idle = _cpu_seconds(pid) - before
+                    # Before ADR 0078 every watcher's list was rebuilt every 250 ms.
+                    assert idle <= 0.05, f"an idle host spent {idle:.2f} s of CPU in 2 s"
+                    assert _start(writer, "run-new")["outcome"] == "accepted"
+                    for watcher in watchers:
+                        event = next(watcher.events(timeout=30))
+                        assert (event["event"], event["revision"]) == ("runs", 2)
+                        assert event["payload"]["total"] == RUNS + 1  # type: ignore[index]
+                        assert list(watcher.events(timeout=0.05)) == []
+                finally:
+                    for watcher in watchers:
+                        watcher.close()
+        finally:
+            host.close()
