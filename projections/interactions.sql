@@ -30,6 +30,9 @@ CREATE TABLE interactive_submissions (
 ) STRICT;
 CREATE INDEX interactive_requests_created_idx
   ON interactive_requests(created_at, request_id);
+CREATE INDEX interactive_requests_open_idx
+  ON interactive_requests(status, created_at)
+  WHERE status = 'pending' OR (status = 'settled' AND consumed_at IS NULL);
 CREATE INDEX interactive_requests_run_idx
   ON interactive_requests(run_id, status, created_at);
 CREATE INDEX interactive_requests_session_idx

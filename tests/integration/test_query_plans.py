@@ -67,15 +67,6 @@ BOUNDED_BY_DESIGN: Final[dict[str, str]] = {
     ),
     # The web runs page shows "page N of M": the count of the runs its filters select.
     r"^SELECT count\(\*\) AS n FROM runs r": "web runs page total: a count of the filtered runs",
-    # `pwf status` and the web overview list everything unfinished and count what is held;
-    # bounding them (a default limit, aggregates) is its own work (issue item 3).
-    r"^SELECT \* FROM runs WHERE status NOT IN": "pwf status: every unfinished run",
-    r"^SELECT r\.run_id AS run_id, r\.status AS run_status, q\.status AS queue_status": (
-        "pwf status: every run with its queue status"
-    ),
-    r"^SELECT \* FROM interactive_requests WHERE status = 'pending' OR \(status = 'settled'": (
-        "pwf status: the pending and the settled, unconsumed requests"
-    ),
     r"^SELECT count\(\*\) AS runs, \(SELECT count\(\*\) FROM interactive_requests\)": (
         "web overview totals: counts of runs, requests and events"
     ),
@@ -258,6 +249,8 @@ def faults(connection: sqlite3.Connection, sql: str) -> list[str]:
                 continue  # a page read in index order: bounded by offset and limit
             found.append(detail)
             continue
+        if index is not None and _partial(connection, index.group(1)):
+            continue  # a search among the rows of a partial index: the live ones only
         constrained = re.search(r"\((.*)\)", using)
         columns = set(re.findall(r"(\w+)[=<>]", constrained.group(1))) if constrained else set()
         if position > 0 or not columns <= LOW_CARDINALITY or _live(sql, columns):

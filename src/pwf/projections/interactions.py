@@ -56,6 +56,11 @@ DDL: Final = (
   ON interactive_requests(status, created_at)""",
     """CREATE INDEX IF NOT EXISTS interactive_requests_created_idx
   ON interactive_requests(created_at, request_id)""",
+    # pwf's own (ADR 0077): the requests not yet consumed (pending, or settled and unread),
+    # which `pwf status` counts and lists; the settled ones grow with the log, these do not.
+    """CREATE INDEX IF NOT EXISTS interactive_requests_open_idx
+  ON interactive_requests(status, created_at)
+  WHERE status = 'pending' OR (status = 'settled' AND consumed_at IS NULL)""",
     """CREATE TABLE IF NOT EXISTS interactive_submissions (
   submission_id TEXT PRIMARY KEY,
   request_id TEXT NOT NULL,
