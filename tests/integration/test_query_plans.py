@@ -242,15 +242,13 @@ def faults(connection: sqlite3.Connection, sql: str) -> list[str]:
         if not _is_table(connection, table) and re.search(rf"\)\s*(?:AS\s+)?{table}\b", sql):
             continue  # a subquery's rows, whose own tables have plan lines of their own
         index = re.search(r"INDEX (\w+)", using)
+        if index is not None and _partial(connection, index.group(1)):
+            continue  # a scan of, or a search among, the rows of a partial index: the live ones
         if verb == "SCAN":
-            if index is not None and _partial(connection, index.group(1)):
-                continue  # the rows of a partial index: the live ones only
             if index is not None and paged and not sorted_apart:
                 continue  # a page read in index order: bounded by offset and limit
             found.append(detail)
             continue
-        if index is not None and _partial(connection, index.group(1)):
-            continue  # a search among the rows of a partial index: the live ones only
         constrained = re.search(r"\((.*)\)", using)
         columns = set(re.findall(r"(\w+)[=<>]", constrained.group(1))) if constrained else set()
         if position > 0 or not columns <= LOW_CARDINALITY or _live(sql, columns):
