@@ -9,8 +9,11 @@ order; worker message ids are ``m-1``, ``m-2``, ... unless a test names one.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import itertools
 import sqlite3
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -24,8 +27,6 @@ from pwf.protocol.client import ClientRequest, ClientResponse
 from pwf.protocol.worker import LaunchEnvelope, WorkerResponse, parse_worker_message
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from pwf.store import EventStore
 
 if TYPE_CHECKING:
@@ -543,3 +544,34 @@ def fixture_with_budget(db: Path, timeout_ms: int | None) -> Fixture:
     fixture.ok("node.started", started, attempt=ATTEMPT)
     fixture.request_interaction(at=1000)
     return fixture
+
+
+@functools.cache
+def traffic_module() -> Any:
+    """``scripts/demo_traffic.py``, the demo's traffic generator, loaded once per process."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "demo_traffic.py"
+    spec = importlib.util.spec_from_file_location("demo_traffic", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def session_history(db: Path) -> tuple[Fixture, int]:
+    """run-1 completed, its terminal read in a turn and cleared; run-2 still waiting.
+
+    The cutoff returned falls after run-1 finished and before run-2 started.
+    """
+    fx = Fixture.f(db)
+    epoch = coordinate(fx, at=2000)
+    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
+    terminal = terminal_message(fx)
+    assert branch(fx, epoch, {terminal: "e-t"}, at=4000).outcome == "accepted"
+    assert turn(fx, epoch, terminal, "t-1", at=90000).outcome == "accepted"
+    turn(fx, epoch, terminal, "t-1", stop="completed", response="e-r", at=100000)
+    payload = {"targetSessionId": "s-1", "coordinatorEpoch": epoch}
+    cleared = fx.request("sessionView.clearTerminal", payload, key="clear-1", at=130000)
+    assert cleared.receipt == {"cleared": True, "runId": "run-1"}
+    interactive_run(fx, "run-2", session="s-2", at=140000)
+    return fx, 120_000

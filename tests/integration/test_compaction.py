@@ -10,12 +10,11 @@ that no kept row points at a missing blob and that nothing new appeared.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -38,23 +37,15 @@ from pwf.verify import check
 if TYPE_CHECKING:
     from tests.integration._harness import (
         Fixture,
-        branch,
-        coordinate,
-        finish_fixture_run,
-        interactive_run,
-        terminal_message,
-        turn,
+        session_history,
+        traffic_module,
     )
     from tests.integration._pruning import assert_pruned
 else:
     from _harness import (
         Fixture,
-        branch,
-        coordinate,
-        finish_fixture_run,
-        interactive_run,
-        terminal_message,
-        turn,
+        session_history,
+        traffic_module,
     )
     from _pruning import assert_pruned
 
@@ -63,23 +54,9 @@ if TYPE_CHECKING:
 else:
     from _dbfile import checkpoint, projections, rows
 
-ROOT: Final = Path(__file__).resolve().parents[2]
-
 
 def _session_history(db: Path) -> tuple[Fixture, int]:
-    """run-1 completed, its terminal read in a turn and cleared; run-2 still waiting."""
-    fx = Fixture.f(db)
-    epoch = coordinate(fx, at=2000)
-    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
-    terminal = terminal_message(fx)
-    assert branch(fx, epoch, {terminal: "e-t"}, at=4000).outcome == "accepted"
-    assert turn(fx, epoch, terminal, "t-1", at=90000).outcome == "accepted"
-    turn(fx, epoch, terminal, "t-1", stop="completed", response="e-r", at=100000)
-    payload = {"targetSessionId": "s-1", "coordinatorEpoch": epoch}
-    cleared = fx.request("sessionView.clearTerminal", payload, key="clear-1", at=130000)
-    assert cleared.receipt == {"cleared": True, "runId": "run-1"}
-    interactive_run(fx, "run-2", session="s-2", at=140000)
-    return fx, 120_000
+    return session_history(db)
 
 
 def _traffic_history(
@@ -87,14 +64,7 @@ def _traffic_history(
 ) -> tuple[Fixture, int]:
     """Runs of the demo's traffic; the cutoff falls after ``share`` of them finished."""
     fx = Fixture(db)
-    spec = importlib.util.spec_from_file_location(
-        "demo_traffic", ROOT / "scripts" / "demo_traffic.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    traffic = module.Traffic(str(db), seed)
+    traffic = traffic_module().Traffic(str(db), seed)
     for index in range(runs):
         traffic.run(index)
     traffic.store.close()

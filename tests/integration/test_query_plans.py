@@ -19,11 +19,9 @@ Whole-log walkers (``verify``, ``rebuild``, ``replay``, ``digest``, ``diff``,
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sqlite3
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
@@ -33,8 +31,11 @@ from pwf.cli import cli
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from pathlib import Path
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+    from tests.integration._harness import traffic_module
+else:
+    from _harness import traffic_module
 
 BOUNDED_TABLES: Final = frozenset(
     {"sqlite_master", "_pwf_head", "_pwf_checkpoint", "_pwf_meta", "host_state"}
@@ -93,14 +94,7 @@ class Captured:
 
 
 def _traffic(db: Path, runs: int) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "demo_traffic", ROOT / "scripts" / "demo_traffic.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    traffic = module.Traffic(str(db), 7, sessions=True)
+    traffic = traffic_module().Traffic(str(db), 7, sessions=True)
     traffic.batch(range(1, runs + 1))
     traffic.store.close()
 

@@ -20,7 +20,6 @@ between direct ones.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import itertools
 import json
 import shutil
@@ -42,29 +41,13 @@ from pwf.commands.prune import iso_utc
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.integration._harness import (
-        Fixture,
-        branch,
-        coordinate,
-        finish_fixture_run,
-        interactive_run,
-        terminal_message,
-        turn,
-    )
+    from tests.integration._harness import session_history, traffic_module
     from tests.integration._hosted import Hosted
     from tests.integration._served import Served, line, run_start
 
     from pwf.client import HostClient
 else:
-    from _harness import (
-        Fixture,
-        branch,
-        coordinate,
-        finish_fixture_run,
-        interactive_run,
-        terminal_message,
-        turn,
-    )
+    from _harness import session_history, traffic_module
     from _hosted import Hosted
     from _served import Served, line, run_start
 
@@ -74,14 +57,7 @@ MODES: Final = ("one process", "split")
 
 def _traffic(db: Path, seed: int, part: int) -> Any:
     """The demo's traffic generator on ``db``: seeded clock, and ids of their own per ``part``."""
-    spec = importlib.util.spec_from_file_location(
-        "demo_traffic", ROOT / "scripts" / "demo_traffic.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    traffic = module.Traffic(str(db), seed)
+    traffic = traffic_module().Traffic(str(db), seed)
     traffic.ids = itertools.count(part * 100_000 + 1)
     return traffic
 
@@ -143,16 +119,7 @@ def _head(db: Path) -> int:
 
 def _session_history(db: Path) -> None:
     """A session's coordinator, branch and turn reports, a cleared terminal, a waiting run."""
-    fx = Fixture.f(db)
-    epoch = coordinate(fx, at=2000)
-    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
-    terminal = terminal_message(fx)
-    assert branch(fx, epoch, {terminal: "e-t"}, at=4000).outcome == "accepted"
-    assert turn(fx, epoch, terminal, "t-1", at=90000).outcome == "accepted"
-    turn(fx, epoch, terminal, "t-1", stop="completed", response="e-r", at=100000)
-    payload = {"targetSessionId": "s-1", "coordinatorEpoch": epoch}
-    assert fx.request("sessionView.clearTerminal", payload, key="clear-1", at=130000).receipt
-    interactive_run(fx, "run-2", session="s-2", at=140000)
+    fx, _ = session_history(db)
     fx.close()
 
 
