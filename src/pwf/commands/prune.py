@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from pwf.commands import Context, refuse
+from pwf.isotime import MS_PER_DAY, days_from_epoch, iso_utc
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -44,7 +45,6 @@ _ISO: Final = re.compile(
     r"(?P<zone>Z|[+-]\d{2}:\d{2})?)?",
     re.ASCII,
 )
-_MS_PER_DAY: Final = 86_400_000
 
 _INVALID_CUTOFF: Final = "state prune --before requires a valid timestamp"
 _NEEDS_BACKUP: Final = "state prune --apply requires --backup <absolute-path>"
@@ -100,7 +100,7 @@ def _wall_ms(found: re.Match[str]) -> int | None:
     if hour > 23 or minute > 59 or second > 59:
         return None
     seconds = (hour * 60 + minute) * 60 + second
-    return _days_from_epoch(year, month, day) * _MS_PER_DAY + seconds * 1000 + millis
+    return days_from_epoch(year, month, day) * MS_PER_DAY + seconds * 1000 + millis
 
 
 def _offset_ms(zone: str) -> int | None:
@@ -118,42 +118,6 @@ def _days_in(year: int, month: int) -> int:
     if month == 2:
         return 29 if calendar.isleap(year) else 28
     return 30 if month in (4, 6, 9, 11) else 31
-
-
-def _days_from_epoch(year: int, month: int, day: int) -> int:
-    """Days since 1970-01-01 in the proleptic Gregorian calendar (any year)."""
-    shifted = year - (month <= 2)
-    era = shifted // 400
-    year_of_era = shifted - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    return era * 146_097 + day_of_era - 719_468
-
-
-def iso_utc(ms: int) -> str:
-    """``Date.prototype.toISOString``: ``2026-08-01T00:00:00.000Z`` (±YYYYYY outside 0-9999)."""
-    days, rest = divmod(ms, _MS_PER_DAY)
-    year, month, day = _civil(days)
-    seconds, millis = divmod(rest, 1000)
-    minutes, second = divmod(seconds, 60)
-    hour, minute = divmod(minutes, 60)
-    shown = f"{year:04d}" if 0 <= year <= 9999 else f"{'+' if year > 0 else '-'}{abs(year):06d}"
-    return f"{shown}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
-
-
-def _civil(days: int) -> tuple[int, int, int]:
-    """(year, month, day) of a count of days since 1970-01-01."""
-    days += 719_468
-    era = days // 146_097
-    day_of_era = days - era * 146_097
-    year_of_era = (
-        day_of_era - day_of_era // 1460 + day_of_era // 36_524 - day_of_era // 146_096
-    ) // 365
-    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
-    shifted_month = (5 * day_of_year + 2) // 153
-    day = day_of_year - (153 * shifted_month + 2) // 5 + 1
-    month = shifted_month + (3 if shifted_month < 10 else -9)
-    return year_of_era + era * 400 + (month <= 2), month, day
 
 
 def prune_options(payload: object) -> PruneOptions:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, NamedTuple
 
+from pwf.isotime import iso_utc
+
 if TYPE_CHECKING:
     from pwf.commands import Context
 
@@ -94,27 +96,8 @@ def contradictions(ctx: Context) -> int:
 
 
 def _iso(ms: int | None) -> str | None:
-    """Milliseconds since the epoch as ISO 8601 UTC with milliseconds, as JavaScript writes them."""
-    if ms is None:
-        return None
-    days, rest = divmod(ms, 86_400_000)
-    seconds, millis = divmod(rest, 1000)
-    year, month, day = _civil(days)
-    hour, minute, second = seconds // 3600, seconds // 60 % 60, seconds % 60
-    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
-
-
-def _civil(days: int) -> tuple[int, int, int]:
-    """Days since 1970-01-01 as (year, month, day), proleptic Gregorian (pure arithmetic)."""
-    z = days + 719_468
-    era = z // 146_097
-    doe = z - era * 146_097
-    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = mp + 3 if mp < 10 else mp - 9
-    return yoe + era * 400 + (month <= 2), month, day
+    """Milliseconds since the epoch as JavaScript's ``toISOString`` writes them, or None."""
+    return None if ms is None else iso_utc(ms)
 
 
 def served_host_status(ctx: Context, live: Live) -> dict[str, object]:

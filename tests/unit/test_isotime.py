@@ -1,0 +1,86 @@
+"""One ISO writer for the whole of pwf, with JavaScript's ``toISOString`` at every edge.
+
+The expected strings are Node 20's ``new Date(ms).toISOString()``; where
+``node`` is on the machine, the test also asks it, for those and 300
+instants spread across ``Date``'s whole range.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from typing import Final
+
+import pytest
+
+from pwf.isotime import civil, days_from_epoch, iso_utc
+from pwf.views.status import Live, served_host_status
+
+NODE_SAYS: Final = {
+    253_402_300_799_999: "9999-12-31T23:59:59.999Z",
+    253_402_300_800_000: "+010000-01-01T00:00:00.000Z",
+    -62_167_219_200_000: "0000-01-01T00:00:00.000Z",
+    -62_167_219_200_001: "-000001-12-31T23:59:59.999Z",
+    0: "1970-01-01T00:00:00.000Z",
+    -1: "1969-12-31T23:59:59.999Z",
+    8_640_000_000_000_000: "+275760-09-13T00:00:00.000Z",
+    -8_640_000_000_000_000: "-271821-04-20T00:00:00.000Z",
+    1_785_600_032_000: "2026-08-01T16:00:32.000Z",
+}
+
+
+@pytest.mark.parametrize(("ms", "text"), sorted(NODE_SAYS.items()))
+def test_the_edges_are_nodes(ms: int, text: str) -> None:
+    assert iso_utc(ms) == text
+
+
+def test_host_status_writes_a_year_past_9999_as_node_does() -> None:
+    """``host.status``'s times wrote ``10000-01-01…`` where Node writes ``+010000-01-01…``."""
+
+    class Row(dict[str, object]):
+        pass
+
+    class Ctx:
+        now = 0
+
+        def one(self, _sql: str, *_params: object) -> Row:
+            return Row(
+                host_id="h",
+                expires_at=253_402_300_800_000,
+                heartbeat_at=253_402_300_799_999,
+                started_at=-62_167_219_200_001,
+                epoch=1,
+            )
+
+        def value(self, *_args: object) -> int:
+            return 0
+
+        def all(self, *_args: object) -> list[object]:
+            return []
+
+    live = Live(socket_available=True, active_workers=0, connected_clients=0)
+    status = served_host_status(Ctx(), live)  # type: ignore[arg-type]
+    assert status["expiresAt"] == "+010000-01-01T00:00:00.000Z"
+    assert status["heartbeatAt"] == "9999-12-31T23:59:59.999Z"
+    assert status["startedAt"] == "-000001-12-31T23:59:59.999Z"
+
+
+def test_days_and_dates_round_trip() -> None:
+    for days in [*range(-800_000, 800_000, 997), -719_468, -719_469, 2_932_896, 2_932_897]:
+        assert days_from_epoch(*civil(days)) == days
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_node_agrees_across_dates_whole_range() -> None:
+    span = 17_280_000_000_000_001  # Date's whole range, -8.64e15 to 8.64e15 ms
+    spread = [-8_640_000_000_000_000 + (n * 7_919_000_000_003_331) % span for n in range(300)]
+    instants = [*NODE_SAYS, *spread]
+    script = (
+        "const ms = JSON.parse(process.argv[1]);"
+        " console.log(JSON.stringify(ms.map((m) => new Date(m).toISOString())))"
+    )
+    done = subprocess.run(
+        ["node", "-e", script, json.dumps(instants)], capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout) == [iso_utc(ms) for ms in instants]
