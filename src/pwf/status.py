@@ -25,6 +25,7 @@ from pwf.explain import (
     diagnose_run,
     state_at,
 )
+from pwf.views.status import ALLOWED_LIFECYCLE, allowed_pair
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -42,17 +43,6 @@ __all__ = [
     "overview_parts",
     "overview_receipt",
 ]
-
-ALLOWED_LIFECYCLE: Final = {
-    "queued": ("queued",),
-    "running": ("starting", "running", "parked"),
-    "waiting": ("parked",),
-    "completed": ("done",),
-    "failed": ("failed",),
-    "timed_out": ("failed",),
-    "cancelled": ("cancelled",),
-}
-"""Run status -> the queue statuses allowed with it (HOST §3.1 ``lifecycleContradictions``)."""
 
 LIMIT: Final = 20
 """Items each list shows by default; the counts above them cover the whole set (ADR 0079)."""
@@ -78,17 +68,11 @@ _WAITING_INTERACTION_COUNTS: Final = (
 )
 
 
-def _allowed_pairs() -> str:
-    """SQL true for a run/queue pair inside :data:`ALLOWED_LIFECYCLE` (built from constants)."""
-    return " OR ".join(
-        f"(r.status = '{run}' AND q.status IN ({', '.join(repr(queue) for queue in queues)}))"
-        for run, queues in ALLOWED_LIFECYCLE.items()
-    )
-
-
 _OUTSIDE: Final = (
-    f"FROM runs r JOIN run_queue q ON q.run_id = r.run_id WHERE NOT ({_allowed_pairs()})"
+    "FROM runs r JOIN run_queue q ON q.run_id = r.run_id"
+    f" WHERE NOT ({allowed_pair('r.status', 'q.status')})"
 )
+"""The run/queue pairs outside HOST §3.1's lifecycle table (one table: :mod:`pwf.views.status`)."""
 _PAIRS: Final = (
     "SELECT r.run_id AS run_id, r.status AS run_status, q.status AS queue_status "
     + _OUTSIDE

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ALLOWED_LIFECYCLE",
     "Live",
+    "allowed_pair",
     "contradictions",
     "served_host_status",
     "state_counts",
@@ -71,7 +72,7 @@ def state_counts(ctx: Context) -> dict[str, int]:
     }
 
 
-def _allowed(run: str, queue: str) -> str:
+def allowed_pair(run: str, queue: str) -> str:
     """SQL true when ``run``'s status and ``queue``'s are a pair of :data:`ALLOWED_LIFECYCLE`."""
     cases = " ".join(
         f"WHEN '{status}' THEN {queue} IN ({', '.join(repr(q) for q in allowed)})"
@@ -82,7 +83,7 @@ def _allowed(run: str, queue: str) -> str:
 
 _CONTRADICTIONS: Final = (
     "SELECT count(*) FROM runs r JOIN run_queue q ON q.run_id = r.run_id"  # noqa: S608 - constants
-    f" WHERE NOT ({_allowed('r.status', 'q.status')})"
+    f" WHERE NOT ({allowed_pair('r.status', 'q.status')})"
 )
 
 
