@@ -5,14 +5,15 @@ Pure arithmetic, in the bottom tier of the pure core: it imports nothing.
 instant the original would write (``host.status``'s times, the prune report's
 ``cutoff``, the command line's ``--time-format iso``): four-digit years for 0
 to 9999 and a signed six-digit year outside them, as Node writes
-``+010000-01-01T00:00:00.000Z``.
+``+010000-01-01T00:00:00.000Z``.  :func:`duration` is the one way pwf writes
+a span of time, in the command line and the web view alike.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["MS_PER_DAY", "civil", "days_from_epoch", "iso_utc"]
+__all__ = ["MS_PER_DAY", "civil", "days_from_epoch", "duration", "iso_utc"]
 
 MS_PER_DAY: Final = 86_400_000
 
@@ -51,3 +52,19 @@ def days_from_epoch(year: int, month: int, day: int) -> int:
     day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
     day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
     return era * 146_097 + day_of_era - 719_468
+
+
+def duration(ms: int) -> str:
+    """A span of milliseconds as ``2d 3h``, ``4m 10s`` or ``350ms``: the two largest units.
+
+    The one way pwf writes a span, on the command line and in the web view.
+    """
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds = ms // 1000
+    parts: list[str] = []
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, seconds = divmod(seconds, size)
+        if count or parts:
+            parts.append(f"{count}{unit}")
+    return " ".join(part for part in parts[:2] if not part.startswith("0")) or "0s"

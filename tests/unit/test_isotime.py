@@ -84,3 +84,15 @@ def test_node_agrees_across_dates_whole_range() -> None:
         ["node", "-e", script, json.dumps(instants)], capture_output=True, text=True, check=True
     )
     assert json.loads(done.stdout) == [iso_utc(ms) for ms in instants]
+
+
+def test_the_web_view_writes_a_span_as_the_command_line_does() -> None:
+    """One duration format: ``pwf status``'s ``2d 7h`` on the web overview (was ``55 h 33 min``)."""
+    pytest.importorskip("jinja2")
+    from pwf.cli._times import duration as cli_duration  # noqa: PLC0415 - the two rooms compared
+    from pwf.web._app import _duration as web_duration  # noqa: PLC0415
+
+    for ms in (0, 999, 59_999, 3_599_999, 199_980_000, 86_400_000 * 400):
+        assert web_duration(ms) == cli_duration(ms)
+    assert web_duration(199_980_000) == "2d 7h"
+    assert web_duration(None) == "-"

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import click
 
+from pwf.isotime import duration
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -101,19 +103,6 @@ def resolve_format(chosen: str | None) -> TimeFormat:
     if chosen == "relative":
         return "relative"
     return "raw"
-
-
-def duration(ms: int) -> str:
-    """A span of milliseconds as ``2d 3h``, ``4m 10s`` or ``350ms``: the two largest units."""
-    if ms < 1000:
-        return f"{ms}ms"
-    seconds = ms // 1000
-    parts: list[str] = []
-    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)):
-        count, seconds = divmod(seconds, size)
-        if count or parts:
-            parts.append(f"{count}{unit}")
-    return " ".join(part for part in parts[:2] if not part.startswith("0")) or "0s"
 
 
 def timed(text: str, times: Iterable[int], form: TimeFormat, now: int | None = None) -> str:

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from pwf.errors import InputError, PwfError
+from pwf.isotime import duration
 from pwf.web._data import interaction_page, log_page, overview_page, run_page, runs_page
 from pwf.web._source import Database
 from pwf.web._svg import events_picture, model_time_picture
@@ -61,17 +62,8 @@ def _timed(found: object) -> str:
 
 
 def _duration(ms: object) -> str:
-    """Milliseconds as a short duration: ``1 h 2 min``, ``3 min 4 s``, ``5.6 s``."""
-    if not isinstance(ms, int):
-        return "-"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, second = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {second} s"
-    hours, minute = divmod(minutes, 60)
-    return f"{hours} h {minute} min"
+    """Milliseconds as ``pwf status`` writes a span (``2d 3h``, ``4m 10s``), else ``-``."""
+    return duration(ms) if isinstance(ms, int) else "-"
 
 
 def html_bytes(text: str) -> bytes:
