@@ -30,6 +30,7 @@ from pwf.protocol.client import (
     encode_request,
     parse_request,
 )
+from pwf.statereaders import overview, verify_failure
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -145,8 +146,8 @@ class Database:
         if create:
             self.store.install(read_model.install, install_views)
         self._host: Host[SqliteStore] = Host(self.store)
-        self._host.verifier = _verify_failure
-        self._host.overview = _overview
+        self._host.verifier = verify_failure
+        self._host.overview = overview
         self._numbers = 0
         self._prefix = secrets.token_hex(4)
 
@@ -252,11 +253,11 @@ class Database:
 
     def status(self, at: int | None = None) -> object:
         """What ``pwf status --json`` prints: the counts, what waits and why, contradictions."""
-        return _overview(self.store, _now(at))
+        return overview(self.store, _now(at))
 
     def verify(self) -> str | None:
         """``pwf verify``'s verdict: why the chain or a projection fails, or None when both hold."""
-        return _verify_failure(self.store)
+        return verify_failure(self.store)
 
     def close(self) -> None:
         """Close the database."""
@@ -269,15 +270,3 @@ class Database:
     def __exit__(self, *_: object) -> None:
         """Close the database."""
         self.close()
-
-
-def _verify_failure(store: EventStore) -> str | None:
-    from pwf.verify import verify_failure  # noqa: PLC0415 - only state.verify folds the log
-
-    return verify_failure(store)
-
-
-def _overview(store: EventStore, now: int) -> object:
-    from pwf.status import overview_receipt  # noqa: PLC0415 - only state.status reads it
-
-    return overview_receipt(store, now)

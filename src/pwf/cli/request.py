@@ -27,6 +27,7 @@ from pwf.protocol.client import (
     VIEW_OPERATIONS,
     parse_request,
 )
+from pwf.statereaders import overview, verify_failure
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -164,20 +165,6 @@ def answer_lines(
     return AnswerTooLargeError.exit_code if oversized else 2 if refused else 0
 
 
-def _verify_failure(store: EventStore) -> str | None:
-    """``state.verify``: pwf's whole verification, imported only when asked for."""
-    from pwf.verify import verify_failure  # noqa: PLC0415 - only state.verify folds the log
-
-    return verify_failure(store)
-
-
-def _overview(store: EventStore, now: int) -> object:
-    """``state.status``'s ``overview``: what ``pwf status --json`` prints."""
-    from pwf.status import overview_receipt  # noqa: PLC0415 - only state.status reads it
-
-    return overview_receipt(store, now)
-
-
 @click.command()
 @db_option
 @at_option
@@ -211,8 +198,8 @@ def request(db: str | None, at: int | None, wait_ms: int, canonicalize: bool) ->
     """
     with open_store(db, deciding=True) as store:
         host = Host(store, new_epoch=seeded_epochs(store))
-        host.verifier = _verify_failure
-        host.overview = _overview
+        host.verifier = verify_failure
+        host.overview = overview
 
         def answer(line: bytes, now: int) -> bytes:
             return host.answer(parse_request(line), now, wait_ms=wait_ms)

@@ -37,6 +37,7 @@ from pwf.server._process import (
 from pwf.server._views import PUBLISH_SECONDS, SUBSCRIBING, Views
 from pwf.server._writer import Writer
 from pwf.sqlviews import install_views, views_current
+from pwf.statereaders import overview, verify_failure
 from pwf.store.sqlite import SqliteStore, Synchronous
 from pwf.supervise import STARTUP_SECONDS, Registry
 from pwf.supervisor import Supervisor
@@ -186,8 +187,8 @@ class Server:
         self.views = Views(writer, self.clock, live, connections=self.connections, active=active)
         if writer.host is not None:
             writer.host.status_live = self._live
-            writer.host.verifier = _verify_failure
-            writer.host.overview = _overview
+            writer.host.verifier = verify_failure
+            writer.host.overview = overview
 
     def _serve_metrics(self) -> None:
         """Start the ``--metrics`` endpoint, if asked for, before the claim.
@@ -439,8 +440,8 @@ class Server:
                 store,
                 request,
                 self.clock(),
-                verifier=_verify_failure,
-                overview=_overview,
+                verifier=verify_failure,
+                overview=overview,
             )
         finally:
             store.close()
@@ -524,20 +525,6 @@ def _verdict(
 ) -> Callable[[ServedHost], ClientResponse | None]:
     """One look for a submission's verdict, bound to this submission."""
     return lambda host: host.verdict(request, submission, started)
-
-
-def _verify_failure(store: EventStore) -> str | None:
-    """``state.verify``: pwf's whole verification (chain, then projections == the log)."""
-    from pwf.verify import verify_failure  # noqa: PLC0415 - only state.verify folds the log
-
-    return verify_failure(store)
-
-
-def _overview(store: EventStore, now: int) -> object:
-    """``state.status``'s ``overview``: what ``pwf status --json`` prints."""
-    from pwf.status import overview_receipt  # noqa: PLC0415 - only state.status reads it
-
-    return overview_receipt(store, now)
 
 
 async def _main(options: Options) -> int:
