@@ -50,8 +50,8 @@ def _direct(db: Path, request: bytes) -> bytes:
     store = SqliteStore(db, read_only=True)
     try:
         host = Host(store)
-        host.verifier = direct._verify_failure  # what pwf request sets
-        host.overview = direct._overview
+        host.verifier = direct.verify_failure  # what pwf request sets
+        host.overview = direct.overview
         return encode_response(host.request(parse_request(request), AT))
     finally:
         store.close()
