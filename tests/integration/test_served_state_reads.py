@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import pwf.verify
-from pwf.cli import request as direct
 from pwf.cli._options import open_store
 from pwf.host import Host
 from pwf.protocol.client import encode_response, parse_request
+from pwf.statereaders import overview, verify_failure
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -50,8 +50,8 @@ def _direct(db: Path, request: bytes) -> bytes:
     store = SqliteStore(db, read_only=True)
     try:
         host = Host(store)
-        host.verifier = direct.verify_failure  # what pwf request sets
-        host.overview = direct.overview
+        host.verifier = verify_failure  # what pwf request sets
+        host.overview = overview
         return encode_response(host.request(parse_request(request), AT))
     finally:
         store.close()
