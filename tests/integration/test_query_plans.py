@@ -705,3 +705,92 @@ def test_the_open_message_and_retained_terminal_do_not_walk_what_was_read(
     # Walking 20 000 read messages takes hundreds of thousands of steps; a search, a handful.
     assert large[0] <= small[0] + 2, (small, large)
     assert large[1] <= small[1] + 2, (small, large)
+
+
+def test_the_live_queue_statuses_are_all_but_the_finished_ones() -> None:
+    """The reservation names the live statuses: exactly the queue's others (ADR 0085)."""
+    from pwf.commands.sessionview import LIVE_QUEUE  # noqa: PLC0415
+    from pwf.projections.runs import DDL  # noqa: PLC0415
+
+    table = next(d for d in DDL if "CREATE TABLE IF NOT EXISTS run_queue" in d)
+    domain = set(re.findall(r"'(\w+)'", table.split("CHECK (status IN (")[1].split(")")[0]))
+    assert domain - {"done", "failed", "cancelled"} == set(LIVE_QUEUE)
+
+
+def _finished_runs(db: Path, session: str, count: int) -> None:
+    """Give ``session`` ``count`` more finished runs (copies of one of its runs, queue done)."""
+    connection = sqlite3.connect(db)
+    try:
+        (run_id,) = connection.execute(
+            "SELECT run_id FROM runs WHERE origin_session_id = ? LIMIT 1", (session,)
+        ).fetchone()
+        for table in ("runs", "run_queue"):
+            connection.execute(f"CREATE TEMP TABLE copy AS SELECT * FROM {table} WHERE 0")  # noqa: S608
+            for n in range(count):
+                connection.execute(
+                    f"INSERT INTO copy SELECT * FROM {table} WHERE run_id = ?",  # noqa: S608
+                    (run_id,),
+                )
+                connection.execute(
+                    "UPDATE copy SET run_id = ? WHERE run_id = ?", (f"pile-{n}", run_id)
+                )
+            if table == "run_queue":
+                connection.execute("UPDATE copy SET status = 'done'")
+            connection.execute(f"INSERT INTO {table} SELECT * FROM copy")  # noqa: S608
+            connection.execute("DROP TABLE copy")
+        connection.commit()
+    finally:
+        connection.close()
+
+
+def _reservation_steps(db: Path, session: str) -> tuple[int, Any]:
+    from pwf.commands import Context  # noqa: PLC0415
+    from pwf.commands.sessionview import reservation  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    counted = [0]
+
+    def tick() -> int:
+        counted[0] += 1
+        return 0
+
+    with SqliteStore(db, read_only=True) as store:
+        ctx = Context(store.reader(), lambda _events: None, 0)
+        connection = ctx.reader.connection  # type: ignore[attr-defined]
+        connection.set_progress_handler(tick, 1000)
+        found = reservation(ctx, session)
+        connection.set_progress_handler(None, 0)
+        wanted = ctx.one(  # the rule as pwf asked it before ADR 0085
+            "SELECT r.* FROM runs r JOIN run_queue q ON q.run_id = r.run_id"
+            " WHERE r.origin_session_id = ? AND q.status NOT IN ('done', 'failed', 'cancelled')"
+            " ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
+            session,
+        )
+        assert (None if wanted is None else dict(wanted)) == (
+            None if found is None else dict(found)
+        )
+    return counted[0], found
+
+
+def test_a_session_s_reservation_does_not_walk_its_finished_runs(
+    captured: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """Finished runs piling up in a session cost its reservation nothing (ADR 0085)."""
+    seeded, _ = captured
+    db = tmp_path / "runs.db"
+    source = sqlite3.connect(f"{seeded.as_uri()}?mode=ro", uri=True)
+    target = sqlite3.connect(db)
+    source.backup(target)
+    source.close()
+    target.execute(  # a live run in each session, so the answer is a run, not None
+        "UPDATE run_queue SET status = 'parked' WHERE run_id IN (SELECT max(run_id)"
+        " FROM runs GROUP BY origin_session_id)"
+    )
+    target.commit()
+    target.close()
+    session = "session-1"
+    small, found = _reservation_steps(db, session)
+    assert found is not None
+    _finished_runs(db, session, 20_000)
+    large, _ = _reservation_steps(db, session)
+    assert large <= small + 2, (small, large)

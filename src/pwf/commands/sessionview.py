@@ -38,6 +38,8 @@ __all__ = [
 ]
 
 RETAIN_MS: Final = 60_000
+LIVE_QUEUE: Final = ("queued", "starting", "running", "parked")
+"""The queue statuses of a run still under way: all but ``done``, ``failed``, ``cancelled``."""
 RESTART_LIMIT: Final = 3
 
 
@@ -45,11 +47,17 @@ RESTART_LIMIT: Final = 3
 
 
 def reservation(ctx: Context, session_id: str) -> Row | None:
-    """The newest run of the session whose queue entry is still live (a parked run counts)."""
+    """The newest run of the session whose queue entry is still live (a parked run counts).
+
+    Live is every status but ``done``, ``failed`` and ``cancelled``, named
+    one by one, so SQLite leads from the live queue entries (work in
+    progress) rather than walking every run the session ever started
+    (ADR 0085).
+    """
     return ctx.one(
-        "SELECT r.* FROM runs r JOIN run_queue q ON q.run_id = r.run_id"
-        " WHERE r.origin_session_id = ? AND q.status NOT IN ('done', 'failed', 'cancelled')"
-        " ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
+        "SELECT r.* FROM run_queue q CROSS JOIN runs r ON r.run_id = q.run_id"  # noqa: S608
+        f" WHERE q.status IN ({', '.join(repr(status) for status in LIVE_QUEUE)})"
+        " AND r.origin_session_id = ? ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
         session_id,
     )
 
