@@ -433,6 +433,35 @@ def test_explain_reads_no_session_history_from_before_the_attempt(
     assert min(session_reads) >= first, "a session event from before the run was read"
 
 
+def test_explain_reads_no_session_history_from_after_a_finished_run(
+    captured: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished run's session events stop at its own last event (ADR 0085)."""
+    from pwf.explain import explain_interaction, explain_run  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    db, _ = captured
+    early = "run-3"  # session-3's first run: five runs of history after it
+    read: list[tuple[dict[str, object], int]] = []
+    find = SqliteStore.find
+
+    def counted(self: SqliteStore, **wanted: Any) -> Iterator[Any]:
+        for stored in find(self, **wanted):
+            read.append((wanted, stored.seq))
+            yield stored
+
+    monkeypatch.setattr(SqliteStore, "find", counted)
+    with SqliteStore(db, read_only=True) as store:
+        own = max(stored.seq for stored in find(store, run_id=early))
+        later = sum(1 for stored in find(store, session_id="session-3") if stored.seq > own)
+        explained = explain_run(store, early)
+        explain_interaction(store, f"interaction-{early}-attempt-3")
+    assert later > 20, "the session has no history after the run: the test proves nothing"
+    assert explained.state["run"]["status"] in {"completed", "failed"}  # type: ignore[index]
+    past = [seq for wanted, seq in read if wanted.get("session_id") is not None and seq > own]
+    assert len(past) <= 6, past  # each of three event types of two timelines reads one past
+
+
 def test_lifecycle_contradictions_are_counted_by_sqlite_as_the_table_defines_them(
     captured: tuple[Path, list[str]], tmp_path: Path
 ) -> None:
