@@ -459,7 +459,37 @@ def test_explain_reads_no_session_history_from_after_a_finished_run(
     assert later > 20, "the session has no history after the run: the test proves nothing"
     assert explained.state["run"]["status"] in {"completed", "failed"}  # type: ignore[index]
     past = [seq for wanted, seq in read if wanted.get("session_id") is not None and seq > own]
-    assert len(past) <= 6, past  # each of three event types of two timelines reads one past
+    assert past == [], past  # nor read by the store: ``find`` stops at the run's last event
+
+
+def test_a_bounded_find_stops_at_its_last_seq_when_nothing_more_matches(
+    captured: tuple[Path, list[str]],
+) -> None:
+    """``find(until=)`` does not walk the rest of the log for a type that never comes (ADR 0085)."""
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    db, _ = captured
+    counted = [0]
+
+    def tick() -> int:
+        counted[0] += 1
+        return 0
+
+    with SqliteStore(db, read_only=True) as store:
+        own = max(stored.seq for stored in store.find(run_id="run-3"))
+        steps = []
+        for until in (own, None):
+            counted[0] = 0
+            store.connection.set_progress_handler(tick, 1)
+            found = list(
+                store.find(
+                    after=own - 50, until=until, session_id="session-3", type="coordinator.attached"
+                )
+            )
+            store.connection.set_progress_handler(None, 0)
+            steps.append(counted[0])
+            assert found == []
+    assert steps[1] > 3 * steps[0], steps
 
 
 def test_lifecycle_contradictions_are_counted_by_sqlite_as_the_table_defines_them(

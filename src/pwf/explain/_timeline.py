@@ -67,7 +67,8 @@ def _events(  # noqa: PLR0913 - one keyword per lookup column
     kind: str | None = None,
     after: int = 0,
 ) -> Iterator[Entry]:
-    for stored in store.find(after=after, run_id=run_id, session_id=session_id, type=kind):
+    found = store.find(after=after, until=last, run_id=run_id, session_id=session_id, type=kind)
+    for stored in found:
         if stored.seq > last:
             return
         yield open_body(stored.body)
