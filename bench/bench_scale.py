@@ -133,9 +133,11 @@ def generate(path: Path, events: int, seed: int) -> tuple[int, int]:
     store = traffic.store
     store.connection.execute("PRAGMA synchronous = OFF")
     index = 0
+    mark = (0, time.perf_counter(), time.process_time())
     while store.head().seq < events:
         traffic.batch(range(index + 1, index + GROUP + 1))
         index += GROUP
+        mark = _progress(int(store.head().seq), mark)
     head = int(store.head().seq)
     store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
@@ -143,6 +145,25 @@ def generate(path: Path, events: int, seed: int) -> tuple[int, int]:
     partial.replace(path)
     _remove(partial)
     return head, index
+
+
+PROGRESS: Final = 50_000
+"""Events between two lines of generation progress (on stderr)."""
+
+
+def _progress(head: int, mark: tuple[int, float, float]) -> tuple[int, float, float]:
+    """Print the rate since ``mark`` once ``PROGRESS`` more events are written; the new mark."""
+    if head - mark[0] < PROGRESS:
+        return mark
+    wall, cpu = time.perf_counter(), time.process_time()
+    made = head - mark[0]
+    print(
+        f"  at {head} events: {made / (wall - mark[1]):.0f} events/s of wall time,"
+        f" {made / max(cpu - mark[2], 1e-9):.0f} of CPU",
+        file=sys.stderr,
+        flush=True,
+    )
+    return head, wall, cpu
 
 
 def cached_log(events: int, seed: int) -> tuple[Path, int, int, str]:

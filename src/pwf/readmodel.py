@@ -53,14 +53,21 @@ def _missing_indexes(connection: sqlite3.Connection) -> dict[str, str]:
 
     A table the file does not hold is not made here: a projection that
     lost a table is for ``pwf verify`` and ``pwf rebuild`` to name and mend.
+    Nor is a projection at another version: its tables have another shape,
+    which only ``pwf rebuild`` replaces, with every index (ADR 0085).
     """
     held: dict[str, set[str]] = {}
     for kind, name in connection.execute(
         "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index')"
     ):
         held.setdefault(kind, set()).add(name)
+    versions: dict[str, int] = {}
+    if "_pwf_checkpoint" in held.get("table", set()):
+        versions = dict(connection.execute("SELECT projection, version FROM _pwf_checkpoint"))
     missing: dict[str, str] = {}
     for projection in PROJECTIONS:
+        if versions.get(projection.NAME, projection.VERSION) != projection.VERSION:
+            continue
         for statement in projection.DDL:
             match = _INDEX.match(statement)
             if match is None or match.group(1) in held.get("index", set()):

@@ -233,7 +233,7 @@ def faults(connection: sqlite3.Connection, sql: str) -> list[str]:
         table = _table_of(connection, name.removeprefix("main."), aliases)
         if table in BOUNDED_TABLES or "VIRTUAL TABLE" in using or name == "CONSTANT":
             continue
-        if not _is_table(connection, table) and re.search(rf"\)\s*(?:AS\s+)?{table}\b", sql):
+        if _subquery(connection, name, table, sql):
             continue  # a subquery's rows, whose own tables have plan lines of their own
         index = re.search(r"INDEX (\w+)", using)
         if index is not None and _partial(connection, index.group(1)):
@@ -251,6 +251,13 @@ def faults(connection: sqlite3.Connection, sql: str) -> list[str]:
             continue  # a page of one kind or status, read in index order
         found.append(f"{detail} (led by a column of few values)")
     return found
+
+
+def _subquery(connection: sqlite3.Connection, name: str, table: str, sql: str) -> bool:
+    """Whether a plan line's rows are a subquery's: named in ``sql``, or a UNION ALL's branch."""
+    if name.startswith("(subquery-"):
+        return True
+    return not _is_table(connection, table) and bool(re.search(rf"\)\s*(?:AS\s+)?{table}\b", sql))
 
 
 def _live(sql: str, columns: set[str]) -> bool:
@@ -426,6 +433,65 @@ def test_explain_reads_no_session_history_from_before_the_attempt(
     assert min(session_reads) >= first, "a session event from before the run was read"
 
 
+def test_explain_reads_no_session_history_from_after_a_finished_run(
+    captured: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished run's session events stop at its own last event (ADR 0085)."""
+    from pwf.explain import explain_interaction, explain_run  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    db, _ = captured
+    early = "run-3"  # session-3's first run: five runs of history after it
+    read: list[tuple[dict[str, object], int]] = []
+    find = SqliteStore.find
+
+    def counted(self: SqliteStore, **wanted: Any) -> Iterator[Any]:
+        for stored in find(self, **wanted):
+            read.append((wanted, stored.seq))
+            yield stored
+
+    monkeypatch.setattr(SqliteStore, "find", counted)
+    with SqliteStore(db, read_only=True) as store:
+        own = max(stored.seq for stored in find(store, run_id=early))
+        later = sum(1 for stored in find(store, session_id="session-3") if stored.seq > own)
+        explained = explain_run(store, early)
+        explain_interaction(store, f"interaction-{early}-attempt-3")
+    assert later > 20, "the session has no history after the run: the test proves nothing"
+    assert explained.state["run"]["status"] in {"completed", "failed"}  # type: ignore[index]
+    past = [seq for wanted, seq in read if wanted.get("session_id") is not None and seq > own]
+    assert past == [], past  # nor read by the store: ``find`` stops at the run's last event
+
+
+def test_a_bounded_find_stops_at_its_last_seq_when_nothing_more_matches(
+    captured: tuple[Path, list[str]],
+) -> None:
+    """``find(until=)`` does not walk the rest of the log for a type that never comes (ADR 0085)."""
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    db, _ = captured
+    counted = [0]
+
+    def tick() -> int:
+        counted[0] += 1
+        return 0
+
+    with SqliteStore(db, read_only=True) as store:
+        own = max(stored.seq for stored in store.find(run_id="run-3"))
+        steps = []
+        for until in (own, None):
+            counted[0] = 0
+            store.connection.set_progress_handler(tick, 1)
+            found = list(
+                store.find(
+                    after=own - 50, until=until, session_id="session-3", type="coordinator.attached"
+                )
+            )
+            store.connection.set_progress_handler(None, 0)
+            steps.append(counted[0])
+            assert found == []
+    assert steps[1] > 3 * steps[0], steps
+
+
 def test_lifecycle_contradictions_are_counted_by_sqlite_as_the_table_defines_them(
     captured: tuple[Path, list[str]], tmp_path: Path
 ) -> None:
@@ -523,6 +589,43 @@ def test_the_retained_terminal_in_one_statement_is_the_rule_s_answer(
         assert found, "no terminal was ever retained: the comparison proved nothing"
 
 
+_LATEST_TURN: Final = (
+    "SELECT workflow_turn_id, state, started_at, ended_at FROM workflow_turns t"
+    " WHERE t.workflow_message_id = workflow_messages.workflow_message_id"
+    " ORDER BY t.started_at DESC, t.workflow_turn_id DESC LIMIT 1"
+)
+_REDERIVE: Final = (
+    "UPDATE workflow_messages SET (latest_turn_id, latest_turn_state,"  # noqa: S608 - constant
+    f" latest_turn_started_at, latest_turn_ended_at) = ({_LATEST_TURN})"
+)
+"""Each message's latest turn as ``workflow_turns`` says it, after a step edits the turns."""
+
+
+def test_each_message_keeps_its_latest_turn_as_the_turns_say(
+    captured: tuple[Path, list[str]],
+) -> None:
+    seeded, _ = captured
+    connection = sqlite3.connect(f"{seeded.as_uri()}?mode=ro", uri=True)
+    try:
+        kept = connection.execute(
+            "SELECT workflow_message_id, latest_turn_id, latest_turn_state,"
+            " latest_turn_started_at, latest_turn_ended_at FROM workflow_messages"
+            " ORDER BY workflow_message_id"
+        ).fetchall()
+        derived = connection.execute(
+            "SELECT m.workflow_message_id, t.workflow_turn_id, t.state, t.started_at,"
+            " t.ended_at FROM workflow_messages m LEFT JOIN (SELECT *, row_number() OVER"
+            " (PARTITION BY workflow_message_id ORDER BY started_at DESC,"
+            " workflow_turn_id DESC) AS n FROM workflow_turns) t"
+            " ON t.workflow_message_id = m.workflow_message_id AND t.n = 1"
+            " ORDER BY m.workflow_message_id"
+        ).fetchall()
+    finally:
+        connection.close()
+    assert kept == derived
+    assert sum(1 for row in kept if row[2] == "ended") > 10, "too few turns to prove anything"
+
+
 def _open_by_rule(ctx: Any, session_id: str) -> Any:
     """§5.6's rule, one message at a time, as pwf asked it before ADR 0077."""
     from pwf.commands.turns import latest_turn  # noqa: PLC0415
@@ -570,6 +673,7 @@ def test_the_open_message_in_one_statement_is_the_rule_s_answer(
     for step in [None, *steps]:
         if step is not None:
             target.execute(step)
+            target.execute(_REDERIVE)
             target.commit()
         with SqliteStore(db, read_only=True) as store:
             ctx = Context(store.reader(), lambda _events: None, 0)
@@ -584,3 +688,168 @@ def test_the_open_message_in_one_statement_is_the_rule_s_answer(
                     found.add(wanted["kind"])
     target.close()
     assert found >= {"step", "terminal"}, found
+
+
+def _read_history(db: Path, session: str, count: int) -> None:
+    """Give ``session`` ``count`` newer terminal messages, each sent and read by an ended turn."""
+    connection = sqlite3.connect(db)
+    try:
+        run_id, top, at = connection.execute(
+            "SELECT run_id, max(order_number), max(created_at) FROM workflow_messages"
+            " WHERE target_session_id = ? AND kind = 'terminal'",
+            (session,),
+        ).fetchone()
+        for n in range(1, count + 1):
+            message, turn = f"read-{n}", f"read-turn-{n}"
+            connection.execute(
+                "INSERT INTO workflow_messages (workflow_message_id, run_id, target_session_id,"
+                " kind, source_id, content_hash, order_number, status, pi_session_entry_id,"
+                " created_at, updated_at, latest_turn_id, latest_turn_state,"
+                " latest_turn_started_at, latest_turn_ended_at)"
+                " VALUES (?, ?, ?, 'terminal', ?, x'00', ?, 'sent', ?, ?, ?, ?, 'ended', ?, ?)",
+                (message, run_id, session, message, top + n, f"e-{n}", at, at, turn, at, at),
+            )
+            connection.execute(
+                "INSERT INTO workflow_turns (workflow_turn_id, workflow_message_id, run_id,"
+                " target_session_id, state, stop_reason, started_at, ended_at)"
+                " VALUES (?, ?, ?, ?, 'ended', 'completed', ?, ?)",
+                (turn, message, run_id, session, at, at),
+            )
+        connection.commit()
+    finally:
+        connection.close()
+
+
+def _steps(db: Path, session: str, now: int) -> tuple[int, int]:
+    """SQLite's virtual-machine steps (in thousands) for the open message and retained terminal."""
+    from pwf.commands import Context  # noqa: PLC0415
+    from pwf.commands.sessionview import retained_terminal  # noqa: PLC0415
+    from pwf.commands.turns import open_message  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    counted = [0]
+
+    def tick() -> int:
+        counted[0] += 1
+        return 0
+
+    found = []
+    with SqliteStore(db, read_only=True) as store:
+        ctx = Context(store.reader(), lambda _events: None, now)
+        connection = ctx.reader.connection  # type: ignore[attr-defined]
+        for ask in (open_message, retained_terminal):
+            counted[0] = 0
+            connection.set_progress_handler(tick, 1000)
+            ask(ctx, session)
+            connection.set_progress_handler(None, 0)
+            found.append(counted[0])
+    return found[0], found[1]
+
+
+def test_the_open_message_and_retained_terminal_do_not_walk_what_was_read(
+    captured: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """Read messages piling up in a session cost the two lookups nothing (ADR 0085)."""
+    seeded, _ = captured
+    db = tmp_path / "history.db"
+    source = sqlite3.connect(f"{seeded.as_uri()}?mode=ro", uri=True)
+    target = sqlite3.connect(db)
+    source.backup(target)
+    source.close()
+    target.close()
+    session, now = "session-1", 10**13
+    small = _steps(db, session, now)
+    _read_history(db, session, 20_000)
+    large = _steps(db, session, now)
+    # Walking 20 000 read messages takes hundreds of thousands of steps; a search, a handful.
+    assert large[0] <= small[0] + 2, (small, large)
+    assert large[1] <= small[1] + 2, (small, large)
+
+
+def test_the_live_queue_statuses_are_all_but_the_finished_ones() -> None:
+    """The reservation names the live statuses: exactly the queue's others (ADR 0085)."""
+    from pwf.commands.sessionview import LIVE_QUEUE  # noqa: PLC0415
+    from pwf.projections.runs import DDL  # noqa: PLC0415
+
+    table = next(d for d in DDL if "CREATE TABLE IF NOT EXISTS run_queue" in d)
+    domain = set(re.findall(r"'(\w+)'", table.split("CHECK (status IN (")[1].split(")")[0]))
+    assert domain - {"done", "failed", "cancelled"} == set(LIVE_QUEUE)
+
+
+def _finished_runs(db: Path, session: str, count: int) -> None:
+    """Give ``session`` ``count`` more finished runs (copies of one of its runs, queue done)."""
+    connection = sqlite3.connect(db)
+    try:
+        (run_id,) = connection.execute(
+            "SELECT run_id FROM runs WHERE origin_session_id = ? LIMIT 1", (session,)
+        ).fetchone()
+        for table in ("runs", "run_queue"):
+            connection.execute(f"CREATE TEMP TABLE copy AS SELECT * FROM {table} WHERE 0")  # noqa: S608
+            for n in range(count):
+                connection.execute(
+                    f"INSERT INTO copy SELECT * FROM {table} WHERE run_id = ?",  # noqa: S608
+                    (run_id,),
+                )
+                connection.execute(
+                    "UPDATE copy SET run_id = ? WHERE run_id = ?", (f"pile-{n}", run_id)
+                )
+            if table == "run_queue":
+                connection.execute("UPDATE copy SET status = 'done'")
+            connection.execute(f"INSERT INTO {table} SELECT * FROM copy")  # noqa: S608
+            connection.execute("DROP TABLE copy")
+        connection.commit()
+    finally:
+        connection.close()
+
+
+def _reservation_steps(db: Path, session: str) -> tuple[int, Any]:
+    from pwf.commands import Context  # noqa: PLC0415
+    from pwf.commands.sessionview import reservation  # noqa: PLC0415
+    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    counted = [0]
+
+    def tick() -> int:
+        counted[0] += 1
+        return 0
+
+    with SqliteStore(db, read_only=True) as store:
+        ctx = Context(store.reader(), lambda _events: None, 0)
+        connection = ctx.reader.connection  # type: ignore[attr-defined]
+        connection.set_progress_handler(tick, 1000)
+        found = reservation(ctx, session)
+        connection.set_progress_handler(None, 0)
+        wanted = ctx.one(  # the rule as pwf asked it before ADR 0085
+            "SELECT r.* FROM runs r JOIN run_queue q ON q.run_id = r.run_id"
+            " WHERE r.origin_session_id = ? AND q.status NOT IN ('done', 'failed', 'cancelled')"
+            " ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
+            session,
+        )
+        assert (None if wanted is None else dict(wanted)) == (
+            None if found is None else dict(found)
+        )
+    return counted[0], found
+
+
+def test_a_session_s_reservation_does_not_walk_its_finished_runs(
+    captured: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """Finished runs piling up in a session cost its reservation nothing (ADR 0085)."""
+    seeded, _ = captured
+    db = tmp_path / "runs.db"
+    source = sqlite3.connect(f"{seeded.as_uri()}?mode=ro", uri=True)
+    target = sqlite3.connect(db)
+    source.backup(target)
+    source.close()
+    target.execute(  # a live run in each session, so the answer is a run, not None
+        "UPDATE run_queue SET status = 'parked' WHERE run_id IN (SELECT max(run_id)"
+        " FROM runs GROUP BY origin_session_id)"
+    )
+    target.commit()
+    target.close()
+    session = "session-1"
+    small, found = _reservation_steps(db, session)
+    assert found is not None
+    _finished_runs(db, session, 20_000)
+    large, _ = _reservation_steps(db, session)
+    assert large <= small + 2, (small, large)

@@ -185,6 +185,27 @@ def test_the_columns_hold_the_exact_text(tmp_path: Path) -> None:
 GOLDEN: Final = Path(__file__).resolve().parents[1] / "golden"
 
 
+def _messages_at_version_2(db: Path) -> None:
+    """Give the file ``workflow_messages``' columns of ADR 0085 (it holds no message).
+
+    Otherwise ``pwf verify`` names that projection's version first, not the
+    rows of ``host_commands`` this test is about.
+    """
+    connection = sqlite3.connect(db)
+    try:
+        assert connection.execute("SELECT count(*) FROM workflow_messages").fetchone() == (0,)
+        for column in ("latest_turn_id TEXT", "latest_turn_state TEXT"):
+            connection.execute(f"ALTER TABLE workflow_messages ADD COLUMN {column}")
+        for column in ("latest_turn_started_at INTEGER", "latest_turn_ended_at INTEGER"):
+            connection.execute(f"ALTER TABLE workflow_messages ADD COLUMN {column}")
+        connection.execute(
+            "UPDATE _pwf_checkpoint SET version = 2 WHERE projection = 'workflow_messages'"
+        )
+        connection.commit()
+    finally:
+        connection.close()
+
+
 def test_a_database_written_before_verifies_its_log_and_is_rebuilt_once(tmp_path: Path) -> None:
     """``main-before-0071.db.gz``: ``run-\\ud800`` started by ``r-\\ud800``, bound as U+FFFD.
 
@@ -200,6 +221,7 @@ def test_a_database_written_before_verifies_its_log_and_is_rebuilt_once(tmp_path
     assert b"ok: 2 events" in _cli("log", "verify", "--db", str(db))
     recorded = (GOLDEN / "main-before-0071.digest").read_bytes()
     assert recorded == _cli("digest", str(db))
+    _messages_at_version_2(db)
     result = CliRunner().invoke(cli, ["verify", "--db", str(db), "--json"])
     assert 1 == result.exit_code, result.output
     found = json.loads(result.stdout)

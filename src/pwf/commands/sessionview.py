@@ -38,6 +38,8 @@ __all__ = [
 ]
 
 RETAIN_MS: Final = 60_000
+LIVE_QUEUE: Final = ("queued", "starting", "running", "parked")
+"""The queue statuses of a run still under way: all but ``done``, ``failed``, ``cancelled``."""
 RESTART_LIMIT: Final = 3
 
 
@@ -45,36 +47,63 @@ RESTART_LIMIT: Final = 3
 
 
 def reservation(ctx: Context, session_id: str) -> Row | None:
-    """The newest run of the session whose queue entry is still live (a parked run counts)."""
+    """The newest run of the session whose queue entry is still live (a parked run counts).
+
+    Live is every status but ``done``, ``failed`` and ``cancelled``, named
+    one by one, so SQLite leads from the live queue entries (work in
+    progress) rather than walking every run the session ever started
+    (ADR 0085).
+    """
     return ctx.one(
-        "SELECT r.* FROM runs r JOIN run_queue q ON q.run_id = r.run_id"
-        " WHERE r.origin_session_id = ? AND q.status NOT IN ('done', 'failed', 'cancelled')"
-        " ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
+        "SELECT r.* FROM run_queue q CROSS JOIN runs r ON r.run_id = q.run_id"  # noqa: S608
+        f" WHERE q.status IN ({', '.join(repr(status) for status in LIVE_QUEUE)})"
+        " AND r.origin_session_id = ? ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
         session_id,
     )
 
 
+_TERMINAL_RUN: Final = f"r.status IN ({', '.join(repr(status) for status in TERMINAL)})"
+_RETAINED_BRANCH: Final = (
+    "SELECT * FROM (SELECT m.*, r.status AS run_status FROM workflow_messages m{index}"  # noqa: S608
+    " JOIN runs r ON r.run_id = m.run_id WHERE m.target_session_id = ? AND {rows}"
+    f" AND {_TERMINAL_RUN} AND NOT coalesce(m.run_id = ? AND ? >= m.created_at, 0)"
+    " ORDER BY m.order_number DESC LIMIT 1)"
+)
 _RETAINED: Final = (
-    "SELECT m.*, r.status AS run_status FROM workflow_messages m"  # noqa: S608 - constants
-    " JOIN runs r ON r.run_id = m.run_id"
-    " WHERE m.target_session_id = ? AND m.kind = 'terminal'"
-    f" AND r.status IN ({', '.join(repr(status) for status in TERMINAL)})"
-    " AND NOT coalesce(m.run_id = ? AND ? >= m.created_at, 0)"
-    " AND (m.status = 'pending' OR (m.status = 'sent' AND NOT EXISTS ("
-    " SELECT 1 FROM (SELECT t.state, t.ended_at FROM workflow_turns t"
-    " WHERE t.workflow_message_id = m.workflow_message_id"
-    " ORDER BY t.started_at DESC, t.workflow_turn_id DESC LIMIT 1) AS latest"
-    " WHERE latest.state = 'ended' AND latest.ended_at + ? <= ?)))"
-    " ORDER BY m.order_number DESC LIMIT 1"
+    "SELECT * FROM ("  # noqa: S608 - constants
+    + " UNION ALL ".join(
+        _RETAINED_BRANCH.format(index=index, rows=rows)
+        for index, rows in (
+            ("", "m.status = 'pending' AND m.kind = 'terminal'"),
+            (
+                " INDEXED BY workflow_messages_unread_idx",
+                (
+                    "m.status = 'sent' AND m.kind IN ('terminal', 'followUp')"
+                    " AND (m.latest_turn_state IS NULL OR m.latest_turn_state = 'started')"
+                    " AND m.kind = 'terminal'"
+                ),
+            ),
+            (
+                " INDEXED BY workflow_messages_read_terminal_idx",
+                (
+                    "m.status = 'sent' AND m.kind = 'terminal' AND m.latest_turn_state = 'ended'"
+                    " AND m.latest_turn_ended_at > ?"
+                ),
+            ),
+        )
+    )
+    + ") ORDER BY order_number DESC LIMIT 1"
 )
 """The newest terminal message of a session its view still shows, in one statement.
 
-Its rules, in order: the run has finished; the session did not clear it
+Its rules: the run has finished; the session did not clear it
 (``session_terminal_views`` names the run, cleared at or after the
 message); and the message is pending, or sent and its latest turn is
-missing, started, or ended less than ``RETAIN_MS`` ago.  SQLite walks the
-session's terminal messages newest first and stops at the first that holds,
-rather than Python asking one query per message (ADR 0077).
+missing, started, or ended less than ``RETAIN_MS`` ago.  Each of the three
+is a search of the messages it can hold (the pending ones, those of
+``workflow_messages_unread_idx``, those of
+``workflow_messages_read_terminal_idx`` that ended within the retention),
+so it is bounded by them, not by the session's history (ADR 0085).
 """
 
 
@@ -85,7 +114,8 @@ def retained_terminal(ctx: Context, session_id: str) -> Row | None:
     )
     run_id = None if cleared is None else cleared["cleared_run_id"]
     cleared_at = None if cleared is None else cleared["cleared_at"]
-    return ctx.one(_RETAINED, session_id, run_id, cleared_at, RETAIN_MS, ctx.now)
+    rule = (session_id, run_id, cleared_at)
+    return ctx.one(_RETAINED, *rule, *rule, session_id, ctx.now - RETAIN_MS, run_id, cleared_at)
 
 
 def current_run_id(ctx: Context, session_id: str) -> str | None:

@@ -44,20 +44,31 @@ UNPRODUCTIVE_LIMIT: Final = 3
 UNPRODUCTIVE_ERROR: Final = "Workflow step ended three times without a valid submission"
 
 
+_OPEN_COLUMNS: Final = "m.*, r.status AS request_status, runs.paused AS run_paused"
 _OPEN_MESSAGE: Final = (
-    "SELECT m.*, r.status AS request_status, runs.paused AS run_paused"
-    " FROM workflow_messages m JOIN runs ON runs.run_id = m.run_id"
+    "SELECT * FROM ("  # noqa: S608 - constants
+    f"SELECT * FROM (SELECT {_OPEN_COLUMNS} FROM interactive_requests r"
+    " CROSS JOIN workflow_messages m ON m.source_id = r.request_id"
+    " JOIN runs ON runs.run_id = m.run_id"
+    " WHERE r.status = 'pending' AND m.kind = 'step' AND m.target_session_id = ?"
+    " AND m.status = 'sent' AND NOT runs.paused ORDER BY m.order_number DESC LIMIT 1)"
+    f" UNION ALL SELECT * FROM (SELECT {_OPEN_COLUMNS} FROM workflow_messages m"
+    " INDEXED BY workflow_messages_unread_idx"
+    " JOIN runs ON runs.run_id = m.run_id"
     " LEFT JOIN interactive_requests r ON r.request_id = m.source_id"
     " WHERE m.target_session_id = ? AND m.status = 'sent'"
-    " AND m.kind IN ('step', 'terminal', 'followUp')"
-    " AND CASE WHEN m.kind = 'step'"
-    " THEN coalesce(r.status = 'pending', 0) AND NOT runs.paused"
-    " ELSE NOT EXISTS (SELECT 1 FROM (SELECT t.state FROM workflow_turns t"
-    " WHERE t.workflow_message_id = m.workflow_message_id"
-    " ORDER BY t.started_at DESC, t.workflow_turn_id DESC LIMIT 1) AS latest"
-    " WHERE latest.state <> 'started') END"
-    " ORDER BY m.order_number DESC LIMIT 1"
+    " AND m.kind IN ('terminal', 'followUp')"
+    " AND (m.latest_turn_state IS NULL OR m.latest_turn_state = 'started')"
+    " ORDER BY m.order_number DESC LIMIT 1))"
+    " ORDER BY order_number DESC LIMIT 1"
 )
+"""§5.6 in one statement, from the few messages that can bind (ADR 0085).
+
+A step binds while its request is pending and its run is not paused, so the
+step side leads from the pending requests; a terminal or follow-up message
+binds while its latest turn (kept on the message) is missing or open, which
+``workflow_messages_unread_idx`` holds alone.  The newer of the two wins.
+"""
 
 
 def open_message(ctx: Context, session_id: str) -> Row | None:
@@ -65,11 +76,10 @@ def open_message(ctx: Context, session_id: str) -> Row | None:
 
     A step message binds while its request is pending and its run is not
     paused; a terminal or follow-up message while its latest turn is
-    missing or still open.  SQLite walks the session's sent messages newest
-    first and stops at the first that binds, rather than Python reading
-    them all and asking one query per message (ADR 0077).
+    missing or still open.  Both are searches of the messages that can
+    bind, bounded by them rather than by the session's history (ADR 0085).
     """
-    return ctx.one(_OPEN_MESSAGE, session_id)
+    return ctx.one(_OPEN_MESSAGE, session_id, session_id)
 
 
 def latest_turn(ctx: Context, message_id: str) -> Row | None:

@@ -40,6 +40,8 @@ _SESSION_TYPES: Final = (
     CoordinatorDetached.TAG,
     BranchReported.TAG,
 )
+_RUN_STATES: Final = (RunClaimed, RunStarted, RunResumed, RunFinished)
+"""The run's events after which it is under way again, or finished."""
 _RUN_TYPES: Final = (
     CoordinatorAttached,
     CoordinatorDetached,
@@ -65,10 +67,25 @@ def _events(  # noqa: PLR0913 - one keyword per lookup column
     kind: str | None = None,
     after: int = 0,
 ) -> Iterator[Entry]:
-    for stored in store.find(after=after, run_id=run_id, session_id=session_id, type=kind):
+    found = store.find(after=after, until=last, run_id=run_id, session_id=session_id, type=kind)
+    for stored in found:
         if stored.seq > last:
             return
         yield open_body(stored.body)
+
+
+def _session_end(own: list[Entry], last: int) -> int:
+    """Up to which seq the run's session events bear on the run.
+
+    A finished run (its last ``run.finished`` after its last claim, start
+    or resume) is touched by nothing its session's coordinator does after
+    the run's own last event, so its session events stop there; a run under
+    way is explained up to ``last`` (ADR 0085).
+    """
+    state = [entry for entry in own if isinstance(entry.event, _RUN_STATES)]
+    if state and isinstance(state[-1].event, RunFinished):
+        return own[-1].seq
+    return last
 
 
 def _relevant(entry: Entry, request: Row, messages: set[str], start: int) -> bool:
@@ -112,7 +129,7 @@ def interaction_log(store: EventStore, request: Row, last: int) -> list[Entry]:
         for kind in _SESSION_TYPES
         for entry in _events(
             store,
-            last,
+            _session_end(run_events, last),
             session_id=request["target_session_id"],
             kind=kind,
             after=0 if started is None else started - 1,
@@ -126,13 +143,14 @@ def interaction_log(store: EventStore, request: Row, last: int) -> list[Entry]:
 
 def run_log(store: EventStore, run: Row, last: int) -> list[Entry]:
     """The run's entries up to ``last`` (refused records only) and its session's."""
-    entries = [entry for entry in _events(store, last, run_id=run["run_id"]) if refusal(entry)]
+    own = list(_events(store, last, run_id=run["run_id"]))
+    entries = [entry for entry in own if refusal(entry)]
     session = run["origin_session_id"]
     if session is not None and entries:
-        start = entries[0].seq
+        start, end = entries[0].seq, _session_end(own, last)
         entries += [
             entry
             for kind in _SESSION_TYPES
-            for entry in _events(store, last, session_id=session, kind=kind, after=start - 1)
+            for entry in _events(store, end, session_id=session, kind=kind, after=start - 1)
         ]
     return sorted(entries, key=lambda entry: entry.seq)

@@ -1,14 +1,18 @@
 """``workflow_messages``: what each session is shown, in order (DOMAIN §5.6).
 
 Order numbers and ids are decided by the handler and carried in
-``message.created``.
+``message.created``.  Each message also keeps its latest model turn's id,
+state, start and end (folded from ``turn.started`` and ``turn.ended``, the
+newest by start then id, as ``workflow_turns`` orders them), so the open
+message and the retained terminal are searches of the few messages that can
+still be either, not walks of a session's history (ADR 0085).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from pwf.events import MessageCancelled, MessageCreated, MessageSent
+from pwf.events import MessageCancelled, MessageCreated, MessageSent, TurnEnded, TurnStarted
 from pwf.projections._sql import Statement, dispatch, json_hash
 
 if TYPE_CHECKING:
@@ -18,7 +22,7 @@ if TYPE_CHECKING:
     from pwf.projections._sql import Handler
 
 NAME: Final = "workflow_messages"
-VERSION: Final = 1
+VERSION: Final = 2
 
 DDL: Final = (
     """CREATE TABLE IF NOT EXISTS workflow_messages (
@@ -35,8 +39,16 @@ DDL: Final = (
   pi_session_entry_id TEXT,
   created_at INTEGER NOT NULL,
   updated_at INTEGER NOT NULL,
+  latest_turn_id TEXT,
+  latest_turn_state TEXT CHECK (latest_turn_state IS NULL OR latest_turn_state IN (
+    'started', 'ended'
+  )),
+  latest_turn_started_at INTEGER,
+  latest_turn_ended_at INTEGER,
   UNIQUE (target_session_id, order_number),
-  CHECK ((status = 'sent') = (pi_session_entry_id IS NOT NULL))
+  CHECK ((status = 'sent') = (pi_session_entry_id IS NOT NULL)),
+  CHECK ((latest_turn_id IS NULL) = (latest_turn_state IS NULL)),
+  CHECK ((latest_turn_state = 'ended') = (latest_turn_ended_at IS NOT NULL))
 ) STRICT""",
     """CREATE INDEX IF NOT EXISTS workflow_messages_session_idx
   ON workflow_messages(target_session_id, status, order_number)""",
@@ -49,6 +61,17 @@ DDL: Final = (
   ON workflow_messages(source_id, order_number)""",
     """CREATE UNIQUE INDEX IF NOT EXISTS workflow_messages_pending_step_source_idx
   ON workflow_messages(source_id) WHERE kind = 'step' AND status = 'pending'""",
+    # pwf's own (ADR 0085): the sent terminal and follow-up messages whose latest turn is
+    # missing or open, which the open message and the retained terminal search newest first.
+    """CREATE INDEX IF NOT EXISTS workflow_messages_unread_idx
+  ON workflow_messages(target_session_id, order_number)
+  WHERE status = 'sent' AND kind IN ('terminal', 'followUp')
+  AND (latest_turn_state IS NULL OR latest_turn_state = 'started')""",
+    # pwf's own (ADR 0085): the sent terminal messages by their latest turn's end, for the
+    # ones whose retention has not run out.
+    """CREATE INDEX IF NOT EXISTS workflow_messages_read_terminal_idx
+  ON workflow_messages(target_session_id, latest_turn_ended_at)
+  WHERE status = 'sent' AND kind = 'terminal' AND latest_turn_state = 'ended'""",
 )
 
 
@@ -64,6 +87,18 @@ _SENT: Final = (
 _CANCELLED: Final = (
     "UPDATE workflow_messages SET status = 'cancelled', updated_at = ?"
     " WHERE workflow_message_id = ? AND status = 'pending'"
+)
+
+_TURN_STARTED: Final = (
+    "UPDATE workflow_messages SET latest_turn_id = ?, latest_turn_state = 'started',"
+    " latest_turn_started_at = ?, latest_turn_ended_at = NULL"
+    " WHERE workflow_message_id = ? AND (latest_turn_started_at IS NULL"
+    " OR latest_turn_started_at < ? OR (latest_turn_started_at = ? AND latest_turn_id < ?))"
+)
+"""A started turn is the latest unless one started later (or as late, with a larger id)."""
+_TURN_ENDED: Final = (
+    "UPDATE workflow_messages SET latest_turn_state = 'ended', latest_turn_ended_at = ?"
+    " WHERE workflow_message_id = ? AND latest_turn_id = ?"
 )
 
 
@@ -100,14 +135,29 @@ def _cancelled(entry: Entry) -> list[Statement]:
     return [(_CANCELLED, (entry.at, event.workflow_message_id))]
 
 
+def _turn_started(entry: Entry) -> list[Statement]:
+    event, at = entry.event, entry.at
+    assert isinstance(event, TurnStarted)
+    turn = event.workflow_turn_id
+    return [(_TURN_STARTED, (turn, at, event.workflow_message_id, at, at, turn))]
+
+
+def _turn_ended(entry: Entry) -> list[Statement]:
+    event = entry.event
+    assert isinstance(event, TurnEnded)
+    return [(_TURN_ENDED, (entry.at, event.workflow_message_id, event.workflow_turn_id))]
+
+
 HANDLERS: Final[Mapping[type[Event], Handler]] = {
     MessageCreated: _created,
     MessageSent: _sent,
     MessageCancelled: _cancelled,
+    TurnStarted: _turn_started,
+    TurnEnded: _turn_ended,
 }
 """Each event class this read model folds, with its handler."""
 
 
 def apply(entry: Entry) -> list[Statement]:
-    """Insert created messages and cancel pending ones."""
+    """Insert created messages, mark them sent or cancelled, and keep their latest turn."""
     return dispatch(HANDLERS, entry)

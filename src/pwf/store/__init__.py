@@ -256,8 +256,10 @@ class EventLog(Protocol):
     def entries(self, first: int = 1, last: int | None = None) -> Iterator[Entry]:
         """Stream checked, typed events with ``first <= seq <= last``."""
 
-    def find(self, *, after: int = 0, **wanted: str | int | None) -> Iterator[StoredEvent]:
-        """Stream the events after seq ``after`` whose indexed columns equal every given value."""
+    def find(
+        self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
+    ) -> Iterator[StoredEvent]:
+        """Stream the events after seq ``after`` (up to ``until``) whose indexed columns match."""
 
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Check the whole chain from stored bytes (``deep``: parse and check columns too)."""

@@ -362,21 +362,26 @@ class SqliteStore:
         for stored in self.read(first, last):
             yield open_body(stored.body)
 
-    def find(self, *, after: int = 0, **wanted: str | int | None) -> Iterator[StoredEvent]:
+    def find(
+        self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
+    ) -> Iterator[StoredEvent]:
         """Stream the events after seq ``after`` whose indexed columns equal every given value.
 
         Each lookup index ends with ``seq``, so ``after`` starts the walk
-        there instead of at the first event that matches.
+        there instead of at the first event that matches, and ``until``
+        (a last seq) ends it there rather than at the end of the log when
+        nothing more matches (ADR 0085).
 
         Raises:
             InputError: an unknown column, or an idempotency key without its client id.
         """
         given = lookup(wanted)
-        where = " AND ".join([*(f"{column} = ?" for column in given), "seq > ?"])
+        bounds = ["seq > ?", *([] if until is None else ["seq <= ?"])]
+        where = " AND ".join([*(f"{column} = ?" for column in given), *bounds])
         cursor = execute(  # an id with a lone surrogate is looked up exactly (ADR 0071)
             self.connection,
             f"SELECT seq, body FROM events WHERE {where} ORDER BY seq",
-            (*given.values(), after),
+            (*given.values(), after, *([] if until is None else [until])),
         )
         for seq, body in cursor:
             yield StoredEvent(seq=seq, body=body)

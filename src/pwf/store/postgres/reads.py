@@ -127,17 +127,24 @@ def entries(
 
 
 def find(
-    connection: Connection, where: str, *, after: int = 0, **wanted: str | int | None
+    connection: Connection,
+    where: str,
+    *,
+    after: int = 0,
+    until: int | None = None,
+    **wanted: str | int | None,
 ) -> Iterator[StoredEvent]:
-    """Stream the events after seq ``after`` whose indexed columns equal every given value.
+    """Stream the events after seq ``after`` (up to ``until``) whose indexed columns match.
 
     Raises:
         InputError: an unknown column, or an idempotency key without its client id.
     """
     given = lookup(wanted)
-    condition = " AND ".join([*(f"{column} = %s" for column in given), "seq > %s"])
+    bounds = ["seq > %s", *([] if until is None else ["seq <= %s"])]
+    condition = " AND ".join([*(f"{column} = %s" for column in given), *bounds])
     sql = f"SELECT seq, body FROM events WHERE {condition} ORDER BY seq"
-    for seq, body in _stream(connection, where, sql, (*given.values(), after)):
+    limits = (after, *([] if until is None else [until]))
+    for seq, body in _stream(connection, where, sql, (*given.values(), *limits)):
         yield StoredEvent(seq=int(str(seq)), body=as_bytes(body))
 
 

@@ -125,13 +125,15 @@ class PostgresStore:
         """Stream checked, typed events with ``first <= seq <= last``."""
         return reads.entries(self.connection, self.path, first, last)
 
-    def find(self, *, after: int = 0, **wanted: str | int | None) -> Iterator[StoredEvent]:
-        """Stream the events after seq ``after`` whose indexed columns equal every given value.
+    def find(
+        self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
+    ) -> Iterator[StoredEvent]:
+        """Stream the events after seq ``after`` (up to ``until``) whose indexed columns match.
 
         Raises:
             InputError: an unknown column, or an idempotency key without its client id.
         """
-        return reads.find(self.connection, self.path, after=after, **wanted)
+        return reads.find(self.connection, self.path, after=after, until=until, **wanted)
 
     def origin(self) -> Head:
         """Where the chain starts: zeros, or the head a compaction replaced (DOMAIN §13.2).
