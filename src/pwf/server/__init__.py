@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import CommandError, PwfError
-from pwf.host._statereads import STATE_READS, state_read
 from pwf.host.served import STOPPING, Identity, ServedHost
+from pwf.host.statereads import STATE_READS, state_read
 from pwf.protocol.client import ClientResponse
 from pwf.readmodel import ReadModel
 from pwf.server._connections import PACKAGE_VERSION, Connection
