@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pwf.server import _process
+from pwf.server import _lockfile
 from pwf.supervise import start_identity
 
 
@@ -20,7 +20,7 @@ def test_linux_identity_is_field_22_of_proc_stat() -> None:
 
 
 def test_the_host_lock_uses_the_same_identity_as_the_registry() -> None:
-    assert _process.start_identity is start_identity
+    assert _lockfile.start_identity is start_identity
 
 
 def test_a_gone_process_has_no_identity() -> None:
