@@ -3,7 +3,8 @@
 An edge room: imports the served host's decisions, the read model's views,
 the state readers and its own rooms, one per job (ADR 0090):
 
-- :mod:`._lockfile`: the state directory, the process lock, orphan reaping;
+- :mod:`._options`: how a host runs;
+- :mod:`._lockfile`: the state directory and the process lock;
 - :mod:`._claim`: the store opened on the writer, the host claim taken;
 - :mod:`._writer`: the one writer thread, which commits decisions in groups
   and settles each answer only after its commit;
@@ -11,22 +12,17 @@ the state readers and its own rooms, one per job (ADR 0090):
 - :mod:`._requests`: each request routed to its answer, and the work after it;
 - :mod:`._timers`: heartbeat, interaction expiry, publish;
 - :mod:`._subscriptions`: the subscriptions and their pushes;
-- :mod:`pwf.supervisor`: the worker processes;
+- :mod:`.supervision`: the worker processes;
 - :mod:`.metrics`: ``--metrics``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import os
-import secrets
 import signal
-import time
-import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pwf.errors import PwfError
@@ -34,69 +30,28 @@ from pwf.host.served import STOPPING, Identity
 from pwf.server._claim import open_writer, take_claim
 from pwf.server._connections import PACKAGE_VERSION
 from pwf.server._listener import Listener
-from pwf.server._lockfile import (
-    HostPaths,
-    acquire_lock,
-    reap_orphans,
-    release_lock,
-    start_identity,
-)
+from pwf.server._lockfile import HostPaths, acquire_lock, release_lock
+from pwf.server._options import Options, wall_clock
 from pwf.server._requests import Requests
 from pwf.server._subscriptions import Views
 from pwf.server._timers import Timers
+from pwf.server.supervision import Registry, Supervisor, reap_orphans, start_identity
 from pwf.statereaders import overview, verify_failure
-from pwf.supervise import STARTUP_SECONDS, Registry
-from pwf.supervisor import Supervisor
 from pwf.views.runs import direct_live
 from pwf.views.status import Live
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-    from pathlib import Path
+    from collections.abc import Awaitable
 
     from pwf.host.served import Recovery
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.server._connections import Connection
     from pwf.server._writer import Writer
     from pwf.server.metrics import Endpoint, Recorder
-    from pwf.store.sqlite import Synchronous
 
 __all__ = ["PACKAGE_VERSION", "STOPPING", "HostPaths", "Options", "Server", "serve", "wall_clock"]
 
 log = logging.getLogger("pwf.server")
-
-
-def wall_clock() -> int:
-    """Milliseconds since the epoch."""
-    return time.time_ns() // 1_000_000
-
-
-@dataclass
-class Options:
-    """How a host runs; tests inject the clock, ids and timer periods."""
-
-    db: Path
-    store_url: str | None = None
-    """A shared PostgreSQL log; ``db`` is then this host's local projection file (ADR 0038)."""
-    synchronous: Synchronous = "FULL"
-    busy_timeout_ms: int = 5_000
-    lease_ms: int = 30_000
-    heartbeat_ms: int = 10_000
-    poll_ms: int = 2_000
-    clock: Callable[[], int] = wall_clock
-    host_id: str = field(default_factory=lambda: f"host-{uuid.uuid4()}")  # noqa: TID251 - the edge
-    token: str = field(
-        default_factory=lambda: (
-            base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
-        )
-    )
-    new_epoch: Callable[[], str] | None = None
-    signals: bool = True
-    worker_command: tuple[str, ...] | None = None
-    """What is started for each run the host activates (HOST §7); None: ``pwf worker launch``."""
-    startup_seconds: float = STARTUP_SECONDS
-    metrics: tuple[str, int] | None = None
-    """Serve ``/metrics`` and ``/healthz`` on this (host, port) (ADR 0076); None: no endpoint."""
 
 
 class Server:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.host.served import Identity, Recovery
-    from pwf.server import Options
+    from pwf.server._options import Options
     from pwf.store import EventStore
 
 __all__ = ["open_writer", "take_claim"]

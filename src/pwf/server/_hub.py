@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from pwf.server import Options
     from pwf.server._connections import Connection
+    from pwf.server._options import Options
     from pwf.server._subscriptions import Views
     from pwf.server._writer import Writer
     from pwf.server.metrics import Recorder
-    from pwf.supervisor import Supervisor
+    from pwf.server.supervision import Supervisor
 
 __all__ = ["Hub"]
 

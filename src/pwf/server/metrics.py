@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pwf.server._connections import Connection
     from pwf.server._subscriptions import Views
     from pwf.server._writer import Writer
-    from pwf.supervisor import Supervisor
+    from pwf.server.supervision import Supervisor
 
 __all__ = [
     "COMMIT_SECONDS",
