@@ -10,7 +10,6 @@ host to record.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 import signal
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from pwf.errors import PwfError
 from pwf.protocol.framing import FrameDecoder
+from pwf.protocol.worker import LAUNCH_ENV, launch_variable
 from pwf.server.supervision.identity import signal_group
 
 if TYPE_CHECKING:
@@ -26,11 +26,10 @@ if TYPE_CHECKING:
 
     from pwf.events.runs import WorkerEnd
 
-__all__ = ["ENV", "STARTUP_SECONDS", "STOP_GRACE_SECONDS", "Exit", "WorkerProcess"]
+__all__ = ["STARTUP_SECONDS", "STOP_GRACE_SECONDS", "Exit", "WorkerProcess"]
 
 log = logging.getLogger("pwf.server")
 
-ENV: Final = "PI_WORKFLOWS_WORKER_LAUNCH"
 STARTUP_SECONDS: Final = 15.0
 """A worker must answer ``worker.ready`` within this (``workerStartupTimeoutMs``, §7.6)."""
 STOP_GRACE_SECONDS: Final = 2.0
@@ -102,11 +101,10 @@ class WorkerProcess:
         Raises:
             OSError: the command could not be started (no such file, no cwd).
         """
-        encoded = base64.urlsafe_b64encode(self.envelope).decode("ascii").rstrip("=")
         self.process = await asyncio.create_subprocess_exec(
             *self.command,
             cwd=self.cwd,
-            env={**self.env, ENV: encoded},
+            env={**self.env, LAUNCH_ENV: launch_variable(self.envelope)},
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
