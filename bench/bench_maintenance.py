@@ -45,9 +45,9 @@ BACKUP_TARGET_S: Final = 1.0
 """Wanted: no writer waits longer than this through a backup."""
 _SETTLE_S: Final = 0.5
 UNDER_LOCK: Final = (
-    ("catch-up", "pwf.host._prune:catch_up"),
-    ("selection", "pwf.host._prune:_unchanged"),
-    ("tally", "pwf.host._prune:tally"),
+    ("catch-up", "pwf.host.prune:catch_up"),
+    ("selection", "pwf.host.prune:_unchanged"),
+    ("tally", "pwf.host.prune:tally"),
     ("backup hash", "pwf.store.compaction:file_sha256"),
     ("sealing", "pwf.store.compaction:_write_segment"),
     ("indexes", "pwf.host._compacting:index_events"),

@@ -23,6 +23,7 @@ from pwf.client import (
     socket_path,
     wait_for_host,
 )
+from pwf.protocol.wire import MAX_FRAMED_MESSAGE_BYTES, MAX_PROTOCOL_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -54,7 +55,7 @@ Options:
                        (key order, spacing, number forms); says so once on stderr.
   -h, --help           Show this message and exit.
 """
-_READ_LIMIT: Final = 1_048_577
+_READ_LIMIT: Final = MAX_PROTOCOL_MESSAGE_BYTES + 1
 _REFUSED_AFTER: Final = 2
 """A line on which a reachable host closed the connection this many times is refused."""
 
@@ -123,7 +124,7 @@ def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
 
 def _request_id(line: bytes) -> str:
     """The line's requestId; a line that cannot be a request is refused here, not sent."""
-    if len(line) >= _READ_LIMIT - 1:
+    if len(line) > MAX_FRAMED_MESSAGE_BYTES:
         raise ValueError("Client protocol message exceeds 1 MiB")
     try:
         value = json.loads(line)
@@ -202,7 +203,7 @@ class _Canonicalizer:
         from pwf.errors import LineError  # noqa: PLC0415 - as above
 
         try:
-            rewritten = canonical.canonical_line(line, limit=_READ_LIMIT - 2)
+            rewritten = canonical.canonical_line(line, limit=MAX_FRAMED_MESSAGE_BYTES)
         except LineError as error:
             raise ValueError(str(error)) from None
         if rewritten != line and not self.noted:

@@ -1,6 +1,6 @@
 """A small typed client of a served host: connect, check the hello, request, read events.
 
-Imports the standard library and :mod:`pwf.errors` only, so ``pwf call``
+Imports the standard library, :mod:`pwf.errors` and the protocol's constants only, so ``pwf call``
 starts fast; a request given as a dict is encoded with :mod:`pwf.canonical`,
 imported when first needed.  One :class:`HostClient` is one connection.
 Responses are matched to requests by ``requestId`` (a host may answer out of
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Self
 
 from pwf.errors import PwfError
+from pwf.protocol.wire import CLIENT_SCHEMA, MAX_PROTOCOL_MESSAGE_BYTES, PACKAGE_VERSION
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -36,9 +37,6 @@ __all__ = [
     "socket_path",
 ]
 
-CLIENT_SCHEMA: Final = "pi-workflows.client.v1"
-PACKAGE_VERSION: Final = "0.16.1"
-MAX_LINE_BYTES: Final = 1_048_576
 CONNECT_SECONDS: Final = 2.0
 """The original client waits this long for the connection and again for the hello."""
 
@@ -267,7 +265,7 @@ class HostClient:
 
     def _read_line(self) -> bytes:
         while (newline := self._buffer.find(b"\n")) < 0:
-            if len(self._buffer) > MAX_LINE_BYTES:
+            if len(self._buffer) > MAX_PROTOCOL_MESSAGE_BYTES:
                 raise HostUnavailableError("the workflow host sent a line over 1 MiB")
             try:
                 chunk = self._sock.recv(1 << 16)

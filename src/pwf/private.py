@@ -8,11 +8,12 @@ existed are left as they are.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Final
 
-__all__ = ["DIRECTORY_MODE", "FILE_MODE", "create_file", "make_directories"]
+__all__ = ["DIRECTORY_MODE", "FILE_MODE", "create_file", "make_directories", "read_object"]
 
 DIRECTORY_MODE: Final = 0o700
 FILE_MODE: Final = 0o600
@@ -55,3 +56,12 @@ def create_file(path: Path, *, exclusive: bool = True, truncate: bool = False) -
         os.close(descriptor)
         raise
     return descriptor
+
+
+def read_object(path: Path) -> dict[str, object] | None:
+    """The JSON object in ``path``, or None when it is missing, unreadable or not an object."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

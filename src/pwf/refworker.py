@@ -16,18 +16,17 @@ sends the next, and runs pwf's built-in test workflows:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import itertools
 from typing import IO, TYPE_CHECKING, Final
 
 from pwf import canonical
-from pwf.errors import ProtocolError, PwfError
+from pwf.errors import PwfError
 from pwf.protocol.worker import (
+    LAUNCH_ENV,
     WORKER_LAUNCH_SCHEMA,
     WORKER_MESSAGE_SCHEMA,
     WorkerResponse,
-    parse_launch,
+    parse_launch_variable,
     parse_worker_response,
 )
 
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ENV", "WORKFLOWS", "Worker", "contract_error", "envelope_from_env", "run"]
 
-ENV: Final = "PI_WORKFLOWS_WORKER_LAUNCH"
+ENV: Final = LAUNCH_ENV
 WORKFLOWS: Final = ("builtin:echo", "builtin:ask")
 ASK_NODE: Final = "ask"
 ECHO_NODE: Final = "echo"
@@ -62,14 +61,7 @@ def envelope_from_env(environ: Mapping[str, str]) -> LaunchEnvelope:
     Raises:
         ProtocolError: it is missing, not base64url, or not a valid envelope.
     """
-    value = environ.get(ENV)
-    if not value:
-        raise ProtocolError(f"{ENV} is not set")
-    try:
-        data = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-    except (binascii.Error, ValueError) as error:
-        raise ProtocolError(f"{ENV} is not base64url") from error
-    return parse_launch(data)
+    return parse_launch_variable(environ.get(ENV))
 
 
 def contract_error(contract: object, value: object) -> str | None:

@@ -4,7 +4,7 @@
 ``pwf status``'s overview; both are heavy to import, so they load only when
 such a request comes.  The served host, the in-process :class:`pwf.Database`
 and ``pwf request`` hand these two to their host (and ``pwf state status`` /
-``verify`` to :func:`pwf.host._statereads.state_read`), so each reads them
+``verify`` to :func:`pwf.host.statereads.state_read`), so each reads them
 the same way.
 """
 

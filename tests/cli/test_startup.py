@@ -51,7 +51,7 @@ HEAVY = (
     "pwf.store.chainwalk",
     "pwf.store.compaction",
     "pwf.store.jsonl",
-    "pwf.host._prune",
+    "pwf.host.prune",
     "pwf.host._backup",
     "pwf.commands.prune",
     "dataclasses",

@@ -20,7 +20,7 @@ from pwf.commands.prune import iso_utc
 from pwf.errors import StoreError
 from pwf.events import seal
 from pwf.host import _backup
-from pwf.host import _prune as prune_flow
+from pwf.host import prune as prune_flow
 from pwf.host._compacting import Prepared
 from pwf.host._lock import lock_path
 from pwf.store.compaction import prove

@@ -19,8 +19,7 @@ import pytest
 from pwf.cli._options import open_store
 from pwf.host.served import Identity, ServedHost
 from pwf.protocol.client import ClientRequest
-from pwf.supervise import Registry, start_identity
-from pwf.supervisor import Supervisor
+from pwf.server.supervision import Registry, Supervisor, start_identity
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

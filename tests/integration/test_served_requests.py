@@ -208,12 +208,12 @@ def test_heartbeat_renews_and_a_lost_claim_stops_the_host(fx: Fixture) -> None:
     hosted = Hosted(db, clock=lambda: now[0])
     try:
         now[0] = AT + 10_000
-        hosted.run(hosted.server._heartbeat())
+        hosted.run(hosted.server.timers.heartbeat())
         assert [(AT + 10_000, AT + 40_000)] == rows(
             db, "SELECT heartbeat_at, expires_at FROM host_state"
         )
         now[0] = AT + 40_000
-        hosted.run(hosted.server._heartbeat())
+        hosted.run(hosted.server.timers.heartbeat())
         hosted.run(hosted.server.stopped.wait())
         assert 3 == hosted.server.exit_code
         assert not hosted.server.paths.socket.exists()
@@ -248,11 +248,11 @@ def test_the_poller_begins_the_timeout_of_an_expired_interaction(fx: Fixture) ->
     try:
         with hosted.client() as client:
             _watch_and_turn(client, db)
-            hosted.run(hosted.server._poll())
+            hosted.run(hosted.server.timers.poll())
             assert [] == rows(db, "SELECT 1 FROM events WHERE type = ?", _TIMEOUT)
             [(deadline,)] = rows(db, "SELECT deadline_at FROM node_attempts")
             now[0] = deadline
-            hosted.run(hosted.server._poll())
+            hosted.run(hosted.server.timers.poll())
             assert [(1,)] == rows(db, "SELECT count(*) FROM events WHERE type = ?", _TIMEOUT)
             assert [("cancelled",)] == rows(db, "SELECT status FROM interactive_requests")
     finally:

@@ -95,7 +95,7 @@ def test_only_touched_subscriptions_are_recomputed_and_each_payload_once(fx: Fix
 
 def test_a_line_made_around_a_shared_payload_is_the_event_encoded_whole(fx: Fixture) -> None:
     from pwf.protocol.client import encode_event, encode_line  # noqa: PLC0415
-    from pwf.server._views import _Lines  # noqa: PLC0415 - the served host's own helper
+    from pwf.server._subscriptions import _Lines  # noqa: PLC0415 - the served host's own helper
 
     subscriptions = Subscriptions("c-1")
     subscriptions.watch(Subscription('list \u00e9 "payload":', "runs", limit=3))

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pwf.supervise import Registry
-from pwf.supervisor import Supervisor
+from pwf.server.supervision import Registry, Supervisor
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

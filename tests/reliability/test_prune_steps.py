@@ -49,10 +49,10 @@ pytestmark = pytest.mark.slow
 KILLED_AT: Final = Path(__file__).with_name("_killed_at.py")
 BEFORE, AFTER = "log unchanged", "log compacted"
 STEPS: Final = (
-    ("after the backup", "pwf.host._prune:_backed_up", 1, "after", BEFORE),
+    ("after the backup", "pwf.host.prune:_backed_up", 1, "after", BEFORE),
     ("folding the scratch file", "pwf.host._compacting:Prepared._fold", 1, "after", BEFORE),
     ("image built, before the write lock", "pwf.store.image:install", 1, "before", BEFORE),
-    ("under the lock, backup caught up", "pwf.host._prune:_unchanged", 1, "before", BEFORE),
+    ("under the lock, backup caught up", "pwf.host.prune:_unchanged", 1, "before", BEFORE),
     (
         "under the lock, log sealed into the image",
         "pwf.store.compaction:compact",
@@ -60,7 +60,7 @@ STEPS: Final = (
         "after",
         BEFORE,
     ),
-    ("under the lock, image sealed", "pwf.host._prune:tally", 2, "after", BEFORE),
+    ("under the lock, image sealed", "pwf.host.prune:tally", 2, "after", BEFORE),
     (
         "under the lock, image half copied",
         "pwf.store.image:_Progress.__call__",
@@ -68,8 +68,8 @@ STEPS: Final = (
         "before",
         BEFORE,
     ),
-    ("after the install's commit", "pwf.host._prune:settle", 1, "before", AFTER),
-    ("after the checkpoint", "pwf.host._prune:_settled", 1, "after", AFTER),
+    ("after the install's commit", "pwf.host.prune:settle", 1, "before", AFTER),
+    ("after the checkpoint", "pwf.host.prune:_settled", 1, "after", AFTER),
 )
 
 

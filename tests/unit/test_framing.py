@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pwf.errors import ProtocolError
-from pwf.protocol import MAX_PROTOCOL_MESSAGE_BYTES, FrameDecoder
+from pwf.protocol.client import MAX_PROTOCOL_MESSAGE_BYTES
+from pwf.protocol.framing import FrameDecoder
 
 MAX = MAX_PROTOCOL_MESSAGE_BYTES
 TOO_LARGE = "Client protocol message exceeds 1 MiB"

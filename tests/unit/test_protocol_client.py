@@ -9,7 +9,7 @@ import pytest
 
 from pwf import canonical
 from pwf.errors import InputError, NonCanonicalLineError, ProtocolError
-from pwf.protocol import (
+from pwf.protocol.client import (
     CLIENT_SCHEMA,
     EVENT_NAMES,
     MAX_PROTOCOL_MESSAGE_BYTES,

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 
 import pytest
 
 from pwf import canonical
 from pwf.errors import NonCanonicalLineError, ProtocolError
-from pwf.protocol import (
+from pwf.protocol.client import MAX_PROTOCOL_MESSAGE_BYTES
+from pwf.protocol.worker import (
     KINDS,
-    MAX_PROTOCOL_MESSAGE_BYTES,
     WORKER_LAUNCH_SCHEMA,
     WORKER_MESSAGE_SCHEMA,
     LaunchEnvelope,
@@ -18,6 +19,8 @@ from pwf.protocol import (
     WorkerResponse,
     encode_launch,
     encode_worker_response,
+    launch_variable,
+    parse_launch_variable,
     parse_worker_message,
     parse_worker_response,
 )
@@ -316,3 +319,24 @@ class TestLaunch:
         with pytest.raises(ProtocolError) as caught:
             encode_launch(self._envelope(**changes))
         assert expected == str(caught.value)
+
+    def test_the_launch_variable_is_unpadded_base64url_and_reads_back(self):
+        """The host writes the variable and the worker reads it with one rule (HOST §7.2)."""
+        envelope = self._envelope(project_path="/p/ü?")
+        data = encode_launch(envelope)
+        value = launch_variable(data)
+        assert "=" not in value
+        assert value == base64.urlsafe_b64encode(data).decode().rstrip("=")
+        assert parse_launch_variable(value) == envelope
+
+    @pytest.mark.parametrize(
+        ("value", "error"),
+        [
+            (None, "PI_WORKFLOWS_WORKER_LAUNCH is not set"),
+            ("", "PI_WORKFLOWS_WORKER_LAUNCH is not set"),
+            ("a", "PI_WORKFLOWS_WORKER_LAUNCH is not base64url"),
+        ],
+    )
+    def test_a_bad_launch_variable_is_refused(self, value: str | None, error: str):
+        with pytest.raises(ProtocolError, match=error):
+            parse_launch_variable(value)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pwf.commands.prune import Cutoff, iso_utc, parse_cutoff
 from pwf.errors import CommandError
-from pwf.host._prune import resolve_cutoff
+from pwf.host.prune import resolve_cutoff
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

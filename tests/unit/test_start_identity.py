@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pwf.server import _process
-from pwf.supervise import start_identity
+import pwf
+from pwf import server
+from pwf.server import _lockfile
+from pwf.server.supervision import identity, registry, start_identity
+from pwf.server.supervision.identity import parent_pid
 
 
 def test_linux_identity_is_field_22_of_proc_stat() -> None:
@@ -20,7 +23,27 @@ def test_linux_identity_is_field_22_of_proc_stat() -> None:
 
 
 def test_the_host_lock_uses_the_same_identity_as_the_registry() -> None:
-    assert _process.start_identity is start_identity
+    assert vars(server)["start_identity"] is start_identity is identity.start_identity
+    assert vars(_lockfile)["alive"] is vars(registry)["alive"] is identity.alive
+
+
+def test_only_the_identity_room_reads_proc() -> None:
+    """One reader of ``/proc/PID/stat`` and ``ps``: the start identity and the parent agree."""
+    root = Path(pwf.__file__).parent
+    readers = sorted(
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if "/proc/" in path.read_text(encoding="utf-8")
+        or '"/bin/ps"' in path.read_text(encoding="utf-8")
+    )
+    assert readers == ["server/supervision/identity.py"]
+
+
+def test_the_parent_comes_from_the_same_stat_as_the_identity() -> None:
+    assert parent_pid(os.getpid()) == os.getppid()
+    child = subprocess.Popen(["true"])
+    child.wait()
+    assert parent_pid(child.pid) is None
 
 
 def test_a_gone_process_has_no_identity() -> None:
@@ -43,3 +66,16 @@ def test_without_proc_the_identity_comes_from_ps(monkeypatch: pytest.MonkeyPatch
     assert identity is not None
     assert identity.startswith("ps-lstart:")
     assert len(identity) > len("ps-lstart:")
+
+
+@pytest.mark.skipif(shutil.which("ps") is None, reason="needs ps")
+def test_without_proc_the_parent_comes_from_ps(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = Path.read_text
+
+    def no_proc(self: Path, *args: object, **kwargs: object) -> str:
+        if str(self).startswith("/proc/"):
+            raise FileNotFoundError(self)
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", no_proc)
+    assert parent_pid(os.getpid()) == os.getppid()

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from pwf.errors import CommandError, InputError
 from pwf.events import LogCompacted
-from pwf.host._direct import refuse_if_served
-from pwf.host._lock import acquire_lock
+from pwf.host import acquire_lock, refuse_if_served
 from pwf.private import make_directories
 from pwf.store import EMPTY
 from pwf.store.compaction import file_sha256, prove

@@ -73,7 +73,7 @@ class _TimeParam(click.ParamType[int, object]):
             )
         if cutoff.zoned:
             return cutoff.ms
-        from pwf.host._prune import resolve_cutoff  # noqa: PLC0415 - local zones only when asked
+        from pwf.host.prune import resolve_cutoff  # noqa: PLC0415 - local zones only when asked
 
         name = param.opts[0] if param is not None and param.opts else "time"
         click.echo(f"warning: {name} {text} has no time zone; it is read in local time", err=True)

@@ -14,7 +14,7 @@ from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError, InputError
 from pwf.fold.rebuild import rebuild
 from pwf.fold.replay import replay
-from pwf.host._prune import resolve_cutoff
+from pwf.host.prune import resolve_cutoff
 from pwf.verify import check
 
 if TYPE_CHECKING:

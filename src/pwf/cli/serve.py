@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
@@ -27,7 +27,12 @@ from pwf.config import (
 )
 from pwf.errors import InputError
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = ["serve"]
+
+F = TypeVar("F", bound="Callable[..., Any]")
 
 _LONGEST_MS = 86_400_000
 """A day: the longest lease, heartbeat or worker startup the options take."""
@@ -54,6 +59,22 @@ def _print_entry(ctx: click.Context, _param: click.Parameter, value: bool) -> No
         return
     click.echo(str(HOST_ENTRY))
     ctx.exit(0)
+
+
+def _milliseconds(flag: str, default: int, text: str) -> Callable[[F], F]:
+    """A duration option in milliseconds, 1 ms to a day, also read from ``$PWF_<NAME>``."""
+    name = flag.removeprefix("--").replace("-", "_")
+    envvar = f"PWF_{name.upper()}"
+    return click.option(
+        flag,
+        name,
+        metavar="MS",
+        envvar=envvar,
+        type=click.IntRange(1, _LONGEST_MS),
+        default=default,
+        show_default=True,
+        help=f"{text} (also ${envvar}).",
+    )
 
 
 @click.command()
@@ -83,37 +104,22 @@ def _print_entry(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     help='Start CMD for each run the host activates, e.g. "pwf worker run" (split like a shell'
     " would; also $PWF_WORKER_COMMAND).  Without it runs wait for pwf worker launch.",
 )
-@click.option(
+@_milliseconds(
     "--lease-ms",
-    "lease_ms",
-    metavar="MS",
-    envvar="PWF_LEASE_MS",
-    type=click.IntRange(1, _LONGEST_MS),
-    default=DEFAULT_LEASE_MS,
-    show_default=True,
-    help="How long the host's claim, and each run claim it renews, lasts; another host may take"
-    " over once it runs out (also $PWF_LEASE_MS).",
+    DEFAULT_LEASE_MS,
+    "How long the host's claim, and each run claim it renews, lasts; another host may take"
+    " over once it runs out",
 )
-@click.option(
+@_milliseconds(
     "--heartbeat-ms",
-    "heartbeat_ms",
-    metavar="MS",
-    envvar="PWF_HEARTBEAT_MS",
-    type=click.IntRange(1, _LONGEST_MS),
-    default=DEFAULT_HEARTBEAT_MS,
-    show_default=True,
-    help="How often the host renews those claims; less than the lease (also $PWF_HEARTBEAT_MS).",
+    DEFAULT_HEARTBEAT_MS,
+    "How often the host renews those claims; less than the lease",
 )
-@click.option(
+@_milliseconds(
     "--worker-startup-ms",
-    "worker_startup_ms",
-    metavar="MS",
-    envvar="PWF_WORKER_STARTUP_MS",
-    type=click.IntRange(1, _LONGEST_MS),
-    default=DEFAULT_WORKER_STARTUP_MS,
-    show_default=True,
-    help="How long a started worker has to report worker.ready before it is stopped and"
-    " recorded crashed (also $PWF_WORKER_STARTUP_MS).",
+    DEFAULT_WORKER_STARTUP_MS,
+    "How long a started worker has to report worker.ready before it is stopped and"
+    " recorded crashed",
 )
 @click.option(
     "--metrics",
@@ -149,27 +155,19 @@ def serve(  # noqa: PLR0913, PLR0917 - click passes one parameter per option
     exist yet is created first, as pwf init creates it (missing directories
     included, 0700).
     """
-    from pwf.server import HostPaths, Options  # noqa: PLC0415 - asyncio only for this command
+    from pwf.server import Options  # noqa: PLC0415 - asyncio only for this command
     from pwf.server import serve as run  # noqa: PLC0415
 
-    if heartbeat_ms >= lease_ms:
-        raise InputError(
-            f"--heartbeat-ms ({heartbeat_ms}) must be less than --lease-ms ({lease_ms}):"
-            " a claim would run out before its renewal"
-        )
-    if db is not None and database is not None and db != database:
-        raise InputError(f"--db ({db}) and --database ({database}) name different databases")
+    named = _database(db, database, lease_ms, heartbeat_ms)
     address = _metrics_address(metrics)
-    settings = Settings.load(db=db or database)
+    settings = Settings.load(db=named)
     # The original resolves the path without following links (path.resolve),
     # and so does the socket path its client computes (HOST §1.1).
     path = Path(os.path.abspath(settings.db))  # noqa: PTH100 - lexical, as Node's path.resolve
     shared = store_url()
     _log_to_stderr()
-    if shared is None and _unmade(path):
-        HostPaths(path)  # a socket path too long for Unix refuses before anything is made
-        open_store(str(path), create=True).close()
-        logging.getLogger("pwf.server").info("created the state database %s", path)
+    if shared is None:
+        _create_if_unmade(path)
     options = Options(
         db=path,
         store_url=shared,
@@ -182,6 +180,28 @@ def serve(  # noqa: PLR0913, PLR0917 - click passes one parameter per option
         metrics=address,
     )
     sys.exit(run(options))
+
+
+def _database(db: str | None, database: str | None, lease_ms: int, heartbeat_ms: int) -> str | None:
+    """The database ``--db`` or ``--database`` names, once the options agree with each other."""
+    if heartbeat_ms >= lease_ms:
+        raise InputError(
+            f"--heartbeat-ms ({heartbeat_ms}) must be less than --lease-ms ({lease_ms}):"
+            " a claim would run out before its renewal"
+        )
+    if db is not None and database is not None and db != database:
+        raise InputError(f"--db ({db}) and --database ({database}) name different databases")
+    return db or database
+
+
+def _create_if_unmade(path: Path) -> None:
+    """Create the database as ``pwf init`` does, unless it is made (:func:`_unmade`)."""
+    from pwf.server import HostPaths  # noqa: PLC0415 - asyncio only for this command
+
+    if _unmade(path):
+        HostPaths(path)  # a socket path too long for Unix refuses before anything is made
+        open_store(str(path), create=True).close()
+        logging.getLogger("pwf.server").info("created the state database %s", path)
 
 
 def _unmade(path: Path) -> bool:

@@ -30,7 +30,7 @@ from pwf.commands.prune import parse_cutoff
 from pwf.config import Settings
 from pwf.errors import CommandError, InputError
 from pwf.host import Host
-from pwf.host._statereads import state_read
+from pwf.host.statereads import state_read
 from pwf.protocol.client import ClientRequest, ClientResponse
 
 __all__ = ["state"]

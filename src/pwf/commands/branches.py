@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pwf.commands import Context, Result, refuse
-from pwf.commands._payload import members, text
 from pwf.commands.messages import cancel_source, ensure_interaction_message
+from pwf.commands.payload import members, text
 from pwf.commands.sessions import live_coordinator, session_resumed
 from pwf.commands.turns import end_turn, message_of
 from pwf.events import (

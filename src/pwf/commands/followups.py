@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
-from pwf.commands._payload import members, text
 from pwf.commands.ids import session_request_id
 from pwf.commands.messages import cancel_source, ensure
+from pwf.commands.payload import members, text
 from pwf.commands.runs import get_run
 from pwf.commands.sessions import session_check
 from pwf.events import FollowUpClosed, FollowUpQueued

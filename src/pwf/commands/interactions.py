@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
-from pwf.commands._payload import members, text
 from pwf.commands.ids import continuation_run_id
 from pwf.commands.messages import cancel_source, ensure_interaction_message
+from pwf.commands.payload import members, text
 from pwf.commands.runs import (
     get_run,
     live_owner,

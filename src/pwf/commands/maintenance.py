@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pwf.commands import Context, Result, refuse
-from pwf.commands._payload import members
+from pwf.commands.payload import members
 from pwf.protocol.schemas import BackedUp, receipt
 
 if TYPE_CHECKING:

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
-from pwf.commands._payload import members, positive_int, text
 from pwf.commands.ids import interaction_request_id, notification_id
 from pwf.commands.interactions import create_request, finish_validation
 from pwf.commands.messages import ensure
+from pwf.commands.payload import members, positive_int, text
 from pwf.commands.runs import get_run
 from pwf.events import (
     AttemptChanged,

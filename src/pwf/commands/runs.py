@@ -13,7 +13,7 @@ import msgspec
 
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
-from pwf.commands._payload import absolute_path, members, optional_text, positive_int, text
+from pwf.commands.payload import absolute_path, members, optional_text, positive_int, text
 from pwf.commands.sources import normalised_source, stored_source
 from pwf.commands.views import host_counts, json_bytes, run_view
 from pwf.events import (

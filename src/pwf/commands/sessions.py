@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pwf.commands import Context, refuse
-from pwf.commands._payload import text
 from pwf.commands.deadlines import shift
+from pwf.commands.payload import text
 from pwf.events import (
     AttemptChanged,
     CoordinatorAttached,

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from pwf.commands import Context, Result, refuse
-from pwf.commands._payload import members, optional_text, text
 from pwf.commands.ids import restart_run_id, terminal_source_id
+from pwf.commands.payload import members, optional_text, text
 from pwf.commands.runs import TERMINAL, get_run, reserve, revision_of, template_of
 from pwf.commands.sessions import attach, coordinator, session_check
 from pwf.commands.turns import latest_turn, open_message

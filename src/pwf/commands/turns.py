@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.commands import Context, Result, refuse
-from pwf.commands._payload import members
 from pwf.commands.deadlines import begin_turn_shift
 from pwf.commands.messages import cancel_source, ensure_interaction_message
+from pwf.commands.payload import members
 from pwf.commands.runcontrol import cancel_request, finish_run
 from pwf.commands.runs import get_run, live_owner, queue_of
 from pwf.commands.sessions import session_check

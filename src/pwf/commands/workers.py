@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
-from pwf.commands._payload import members, text
 from pwf.commands.interactions import finish_validation
 from pwf.commands.nodes import (
     create_decision,
@@ -25,6 +24,7 @@ from pwf.commands.nodes import (
     node_started,
     notification_request,
 )
+from pwf.commands.payload import members, text
 from pwf.commands.runcontrol import finish_run
 from pwf.commands.runs import TERMINAL, get_run, queue_of, revision_of, source_of
 from pwf.commands.sources import INVALID_SOURCE

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 from pwf.events import Actor
 from pwf.host import _maintenance, _routing, _sessions, _verdict, _workers
 from pwf.host._direct import refuse_if_served
+from pwf.host._lock import acquire_lock
 from pwf.host._workers import LEASE_MS
 from pwf.store.ahead import decide_ahead
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from pwf.store import EventStore, StoreTransaction
     from pwf.views.status import Live
 
-__all__ = ["DIRECT_ACTOR", "LEASE_MS", "Host"]
+__all__ = ["DIRECT_ACTOR", "LEASE_MS", "Host", "acquire_lock", "refuse_if_served"]
 
 DIRECT_ACTOR: Final = Actor(type="host", id="pwf-direct")
 T = TypeVar("T")

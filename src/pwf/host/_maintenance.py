@@ -3,7 +3,7 @@
 Imports commands, protocol and the host's context and recording rooms.
 Both are recorded like any maintenance command, but their file work runs
 outside the write transactions that adopt and record them (ADR 0018, 0022):
-:mod:`pwf.host._backup` and :mod:`pwf.host._prune` do it, loaded only when
+:mod:`pwf.host._backup` and :mod:`pwf.host.prune` do it, loaded only when
 asked for.  Neither applies to a log of record elsewhere (ADR 0038 D6).
 """
 
@@ -61,7 +61,7 @@ def maintain(
     store = _log_file(host)
     if request.operation == "state.backup":
         return run_backup(store, request, recording, replace=host.replace_backups)
-    from pwf.host._prune import run_prune  # noqa: PLC0415 - only state.prune
+    from pwf.host.prune import run_prune  # noqa: PLC0415 - only state.prune
 
     return run_prune(store, request, now, recording, actor=host.actor, cause=cause)
 

@@ -17,7 +17,7 @@ from pwf.errors import AnswerTooLargeError, CommandError, ProtocolError, StoreEr
 from pwf.host._context import cause_of, context, refusal, refused
 from pwf.host._maintenance import FILE_MAINTENANCE, maintain, not_on_shared_log
 from pwf.host._recording import adopt_or_execute
-from pwf.host._statereads import state_read
+from pwf.host.statereads import state_read
 from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
 from pwf.protocol.client import (
     TOO_LARGE,

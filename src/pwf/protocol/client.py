@@ -23,6 +23,7 @@ import msgspec
 
 from pwf import canonical
 from pwf.errors import CanonicalError, LineError, ProtocolError
+from pwf.protocol.wire import CLIENT_SCHEMA, MAX_PROTOCOL_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -56,11 +57,6 @@ __all__ = [
     "parse_response",
     "request_fingerprint",
 ]
-
-CLIENT_SCHEMA: Final = "pi-workflows.client.v1"
-
-MAX_PROTOCOL_MESSAGE_BYTES: Final = canonical.MAX_LINE_BYTES
-"""1 MiB: the largest encoded message; a framed line (message + newline) must fit too."""
 
 MAX_MESSAGE_DEPTH: Final = 128
 """Deepest array/object nesting a message may have; events add a few levels and must verify."""

@@ -11,6 +11,8 @@ length), and a line (message plus newline) may not exceed 1 MiB.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 from typing import TYPE_CHECKING, Final, TypeGuard
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KINDS",
+    "LAUNCH_ENV",
     "MAX_WORKER_TEXT_UNITS",
     "WORKER_LAUNCH_SCHEMA",
     "WORKER_MESSAGE_SCHEMA",
@@ -36,7 +39,9 @@ __all__ = [
     "WorkerResponse",
     "encode_launch",
     "encode_worker_response",
+    "launch_variable",
     "parse_launch",
+    "parse_launch_variable",
     "parse_worker_message",
     "parse_worker_response",
 ]
@@ -45,6 +50,8 @@ WORKER_MESSAGE_SCHEMA: Final = "pi-workflows.worker-message.v1"
 WORKER_RESPONSE_SCHEMA: Final = "pi-workflows.worker-response.v1"
 WORKER_LAUNCH_SCHEMA: Final = "pi-workflows.worker-launch.v1"
 WORKER_PROTOCOL_VERSION: Final = 1
+LAUNCH_ENV: Final = "PI_WORKFLOWS_WORKER_LAUNCH"
+"""The environment variable that gives a worker its launch envelope (HOST §7.2)."""
 
 MAX_WORKER_TEXT_UNITS: Final = 256
 """Ids and operation names are non-empty text of at most this many UTF-16 code units."""
@@ -336,6 +343,26 @@ def _check_launch(members: Mapping[str, object]) -> None:
     source = members["workflowSource"]
     if not isinstance(source, dict) or not isinstance(source.get("root"), dict):
         raise ProtocolError("Worker launch workflowSource must be a {root, mounted} object")
+
+
+def launch_variable(envelope: bytes) -> str:
+    """:data:`LAUNCH_ENV`'s value for an encoded envelope: its base64url, without padding."""
+    return base64.urlsafe_b64encode(envelope).decode("ascii").rstrip("=")
+
+
+def parse_launch_variable(value: str | None) -> LaunchEnvelope:
+    """The launch envelope in :data:`LAUNCH_ENV`'s ``value``.
+
+    Raises:
+        ProtocolError: it is missing, not base64url, or not a valid envelope.
+    """
+    if not value:
+        raise ProtocolError(f"{LAUNCH_ENV} is not set")
+    try:
+        data = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError) as error:
+        raise ProtocolError(f"{LAUNCH_ENV} is not base64url") from error
+    return parse_launch(data)
 
 
 def parse_launch(line: bytes) -> LaunchEnvelope:

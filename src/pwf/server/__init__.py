@@ -1,103 +1,70 @@
 """``pwf serve``: the long-running host of one state database (HOST §1).
 
-An edge room: imports the served host, the store, the read model and the
-protocol.  The event loop owns the socket, the connections and the timers;
-every decision goes to the one writer thread (:mod:`pwf.server._writer`),
-which commits them in groups and settles each answer only after its commit.
+An edge room: imports the served host's decisions, the read model's views,
+the state readers and its own rooms, one per job (ADR 0090):
+
+- :mod:`._options`: how a host runs;
+- :mod:`._lockfile`: the state directory and the process lock;
+- :mod:`._claim`: the store opened on the writer, the host claim taken;
+- :mod:`._writer`: the one writer thread, which commits decisions in groups
+  and settles each answer only after its commit;
+- :mod:`._listener` and :mod:`._connections`: the socket and each connection;
+- :mod:`._requests`: each request routed to its answer, and the work after it;
+- :mod:`._timers`: heartbeat, interaction expiry, publish;
+- :mod:`._subscriptions`: the subscriptions and their pushes;
+- :mod:`.supervision`: the worker processes;
+- :mod:`.metrics`: ``--metrics``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
 import logging
 import os
-import secrets
 import signal
-import time
-import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from pwf.errors import CommandError, PwfError
-from pwf.host._statereads import STATE_READS, state_read
-from pwf.host.served import STOPPING, Identity, ServedHost
-from pwf.protocol.client import ClientResponse
-from pwf.readmodel import ReadModel
-from pwf.server._connections import PACKAGE_VERSION, Connection
-from pwf.server._process import (
-    HostPaths,
-    acquire_lock,
-    reap_orphans,
-    release_lock,
-    start_identity,
-)
-from pwf.server._views import PUBLISH_SECONDS, SUBSCRIBING, Views
-from pwf.server._writer import Writer
-from pwf.sqlviews import install_views, views_current
+from pwf.errors import PwfError
+from pwf.host.served import STOPPING, Identity
+from pwf.server._claim import open_writer, take_claim
+from pwf.server._connections import PACKAGE_VERSION
+from pwf.server._listener import Listener
+from pwf.server._lockfile import HostPaths, acquire_lock, release_lock
+from pwf.server._options import Options, wall_clock
+from pwf.server._requests import Requests
+from pwf.server._subscriptions import Views
+from pwf.server._timers import Timers
+from pwf.server.supervision import Registry, Supervisor, reap_orphans, start_identity
 from pwf.statereaders import overview, verify_failure
-from pwf.store.sqlite import SqliteStore, Synchronous
-from pwf.supervise import STARTUP_SECONDS, Registry
-from pwf.supervisor import Supervisor
 from pwf.views.runs import direct_live
 from pwf.views.status import Live
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-    from pathlib import Path
+    from collections.abc import Awaitable
 
     from pwf.host.served import Recovery
-    from pwf.protocol.client import ClientRequest
+    from pwf.protocol.client import ClientRequest, ClientResponse
+    from pwf.server._connections import Connection
+    from pwf.server._writer import Writer
     from pwf.server.metrics import Endpoint, Recorder
-    from pwf.store import EventStore
 
-__all__ = ["PACKAGE_VERSION", "HostPaths", "Options", "Server", "serve"]
+__all__ = ["PACKAGE_VERSION", "STOPPING", "HostPaths", "Options", "Server", "serve", "wall_clock"]
 
 log = logging.getLogger("pwf.server")
 
-SUBMIT_POLL_SECONDS: Final = 0.025
-"""``interaction.submit`` looks for its verdict this often, as the original does (HOST §1.13)."""
-STOP_GRACE_SECONDS: Final = 30.0
-"""How long a stop waits for the requests in flight before it closes their sockets."""
-
-
-def wall_clock() -> int:
-    """Milliseconds since the epoch."""
-    return time.time_ns() // 1_000_000
-
-
-@dataclass
-class Options:
-    """How a host runs; tests inject the clock, ids and timer periods."""
-
-    db: Path
-    store_url: str | None = None
-    """A shared PostgreSQL log; ``db`` is then this host's local projection file (ADR 0038)."""
-    synchronous: Synchronous = "FULL"
-    busy_timeout_ms: int = 5_000
-    lease_ms: int = 30_000
-    heartbeat_ms: int = 10_000
-    poll_ms: int = 2_000
-    clock: Callable[[], int] = wall_clock
-    host_id: str = field(default_factory=lambda: f"host-{uuid.uuid4()}")  # noqa: TID251 - the edge
-    token: str = field(
-        default_factory=lambda: (
-            base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
-        )
-    )
-    new_epoch: Callable[[], str] | None = None
-    signals: bool = True
-    worker_command: tuple[str, ...] | None = None
-    """What is started for each run the host activates (HOST §7); None: ``pwf worker launch``."""
-    startup_seconds: float = STARTUP_SECONDS
-    metrics: tuple[str, int] | None = None
-    """Serve ``/metrics`` and ``/healthz`` on this (host, port) (ADR 0076); None: no endpoint."""
-
 
 class Server:
-    """One host: lock, claim, listener, timers, connections."""
+    """One host: its rooms put together, its start and its stop.
+
+    The rooms hold the mechanisms: :class:`~pwf.server._listener.Listener`
+    the socket and the connections, :class:`~pwf.server._requests.Requests`
+    the answers, :class:`~pwf.server._timers.Timers` the periodic work, the
+    writer the decisions, :class:`~pwf.server._subscriptions.Views` the
+    subscriptions and the supervisor the worker processes.  The server owns
+    the parts they share (:class:`~pwf.server._hub.Hub`) and the order in
+    which they start and stop.
+    """
 
     def __init__(self, options: Options) -> None:
         """Name the host's paths; nothing is touched before :meth:`start`.
@@ -114,15 +81,16 @@ class Server:
         self.stopping = False
         self.stopped = asyncio.Event()
         self.exit_code = 0
-        self._listener: asyncio.AbstractServer | None = None
-        self._timers: list[asyncio.Task[None]] = []
-        self._locked = False
-        self._stop_task: asyncio.Task[None] | None = None
         self.supervisor: Supervisor | None = None
         self.views: Views | None = None
-        self._background: set[asyncio.Task[None]] = set()
         self.metrics: Recorder | None = None
         """Counts requests and commits while ``--metrics`` serves them (ADR 0076)."""
+        self.listener = Listener(self.paths.socket, self)
+        self.requests = Requests(self)
+        self.timers = Timers(self)
+        self._locked = False
+        self._stop_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._endpoint: Endpoint | None = None
 
     # ------------------------------------------------------------------ start
@@ -141,26 +109,24 @@ class Server:
             self._serve_metrics()
             reaped = reap_orphans(paths.children)
             log.info("reaped %d exact orphan process(es)", reaped)
-            await self._claim(Identity(self.options.host_id, pid, identity))
-            if self.metrics is not None and self.writer is not None:
-                self.writer.committed = self.metrics.committed
-            await self._listen()
+            who = Identity(self.options.host_id, pid, identity)
+            self.writer = writer = await open_writer(self.options, who)
+            self.recovery = await take_claim(writer, self.options, self.clock)
+            if self.metrics is not None:
+                writer.committed = self.metrics.committed
+            await self.listener.listen(self)
         except BaseException:
             await self._undo()
             raise
         await self._serve_workers_and_views()
-        self._timers = [
-            asyncio.create_task(self._every(self.options.heartbeat_ms, self._heartbeat)),
-            asyncio.create_task(self._every(self.options.poll_ms, self._poll)),
-            asyncio.create_task(self._every(int(PUBLISH_SECONDS * 1000), self._publish)),
-        ]
+        self.timers.start()
         if self.options.signals:
             loop = asyncio.get_running_loop()
             for number in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(number, self.request_stop)
         assert self.recovery is not None
         log.info("ready on %s at epoch %d", paths.socket, self.recovery.epoch)
-        await self._poll()
+        await self.timers.poll()
 
     async def _serve_workers_and_views(self) -> None:
         """The supervisor (with ``worker_command``) and the views, once the claim is held."""
@@ -208,11 +174,12 @@ class Server:
         log.info("metrics on %s", url)
 
     def _live(self) -> Live:
-        listening = self._listener is not None and self._listener.is_serving()
         active = 0 if self.supervisor is None else len(self.supervisor.active)
-        return Live(listening and not self.stopping, active, len(self.connections))
+        return Live(self.listener.serving and not self.stopping, active, len(self.connections))
 
-    def _spawn(self, work: Awaitable[None]) -> None:
+    def spawn(self, work: Awaitable[None]) -> None:
+        """Run ``work`` in the background; a :class:`PwfError` is logged, not raised."""
+
         async def guarded() -> None:
             try:
                 await work
@@ -223,54 +190,9 @@ class Server:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _publish(self) -> None:
-        if self.views is not None and not self.stopping:
-            await self.views.publish_all(self.connections)
-
-    async def _claim(self, identity: Identity) -> None:
-        options = self.options
-
-        def open_host() -> tuple[EventStore, ServedHost]:
-            read_model = ReadModel()
-            if options.store_url is not None:
-                store = _mirror(options, read_model)
-            else:
-                store = SqliteStore(
-                    options.db,
-                    synchronous=options.synchronous,
-                    busy_timeout_ms=options.busy_timeout_ms,
-                    hooks=[read_model],
-                    serving=True,
-                )
-            try:
-                store.install(read_model.install)
-                if options.store_url is None:  # a database made before its views (ADR 0049)
-                    store.projections_file.upgrade(views_current, install_views)
-            except BaseException:
-                store.close()
-                raise
-            return store, ServedHost(store, identity, new_epoch=options.new_epoch)
-
-        self.writer = await asyncio.to_thread(Writer, open_host)
-        token_hash = hashlib.sha256(options.token.encode()).hexdigest()
-        self.recovery = await self.writer.submit(
-            lambda host: host.start(token_hash, options.lease_ms, self.clock())
-        )
-
-    async def _listen(self) -> None:
-        socket_path = self.paths.socket
-        with contextlib.suppress(FileNotFoundError):
-            socket_path.unlink()
-        loop = asyncio.get_running_loop()
-        self._listener = await loop.create_unix_server(
-            lambda: Connection(self), path=str(socket_path)
-        )
-        socket_path.chmod(0o600)
-
     async def _undo(self) -> None:
         """A start failed: close the listener, release the claim, remove socket and lock."""
-        if self._listener is not None:
-            self._listener.close()
+        self.listener.close()
         if self._endpoint is not None:
             self._endpoint.close()
         if self.writer is not None:
@@ -286,186 +208,25 @@ class Server:
             release_lock(self.paths.lock, self.options.host_id)
             self._locked = False
 
-    # ------------------------------------------------------------------ timers
-
-    async def _every(self, period_ms: int, tick: Callable[[], Awaitable[None]]) -> None:
-        while True:
-            await asyncio.sleep(period_ms / 1000)
-            await tick()
-
-    async def _heartbeat(self) -> None:
-        writer = self.writer
-        assert writer is not None
-        try:
-            await writer.duty(lambda host: host.renew(self.options.lease_ms, self.clock()))
-        except CommandError as error:
-            log.error("host claim lost: %s", error)  # noqa: TRY400 - one line, no traceback
-            self.exit_code = 3
-            self.request_stop()
-            return
-        if self.supervisor is not None and not self.stopping:
-            await self.supervisor.renew()
-
-    async def _poll(self) -> None:
-        """Interaction expiry (DOMAIN §10.7); a failed pass is logged and tried again."""
-        writer = self.writer
-        assert writer is not None
-        try:
-            await writer.duty(lambda host: host.expire(self.clock()))
-        except PwfError as error:
-            log.warning("interaction expiry failed: %s", error)
-        if self.supervisor is not None and not self.stopping:
-            await self.supervisor.claim()
-
     # ------------------------------------------------------------------ connections
 
     def opened(self, connection: Connection) -> bool:
-        """A connection was accepted: keep it, unless the host is stopping."""
-        if self.stopping:
-            return False
-        self.connections.add(connection)
-        return True
+        """A connection was accepted: kept unless the host is stopping (the listener's)."""
+        return self.listener.opened(connection)
 
     def lost(self, connection: Connection) -> None:
-        """A connection closed: once its requests are done, forget it, detach its coordinators."""
-        self._spawn(self._forget(connection))
-
-    async def _forget(self, connection: Connection) -> None:
-        try:
-            await connection.drained()
-        finally:
-            self.connections.discard(connection)
-            if self.views is not None:
-                self.views.forget(connection)
-            if not self.stopping and self.writer is not None:
-                with contextlib.suppress(PwfError):
-                    await self.writer.submit(
-                        lambda host: host.detach_connection(connection.id, self.clock())
-                    )
+        """A connection closed (the listener's)."""
+        self.listener.lost(connection)
 
     def dispatch(self, connection: Connection, request: ClientRequest) -> None:
-        """Queue ``request``'s decision; its answer is written once that is committed.
-
-        Subscriptions and state reads run as tasks of their own (:meth:`_answer`);
-        every other request goes to the writer with a callback, so the common
-        path creates no task and no future.
-        """
-        writer = self.writer
-        assert writer is not None
-        if self.metrics is not None:
-            self.metrics.received(request)
-        views = self.views
-        operation = request.operation
-        if (views is not None and operation in SUBSCRIBING) or (
-            operation in STATE_READS and self.options.store_url is None
-        ):
-            connection.spawn(request, self._answer(connection, request))
-            return
-        if views is not None and operation == "view.session.watch":
-            views.session_watch(connection, request)
-        writer.call(
-            lambda host: host.decide(request, self.clock(), connection.id),
-            lambda decided, error: self._decided(connection, request, decided, error),
-            alone=operation in ("state.backup", "state.prune"),
-            source=connection,
-        )
-
-    def _decided(
-        self,
-        connection: Connection,
-        request: ClientRequest,
-        decided: tuple[ClientResponse, str | None] | None,
-        error: BaseException | None,
-    ) -> None:
-        if error is not None or decided is None:
-            connection.failed(request, error or PwfError("Workflow request failed"))
-            return
-        response, submission = decided
-        if submission is None:
-            connection.answered(request, response)
-        else:
-            connection.spawn(request, self._verdict_of(connection, request, response, submission))
-
-    async def _answer(self, connection: Connection, request: ClientRequest) -> ClientResponse:
-        writer = self.writer
-        assert writer is not None
-        views = self.views
-        if views is not None and request.operation in SUBSCRIBING:
-            return await views.answer(connection, request)
-        if views is not None and request.operation == "view.session.watch":
-            views.session_watch(connection, request)
-        if request.operation in STATE_READS and self.options.store_url is None:
-            return await asyncio.to_thread(self._read_state, request)
-        alone = request.operation in ("state.backup", "state.prune")
-        response, submission = await writer.submit(
-            lambda host: host.decide(request, self.clock(), connection.id), alone=alone
-        )
-        if submission is None:
-            return response
-        return await self._verdict_of(connection, request, response, submission)
-
-    async def _verdict_of(
-        self,
-        connection: Connection,
-        request: ClientRequest,
-        response: ClientResponse,
-        submission: str,
-    ) -> ClientResponse:
-        """``interaction.submit`` waits for its worker's verdict (DOMAIN §8)."""
-        writer = self.writer
-        assert writer is not None
-        while True:
-            if self.stopping or connection.closed:
-                return ClientResponse(
-                    request_id=request.request_id,
-                    outcome="unavailable",
-                    error="Workflow host stopped while validating the submission",
-                )
-            await asyncio.sleep(SUBMIT_POLL_SECONDS)
-            verdict = await writer.submit(_verdict(request, submission, response), read=True)
-            if verdict is not None:
-                return verdict
-
-    def _read_state(self, request: ClientRequest) -> ClientResponse:
-        """``state.status`` or ``state.verify`` on a read-only connection of its own.
-
-        It runs in a worker thread, so a verify that folds the whole log
-        never holds up the writer, and it answers what direct mode answers.
-        A host on a shared log reads on its writer, whose store knows the log.
-        """
-        options = self.options
-        store = SqliteStore(options.db, read_only=True, busy_timeout_ms=options.busy_timeout_ms)
-        try:
-            return state_read(
-                store,
-                request,
-                self.clock(),
-                verifier=verify_failure,
-                overview=overview,
-            )
-        finally:
-            store.close()
+        """Start answering ``request`` (:meth:`Requests.dispatch`)."""
+        self.requests.dispatch(connection, request)
 
     def after(
         self, connection: Connection | None, request: ClientRequest, response: ClientResponse
     ) -> None:
-        """After an answer: stop, stop a cancelled run's worker, look for work, publish.
-
-        ``host.stop`` stops once its answer is written (HOST §1.17); a live
-        run's cancel stops its worker with ``cancelled`` (§4.1).
-        """
-        if self.metrics is not None:
-            self.metrics.answered(request, response)
-        if request.operation == "host.stop" and response.outcome == "accepted":
-            asyncio.get_running_loop().call_soon(self.request_stop)
-            return
-        supervisor = self.supervisor
-        if supervisor is not None and response.outcome in ("accepted", "adopted"):
-            if request.operation == "run.cancel" and request.run_id is not None:
-                supervisor.stop_run(request.run_id, "cancelled")
-            supervisor.claim_soon()
-        if self.views is not None and connection is not None and self.views.watching(connection):
-            self._spawn(self.views.publish(connection))
+        """An answer was written (:meth:`Requests.after`)."""
+        self.requests.after(connection, request, response)
 
     # ------------------------------------------------------------------ stop
 
@@ -473,18 +234,6 @@ class Server:
         """Begin stopping (idempotent): from a signal, ``host.stop`` or a lost claim."""
         if self._stop_task is None:
             self._stop_task = asyncio.get_running_loop().create_task(self.stop())
-
-    async def _inflight_done(self) -> None:
-        """Wait up to the grace period for every connection's requests in flight."""
-        busy = [
-            asyncio.get_running_loop().create_task(connection.drained())
-            for connection in self.connections
-            if connection.inflight
-        ]
-        if busy:
-            await asyncio.wait(busy, timeout=STOP_GRACE_SECONDS)
-            for waiting in busy:
-                waiting.cancel()
 
     async def stop(self) -> None:
         """Finish what is in flight, answer the rest ``unavailable``, release, clean up.
@@ -498,13 +247,9 @@ class Server:
         writer = self.writer
         if writer is not None and writer.host is not None:
             writer.host.stopping = True
-        for timer in self._timers:
-            timer.cancel()
-        if self._listener is not None:
-            self._listener.close()
-        await self._inflight_done()
-        for connection in list(self.connections):
-            connection.close()
+        self.timers.cancel()
+        self.listener.close()
+        await self.listener.drain()
         if self.supervisor is not None:
             await self.supervisor.stop("orphaned")
         if writer is not None:
@@ -518,13 +263,6 @@ class Server:
         self._remove_files()
         log.info("stopped")
         self.stopped.set()
-
-
-def _verdict(
-    request: ClientRequest, submission: str, started: ClientResponse
-) -> Callable[[ServedHost], ClientResponse | None]:
-    """One look for a submission's verdict, bound to this submission."""
-    return lambda host: host.verdict(request, submission, started)
 
 
 async def _main(options: Options) -> int:
@@ -541,28 +279,3 @@ def serve(options: Options) -> int:
         PwfError: the host could not start (another host, no identity, bad path).
     """
     return asyncio.run(_main(options))
-
-
-__all__ += ["STOPPING", "wall_clock"]
-
-
-def _mirror(options: Options, read_model: ReadModel) -> SqliteStore:
-    """The host's local file on the shared log at ``options.store_url``, caught up."""
-    from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - the postgres extra
-    from pwf.store.postgres import PostgresStore  # noqa: PLC0415
-
-    assert options.store_url is not None
-    log = PostgresStore(options.store_url)
-    try:
-        store = MirroredStore(
-            options.db,
-            log,
-            busy_timeout_ms=options.busy_timeout_ms,
-            hooks=[read_model],
-            install=read_model.install,
-        )
-    except BaseException:
-        log.close()
-        raise
-    store.catch_up()
-    return store

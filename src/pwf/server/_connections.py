@@ -40,6 +40,7 @@ from pwf.protocol.client import (
     parse_request,
 )
 from pwf.protocol.framing import FrameDecoder
+from pwf.protocol.wire import PACKAGE_VERSION
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_UNANSWERED", "PACKAGE_VERSION", "Connection", "Dispatcher", "thrown"]
 
-PACKAGE_VERSION: Final = "0.16.1"
-"""The original's version: its clients refuse a host whose hello names another (HOST §1.11)."""
 _MAX_BUFFERED: Final = 64 << 20
 """A client that lets this much of its answers pile up unread is closed."""
 MAX_UNANSWERED: Final = 64

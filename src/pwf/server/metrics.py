@@ -35,9 +35,9 @@ if TYPE_CHECKING:
 
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.server._connections import Connection
-    from pwf.server._views import Views
+    from pwf.server._subscriptions import Views
     from pwf.server._writer import Writer
-    from pwf.supervisor import Supervisor
+    from pwf.server.supervision import Supervisor
 
 __all__ = [
     "COMMIT_SECONDS",
@@ -202,137 +202,171 @@ def _size(path: Path) -> int:
 
 
 class _Collector:
-    """The ``pwf_*`` metrics, computed at each scrape."""
+    """The ``pwf_*`` metrics, computed at each scrape, one group of families after another."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
 
-    def collect(self) -> Iterator[object]:  # noqa: C901, PLR0912, PLR0915 - one family after another
-        from prometheus_client.core import (  # noqa: PLC0415 - the metrics extra
-            CounterMetricFamily,
-            GaugeMetricFamily,
-            HistogramMetricFamily,
-        )
-
+    def collect(self) -> Iterator[object]:
         endpoint = self.endpoint
-        recorder, server = endpoint.recorder, endpoint.server
-
-        requests = CounterMetricFamily(
-            "pwf_requests",
-            "Client requests answered, by operation and outcome.",
-            labels=("operation", "outcome"),
-        )
-        counts, latencies = recorder.requests()
-        for (operation, outcome), count in counts.items():
-            requests.add_metric((operation, outcome), count)
-        yield requests
-        duration = HistogramMetricFamily(
-            "pwf_request_duration_seconds",
-            "From a request line's receipt to its answer written, by operation.",
-            labels=("operation",),
-        )
-        for operation, histogram in latencies.items():
-            buckets, total = histogram.cumulative()
-            duration.add_metric((operation,), buckets, total)
-        yield duration
-        for name, text, histogram in (
-            ("pwf_commit_group_size", "Decisions per committed group.", recorder.group_sizes),
-            (
-                "pwf_commit_duration_seconds",
-                (
-                    "A group's write transaction, from its first decision to its commit's return"
-                    " (the flush included)."
-                ),
-                recorder.commit_seconds,
-            ),
-        ):
-            buckets, total = histogram.cumulative()
-            family = HistogramMetricFamily(name, text)
-            family.add_metric((), buckets, total)
-            yield family
-
+        yield from _request_families(endpoint.recorder)
         facts = endpoint.facts()
-        if facts.head is not None:
-            yield GaugeMetricFamily("pwf_log_head_seq", "The log's head seq.", value=facts.head)
-        yield GaugeMetricFamily(
-            "pwf_log_bytes",
-            "Bytes of the database file and its write-ahead log.",
-            value=facts.log_bytes,
-        )
+        yield from _log_families(facts)
+        yield from _connection_families(list(endpoint.server.connections))
+        yield from _subscription_families(endpoint.server.views)
+        yield from _worker_families(endpoint.server.supervisor)
+        yield from _claim_families(facts)
 
-        connections = list(server.connections)
-        yield GaugeMetricFamily(
-            "pwf_connections", "Client connections open.", value=len(connections)
-        )
-        yield GaugeMetricFamily(
-            "pwf_connection_unanswered_requests",
-            "The most requests read and not yet answered on any one connection.",
-            value=max((connection.inflight for connection in connections), default=0),
-        )
-        views = server.views
-        subscriptions = GaugeMetricFamily(
-            "pwf_subscriptions", "Subscriptions open, by kind.", labels=("kind",)
-        )
-        pushes = CounterMetricFamily(
-            "pwf_subscription_pushes",
-            "Subscription events sent, by kind.",
-            labels=("kind",),
-        )
-        kinds = dict.fromkeys(SUBSCRIPTION_KINDS, 0)
-        pushed = dict.fromkeys(SUBSCRIPTION_KINDS, 0)
-        recompute = 0.0
-        if views is not None:
-            for held in list(views.subscriptions.values()):
-                for kind in held.kinds():
-                    kinds[kind] = kinds.get(kind, 0) + 1
-            pushed.update(dict(views.pushes))
-            recompute = views.recompute_seconds
-        for kind, count in kinds.items():
-            subscriptions.add_metric((kind,), count)
-        for kind, count in pushed.items():
-            pushes.add_metric((kind,), count)
-        yield subscriptions
-        yield pushes
-        yield CounterMetricFamily(
-            "pwf_subscription_recompute_seconds",
-            "Writer-thread time spent computing subscription payloads.",
-            value=recompute,
-        )
 
-        supervisor = server.supervisor
-        workers = GaugeMetricFamily(
-            "pwf_workers", "Worker processes of this host, by state.", labels=("state",)
-        )
-        exits = CounterMetricFamily(
-            "pwf_worker_exits", "Worker processes ended, by outcome.", labels=("outcome",)
-        )
-        states = dict.fromkeys(WORKER_STATES, 0)
-        if supervisor is not None:
-            for active in list(supervisor.active.values()):
-                state = active.process.state
-                if active.exiting or state.exiting or state.stop_outcome is not None:
-                    states["stopping"] += 1
-                elif state.ready:
-                    states["running"] += 1
-                else:
-                    states["starting"] += 1
-            for outcome, count in sorted(dict(supervisor.exits).items()):
-                exits.add_metric((outcome,), count)
-        for state_name, count in states.items():
-            workers.add_metric((state_name,), count)
-        yield workers
-        yield exits
+def _request_families(recorder: Recorder) -> Iterator[object]:
+    """Requests by operation and outcome, their latency, and the writer's groups and commits."""
+    from prometheus_client.core import (  # noqa: PLC0415 - the metrics extra
+        CounterMetricFamily,
+        HistogramMetricFamily,
+    )
 
-        if facts.lease_seconds is not None:
-            yield GaugeMetricFamily(
-                "pwf_host_lease_remaining_seconds",
-                "Time left on the host claim's lease; negative once it ran out.",
-                value=facts.lease_seconds,
-            )
-        if facts.epoch is not None:
-            yield GaugeMetricFamily(
-                "pwf_host_epoch", "The epoch of the host claim this host holds.", value=facts.epoch
-            )
+    requests = CounterMetricFamily(
+        "pwf_requests",
+        "Client requests answered, by operation and outcome.",
+        labels=("operation", "outcome"),
+    )
+    counts, latencies = recorder.requests()
+    for (operation, outcome), count in counts.items():
+        requests.add_metric((operation, outcome), count)
+    yield requests
+    duration = HistogramMetricFamily(
+        "pwf_request_duration_seconds",
+        "From a request line's receipt to its answer written, by operation.",
+        labels=("operation",),
+    )
+    for operation, histogram in latencies.items():
+        buckets, total = histogram.cumulative()
+        duration.add_metric((operation,), buckets, total)
+    yield duration
+    for name, text, histogram in (
+        ("pwf_commit_group_size", "Decisions per committed group.", recorder.group_sizes),
+        (
+            "pwf_commit_duration_seconds",
+            (
+                "A group's write transaction, from its first decision to its commit's return"
+                " (the flush included)."
+            ),
+            recorder.commit_seconds,
+        ),
+    ):
+        buckets, total = histogram.cumulative()
+        family = HistogramMetricFamily(name, text)
+        family.add_metric((), buckets, total)
+        yield family
+
+
+def _log_families(facts: _Facts) -> Iterator[object]:
+    """The log's head and the database files' size."""
+    from prometheus_client.core import GaugeMetricFamily  # noqa: PLC0415 - the metrics extra
+
+    if facts.head is not None:
+        yield GaugeMetricFamily("pwf_log_head_seq", "The log's head seq.", value=facts.head)
+    yield GaugeMetricFamily(
+        "pwf_log_bytes",
+        "Bytes of the database file and its write-ahead log.",
+        value=facts.log_bytes,
+    )
+
+
+def _connection_families(connections: list[Connection]) -> Iterator[object]:
+    """Connections open, and the most requests any one of them has unanswered."""
+    from prometheus_client.core import GaugeMetricFamily  # noqa: PLC0415 - the metrics extra
+
+    yield GaugeMetricFamily("pwf_connections", "Client connections open.", value=len(connections))
+    yield GaugeMetricFamily(
+        "pwf_connection_unanswered_requests",
+        "The most requests read and not yet answered on any one connection.",
+        value=max((connection.inflight for connection in connections), default=0),
+    )
+
+
+def _subscription_families(views: Views | None) -> Iterator[object]:
+    """Subscriptions open and pushes sent, by kind, and the time spent computing them."""
+    from prometheus_client.core import (  # noqa: PLC0415 - the metrics extra
+        CounterMetricFamily,
+        GaugeMetricFamily,
+    )
+
+    subscriptions = GaugeMetricFamily(
+        "pwf_subscriptions", "Subscriptions open, by kind.", labels=("kind",)
+    )
+    pushes = CounterMetricFamily(
+        "pwf_subscription_pushes",
+        "Subscription events sent, by kind.",
+        labels=("kind",),
+    )
+    kinds = dict.fromkeys(SUBSCRIPTION_KINDS, 0)
+    pushed = dict.fromkeys(SUBSCRIPTION_KINDS, 0)
+    recompute = 0.0
+    if views is not None:
+        for held in list(views.subscriptions.values()):
+            for kind in held.kinds():
+                kinds[kind] = kinds.get(kind, 0) + 1
+        pushed.update(dict(views.pushes))
+        recompute = views.recompute_seconds
+    for kind, count in kinds.items():
+        subscriptions.add_metric((kind,), count)
+    for kind, count in pushed.items():
+        pushes.add_metric((kind,), count)
+    yield subscriptions
+    yield pushes
+    yield CounterMetricFamily(
+        "pwf_subscription_recompute_seconds",
+        "Writer-thread time spent computing subscription payloads.",
+        value=recompute,
+    )
+
+
+def _worker_families(supervisor: Supervisor | None) -> Iterator[object]:
+    """Worker processes by state, and those ended by outcome."""
+    from prometheus_client.core import (  # noqa: PLC0415 - the metrics extra
+        CounterMetricFamily,
+        GaugeMetricFamily,
+    )
+
+    workers = GaugeMetricFamily(
+        "pwf_workers", "Worker processes of this host, by state.", labels=("state",)
+    )
+    exits = CounterMetricFamily(
+        "pwf_worker_exits", "Worker processes ended, by outcome.", labels=("outcome",)
+    )
+    states = dict.fromkeys(WORKER_STATES, 0)
+    if supervisor is not None:
+        for active in list(supervisor.active.values()):
+            state = active.process.state
+            if active.exiting or state.exiting or state.stop_outcome is not None:
+                states["stopping"] += 1
+            elif state.ready:
+                states["running"] += 1
+            else:
+                states["starting"] += 1
+        for outcome, count in sorted(dict(supervisor.exits).items()):
+            exits.add_metric((outcome,), count)
+    for state_name, count in states.items():
+        workers.add_metric((state_name,), count)
+    yield workers
+    yield exits
+
+
+def _claim_families(facts: _Facts) -> Iterator[object]:
+    """The host claim's lease left and its epoch."""
+    from prometheus_client.core import GaugeMetricFamily  # noqa: PLC0415 - the metrics extra
+
+    if facts.lease_seconds is not None:
+        yield GaugeMetricFamily(
+            "pwf_host_lease_remaining_seconds",
+            "Time left on the host claim's lease; negative once it ran out.",
+            value=facts.lease_seconds,
+        )
+    if facts.epoch is not None:
+        yield GaugeMetricFamily(
+            "pwf_host_epoch", "The epoch of the host claim this host holds.", value=facts.epoch
+        )
 
 
 class _Facts:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf.commands import Result, refuse
-from pwf.commands._payload import positive_int
+from pwf.commands.payload import positive_int
 from pwf.protocol.schemas import ChannelStatus, receipt
 from pwf.views.content import view_content_of_run
 from pwf.views.runs import direct_live, list_page, run_view

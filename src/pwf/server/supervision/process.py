@@ -1,52 +1,35 @@
-"""Worker processes a host supervises: spawn, one message at a time, stop, exit (HOST §7).
+"""One worker process a host supervises: spawn, one message at a time, stop, exit (HOST §7).
 
-An edge room: it starts processes, reads their pipes and sends signals.
+An edge room: it starts a process, reads its pipes and sends signals.
 It decides nothing about runs: each worker line goes to ``answer`` and the
 reply goes back on the worker's stdin before the next line is read
 (§7.4); how the process ended is reported as an :class:`Exit` for the
-host to record.  :class:`Registry` is the process registry
-``host.children.json`` that orphan reaping reads after an unclean exit (§1.6).
+host to record.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import contextlib
 import json
 import logging
-import os
 import signal
-import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import PwfError
 from pwf.protocol.framing import FrameDecoder
+from pwf.protocol.worker import LAUNCH_ENV, launch_variable
+from pwf.server.supervision.identity import signal_group
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from pwf.events.runs import WorkerEnd
 
-__all__ = [
-    "ENV",
-    "REGISTRY_SCHEMA",
-    "STARTUP_SECONDS",
-    "STOP_GRACE_SECONDS",
-    "Exit",
-    "Registry",
-    "WorkerProcess",
-    "kill_exact",
-    "parent_pid",
-    "start_identity",
-]
+__all__ = ["STARTUP_SECONDS", "STOP_GRACE_SECONDS", "Exit", "WorkerProcess"]
 
 log = logging.getLogger("pwf.server")
 
-ENV: Final = "PI_WORKFLOWS_WORKER_LAUNCH"
-REGISTRY_SCHEMA: Final = "pi-workflows.process-registry.v1"
 STARTUP_SECONDS: Final = 15.0
 """A worker must answer ``worker.ready`` within this (``workerStartupTimeoutMs``, §7.6)."""
 STOP_GRACE_SECONDS: Final = 2.0
@@ -56,42 +39,6 @@ _READ_BYTES: Final = 1 << 16
 _DRAIN_SECONDS: Final = 1.0
 _EXIT_POLL_SECONDS: Final = 0.02
 """How often the end of a worker process is looked for (see :meth:`WorkerProcess.exited`)."""
-_START_FIELD: Final = 19
-"""``starttime`` is field 22 of ``/proc/PID/stat``, the 20th after the command name."""
-
-
-class Registry:
-    """``host.children.json``: the pid and start identity of every live worker process."""
-
-    def __init__(self, path: Path) -> None:
-        """Name the file; it is written on the first change."""
-        self.path = path
-        self.processes: dict[int, str] = {}
-
-    def add(self, pid: int, identity: str) -> None:
-        """Record a started process."""
-        self.processes[pid] = identity
-        self._write()
-
-    def remove(self, pid: int) -> None:
-        """Forget a process that ended."""
-        if self.processes.pop(pid, None) is not None:
-            self._write()
-
-    def _write(self) -> None:
-        """Sorted by pid, through a temporary file and a rename, mode 0600."""
-        content = {
-            "processes": [
-                {"pid": pid, "startIdentity": identity}
-                for pid, identity in sorted(self.processes.items())
-            ],
-            "schema": REGISTRY_SCHEMA,
-        }
-        scratch = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        descriptor = os.open(scratch, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(content, separators=(",", ":"), sort_keys=True) + "\n")
-        scratch.replace(self.path)
 
 
 @dataclass
@@ -154,11 +101,10 @@ class WorkerProcess:
         Raises:
             OSError: the command could not be started (no such file, no cwd).
         """
-        encoded = base64.urlsafe_b64encode(self.envelope).decode("ascii").rstrip("=")
         self.process = await asyncio.create_subprocess_exec(
             *self.command,
             cwd=self.cwd,
-            env={**self.env, ENV: encoded},
+            env={**self.env, LAUNCH_ENV: launch_variable(self.envelope)},
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -286,26 +232,16 @@ class WorkerProcess:
     async def _terminate(self) -> None:
         process = self.process
         assert process is not None
-        _signal_group(process.pid, signal.SIGTERM)
+        signal_group(process.pid, signal.SIGTERM)
         try:
             await asyncio.wait_for(self.exited(), self.stop_grace_seconds)
         except TimeoutError:
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
 
     def kill_group(self) -> None:
         """SIGKILL what is left of the worker's process group (its own children)."""
         if self.process is not None:
-            _signal_group(self.process.pid, signal.SIGKILL)
-
-
-def _signal_group(pid: int, number: signal.Signals) -> None:
-    try:
-        os.killpg(pid, number)
-    except ProcessLookupError:
-        return
-    except PermissionError:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, number)
+            signal_group(self.process.pid, signal.SIGKILL)
 
 
 def _accepted(reply: bytes) -> bool:
@@ -323,63 +259,3 @@ def _operation(line: bytes) -> str | None:
     except ValueError:
         return None
     return value.get("operation") if isinstance(value, dict) else None
-
-
-def start_identity(pid: int) -> str | None:
-    """The OS's start identity of process ``pid``, or None when it cannot be read (HOST §1.4).
-
-    ``linux-proc-start:<ticks>`` from ``/proc/PID/stat``; where there is no
-    ``/proc``, ``ps-lstart:<time>`` from ``ps -o lstart=``.  The host attests
-    itself with it, the registry records it for each worker, and orphan
-    reaping kills only a process whose identity still matches.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        stat = ""
-    if stat:
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > _START_FIELD and fields[_START_FIELD].isdigit():
-            return f"linux-proc-start:{fields[_START_FIELD]}"
-        return None
-    try:
-        started = subprocess.run(  # noqa: S603 - fixed argv, no shell
-            ["/bin/ps", "-o", "lstart=", "-p", str(pid)],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"ps-lstart:{started}" if started else None
-
-
-def parent_pid(pid: int) -> int | None:
-    """The parent of process ``pid``, or None when it is not running."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        stat = ""
-    if stat:
-        fields = stat[stat.rfind(")") + 2 :].split()
-        return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
-    try:
-        found = subprocess.run(  # noqa: S603 - fixed argv, no shell
-            ["/bin/ps", "-o", "ppid=", "-p", str(pid)],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return int(found) if found.isdigit() else None
-
-
-def kill_exact(pid: int, identity: str) -> bool:
-    """SIGKILL the process group of ``pid`` (else the pid) if it is still that exact process."""
-    if start_identity(pid) != identity:
-        return False
-    _signal_group(pid, signal.SIGKILL)
-    return True

@@ -1,6 +1,7 @@
-"""The host's files: state directory, process lock, start identity, orphans (HOST §1.1-§1.6).
+"""The host's files: its state directory and its process lock (HOST §1.1-§1.3).
 
-An edge room: reads ``/proc``, writes files, sends signals.
+An edge room: creates a directory and writes and deletes one file.  A lock
+left by a process that is gone (or whose pid was reused) is replaced.
 """
 
 from __future__ import annotations
@@ -8,23 +9,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 from pathlib import Path
 from typing import Final
 
 from pwf.errors import InputError, PwfError
-from pwf.private import make_directories
-from pwf.supervise import REGISTRY_SCHEMA, start_identity
+from pwf.private import make_directories, read_object
+from pwf.server.supervision.identity import alive
 
-__all__ = [
-    "LOCK_SCHEMA",
-    "MAX_SOCKET_PATH_BYTES",
-    "HostPaths",
-    "acquire_lock",
-    "reap_orphans",
-    "release_lock",
-    "start_identity",
-]
+__all__ = ["LOCK_SCHEMA", "MAX_SOCKET_PATH_BYTES", "HostPaths", "acquire_lock", "release_lock"]
 
 LOCK_SCHEMA: Final = "pi-workflows.host-lock.v1"
 MAX_SOCKET_PATH_BYTES: Final = 107
@@ -59,15 +51,6 @@ class HostPaths:
         self.state_dir.chmod(0o700)
 
 
-def _alive(pid: object, identity: object) -> bool:
-    return (
-        isinstance(pid, int)
-        and pid > 0
-        and isinstance(identity, str)
-        and start_identity(pid) == identity
-    )
-
-
 def acquire_lock(path: Path, pid: int, identity: str, host_id: str) -> None:
     """Take the process lock with an exclusive create (0600); a stale lock is replaced.
 
@@ -83,8 +66,8 @@ def acquire_lock(path: Path, pid: int, identity: str, host_id: str) -> None:
         try:
             descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         except FileExistsError:
-            holder = _read_lock(path)
-            if holder is not None and _alive(holder.get("pid"), holder.get("startIdentity")):
+            holder = read_object(path)
+            if holder is not None and alive(holder.get("pid"), holder.get("startIdentity")):
                 raise PwfError(
                     f"A workflow host is already running with PID {holder['pid']}"
                 ) from None
@@ -97,32 +80,9 @@ def acquire_lock(path: Path, pid: int, identity: str, host_id: str) -> None:
     raise PwfError(f"could not take the host lock {path}: it keeps changing")
 
 
-def _read_lock(path: Path) -> dict[str, object] | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def release_lock(path: Path, host_id: str) -> None:
     """Delete the lock only when it is this host's (HOST §1.3)."""
-    holder = _read_lock(path)
+    holder = read_object(path)
     if holder is not None and holder.get("hostId") == host_id:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-
-
-def reap_orphans(path: Path) -> int:
-    """SIGKILL the process group of every recorded child that is still exactly alive (§1.6)."""
-    registry = _read_lock(path)
-    if registry is None or registry.get("schema") != REGISTRY_SCHEMA:
-        return 0
-    processes = registry.get("processes")
-    reaped = 0
-    for item in processes if isinstance(processes, list) else []:
-        if isinstance(item, dict) and _alive(item.get("pid"), item.get("startIdentity")):
-            with contextlib.suppress(OSError):
-                os.killpg(int(item["pid"]), signal.SIGKILL)
-                reaped += 1
-    return reaped

@@ -1,8 +1,9 @@
 """The runs a served host supervises: claim, spawn, answer, renew, stop, recover (HOST §7).
 
-An edge room over :mod:`pwf.supervise` (the processes) and the host's
-decisions, which it reaches only through ``submit``: a function that runs
-one decision on the host's writer and returns its result.  So the same
+An edge room over :mod:`.process` (one worker's process), :mod:`.children`
+(the processes a worker registers) and the host's decisions, which it
+reaches only through ``submit``: a function that runs one decision on the
+host's writer and returns its result.  So the same
 supervisor works under ``pwf serve`` (the group-committing writer) and in
 tests (a host called directly).
 """
@@ -18,18 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from pwf.commands import supervision
-from pwf.commands.processes import PROCESS_OPERATIONS, ProcessFacts, requested_pid
+from pwf.commands.processes import PROCESS_OPERATIONS
 from pwf.errors import CommandError, PwfError
 from pwf.protocol.worker import encode_launch, encode_worker_response, parse_worker_message
-from pwf.supervise import (
-    STARTUP_SECONDS,
-    STOP_GRACE_SECONDS,
-    Registry,
-    WorkerProcess,
-    kill_exact,
-    parent_pid,
-    start_identity,
-)
+from pwf.server.supervision.children import Children
+from pwf.server.supervision.identity import start_identity
+from pwf.server.supervision.process import STARTUP_SECONDS, STOP_GRACE_SECONDS, WorkerProcess
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -37,11 +32,12 @@ if TYPE_CHECKING:
     from pwf.commands import Context
     from pwf.events.runs import WorkerEnd
     from pwf.host import Host
-    from pwf.protocol.worker import LaunchEnvelope, WorkerMessage
+    from pwf.protocol.worker import LaunchEnvelope
+    from pwf.server.supervision.process import Exit
+    from pwf.server.supervision.registry import Registry
     from pwf.store import EventStore
-    from pwf.supervise import Exit
 
-__all__ = ["ENDING", "HANDOFF_SECONDS", "Active", "Supervisor"]
+__all__ = ["ENDING", "HANDOFF_SECONDS", "Active", "Owed", "Supervisor"]
 
 log = logging.getLogger("pwf.server")
 T = TypeVar("T")
@@ -62,6 +58,45 @@ class Active:
     envelope: LaunchEnvelope
     process: WorkerProcess
     exiting: bool = False
+
+
+class Owed:
+    """The claims a supervisor owes after answers, run in turn by one task.
+
+    A flood of answers owes as many claims as it had answers, but they are
+    counted, not each given a task of its own; the count is dropped once a
+    claim finds nothing to start, since the ones after it would find
+    nothing either until something changes, and a change calls again.
+    """
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        """Nothing owed yet."""
+        self.supervisor = supervisor
+        self.count = 0
+        """Calls of :meth:`Supervisor.claim_soon` not yet run."""
+        self._paying: asyncio.Task[None] | None = None
+
+    def add(self) -> None:
+        """Owe one more claim; start the task that pays them unless it runs."""
+        self.count += 1
+        if self._paying is None:
+            tasks = self.supervisor.tasks
+            self._paying = asyncio.get_running_loop().create_task(self._pay())
+            tasks.add(self._paying)
+            self._paying.add_done_callback(tasks.discard)
+
+    async def _pay(self) -> None:
+        supervisor = self.supervisor
+        try:
+            while self.count and not supervisor.stopping:
+                self.count -= 1
+                if not await supervisor.claim():
+                    self.count = 0
+        except PwfError as error:
+            log.warning("claiming a run failed: %s", error)
+            self.count = 0
+        finally:
+            self._paying = None
 
 
 class Supervisor:
@@ -91,16 +126,14 @@ class Supervisor:
         self.startup_seconds = startup_seconds
         self.stop_grace_seconds = stop_grace_seconds
         self.active: dict[str, Active] = {}
-        self.children: dict[str, dict[int, str | None]] = {}
-        """Each worker epoch's registered child processes and their start identities (§7.7)."""
+        self.children = Children(registry)
+        """Each worker epoch's registered child processes (§7.7)."""
         self.tasks: set[asyncio.Task[object]] = set()
         self.exits: dict[str, int] = {}
         """Worker processes ended so far, by outcome (metrics)."""
         self.stopping = False
         self._claiming = asyncio.Lock()
-        self._owed = 0
-        """Calls of :meth:`claim_soon` not yet run."""
-        self._paying: asyncio.Task[None] | None = None
+        self._owed = Owed(self)
 
     async def _call(self, decide: Callable[[Host[EventStore]], T]) -> T:
         return await self._submit(decide)  # type: ignore[return-value]
@@ -142,32 +175,9 @@ class Supervisor:
         return False
 
     def claim_soon(self) -> None:
-        """One more :meth:`claim`, after an answer; one task runs them all in turn.
-
-        A flood of answers owes as many claims as it had answers, but they are
-        counted, not each given a task of its own; the count is dropped once a
-        claim finds nothing to start, since the ones after it would find
-        nothing either until something changes, and a change calls again.
-        """
-        if self.stopping:
-            return
-        self._owed += 1
-        if self._paying is None:
-            self._paying = asyncio.get_running_loop().create_task(self._pay())
-            self.tasks.add(self._paying)
-            self._paying.add_done_callback(self.tasks.discard)
-
-    async def _pay(self) -> None:
-        try:
-            while self._owed and not self.stopping:
-                self._owed -= 1
-                if not await self.claim():
-                    self._owed = 0
-        except PwfError as error:
-            log.warning("claiming a run failed: %s", error)
-            self._owed = 0
-        finally:
-            self._paying = None
+        """One more :meth:`claim`, after an answer; one task runs them in turn (:class:`Owed`)."""
+        if not self.stopping:
+            self._owed.add()
 
     async def _activate(self, run_id: str) -> bool:
         """Claim ``run_id`` for a new worker epoch and start supervising it; False if refused."""
@@ -229,7 +239,7 @@ class Supervisor:
         finally:
             process.kill_group()
             self.registry.remove(pid)
-            self._reap_children(envelope.worker_epoch)
+            self.children.reap(envelope.worker_epoch)
         await self._gone(active, ended.outcome, ended)
 
     async def _gone(
@@ -270,12 +280,15 @@ class Supervisor:
     async def _answer(self, run_id: str, line: bytes) -> bytes:
         """One worker line, decided on the host; an epoch-ending one starts the handoff timer."""
         message = parse_worker_message(line)
-        facts = self._facts(run_id, message) if message.operation in PROCESS_OPERATIONS else None
+        facts = None
+        if message.operation in PROCESS_OPERATIONS:
+            before = self.active.get(run_id)
+            facts = self.children.facts(None if before is None else before.process.pid, message)
         response = await self._call(lambda host: host.worker(message, self.clock(), facts))
         active = self.active.get(run_id)
         settled = response.outcome in ("accepted", "adopted")
         if settled and message.operation in PROCESS_OPERATIONS:
-            self._registered(message)
+            self.children.registered(message)
         if active is None:
             return encode_worker_response(response)
         if response.outcome == "claimLost" and response.error == "Run claim expired":
@@ -284,45 +297,6 @@ class Supervisor:
             active.exiting = True
             asyncio.get_running_loop().call_later(HANDOFF_SECONDS, active.process.stop, "orphaned")
         return encode_worker_response(response)
-
-    # ------------------------------------------------------------------ a worker's own children
-
-    def _facts(self, run_id: str, message: WorkerMessage) -> ProcessFacts:
-        """What this host knows about the pid a ``process.*`` message names (§7.7)."""
-        active = self.active.get(run_id)
-        pid = requested_pid(message.payload)
-        owner = None
-        if pid is not None:
-            owner = next((epoch for epoch, pids in self.children.items() if pid in pids), None)
-        return ProcessFacts(
-            worker_pid=None if active is None else active.process.pid,
-            parent_pid=None if pid is None else parent_pid(pid),
-            registered_to=owner,
-        )
-
-    def _registered(self, message: WorkerMessage) -> None:
-        """An accepted registration enters the registry; an unregistration leaves it."""
-        pid = requested_pid(message.payload)
-        if pid is None:
-            return
-        owned = self.children.setdefault(message.worker_epoch, {})
-        if message.operation == "process.register":
-            identity = start_identity(pid)
-            owned[pid] = identity
-            if identity is not None:
-                self.registry.add(pid, identity)
-            return
-        owned.pop(pid, None)
-        self.registry.remove(pid)
-        if not owned:
-            self.children.pop(message.worker_epoch, None)
-
-    def _reap_children(self, worker_epoch: str) -> None:
-        """The epoch ended: kill its registered children that are still exactly alive (§7.11)."""
-        for pid, identity in self.children.pop(worker_epoch, {}).items():
-            if identity is not None and kill_exact(pid, identity):
-                log.info("killed process %d of worker %s", pid, worker_epoch)
-            self.registry.remove(pid)
 
     # ------------------------------------------------------------------ heartbeat and stop
 

@@ -1,0 +1,162 @@
+"""Answering a served request: route it, await a verdict, read state, act after (HOST §1.12-§1.17).
+
+Imports the served host's decisions, its state reads, the protocol and the
+subscription room.  Most requests go to the writer with a callback and are
+answered once their group commits; subscriptions and the two state reads
+run as tasks of their own; ``interaction.submit`` waits for its worker's
+verdict.  After each answer the host may stop, stop a cancelled run's
+worker, look for work, and publish to the connection's subscriptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Final
+
+from pwf.errors import PwfError
+from pwf.host.statereads import STATE_READS, state_read
+from pwf.protocol.client import ClientResponse
+from pwf.server._subscriptions import SUBSCRIBING
+from pwf.statereaders import overview, verify_failure
+from pwf.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pwf.host.served import ServedHost
+    from pwf.protocol.client import ClientRequest
+    from pwf.server._connections import Connection
+    from pwf.server._hub import Hub
+
+__all__ = ["SUBMIT_POLL_SECONDS", "Requests"]
+
+SUBMIT_POLL_SECONDS: Final = 0.025
+"""``interaction.submit`` looks for its verdict this often, as the original does (HOST §1.13)."""
+ALONE: Final = frozenset({"state.backup", "state.prune"})
+"""Requests decided in a group of their own: their file work must not hold others' commits."""
+
+
+class Requests:
+    """Routes each request to its answer and runs the host's work after each answer."""
+
+    def __init__(self, hub: Hub) -> None:
+        """Bind the host whose writer, subscriptions and supervisor answer."""
+        self.hub = hub
+
+    def dispatch(self, connection: Connection, request: ClientRequest) -> None:
+        """Queue ``request``'s decision; its answer is written once that is committed.
+
+        Subscriptions and state reads (on a host with its own database file)
+        run as tasks of their own; every other request goes to the writer
+        with a callback, so the common path creates no task and no future.
+        """
+        hub = self.hub
+        writer = hub.writer
+        assert writer is not None
+        if hub.metrics is not None:
+            hub.metrics.received(request)
+        views = hub.views
+        operation = request.operation
+        if views is not None and operation in SUBSCRIBING:
+            connection.spawn(request, views.answer(connection, request))
+            return
+        if operation in STATE_READS and hub.options.store_url is None:
+            connection.spawn(request, asyncio.to_thread(self._read_state, request))
+            return
+        if views is not None and operation == "view.session.watch":
+            views.session_watch(connection, request)
+        writer.call(
+            lambda host: host.decide(request, hub.clock(), connection.id),
+            lambda decided, error: self._decided(connection, request, decided, error),
+            alone=operation in ALONE,
+            source=connection,
+        )
+
+    def _decided(
+        self,
+        connection: Connection,
+        request: ClientRequest,
+        decided: tuple[ClientResponse, str | None] | None,
+        error: BaseException | None,
+    ) -> None:
+        if error is not None or decided is None:
+            connection.failed(request, error or PwfError("Workflow request failed"))
+            return
+        response, submission = decided
+        if submission is None:
+            connection.answered(request, response)
+        else:
+            connection.spawn(request, self._verdict_of(connection, request, response, submission))
+
+    async def _verdict_of(
+        self,
+        connection: Connection,
+        request: ClientRequest,
+        response: ClientResponse,
+        submission: str,
+    ) -> ClientResponse:
+        """``interaction.submit`` waits for its worker's verdict (DOMAIN §8)."""
+        hub = self.hub
+        writer = hub.writer
+        assert writer is not None
+        while True:
+            if hub.stopping or connection.closed:
+                return ClientResponse(
+                    request_id=request.request_id,
+                    outcome="unavailable",
+                    error="Workflow host stopped while validating the submission",
+                )
+            await asyncio.sleep(SUBMIT_POLL_SECONDS)
+            verdict = await writer.submit(_verdict(request, submission, response), read=True)
+            if verdict is not None:
+                return verdict
+
+    def _read_state(self, request: ClientRequest) -> ClientResponse:
+        """``state.status`` or ``state.verify`` on a read-only connection of its own.
+
+        It runs in a worker thread, so a verify that folds the whole log
+        never holds up the writer, and it answers what direct mode answers.
+        A host on a shared log reads on its writer, whose store knows the log.
+        """
+        options = self.hub.options
+        store = SqliteStore(options.db, read_only=True, busy_timeout_ms=options.busy_timeout_ms)
+        try:
+            return state_read(
+                store,
+                request,
+                self.hub.clock(),
+                verifier=verify_failure,
+                overview=overview,
+            )
+        finally:
+            store.close()
+
+    def after(
+        self, connection: Connection | None, request: ClientRequest, response: ClientResponse
+    ) -> None:
+        """After an answer: stop, stop a cancelled run's worker, look for work, publish.
+
+        ``host.stop`` stops once its answer is written (HOST §1.17); a live
+        run's cancel stops its worker with ``cancelled`` (§4.1).
+        """
+        hub = self.hub
+        if hub.metrics is not None:
+            hub.metrics.answered(request, response)
+        if request.operation == "host.stop" and response.outcome == "accepted":
+            asyncio.get_running_loop().call_soon(hub.request_stop)
+            return
+        supervisor = hub.supervisor
+        if supervisor is not None and response.outcome in ("accepted", "adopted"):
+            if request.operation == "run.cancel" and request.run_id is not None:
+                supervisor.stop_run(request.run_id, "cancelled")
+            supervisor.claim_soon()
+        views = hub.views
+        if views is not None and connection is not None and views.watching(connection):
+            hub.spawn(views.publish(connection))
+
+
+def _verdict(
+    request: ClientRequest, submission: str, started: ClientResponse
+) -> Callable[[ServedHost], ClientResponse | None]:
+    """One look for a submission's verdict, bound to this submission."""
+    return lambda host: host.verdict(request, submission, started)

@@ -1,0 +1,86 @@
+"""The served host's three timers: heartbeat, interaction expiry and publish (HOST §1.8, §1.9).
+
+Imports the served host's errors and the subscription room's period.  Each
+timer sleeps its period and then does its work, for as long as the host
+runs; the host cancels them when it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from pwf.errors import CommandError, PwfError
+from pwf.server._subscriptions import PUBLISH_SECONDS
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from pwf.server._hub import Hub
+
+__all__ = ["Timers"]
+
+log = logging.getLogger("pwf.server")
+
+
+class Timers:
+    """The host's periodic work: renew its claim, expire interactions, publish."""
+
+    def __init__(self, hub: Hub) -> None:
+        """Bind the host; nothing runs before :meth:`start`."""
+        self.hub = hub
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        """Start the three timers, each at its period."""
+        options = self.hub.options
+        self._tasks = [
+            asyncio.create_task(_every(options.heartbeat_ms, self.heartbeat)),
+            asyncio.create_task(_every(options.poll_ms, self.poll)),
+            asyncio.create_task(_every(int(PUBLISH_SECONDS * 1000), self.publish)),
+        ]
+
+    def cancel(self) -> None:
+        """Stop every timer."""
+        for task in self._tasks:
+            task.cancel()
+
+    async def heartbeat(self) -> None:
+        """Renew the host's claim, then its workers'; a lost claim stops the host (exit 3)."""
+        hub = self.hub
+        writer = hub.writer
+        assert writer is not None
+        try:
+            await writer.duty(lambda host: host.renew(hub.options.lease_ms, hub.clock()))
+        except CommandError as error:
+            log.error("host claim lost: %s", error)  # noqa: TRY400 - one line, no traceback
+            hub.exit_code = 3
+            hub.request_stop()
+            return
+        if hub.supervisor is not None and not hub.stopping:
+            await hub.supervisor.renew()
+
+    async def poll(self) -> None:
+        """Interaction expiry (DOMAIN §10.7), then look for work; a failed pass is tried again."""
+        hub = self.hub
+        writer = hub.writer
+        assert writer is not None
+        try:
+            await writer.duty(lambda host: host.expire(hub.clock()))
+        except PwfError as error:
+            log.warning("interaction expiry failed: %s", error)
+        if hub.supervisor is not None and not hub.stopping:
+            await hub.supervisor.claim()
+
+    async def publish(self) -> None:
+        """Push what changed to every subscription."""
+        hub = self.hub
+        if hub.views is not None and not hub.stopping:
+            await hub.views.publish_all(hub.connections)
+
+
+async def _every(period_ms: int, tick: Callable[[], Awaitable[None]]) -> None:
+    while True:
+        await asyncio.sleep(period_ms / 1000)
+        await tick()
