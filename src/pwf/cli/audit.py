@@ -155,28 +155,12 @@ def prove(  # noqa: PLR0913 - one option each
     with audited(db) as (file, tree, origin):
         wanted = tree.size if size is None else size
         if old is not None:
-            path = tree.consistency(old, wanted)
-            data: dict[str, object] = {
-                "newRoot": tree.root(wanted).hex(),
-                "newSize": wanted,
-                "oldRoot": tree.root(old).hex(),
-                "oldSize": old,
-                "path": [item.hex() for item in path],
-            }
+            data = _consistency_proof(tree, old, wanted)
         else:
             assert seq is not None
-            index = tree.leaf_index(seq)
-            data = {
-                "index": index,
-                "leafHash": tree.leaf(index).hex(),
-                "path": [item.hex() for item in tree.inclusion(index, wanted)],
-                "rootHash": tree.root(wanted).hex(),
-                "seq": seq,
-                "treeSize": wanted,
-            }
+            data = _inclusion_proof(tree, seq, wanted)
             if key is not None:
-                body = next(file.read(seq, seq)).body
-                data["event"] = _notes.b64(body)
+                data["event"] = _notes.b64(next(file.read(seq, seq)).body)
         if key is not None:
             data["checkpoint"] = _signed(key, origin, wanted, tree.root(wanted))
     if as_json:
@@ -186,6 +170,31 @@ def prove(  # noqa: PLR0913 - one option each
         value = data[name]
         shown = " ".join(str(item) for item in value) if isinstance(value, list) else value
         click.echo(f"{name}: {shown}")
+
+
+def _consistency_proof(tree: Proofs, old: int, new: int) -> dict[str, object]:
+    """The proof that the tree of ``old`` leaves is a prefix of the tree of ``new``."""
+    path = tree.consistency(old, new)  # first: it names a size the tree lacks
+    return {
+        "newRoot": tree.root(new).hex(),
+        "newSize": new,
+        "oldRoot": tree.root(old).hex(),
+        "oldSize": old,
+        "path": [item.hex() for item in path],
+    }
+
+
+def _inclusion_proof(tree: Proofs, seq: int, size: int) -> dict[str, object]:
+    """The proof that the event at ``seq`` is a leaf of the tree of ``size`` leaves."""
+    index = tree.leaf_index(seq)
+    return {
+        "index": index,
+        "leafHash": tree.leaf(index).hex(),
+        "path": [item.hex() for item in tree.inclusion(index, size)],
+        "rootHash": tree.root(size).hex(),
+        "seq": seq,
+        "treeSize": size,
+    }
 
 
 @click.command()

@@ -41,9 +41,11 @@ from pwf.store.tree import proofs
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
+    from pwf.cli._anchor import Anchor, Held
     from pwf.cli._output import Form
     from pwf.cli._times import TimeFormat
-    from pwf.store import EventStore, StoredEvent
+    from pwf.store import EventStore, StoredEvent, VerifyReport
+    from pwf.store.compaction import Proof
 
 
 F = Any
@@ -391,7 +393,7 @@ def _follow(store: EventStore, seq: int, shape: _Shape, interval: float, about: 
     help="Witness cosignatures the checkpoint needs (default: every --witness).",
 )
 @json_option
-def verify(  # noqa: C901, PLR0913 - one option and one report each
+def verify(  # noqa: PLR0913 - one option and one report each
     *,
     db: str | None,
     chain_only: bool,
@@ -421,51 +423,105 @@ def verify(  # noqa: C901, PLR0913 - one option and one report each
     anchor = parse_anchor(expect_head) if expect_head is not None else None
     if (checkpoint is None) != (vkey is None):
         raise InputError("--checkpoint and --vkey go together")
+    note = None
+    if checkpoint is not None and vkey is not None:
+        note = _Note(Path(checkpoint), vkey, witnesses, quorum)
     with open_store(db, read_only=True) as store, activity("verifying the chain"):
-        report = store.verify(deep=not chain_only)
-        signed = (
-            _signed_checkpoint(store, Path(checkpoint), vkey, witnesses, quorum)
-            if checkpoint is not None and vkey is not None and report.ok
-            else None
-        )
-        proof = prove(store, Path(backup)) if backup is not None and report.ok else None
-        held = (
-            anchored(store, anchor, proof, Path(backup) if backup else None)
-            if anchor is not None and report.ok
-            else None
-        )
-    ok = report.ok and (proof is None or proof.ok) and (held is None or held.ok)
-    if signed is not None:
-        ok = ok and signed[0]
-        click.echo(
-            f"{'ok' if signed[0] else 'bad'}: checkpoint {checkpoint}: {signed[1]}", err=True
-        )
-    verdict(0 if ok else 1)
+        found = _verified(store, chain_only=chain_only, backup=backup, anchor=anchor, note=note)
+    if found.signed is not None:
+        held, what = found.signed
+        click.echo(f"{'ok' if held else 'bad'}: checkpoint {checkpoint}: {what}", err=True)
+    verdict(0 if found.ok else 1)
     if as_json:
-        data: dict[str, object] = {
-            "events": report.events,
-            "firstBadSeq": report.first_bad_seq,
-            "headSeq": report.head.seq,
-            "ok": ok,
-            "reason": report.reason,
+        click.echo(canonical.encode(_verified_json(found)).decode())
+    else:
+        _echo_verified(found, backup)
+    if not found.ok:
+        sys.exit(1)
+
+
+class _Note(NamedTuple):
+    """The signed checkpoint ``log verify`` checks, with the keys and quorum it needs."""
+
+    path: Path
+    vkey: str
+    witnesses: tuple[str, ...]
+    quorum: int | None
+
+
+def _verified(
+    store: EventStore,
+    *,
+    chain_only: bool,
+    backup: str | None,
+    anchor: Anchor | None,
+    note: _Note | None,
+) -> _Verified:
+    """Walk the chain, then, if it holds, check each proof asked for."""
+    report = store.verify(deep=not chain_only)
+    if not report.ok:
+        return _Verified(report, None, None, None)
+    signed = None if note is None else _signed_checkpoint(store, note)
+    proof = prove(store, Path(backup)) if backup is not None else None
+    held = (
+        anchored(store, anchor, proof, Path(backup) if backup else None)
+        if anchor is not None
+        else None
+    )
+    return _Verified(report, signed, proof, held)
+
+
+class _Verified(NamedTuple):
+    """What ``log verify`` found: the chain, and each proof it was asked for (None: not asked)."""
+
+    report: VerifyReport
+    signed: tuple[bool, str] | None
+    proof: Proof | None
+    held: Held | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the chain and every proof asked for hold."""
+        return (
+            self.report.ok
+            and (self.proof is None or self.proof.ok)
+            and (self.held is None or self.held.ok)
+            and (self.signed is None or self.signed[0])
+        )
+
+
+def _verified_json(found: _Verified) -> dict[str, object]:
+    """``log verify --json``'s object: the chain's verdict, the backup's and the anchor's."""
+    report, proof, held = found.report, found.proof, found.held
+    data: dict[str, object] = {
+        "events": report.events,
+        "firstBadSeq": report.first_bad_seq,
+        "headSeq": report.head.seq,
+        "ok": found.ok,
+        "reason": report.reason,
+    }
+    if proof is not None:
+        data["backup"] = {
+            "backupEvents": proof.backup_events,
+            "compared": proof.compared,
+            "failure": proof.failure,
+            "ok": proof.ok,
+            "removedRuns": proof.removed_runs,
         }
-        if proof is not None:
-            data["backup"] = {
-                "backupEvents": proof.backup_events,
-                "compared": proof.compared,
-                "failure": proof.failure,
-                "ok": proof.ok,
-                "removedRuns": proof.removed_runs,
-            }
-        if held is not None:
-            data["expectHead"] = {
-                "contentHash": held.content_hash,
-                "failure": held.failure,
-                "ok": held.ok,
-                "seq": held.seq,
-            }
-        click.echo(canonical.encode(data).decode())
-    elif not report.ok:
+    if held is not None:
+        data["expectHead"] = {
+            "contentHash": held.content_hash,
+            "failure": held.failure,
+            "ok": held.ok,
+            "seq": held.seq,
+        }
+    return data
+
+
+def _echo_verified(found: _Verified, backup: str | None) -> None:
+    """``log verify``'s lines: the first failure on stderr, or each proof that held."""
+    report, proof, held = found.report, found.proof, found.held
+    if not report.ok:
         click.echo(f"bad: seq {report.first_bad_seq}: {report.reason}", err=True)
     elif proof is not None and not proof.ok:
         click.echo(f"bad: backup {backup}: {proof.failure}", err=True)
@@ -480,21 +536,16 @@ def verify(  # noqa: C901, PLR0913 - one option and one report each
             )
         if held is not None:
             click.echo(f"ok: seq {held.seq} still has contentHash {held.content_hash}")
-    if not ok:
-        sys.exit(1)
 
 
-def _signed_checkpoint(
-    store: EventStore, note: Path, vkey: str, witnesses: tuple[str, ...], quorum: int | None
-) -> tuple[bool, str]:
+def _signed_checkpoint(store: EventStore, note: _Note) -> tuple[bool, str]:
     """Whether the signed checkpoint ``note`` holds for this log, and what was found."""
     file = sqlite_file(store.projections_file)
     with file.snapshot():
         try:
             tree = proofs(file.connection, file.head())
-            return True, check_checkpoint(
-                note.read_text(encoding="utf-8"), vkey, witnesses, quorum, tree
-            )
+            text = note.path.read_text(encoding="utf-8")
+            return True, check_checkpoint(text, note.vkey, note.witnesses, note.quorum, tree)
         except (InputError, StoreError) as error:
             return False, str(error)
 

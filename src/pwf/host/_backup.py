@@ -50,6 +50,24 @@ class Recording:
     closed: Callable[[Context, ClientRequest], ClientResponse | None] = lambda _ctx, _request: None
     """The ``unavailable`` answer of a stopping host, asked after the replay lookup (HOST 1.20)."""
 
+    def answered(self, ctx: Context, request: ClientRequest) -> ClientResponse | None:
+        """The answer already due: the recorded one of a replay, or a stopping host's."""
+        return self.adopt(ctx, request) or self.closed(ctx, request)
+
+    def rejected(self, ctx: Context, request: ClientRequest, error: CommandError) -> ClientResponse:
+        """Record the command as rejected with ``error``'s text."""
+        return self.record(ctx, request, Result(outcome="rejected", error=str(error)))
+
+    def finish(self, store: LogFile, request: ClientRequest, result: Result) -> ClientResponse:
+        """Record ``result`` in a write transaction of its own, after the work outside one.
+
+        A request with the same key that was recorded meanwhile is adopted
+        instead of recorded twice.
+        """
+        with store.transaction() as tx:
+            ctx = self.open(tx)
+            return self.adopt(ctx, request) or self.record(ctx, request, result)
+
 
 def run_backup(
     store: LogFile, request: ClientRequest, recording: Recording, *, replace: bool
@@ -61,22 +79,20 @@ def run_backup(
     """
     with store.transaction() as tx:
         ctx = recording.open(tx)
-        stored = recording.adopt(ctx, request) or recording.closed(ctx, request)
+        stored = recording.answered(ctx, request)
         if stored is not None:
             return stored
         try:
             with tx.savepoint():
                 result = recording.validate(ctx, request)
         except CommandError as error:
-            return recording.record(ctx, request, Result(outcome="rejected", error=str(error)))
+            return recording.rejected(ctx, request, error)
     assert result.effect is not None
     try:
         backup_database(store, Path(result.effect[1]), replace=replace)
     except CommandError as error:
         result = Result(outcome="rejected", error=str(error))
-    with store.transaction() as tx:
-        ctx = recording.open(tx)
-        return recording.adopt(ctx, request) or recording.record(ctx, request, result)
+    return recording.finish(store, request, result)
 
 
 def catch_up(store: EventLog, backup: Path, upto: Head) -> None:
