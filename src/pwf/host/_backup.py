@@ -17,7 +17,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pwf._sqlite import dump, exact_text
 from pwf.commands import Context, Result
@@ -35,8 +35,11 @@ if TYPE_CHECKING:
 
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.store import EventLog, LogFile, StoreTransaction
+    from pwf.store.sqlite import SqliteTransaction
 
 __all__ = ["Recording", "backup_database", "catch_up", "check_destination", "run_backup"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,13 +53,28 @@ class Recording:
     closed: Callable[[Context, ClientRequest], ClientResponse | None] = lambda _ctx, _request: None
     """The ``unavailable`` answer of a stopping host, asked after the replay lookup (HOST 1.20)."""
 
-    def answered(self, ctx: Context, request: ClientRequest) -> ClientResponse | None:
-        """The answer already due: the recorded one of a replay, or a stopping host's."""
-        return self.adopt(ctx, request) or self.closed(ctx, request)
+    def decide(
+        self,
+        store: LogFile,
+        request: ClientRequest,
+        work: Callable[[SqliteTransaction, Context], T],
+    ) -> T | ClientResponse:
+        """Run ``work`` in a savepoint of a write transaction, unless an answer is due first.
 
-    def rejected(self, ctx: Context, request: ClientRequest, error: CommandError) -> ClientResponse:
-        """Record the command as rejected with ``error``'s text."""
-        return self.record(ctx, request, Result(outcome="rejected", error=str(error)))
+        The answer of a replay or of a stopping host comes back instead; a
+        ``CommandError`` from ``work`` is recorded as a rejection, whose
+        answer comes back.
+        """
+        with store.transaction() as tx:
+            ctx = self.open(tx)
+            stored = self.adopt(ctx, request) or self.closed(ctx, request)
+            if stored is not None:
+                return stored
+            try:
+                with tx.savepoint():
+                    return work(tx, ctx)
+            except CommandError as error:
+                return self.record(ctx, request, Result(outcome="rejected", error=str(error)))
 
     def finish(self, store: LogFile, request: ClientRequest, result: Result) -> ClientResponse:
         """Record ``result`` in a write transaction of its own, after the work outside one.
@@ -77,16 +95,9 @@ def run_backup(
     A request with the same key that was recorded while the copy was made
     is adopted instead of recorded twice.
     """
-    with store.transaction() as tx:
-        ctx = recording.open(tx)
-        stored = recording.answered(ctx, request)
-        if stored is not None:
-            return stored
-        try:
-            with tx.savepoint():
-                result = recording.validate(ctx, request)
-        except CommandError as error:
-            return recording.rejected(ctx, request, error)
+    result = recording.decide(store, request, lambda _tx, ctx: recording.validate(ctx, request))
+    if not isinstance(result, Result):
+        return result
     assert result.effect is not None
     try:
         backup_database(store, Path(result.effect[1]), replace=replace)

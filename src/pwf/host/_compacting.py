@@ -101,10 +101,7 @@ class Prepared:
         Raises:
             StoreError: the templates' file cannot be read.
         """
-        try:
-            connection = self.connect()
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
+        connection = self.connect()
         try:
             size = connection.execute(
                 "SELECT coalesce(sum(length(opening) + length(cause) + length(data)), 0)"  # noqa: S608
@@ -122,16 +119,19 @@ class Prepared:
         """The image, with the templates' file attached as :data:`KEPT_SCHEMA`.
 
         Raises:
-            sqlite3.Error: either file cannot be opened.
+            StoreError: either file cannot be opened.
         """
-        connection = exact_text(sqlite3.connect(self.path, isolation_level=None))
+        try:
+            connection = exact_text(sqlite3.connect(self.path, isolation_level=None))
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
         try:
             connection.execute(f"ATTACH DATABASE ? AS {KEPT_SCHEMA}", (str(self.kept),))
             for pragma in _PRAGMAS:
                 connection.execute(pragma)
-        except sqlite3.Error:
+        except sqlite3.Error as error:
             connection.close()
-            raise
+            raise translate_error(error, self.path) from None
         return connection
 
     def extend(self, backup: Path, chunk: int = CHUNK) -> None:
@@ -145,10 +145,7 @@ class Prepared:
         Raises:
             StoreError: the backup or a scratch file cannot be read or written.
         """
-        try:
-            connection = self.connect()
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
+        connection = self.connect()
         try:
             if not self._indexed:
                 begin_image(connection, self.live)
@@ -184,10 +181,7 @@ class Prepared:
         Raises:
             StoreError: the lock was not free in time or the copy failed.
         """
-        try:
-            connection = self.connect()
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
+        connection = self.connect()
         try:
             return store.install_image(connection, lambda tx: work(tx, connection))
         finally:

@@ -164,18 +164,11 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
     happens.
     """
     with ExitStack() as held:
-        with store.transaction() as tx:
-            ctx = recording.open(tx)
-            stored = recording.answered(ctx, request)
-            if stored is not None:
-                return stored
-            try:
-                with tx.savepoint():
-                    planned = _planned(store, (tx, ctx), request, recording, held)
-            except CommandError as error:
-                return recording.rejected(ctx, request, error)
-            if not isinstance(planned, _Plan):
-                return planned
+        planned = recording.decide(
+            store, request, lambda tx, ctx: _planned(store, (tx, ctx), request, recording, held)
+        )
+        if not isinstance(planned, _Plan):
+            return planned
         result = _applied(store, recording, planned, now=now, actor=actor, cause=cause)
         return recording.finish(store, request, result)
 
