@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Final
 
 from pwf._sqlite import PROJECTION_TABLES, quote
 from pwf.commands import Result
-from pwf.commands.prune import Cutoff, iso_utc, prune_options, select
+from pwf.commands.prune import Cutoff, prune_options, select
 from pwf.errors import CommandError, PwfError, StoreError
 from pwf.host._backup import Recording, backup_database, catch_up
 from pwf.host._compacting import Prepared, prepared
 from pwf.host._lock import acquire_lock
+from pwf.isotime import iso_utc
 from pwf.sqlreader import RowReader
 
 if TYPE_CHECKING:
