@@ -108,6 +108,11 @@ def json_option(command: F) -> F:
     )(flagged)
 
 
+def echo_json(value: object) -> None:
+    """Print ``value`` as ``--json`` prints it: canonical JSON on one line."""
+    click.echo(canonical.encode(value).decode())
+
+
 def store_url() -> str | None:
     """The shared log's URL: ``--store``, else ``$PWF_STORE``, else None (SQLite only).
 

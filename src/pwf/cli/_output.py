@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import click
 
 from pwf import canonical
+from pwf.cli._options import echo_json
 from pwf.cli._times import TIME, resolve_format, shown, time_format_option
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ def print_rows(
     """
     if form == "json":
         listing = [{n: _json_value(v) for n, v in zip(names, row, strict=True)} for row in rows]
-        click.echo(canonical.encode(listing).decode())
+        echo_json(listing)
         return
     if form == "nl":
         out = sys.stdout

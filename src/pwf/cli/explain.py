@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
-from pwf import canonical
-from pwf.cli._options import code_units, db_option, json_option, open_store, printable
+from pwf.cli._options import code_units, db_option, echo_json, json_option, open_store, printable
 from pwf.cli._progress import activity
 from pwf.cli._times import TIME, resolve_format, shown, time_format_option, timed
 from pwf.explain import explain_interaction, explain_run
@@ -122,7 +121,7 @@ def _show(
     explanation: Explanation, as_json: bool, time_format: str | None, requested: int | None
 ) -> None:
     if as_json:
-        click.echo(canonical.encode(explanation).decode())
+        echo_json(explanation)
     else:
         click.echo(printable(_human(explanation, resolve_format(time_format), requested)))
 

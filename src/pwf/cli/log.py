@@ -12,10 +12,18 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
 
-from pwf import canonical, logs
+from pwf import logs
 from pwf.cli import verdict
 from pwf.cli._anchor import anchored, parse_anchor
-from pwf.cli._options import code_units, db_option, json_flag, json_option, open_store, printable
+from pwf.cli._options import (
+    code_units,
+    db_option,
+    echo_json,
+    json_flag,
+    json_option,
+    open_store,
+    printable,
+)
 from pwf.cli._output import (
     output_form,
     output_options,
@@ -433,7 +441,7 @@ def verify(  # noqa: PLR0913 - one option and one report each
         click.echo(f"{'ok' if held else 'bad'}: checkpoint {checkpoint}: {what}", err=True)
     verdict(0 if found.ok else 1)
     if as_json:
-        click.echo(canonical.encode(_verified_json(found)).decode())
+        echo_json(_verified_json(found))
     else:
         _echo_verified(found, backup)
     if not found.ok:
@@ -563,7 +571,7 @@ def head(db: str | None, as_json: bool) -> None:
         tip = store.head()
     if as_json:
         data = {"batch": tip.batch, "contentHash": tip.content_hash, "seq": tip.seq}
-        click.echo(canonical.encode(data).decode())
+        echo_json(data)
     elif tip.content_hash is None:
         click.echo("empty log: seq 0, no contentHash, batch 0")
     else:
@@ -611,7 +619,7 @@ def import_(db: str | None, source: str, as_json: bool) -> None:
     head, events = import_file(path, source)
     if as_json:
         shown = {"events": events, "head": head.content_hash, "seq": head.seq}
-        click.echo(canonical.encode(shown).decode())
+        echo_json(shown)
     else:
         click.echo(
             f"imported {events} events up to seq {head.seq} into {path}, head {head.content_hash}"

@@ -9,7 +9,7 @@ import click
 
 from pwf import canonical, logs
 from pwf.cli import verdict
-from pwf.cli._options import db_option, json_option, open_store, printable
+from pwf.cli._options import db_option, echo_json, json_option, open_store, printable
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError, InputError
 from pwf.fold.rebuild import rebuild
@@ -110,7 +110,7 @@ def replay_command(
     _finish(bar)
     logs.info("log.replayed", seq=report.head.seq, out=str(report.out))
     if as_json:
-        click.echo(canonical.encode(_replay_json(report)).decode())
+        echo_json(_replay_json(report))
     else:
         click.echo(_replay_line(report))
 
@@ -192,7 +192,7 @@ def rebuild_command(db: str | None, as_json: bool) -> None:
     logs.info("projections.rebuilt", events=report.events, seq=report.seq, tables=report.tables)
     if as_json:
         shown = {"events": report.events, "seq": report.seq, "tables": report.tables}
-        click.echo(canonical.encode(shown).decode())
+        echo_json(shown)
     else:
         click.echo(
             f"rebuilt {report.events} events up to seq {report.seq} into {report.tables} tables"
@@ -225,7 +225,7 @@ def verify_command(db: str | None, rows: int, as_json: bool) -> None:
     _finish(bar)
     verdict(0 if found.ok else 1)
     if as_json:
-        click.echo(canonical.encode(_verify_json(found)).decode())
+        echo_json(_verify_json(found))
     else:
         for line in _verify_lines(found):
             click.echo(printable(line))
