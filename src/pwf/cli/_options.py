@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import click
 
 from pwf import canonical
+from pwf.cli import verdict
 from pwf.config import Settings
 from pwf.errors import ConfigError
 from pwf.store.sqlite import SqliteStore
@@ -111,6 +113,25 @@ def json_option(command: F) -> F:
 def echo_json(value: object) -> None:
     """Print ``value`` as ``--json`` prints it: canonical JSON on one line."""
     click.echo(canonical.encode(value).decode())
+
+
+def judged(
+    ok: bool, as_json: bool, data: Callable[[], object], lines: Callable[[], Iterable[str]]
+) -> None:
+    """Declare the verdict, print the report, and exit 1 unless ``ok``.
+
+    ``--json`` prints ``data()``, else each of ``lines()``.  The verdict
+    comes first, so a reader that closes stdout early keeps it
+    (:func:`pwf.cli.verdict`, ADR 0079).
+    """
+    verdict(0 if ok else 1)
+    if as_json:
+        echo_json(data())
+    else:
+        for line in lines():
+            click.echo(printable(line))
+    if not ok:
+        sys.exit(1)
 
 
 def store_url() -> str | None:

@@ -9,7 +9,7 @@ import click
 
 from pwf import canonical
 from pwf.cli import verdict
-from pwf.cli._options import echo_json, json_option, printable
+from pwf.cli._options import echo_json, json_option, judged
 from pwf.cli._progress import activity
 from pwf.diff import diff_databases, diff_logs, digest_database
 
@@ -46,14 +46,7 @@ def diff(a: str, b: str, tables: tuple[str, ...], as_json: bool) -> None:
     """
     with activity("comparing"):
         report = diff_databases(a, b, tables)
-    verdict(0 if report.equal else 1)
-    if as_json:
-        echo_json(_diff_json(report))
-    else:
-        for line in _diff_lines(report):
-            click.echo(printable(line))
-    if not report.equal:
-        sys.exit(1)
+    judged(report.equal, as_json, lambda: _diff_json(report), lambda: _diff_lines(report))
 
 
 def _diff_json(report: DatabaseDiff) -> dict[str, object]:

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from pwf import canonical, logs
-from pwf.cli import verdict
-from pwf.cli._options import db_option, echo_json, json_option, open_store, printable
+from pwf.cli._options import db_option, echo_json, json_option, judged, open_store
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError, InputError
 from pwf.fold.rebuild import rebuild
@@ -223,14 +222,7 @@ def verify_command(db: str | None, rows: int, as_json: bool) -> None:
     with open_store(db, read_only=True) as store:
         found = check(store, progress=bar, rows=rows)
     _finish(bar)
-    verdict(0 if found.ok else 1)
-    if as_json:
-        echo_json(_verify_json(found))
-    else:
-        for line in _verify_lines(found):
-            click.echo(printable(line))
-    if not found.ok:
-        sys.exit(1)
+    judged(found.ok, as_json, lambda: _verify_json(found), lambda: _verify_lines(found))
 
 
 def _verify_json(found: Check) -> dict[str, object]:
