@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import click
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Form",
+    "Shape",
     "is_time_column",
     "output_form",
     "output_options",
@@ -134,6 +135,19 @@ def output_form(**flags: bool) -> Form:
         raise click.UsageError(" and ".join(chosen) + " exclude each other")
     form: Form = chosen[0].removeprefix("--") if chosen else "table"  # type: ignore[assignment]
     return form
+
+
+class Shape(NamedTuple):
+    """How a listing prints: the output form, the ``--columns`` asked for, the time format."""
+
+    form: Form
+    columns: str | None
+    time_format: str | None
+
+    @classmethod
+    def of(cls, columns: str | None, time_format: str | None, **flags: bool) -> Shape:
+        """The shape the listing options ask for (see :func:`output_form`)."""
+        return cls(output_form(**flags), columns, time_format)
 
 
 def is_time_column(name: str) -> bool:

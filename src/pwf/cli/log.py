@@ -25,7 +25,7 @@ from pwf.cli._options import (
     printable,
 )
 from pwf.cli._output import (
-    output_form,
+    Shape,
     output_options,
     page_options,
     pick_columns,
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from pwf.cli._anchor import Anchor, Held
-    from pwf.cli._output import Form
     from pwf.cli._times import TimeFormat
     from pwf.store import EventStore, StoredEvent, VerifyReport
     from pwf.store.compaction import Proof
@@ -121,15 +120,7 @@ def _heading(name: str, form: TimeFormat) -> str:
     return name.rjust(width) if name in _RIGHT or name == "at" else name.ljust(width)
 
 
-class _Shape(NamedTuple):
-    """How ``log show`` and ``log tail`` print: the form, columns and times."""
-
-    form: Form
-    columns: str | None
-    time_format: str | None
-
-
-def _print(events: Iterable[StoredEvent], shape: _Shape) -> int:
+def _print(events: Iterable[StoredEvent], shape: Shape) -> int:
     """Print events in the chosen form; ``--json`` writes each stored body as it is."""
     shown_count = 0
     if shape.form == "json":
@@ -150,10 +141,6 @@ def _print(events: Iterable[StoredEvent], shape: _Shape) -> int:
         click.echo(printable(_line(_values(stored), columns, form)))
         shown_count += 1
     return shown_count
-
-
-def _shape(columns: str | None, time_format: str | None, **flags: bool) -> _Shape:
-    return _Shape(output_form(**flags), columns, time_format)
 
 
 _TYPES: Final = tuple(kind.TAG for kind in EVENT_TYPES)
@@ -222,7 +209,9 @@ def show(  # noqa: PLR0913 - one option per filter
     time, --limit/--offset page after the filters.  Times print in
     --time-format (ISO on a terminal).
     """
-    shape = _shape(columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv)
+    shape = Shape.of(
+        columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv
+    )
     if shape.form != "json":
         pick_columns(_COLUMNS, columns, _SHOWN)  # a bad --columns fails before the store opens
     with open_store(db, read_only=True) as store:
@@ -292,7 +281,9 @@ def tail(  # noqa: PLR0913 - one option per setting
     --interval seconds and ends quietly on Ctrl-C or when the reader of its
     output goes away.
     """
-    shape = _shape(columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv)
+    shape = Shape.of(
+        columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv
+    )
     about = _About(run_id, session_id)
     with open_store(db, read_only=True) as store:
         head = store.head()
@@ -330,7 +321,7 @@ class _About(NamedTuple):
         )
 
 
-def _follow(store: EventStore, seq: int, shape: _Shape, interval: float, about: _About) -> None:
+def _follow(store: EventStore, seq: int, shape: Shape, interval: float, about: _About) -> None:
     """Print every event after ``seq`` that ``about`` keeps as it appears, until Ctrl-C."""
     plain = shape
     try:
