@@ -18,7 +18,11 @@ from pwf.cli._output import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pwf.sqlreader import RowReader
+
+F = Any
 
 __all__ = ["query"]
 
@@ -210,7 +214,15 @@ def _listing(name: str) -> click.Command:
         _show(name, db, _Filters(run_id, session, status, since, until, limit, offset), shape)
 
     show.__doc__ = _HELP[name]
-    filters = (
+    command = with_options(
+        show, _filters(source), range_options, page_options, output_options, (json_flag,)
+    )
+    return click.command(name)(command)
+
+
+def _filters(source: _Source) -> tuple[Callable[[F], F], ...]:
+    """The options that pick a listing's rows: the database, run, session and status."""
+    return (
         db_option,
         click.option(
             "--run",
@@ -232,8 +244,6 @@ def _listing(name: str) -> click.Command:
             "--status", "status", type=click.Choice(source.statuses), help="Only this status."
         ),
     )
-    command = with_options(show, filters, range_options, page_options, output_options, (json_flag,))
-    return click.command(name)(command)
 
 
 for _name in _SOURCES:
