@@ -75,6 +75,20 @@ def db_option(function: F) -> F:
     return _db(_store(_no_catch_up(function)))
 
 
+def file_option(
+    flag: str, name: str, help_text: str, *, required: bool = False, metavar: str | None = None
+) -> Callable[[F], F]:
+    """An option that names one file, never a directory (None when not given)."""
+    return click.option(
+        flag,
+        name,
+        type=click.Path(dir_okay=False),
+        required=required,
+        metavar=metavar,
+        help=help_text,
+    )
+
+
 json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 """``--json`` alone, for the listing verbs, whose ``-o/--output`` offers more forms."""
 

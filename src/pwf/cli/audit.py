@@ -21,7 +21,7 @@ import click
 
 from pwf import canonical, merkle
 from pwf.cli import _notes
-from pwf.cli._options import db_option, echo_json, json_option, open_store
+from pwf.cli._options import db_option, echo_json, file_option, json_option, open_store
 from pwf.errors import InputError
 from pwf.private import create_file
 from pwf.store.tree import current, proofs, read_origin, set_origin
@@ -109,13 +109,7 @@ def _signed(key: _notes.PrivateKey, origin: str, size: int, root: bytes) -> str:
     return _notes.sign_note(_notes.checkpoint_text(_notes.Checkpoint(origin, size, root)), key)
 
 
-_signing_key = click.option(
-    "--key",
-    "key_file",
-    type=click.Path(dir_okay=False),
-    required=True,
-    help="The log's signing key.",
-)
+_signing_key = file_option("--key", "key_file", "The log's signing key.", required=True)
 _tree_size = click.option(
     "--size", type=click.IntRange(min=0), default=None, help="Tree size (default: the head's)."
 )
@@ -132,12 +126,10 @@ _tree_size = click.option(
     default=None,
     help="Prove the tree of OLD leaves is a prefix of the tree of --size leaves instead.",
 )
-@click.option(
+@file_option(
     "--key",
     "key_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Add a checkpoint of the proof's tree signed with this key (and the event's bytes).",
+    "Add a checkpoint of the proof's tree signed with this key (and the event's bytes).",
 )
 @json_option
 def prove(  # noqa: PLR0913 - one option each
@@ -247,13 +239,7 @@ def receipt(db: str | None, request_id: str, key_file: str, as_json: bool) -> No
 
 @click.command()
 @click.argument("name")
-@click.option(
-    "--out",
-    "out",
-    type=click.Path(dir_okay=False),
-    required=True,
-    help="The key file to write (0600).",
-)
+@file_option("--out", "out", "The key file to write (0600).", required=True)
 def keygen(name: str, out: str) -> None:
     """Write a new Ed25519 signing key named NAME to --out (0600, never over a file).
 

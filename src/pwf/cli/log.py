@@ -19,6 +19,7 @@ from pwf.cli._options import (
     code_units,
     db_option,
     echo_json,
+    file_option,
     json_flag,
     json_option,
     open_store,
@@ -362,12 +363,10 @@ def _follow(store: EventStore, seq: int, shape: Shape, interval: float, about: _
     is_flag=True,
     help="Walk the hash chain only: skip parsing events and checking indexed columns.",
 )
-@click.option(
+@file_option(
     "--backup",
     "backup",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="For a compacted log: prove it is this backup's log minus the pruned runs.",
+    "For a compacted log: prove it is this backup's log minus the pruned runs.",
 )
 @click.option(
     "--expect-head",
@@ -376,12 +375,10 @@ def _follow(store: EventStore, seq: int, shape: Shape, interval: float, about: _
     default=None,
     help="Also prove that the event at SEQ still has content hash HASH (from `pwf log head`).",
 )
-@click.option(
+@file_option(
     "--checkpoint",
     "checkpoint",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also check this signed checkpoint (needs --vkey): its root is this log's at its size.",
+    "Also check this signed checkpoint (needs --vkey): its root is this log's at its size.",
 )
 @click.option("--vkey", "vkey", default=None, help="The log's verifier key, for --checkpoint.")
 @click.option("--witness", "witnesses", multiple=True, help="A witness's verifier key (repeat).")

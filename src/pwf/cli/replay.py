@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from pwf import canonical, logs
-from pwf.cli._options import db_option, echo_json, json_option, judged, open_store
+from pwf.cli._options import db_option, echo_json, file_option, json_option, judged, open_store
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError, InputError
 from pwf.fold.rebuild import rebuild
@@ -79,13 +79,8 @@ def _finish(bar: Progress | None) -> None:
         " or ISO 8601 such as 2026-08-01T16:30:00Z (without a zone: local time)."
     ),
 )
-@click.option(
-    "--out",
-    "out",
-    type=click.Path(dir_okay=False),
-    required=True,
-    metavar="FILE",
-    help="The database to write; it must not exist yet.",
+@file_option(
+    "--out", "out", "The database to write; it must not exist yet.", required=True, metavar="FILE"
 )
 @json_option
 def replay_command(
