@@ -62,25 +62,14 @@ def _events(
             yield entry
 
 
-class LogReader:
-    """Read one database's log without writing: typed events, the head, the chain's proof.
+class _Opened:
+    """A database file opened in this process: its head, its typed events, closing it."""
 
-    >>> with LogReader("state.db") as log:            # doctest: +SKIP
-    ...     for entry in log.events(types={"run.reserved"}):
-    ...         print(entry.seq, entry.event.run_id)
-    """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        """Open ``path`` read-only (SQLite ``mode=ro``).
-
-        Raises:
-            StoreError: the file is missing or is not a pwf database.
-        """
-        self._store = SqliteStore(Path(path), read_only=True)
+    _opened: SqliteStore
 
     def head(self) -> Head:
         """The last event's seq, its ``contentHash`` and its batch (seq 0 for an empty log)."""
-        return self._store.head()
+        return self._opened.head()
 
     def events(
         self,
@@ -95,19 +84,11 @@ class LogReader:
         Each :class:`~pwf.events.Entry` has the envelope's members and ``event``,
         the typed event (a msgspec Struct of :mod:`pwf.events`).
         """
-        return _events(self._store, first, last, frozenset(types))
-
-    def __iter__(self) -> Iterator[Entry]:
-        """Every event, in seq order."""
-        return self.events()
-
-    def verify(self) -> VerifyReport:
-        """Walk the hash chain from the stored bytes; ``first_bad_seq`` names the first fault."""
-        return self._store.verify()
+        return _events(self._opened, first, last, frozenset(types))
 
     def close(self) -> None:
         """Close the file."""
-        self._store.close()
+        self._opened.close()
 
     def __enter__(self) -> Self:
         """Use as a context manager that closes on exit."""
@@ -118,7 +99,32 @@ class LogReader:
         self.close()
 
 
-class Database:
+class LogReader(_Opened):
+    """Read one database's log without writing: typed events, the head, the chain's proof.
+
+    >>> with LogReader("state.db") as log:            # doctest: +SKIP
+    ...     for entry in log.events(types={"run.reserved"}):
+    ...         print(entry.seq, entry.event.run_id)
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Open ``path`` read-only (SQLite ``mode=ro``).
+
+        Raises:
+            StoreError: the file is missing or is not a pwf database.
+        """
+        self._opened = SqliteStore(Path(path), read_only=True)
+
+    def __iter__(self) -> Iterator[Entry]:
+        """Every event, in seq order."""
+        return self.events()
+
+    def verify(self) -> VerifyReport:
+        """Walk the hash chain from the stored bytes; ``first_bad_seq`` names the first fault."""
+        return self._opened.verify()
+
+
+class Database(_Opened):
     """A state database in this process: run requests, read the log and the projections.
 
     Requests run in direct mode, each in its own write transaction, exactly as
@@ -143,6 +149,7 @@ class Database:
         """The database file."""
         self.store = SqliteStore(path, create=create, hooks=[read_model], deciding=True)
         """The underlying store, for what this class does not wrap."""
+        self._opened = self.store
         if create:
             self.store.install(read_model.install, install_views)
         self._host: Host[SqliteStore] = Host(self.store)
@@ -208,20 +215,6 @@ class Database:
         self._host.refuse_if_served(now)
         return self._host.answer(request, now)
 
-    def head(self) -> Head:
-        """The log's head: last seq, its ``contentHash`` and batch."""
-        return self.store.head()
-
-    def events(
-        self,
-        first: int = 1,
-        last: int | None = None,
-        *,
-        types: frozenset[str] | set[str] = frozenset(),
-    ) -> Iterator[Entry]:
-        """The log's events, typed, in seq order (see :meth:`LogReader.events`)."""
-        return _events(self.store, first, last, frozenset(types))
-
     def tables(self) -> list[str]:
         """The names of the projection tables, sorted (``runs``, ``run_queue``, ...)."""
         with self.store.snapshot() as reader:
@@ -258,15 +251,3 @@ class Database:
     def verify(self) -> str | None:
         """``pwf verify``'s verdict: why the chain or a projection fails, or None when both hold."""
         return verify_failure(self.store)
-
-    def close(self) -> None:
-        """Close the database."""
-        self.store.close()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Close the database."""
-        self.close()

@@ -662,6 +662,23 @@ def _short_integers(zeroed: bytes) -> bool:
     return True
 
 
+def _line_text(line: bytes, limit: int) -> str:
+    """The text of one line of at most ``limit`` bytes: UTF-8 without a byte order mark.
+
+    Raises:
+        LineTooLongError: more than ``limit`` bytes.
+        InvalidUtf8Error: a byte order mark or bytes that are not UTF-8.
+    """
+    if len(line) > limit:
+        raise LineTooLongError(len(line), limit)
+    if line.startswith(_BOM):
+        raise InvalidUtf8Error("a byte order mark is not allowed", offset=0)
+    try:
+        return line.decode()
+    except UnicodeDecodeError as error:
+        raise InvalidUtf8Error(f"invalid UTF-8 at byte {error.start}", offset=error.start) from None
+
+
 def canonical_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> bytes:
     """The canonical form of one JSON line, whatever its spacing, key order or number forms.
 
@@ -674,14 +691,7 @@ def canonical_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> bytes:
         NotJsonError: the text does not parse.
         NonCanonicalLineError: the value has no canonical form.
     """
-    if len(line) > limit:
-        raise LineTooLongError(len(line), limit)
-    if line.startswith(_BOM):
-        raise InvalidUtf8Error("a byte order mark is not allowed", offset=0)
-    try:
-        text = line.decode()
-    except UnicodeDecodeError as error:
-        raise InvalidUtf8Error(f"invalid UTF-8 at byte {error.start}", offset=error.start) from None
+    text = _line_text(line, limit)
     try:
         return encode(_loads(line, text))
     except CanonicalError as error:
@@ -703,14 +713,7 @@ def parse_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> object:
         NotJsonError: the text does not parse.
         NonCanonicalLineError: it parses but is not canonical.
     """
-    if len(line) > limit:
-        raise LineTooLongError(len(line), limit)
-    if line.startswith(_BOM):
-        raise InvalidUtf8Error("a byte order mark is not allowed", offset=0)
-    try:
-        text = line.decode()
-    except UnicodeDecodeError as error:
-        raise InvalidUtf8Error(f"invalid UTF-8 at byte {error.start}", offset=error.start) from None
+    text = _line_text(line, limit)
     value = _proven(line)
     if value is not MISSING:
         return value

@@ -5,15 +5,21 @@ Pure arithmetic, in the bottom tier of the pure core: it imports nothing.
 instant the original would write (``host.status``'s times, the prune report's
 ``cutoff``, the command line's ``--time-format iso``): four-digit years for 0
 to 9999 and a signed six-digit year outside them, as Node writes
-``+010000-01-01T00:00:00.000Z``.  :func:`duration` is the one way pwf writes
-a span of time, in the command line and the web view alike.
+``+010000-01-01T00:00:00.000Z``; the web view writes its times with it too.
+:func:`duration` is the one way pwf writes a span of time, in the command
+line and the web view alike, and :func:`written_times` the one way a
+summary's times are written again in a reader's form (ADR 0079).
 """
 
 from __future__ import annotations
 
-from typing import Final
+import re
+from typing import TYPE_CHECKING, Final
 
-__all__ = ["MS_PER_DAY", "civil", "days_from_epoch", "duration", "iso_utc"]
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+__all__ = ["MS_PER_DAY", "civil", "days_from_epoch", "duration", "iso_utc", "written_times"]
 
 MS_PER_DAY: Final = 86_400_000
 
@@ -68,3 +74,16 @@ def duration(ms: int) -> str:
         if count or parts:
             parts.append(f"{count}{unit}")
     return " ".join(part for part in parts[:2] if not part.startswith("0")) or "0s"
+
+
+def written_times(text: str, times: Iterable[int], write: Callable[[int], str]) -> str:
+    """``text`` with each whole number in it equal to one of ``times`` written by ``write``.
+
+    A diagnosis or timeline summary carries the epoch milliseconds it wrote
+    (ADR 0079); a number inside a longer word or a decimal is left alone.
+    """
+    chosen = {str(ms): ms for ms in times}
+    if not chosen:
+        return text
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, chosen)) + r")(?![\w.])")
+    return pattern.sub(lambda match: write(chosen[match.group(1)]), text)

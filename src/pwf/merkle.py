@@ -224,6 +224,18 @@ def consistency_path(lookup: Callable[[int, int], bytes], old: int, new: int) ->
     return path
 
 
+def _up_to_a_right_child(fn: int, sn: int) -> tuple[int, int]:
+    """The verifiers' climb past left children (RFC 9162 §2.1.3.2, §2.1.4.2).
+
+    "If LSB(fn) is not set, then right-shift both fn and sn equally until
+    either LSB(fn) is set or fn is 0."
+    """
+    while not fn & 1 and fn != 0:
+        fn >>= 1
+        sn >>= 1
+    return fn, sn
+
+
 def verify_inclusion(
     leaf: bytes, index: int, size: int, path: Iterable[bytes], root: bytes
 ) -> bool:
@@ -236,10 +248,7 @@ def verify_inclusion(
             return False
         if fn & 1 or fn == sn:
             result = node_hash(sibling, result)
-            if not fn & 1:
-                while not fn & 1 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
+            fn, sn = _up_to_a_right_child(fn, sn)
         else:
             result = node_hash(result, sibling)
         fn >>= 1
@@ -247,7 +256,7 @@ def verify_inclusion(
     return sn == 0 and result == root
 
 
-def verify_consistency(  # noqa: C901 - RFC 9162 §2.1.4.2 step by step, as written
+def verify_consistency(
     old: int, new: int, old_root: bytes, new_root: bytes, path: Sequence[bytes]
 ) -> bool:
     """RFC 9162 §2.1.4.2: does ``path`` prove the tree of ``old`` is a prefix of that of ``new``."""
@@ -271,10 +280,7 @@ def verify_consistency(  # noqa: C901 - RFC 9162 §2.1.4.2 step by step, as writ
         if fn & 1 or fn == sn:
             first = node_hash(item, first)
             second = node_hash(item, second)
-            if not fn & 1:
-                while not fn & 1 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
+            fn, sn = _up_to_a_right_child(fn, sn)
         else:
             second = node_hash(second, item)
         fn >>= 1

@@ -96,3 +96,30 @@ def test_the_web_view_writes_a_span_as_the_command_line_does() -> None:
         assert web_duration(ms) == cli_duration(ms)
     assert web_duration(199_980_000) == "2d 7h"
     assert web_duration(None) == "-"
+
+
+@pytest.mark.parametrize(("ms", "text"), sorted(NODE_SAYS.items()))
+def test_the_web_view_writes_times_as_node_does(ms: int, text: str) -> None:
+    """The web view wrote its times with ``datetime``, which fails past year 9999 and before 1."""
+    from pwf.web._app import _timed, _when  # noqa: PLC0415 - the page's own formatting
+
+    class Found:
+        summary = f"deadline {ms} passed"
+        times = (ms,)
+
+    assert _when(ms) == text
+    assert _timed(Found()) == f"deadline {text} passed"
+
+
+def test_a_summary_rewrites_only_its_own_whole_times() -> None:
+    """The command line and the web view rewrite a summary's times by one rule."""
+    from pwf.cli._times import timed  # noqa: PLC0415
+    from pwf.isotime import written_times  # noqa: PLC0415
+
+    text = "at 1000 (seq 1000.5, id x1000) until 2000"
+    assert written_times(text, (1000,), iso_utc) == (
+        "at 1970-01-01T00:00:01.000Z (seq 1000.5, id x1000) until 2000"
+    )
+    assert timed(text, (1000, 2000), "iso") == written_times(text, (1000, 2000), iso_utc)
+    assert timed(text, (1000,), "raw") == text
+    assert written_times(text, (), iso_utc) == text

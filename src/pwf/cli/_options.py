@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import click
 
 from pwf import canonical
+from pwf.cli import verdict
 from pwf.config import Settings
 from pwf.errors import ConfigError
 from pwf.store.sqlite import SqliteStore
@@ -73,6 +75,20 @@ def db_option(function: F) -> F:
     return _db(_store(_no_catch_up(function)))
 
 
+def file_option(
+    flag: str, name: str, help_text: str, *, required: bool = False, metavar: str | None = None
+) -> Callable[[F], F]:
+    """An option that names one file, never a directory (None when not given)."""
+    return click.option(
+        flag,
+        name,
+        type=click.Path(dir_okay=False),
+        required=required,
+        metavar=metavar,
+        help=help_text,
+    )
+
+
 json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 """``--json`` alone, for the listing verbs, whose ``-o/--output`` offers more forms."""
 
@@ -106,6 +122,30 @@ def json_option(command: F) -> F:
         callback=_remember(_OUTPUT_KEY),
         help="Output form: table (the default) or json; --json says the same.",
     )(flagged)
+
+
+def echo_json(value: object) -> None:
+    """Print ``value`` as ``--json`` prints it: canonical JSON on one line."""
+    click.echo(canonical.encode(value).decode())
+
+
+def judged(
+    ok: bool, as_json: bool, data: Callable[[], object], lines: Callable[[], Iterable[str]]
+) -> None:
+    """Declare the verdict, print the report, and exit 1 unless ``ok``.
+
+    ``--json`` prints ``data()``, else each of ``lines()``.  The verdict
+    comes first, so a reader that closes stdout early keeps it
+    (:func:`pwf.cli.verdict`, ADR 0079).
+    """
+    verdict(0 if ok else 1)
+    if as_json:
+        echo_json(data())
+    else:
+        for line in lines():
+            click.echo(printable(line))
+    if not ok:
+        sys.exit(1)
 
 
 def store_url() -> str | None:

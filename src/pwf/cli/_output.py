@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import csv
 import sys
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import click
 
 from pwf import canonical
+from pwf.cli._options import echo_json
 from pwf.cli._times import TIME, resolve_format, shown, time_format_option
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Form",
+    "Shape",
     "is_time_column",
     "output_form",
     "output_options",
@@ -135,6 +137,19 @@ def output_form(**flags: bool) -> Form:
     return form
 
 
+class Shape(NamedTuple):
+    """How a listing prints: the output form, the ``--columns`` asked for, the time format."""
+
+    form: Form
+    columns: str | None
+    time_format: str | None
+
+    @classmethod
+    def of(cls, columns: str | None, time_format: str | None, **flags: bool) -> Shape:
+        """The shape the listing options ask for (see :func:`output_form`)."""
+        return cls(output_form(**flags), columns, time_format)
+
+
 def is_time_column(name: str) -> bool:
     """Whether a column holds epoch milliseconds: ``at`` and names ending in ``_at``."""
     return name == "at" or name.endswith("_at")
@@ -186,7 +201,7 @@ def print_rows(
     """
     if form == "json":
         listing = [{n: _json_value(v) for n, v in zip(names, row, strict=True)} for row in rows]
-        click.echo(canonical.encode(listing).decode())
+        echo_json(listing)
         return
     if form == "nl":
         out = sys.stdout

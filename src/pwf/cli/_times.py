@@ -10,14 +10,13 @@ milliseconds); ISO is the default on a terminal, raw otherwise, and
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from typing import TYPE_CHECKING, Final, Literal
 
 import click
 
-from pwf.isotime import duration
+from pwf.isotime import duration, iso_utc, written_times
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -111,11 +110,9 @@ def timed(text: str, times: Iterable[int], form: TimeFormat, now: int | None = N
     A diagnosis or timeline summary carries the times it wrote; each whole
     number equal to one of them becomes that time as ``--time-format`` asks.
     """
-    chosen = {str(ms): ms for ms in times}
-    if not chosen or form == "raw":
+    if form == "raw":
         return text
-    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, chosen)) + r")(?![\w.])")
-    return pattern.sub(lambda match: shown(chosen[match.group(1)], form, now), text)
+    return written_times(text, times, lambda ms: shown(ms, form, now))
 
 
 def shown(ms: object, form: TimeFormat, now: int | None = None) -> str:
@@ -125,8 +122,6 @@ def shown(ms: object, form: TimeFormat, now: int | None = None) -> str:
     if not isinstance(ms, int) or isinstance(ms, bool) or form == "raw":
         return str(ms)
     if form == "iso":
-        from pwf.commands.prune import iso_utc  # noqa: PLC0415 - the hot verbs print no times
-
         return iso_utc(ms)
     reference = wall_ms() if now is None else now
     span = reference - ms

@@ -15,24 +15,25 @@ import secrets
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import click
 
 from pwf import canonical, merkle
 from pwf.cli import _notes
-from pwf.cli._options import db_option, json_option, open_store
+from pwf.cli._options import db_option, echo_json, file_option, json_option, open_store
 from pwf.errors import InputError
 from pwf.private import create_file
 from pwf.store.tree import current, proofs, read_origin, set_origin
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from pwf.store.sqlite import SqliteStore
     from pwf.store.tree import Proofs
 
 __all__ = [
+    "Trust",
     "check_checkpoint",
     "checkpoint_command",
     "default_origin",
@@ -42,6 +43,7 @@ __all__ = [
     "read_json",
     "receipt",
     "sqlite_file",
+    "trust",
     "verify_file",
     "write_key",
 ]
@@ -107,16 +109,16 @@ def _signed(key: _notes.PrivateKey, origin: str, size: int, root: bytes) -> str:
     return _notes.sign_note(_notes.checkpoint_text(_notes.Checkpoint(origin, size, root)), key)
 
 
-def _emit(data: dict[str, object]) -> None:
-    click.echo(canonical.encode(data).decode())
+_signing_key = file_option("--key", "key_file", "The log's signing key.", required=True)
+_tree_size = click.option(
+    "--size", type=click.IntRange(min=0), default=None, help="Tree size (default: the head's)."
+)
 
 
 @click.command()
 @db_option
 @click.argument("seq", type=int, required=False)
-@click.option(
-    "--size", type=click.IntRange(min=0), default=None, help="Tree size (default: the head's)."
-)
+@_tree_size
 @click.option(
     "--consistency",
     "old",
@@ -124,12 +126,10 @@ def _emit(data: dict[str, object]) -> None:
     default=None,
     help="Prove the tree of OLD leaves is a prefix of the tree of --size leaves instead.",
 )
-@click.option(
+@file_option(
     "--key",
     "key_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Add a checkpoint of the proof's tree signed with this key (and the event's bytes).",
+    "Add a checkpoint of the proof's tree signed with this key (and the event's bytes).",
 )
 @json_option
 def prove(  # noqa: PLR0913 - one option each
@@ -155,32 +155,16 @@ def prove(  # noqa: PLR0913 - one option each
     with audited(db) as (file, tree, origin):
         wanted = tree.size if size is None else size
         if old is not None:
-            path = tree.consistency(old, wanted)
-            data: dict[str, object] = {
-                "newRoot": tree.root(wanted).hex(),
-                "newSize": wanted,
-                "oldRoot": tree.root(old).hex(),
-                "oldSize": old,
-                "path": [item.hex() for item in path],
-            }
+            data = _consistency_proof(tree, old, wanted)
         else:
             assert seq is not None
-            index = tree.leaf_index(seq)
-            data = {
-                "index": index,
-                "leafHash": tree.leaf(index).hex(),
-                "path": [item.hex() for item in tree.inclusion(index, wanted)],
-                "rootHash": tree.root(wanted).hex(),
-                "seq": seq,
-                "treeSize": wanted,
-            }
+            data = _inclusion_proof(tree, seq, wanted)
             if key is not None:
-                body = next(file.read(seq, seq)).body
-                data["event"] = _notes.b64(body)
+                data["event"] = _notes.b64(next(file.read(seq, seq)).body)
         if key is not None:
             data["checkpoint"] = _signed(key, origin, wanted, tree.root(wanted))
     if as_json:
-        _emit(data)
+        echo_json(data)
         return
     for name in sorted(data):
         value = data[name]
@@ -188,16 +172,35 @@ def prove(  # noqa: PLR0913 - one option each
         click.echo(f"{name}: {shown}")
 
 
+def _consistency_proof(tree: Proofs, old: int, new: int) -> dict[str, object]:
+    """The proof that the tree of ``old`` leaves is a prefix of the tree of ``new``."""
+    path = tree.consistency(old, new)  # first: it names a size the tree lacks
+    return {
+        "newRoot": tree.root(new).hex(),
+        "newSize": new,
+        "oldRoot": tree.root(old).hex(),
+        "oldSize": old,
+        "path": [item.hex() for item in path],
+    }
+
+
+def _inclusion_proof(tree: Proofs, seq: int, size: int) -> dict[str, object]:
+    """The proof that the event at ``seq`` is a leaf of the tree of ``size`` leaves."""
+    index = tree.leaf_index(seq)
+    return {
+        "index": index,
+        "leafHash": tree.leaf(index).hex(),
+        "path": [item.hex() for item in tree.inclusion(index, size)],
+        "rootHash": tree.root(size).hex(),
+        "seq": seq,
+        "treeSize": size,
+    }
+
+
 @click.command()
 @db_option
 @click.argument("request_id")
-@click.option(
-    "--key",
-    "key_file",
-    type=click.Path(dir_okay=False),
-    required=True,
-    help="The log's signing key.",
-)
+@_signing_key
 @json_option
 def receipt(db: str | None, request_id: str, key_file: str, as_json: bool) -> None:
     """Print the receipt of a request: its batch's events, their inclusion paths and a checkpoint.
@@ -231,18 +234,12 @@ def receipt(db: str | None, request_id: str, key_file: str, as_json: bool) -> No
                 }
             )
         note = _signed(key, origin, tree.size, tree.root())
-    _emit({"checkpoint": note, "events": events, "requestId": request_id})
+    echo_json({"checkpoint": note, "events": events, "requestId": request_id})
 
 
 @click.command()
 @click.argument("name")
-@click.option(
-    "--out",
-    "out",
-    type=click.Path(dir_okay=False),
-    required=True,
-    help="The key file to write (0600).",
-)
+@file_option("--out", "out", "The key file to write (0600).", required=True)
 def keygen(name: str, out: str) -> None:
     """Write a new Ed25519 signing key named NAME to --out (0600, never over a file).
 
@@ -270,16 +267,8 @@ def write_key(key: _notes.PrivateKey, out: Path) -> None:
 
 @click.command(name="checkpoint")
 @db_option
-@click.option(
-    "--key",
-    "key_file",
-    type=click.Path(dir_okay=False),
-    required=True,
-    help="The log's signing key.",
-)
-@click.option(
-    "--size", type=click.IntRange(min=0), default=None, help="Tree size (default: the head's)."
-)
+@_signing_key
+@_tree_size
 def checkpoint_command(db: str | None, key_file: str, size: int | None) -> None:
     """Print a signed checkpoint of the log (C2SP tlog-checkpoint in a signed note).
 
@@ -355,10 +344,8 @@ def check_checkpoint(
         InputError: the signature or the quorum fails, or the log's tree of
             that size has another root (or is smaller).
     """
-    verifier = _notes.parse_verifier(vkey, (_notes.LOG_KEY,))
-    cosigners = [_notes.parse_verifier(item, (_notes.COSIGNER,)) for item in witnesses]
-    wanted = len(cosigners) if quorum is None else quorum
-    point = _checked_checkpoint(note, verifier, cosigners, wanted)
+    trusted = trust(vkey, witnesses, quorum)
+    point = _checked_checkpoint(note, trusted)
     if point.size > tree.size:
         raise InputError(
             f"the checkpoint's tree of {point.size} is larger than the log's {tree.size}"
@@ -369,19 +356,40 @@ def check_checkpoint(
             f"the checkpoint's root {point.root.hex()} at size {point.size}"
             f" is not the log's {root.hex()}"
         )
-    return f"checkpoint of {point.origin} at size {point.size} holds, {wanted} cosignatures wanted"
+    return (
+        f"checkpoint of {point.origin} at size {point.size} holds,"
+        f" {trusted.quorum} cosignatures wanted"
+    )
 
 
-def _checked_checkpoint(
-    note: object, vkey: _notes.Verifier, witnesses: list[_notes.Verifier], quorum: int
-) -> _notes.Checkpoint:
+class Trust(NamedTuple):
+    """Whose signatures a checkpoint needs: the log's, and ``quorum`` of the witnesses'."""
+
+    log: _notes.Verifier
+    witnesses: list[_notes.Verifier]
+    quorum: int
+
+
+def trust(vkey: str, witnesses: Sequence[str], quorum: int | None) -> Trust:
+    """The verifier keys of ``--vkey`` and ``--witness``; ``--quorum`` defaults to every witness.
+
+    Raises:
+        InputError: a key is not a verifier key of its kind.
+    """
+    log = _notes.parse_verifier(vkey, (_notes.LOG_KEY,))
+    cosigners = [_notes.parse_verifier(item, (_notes.COSIGNER,)) for item in witnesses]
+    return Trust(log, cosigners, len(cosigners) if quorum is None else quorum)
+
+
+def _checked_checkpoint(note: object, trusted: Trust) -> _notes.Checkpoint:
     if not isinstance(note, str):
         raise InputError("checkpoint is not a signed note")
-    text = _notes.verify_note(note, vkey)
-    cosigned = _notes.cosignatures(note, witnesses)
-    if len(cosigned) < quorum:
+    text = _notes.verify_note(note, trusted.log)
+    cosigned = _notes.cosignatures(note, trusted.witnesses)
+    if len(cosigned) < trusted.quorum:
         raise InputError(
-            f"the checkpoint has {len(cosigned)} valid witness cosignatures, {quorum} wanted"
+            f"the checkpoint has {len(cosigned)} valid witness cosignatures,"
+            f" {trusted.quorum} wanted"
         )
     return _notes.parse_checkpoint(text)
 
@@ -409,14 +417,12 @@ def verify_file(
     """
     data = read_json(path)
     checker = _receipt if "events" in data else _consistency if "oldSize" in data else _inclusion
-    return checker(data, vkey, witnesses, quorum)
+    return checker(data, Trust(vkey, witnesses, quorum))
 
 
-def _receipt(
-    data: dict[str, object], vkey: _notes.Verifier, witnesses: list[_notes.Verifier], quorum: int
-) -> str:
+def _receipt(data: dict[str, object], trusted: Trust) -> str:
     _members(data, _RECEIPT, "receipt")
-    point = _checked_checkpoint(data["checkpoint"], vkey, witnesses, quorum)
+    point = _checked_checkpoint(data["checkpoint"], trusted)
     events = data["events"]
     request = data["requestId"]
     if not isinstance(events, list) or not events or not isinstance(request, str):
@@ -439,11 +445,9 @@ def _receipt(
     )
 
 
-def _consistency(
-    data: dict[str, object], vkey: _notes.Verifier, witnesses: list[_notes.Verifier], quorum: int
-) -> str:
+def _consistency(data: dict[str, object], trusted: Trust) -> str:
     _members(data, _SIGNED_CONSISTENCY, "consistency proof")
-    point = _checked_checkpoint(data["checkpoint"], vkey, witnesses, quorum)
+    point = _checked_checkpoint(data["checkpoint"], trusted)
     old, new = _count(data["oldSize"], "oldSize"), _count(data["newSize"], "newSize")
     old_root, new_root = _hash(data["oldRoot"], "oldRoot"), _hash(data["newRoot"], "newRoot")
     if (point.size, point.root) != (new, new_root):
@@ -453,11 +457,9 @@ def _consistency(
     return f"ok: {point.origin} at size {old} is a prefix of its tree at size {new}"
 
 
-def _inclusion(
-    data: dict[str, object], vkey: _notes.Verifier, witnesses: list[_notes.Verifier], quorum: int
-) -> str:
+def _inclusion(data: dict[str, object], trusted: Trust) -> str:
     _members(data, _SIGNED_INCLUSION, "inclusion proof")
-    point = _checked_checkpoint(data["checkpoint"], vkey, witnesses, quorum)
+    point = _checked_checkpoint(data["checkpoint"], trusted)
     seq = _count(data["seq"], "seq")
     index, size = _count(data["index"], "index"), _count(data["treeSize"], "treeSize")
     leaf, root = _hash(data["leafHash"], "leafHash"), _hash(data["rootHash"], "rootHash")
@@ -492,12 +494,9 @@ def verify_command(file: str, vkey: str, witnesses: tuple[str, ...], quorum: int
     checkpoint's signature, every inclusion or consistency path and every
     event's bytes are checked; so are witness cosignatures with --witness.
     """
-    verifier = _notes.parse_verifier(vkey, (_notes.LOG_KEY,))
-    cosigners = [_notes.parse_verifier(item, (_notes.COSIGNER,)) for item in witnesses]
+    trusted = trust(vkey, witnesses, quorum)
     try:
-        click.echo(
-            verify_file(file, verifier, cosigners, len(cosigners) if quorum is None else quorum)
-        )
+        click.echo(verify_file(file, *trusted))
     except InputError as error:
         click.echo(f"bad: {error}", err=True)
         sys.exit(1)

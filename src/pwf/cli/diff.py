@@ -9,7 +9,7 @@ import click
 
 from pwf import canonical
 from pwf.cli import verdict
-from pwf.cli._options import json_option, printable
+from pwf.cli._options import echo_json, json_option, judged
 from pwf.cli._progress import activity
 from pwf.diff import diff_databases, diff_logs, digest_database
 
@@ -46,14 +46,7 @@ def diff(a: str, b: str, tables: tuple[str, ...], as_json: bool) -> None:
     """
     with activity("comparing"):
         report = diff_databases(a, b, tables)
-    verdict(0 if report.equal else 1)
-    if as_json:
-        click.echo(canonical.encode(_diff_json(report)).decode())
-    else:
-        for line in _diff_lines(report):
-            click.echo(printable(line))
-    if not report.equal:
-        sys.exit(1)
+    judged(report.equal, as_json, lambda: _diff_json(report), lambda: _diff_lines(report))
 
 
 def _diff_json(report: DatabaseDiff) -> dict[str, object]:
@@ -120,7 +113,7 @@ def digest(db: str, as_json: bool) -> None:
     with activity("digesting"):
         found = digest_database(db)
     if as_json:
-        click.echo(canonical.encode({"all": found.all, "tables": found.tables}).decode())
+        echo_json({"all": found.all, "tables": found.tables})
         return
     for name, value in found.tables.items():
         click.echo(f"{value}  {name}")
@@ -148,7 +141,7 @@ def log_diff(a: str, b: str, as_json: bool) -> None:
             "shorter": found.shorter,
             "shorterEndsAt": found.shorter_ends_at,
         }
-        click.echo(canonical.encode(data).decode())
+        echo_json(data)
     elif found.identical:
         click.echo(f"identical: {found.common} events")
     else:

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
-from pwf import canonical
-from pwf.cli._options import code_units, db_option, json_option, open_store, printable
+from pwf.cli._options import code_units, db_option, echo_json, json_option, open_store, printable
 from pwf.cli._progress import activity
 from pwf.cli._times import TIME, resolve_format, shown, time_format_option, timed
 from pwf.explain import explain_interaction, explain_run
@@ -122,7 +121,7 @@ def _show(
     explanation: Explanation, as_json: bool, time_format: str | None, requested: int | None
 ) -> None:
     if as_json:
-        click.echo(canonical.encode(explanation).decode())
+        echo_json(explanation)
     else:
         click.echo(printable(_human(explanation, resolve_format(time_format), requested)))
 
@@ -138,52 +137,51 @@ def explain() -> None:
     """
 
 
-@explain.command()
-@click.argument("request_id", metavar="ID", callback=code_units)
-@db_option
-@_at_seq_option
-@_now_option
-@time_format_option
-@json_option
-def interaction(  # noqa: PLR0913, PLR0917 - one option per setting
-    request_id: str,
-    db: str | None,
-    at_seq: int | None,
-    now: int | None,
-    time_format: str | None,
-    as_json: bool,
-) -> None:
+def _subject_command(name: str, explaining: Callable[..., Explanation], doc: str) -> click.Command:
+    """``pwf explain NAME ID``: the same options and output for each kind of subject."""
+
+    def command(  # noqa: PLR0913, PLR0917 - one option per setting
+        subject_id: str,
+        db: str | None,
+        at_seq: int | None,
+        now: int | None,
+        time_format: str | None,
+        as_json: bool,
+    ) -> None:
+        with open_store(db, read_only=True) as store, _folding(at_seq) as progress:
+            explanation = explaining(store, subject_id, at_seq, now, progress)
+        _show(explanation, as_json, time_format, at_seq)
+
+    command.__doc__ = doc
+    options = (
+        click.argument("subject_id", metavar="ID", callback=code_units),
+        db_option,
+        _at_seq_option,
+        _now_option,
+        time_format_option,
+        json_option,
+    )
+    for option in reversed(options):
+        command = option(command)
+    return explain.command(name=name)(command)
+
+
+interaction = _subject_command(
+    "interaction",
+    explain_interaction,
     """Explain an interactive request: what it is waiting for and since which seq.
 
     Shows the request, its messages, turns, attempt deadline, submissions and
     the session's coordinator, every event that touched it, and the diagnosis.
     An unknown ID exits 2.
-    """
-    with open_store(db, read_only=True) as store, _folding(at_seq) as progress:
-        explanation = explain_interaction(store, request_id, at_seq, now, progress)
-    _show(explanation, as_json, time_format, at_seq)
-
-
-@explain.command()
-@click.argument("run_id", metavar="ID", callback=code_units)
-@db_option
-@_at_seq_option
-@_now_option
-@time_format_option
-@json_option
-def run(  # noqa: PLR0913, PLR0917 - one option per setting
-    run_id: str,
-    db: str | None,
-    at_seq: int | None,
-    now: int | None,
-    time_format: str | None,
-    as_json: bool,
-) -> None:
+    """,
+)
+run = _subject_command(
+    "run",
+    explain_run,
     """Explain a run: its queue, worker, attempts and what it is waiting for.
 
     A run parked on an interaction includes that interaction's own diagnosis.
     An unknown ID exits 2.
-    """
-    with open_store(db, read_only=True) as store, _folding(at_seq) as progress:
-        explanation = explain_run(store, run_id, at_seq, now, progress)
-    _show(explanation, as_json, time_format, at_seq)
+    """,
+)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from pwf import canonical, logs
-from pwf.cli._options import db_option, json_option, open_store
+from pwf import logs
+from pwf.cli._options import db_option, echo_json, json_option, open_store
 from pwf.cli._seed import seeded_id
 from pwf.cli.audit import default_origin, sqlite_file
 from pwf.errors import InputError
@@ -50,7 +50,7 @@ def init(db: str | None, origin: str | None, as_json: bool) -> None:
             report = {"db": str(store.path), "format": FORMAT, "events": head.seq}
             if shared:
                 report["store"] = store.log_name
-            click.echo(canonical.encode(report).decode())
+            echo_json(report)
         elif not shared:
             click.echo(f"initialised {store.path} ({FORMAT}, {head.seq} events)")
         else:

@@ -12,12 +12,21 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
 
-from pwf import canonical, logs
+from pwf import logs
 from pwf.cli import verdict
 from pwf.cli._anchor import anchored, parse_anchor
-from pwf.cli._options import code_units, db_option, json_flag, json_option, open_store, printable
+from pwf.cli._options import (
+    code_units,
+    db_option,
+    echo_json,
+    file_option,
+    json_flag,
+    json_option,
+    open_store,
+    printable,
+)
 from pwf.cli._output import (
-    output_form,
+    Shape,
     output_options,
     page_options,
     pick_columns,
@@ -41,9 +50,10 @@ from pwf.store.tree import proofs
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from pwf.cli._output import Form
+    from pwf.cli._anchor import Anchor, Held
     from pwf.cli._times import TimeFormat
-    from pwf.store import EventStore, StoredEvent
+    from pwf.store import EventStore, StoredEvent, VerifyReport
+    from pwf.store.compaction import Proof
 
 
 F = Any
@@ -111,15 +121,7 @@ def _heading(name: str, form: TimeFormat) -> str:
     return name.rjust(width) if name in _RIGHT or name == "at" else name.ljust(width)
 
 
-class _Shape(NamedTuple):
-    """How ``log show`` and ``log tail`` print: the form, columns and times."""
-
-    form: Form
-    columns: str | None
-    time_format: str | None
-
-
-def _print(events: Iterable[StoredEvent], shape: _Shape) -> int:
+def _print(events: Iterable[StoredEvent], shape: Shape) -> int:
     """Print events in the chosen form; ``--json`` writes each stored body as it is."""
     shown_count = 0
     if shape.form == "json":
@@ -140,10 +142,6 @@ def _print(events: Iterable[StoredEvent], shape: _Shape) -> int:
         click.echo(printable(_line(_values(stored), columns, form)))
         shown_count += 1
     return shown_count
-
-
-def _shape(columns: str | None, time_format: str | None, **flags: bool) -> _Shape:
-    return _Shape(output_form(**flags), columns, time_format)
 
 
 _TYPES: Final = tuple(kind.TAG for kind in EVENT_TYPES)
@@ -212,7 +210,9 @@ def show(  # noqa: PLR0913 - one option per filter
     time, --limit/--offset page after the filters.  Times print in
     --time-format (ISO on a terminal).
     """
-    shape = _shape(columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv)
+    shape = Shape.of(
+        columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv
+    )
     if shape.form != "json":
         pick_columns(_COLUMNS, columns, _SHOWN)  # a bad --columns fails before the store opens
     with open_store(db, read_only=True) as store:
@@ -282,7 +282,9 @@ def tail(  # noqa: PLR0913 - one option per setting
     --interval seconds and ends quietly on Ctrl-C or when the reader of its
     output goes away.
     """
-    shape = _shape(columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv)
+    shape = Shape.of(
+        columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv
+    )
     about = _About(run_id, session_id)
     with open_store(db, read_only=True) as store:
         head = store.head()
@@ -320,7 +322,7 @@ class _About(NamedTuple):
         )
 
 
-def _follow(store: EventStore, seq: int, shape: _Shape, interval: float, about: _About) -> None:
+def _follow(store: EventStore, seq: int, shape: Shape, interval: float, about: _About) -> None:
     """Print every event after ``seq`` that ``about`` keeps as it appears, until Ctrl-C."""
     plain = shape
     try:
@@ -361,12 +363,10 @@ def _follow(store: EventStore, seq: int, shape: _Shape, interval: float, about: 
     is_flag=True,
     help="Walk the hash chain only: skip parsing events and checking indexed columns.",
 )
-@click.option(
+@file_option(
     "--backup",
     "backup",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="For a compacted log: prove it is this backup's log minus the pruned runs.",
+    "For a compacted log: prove it is this backup's log minus the pruned runs.",
 )
 @click.option(
     "--expect-head",
@@ -375,12 +375,10 @@ def _follow(store: EventStore, seq: int, shape: _Shape, interval: float, about: 
     default=None,
     help="Also prove that the event at SEQ still has content hash HASH (from `pwf log head`).",
 )
-@click.option(
+@file_option(
     "--checkpoint",
     "checkpoint",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also check this signed checkpoint (needs --vkey): its root is this log's at its size.",
+    "Also check this signed checkpoint (needs --vkey): its root is this log's at its size.",
 )
 @click.option("--vkey", "vkey", default=None, help="The log's verifier key, for --checkpoint.")
 @click.option("--witness", "witnesses", multiple=True, help="A witness's verifier key (repeat).")
@@ -391,7 +389,7 @@ def _follow(store: EventStore, seq: int, shape: _Shape, interval: float, about: 
     help="Witness cosignatures the checkpoint needs (default: every --witness).",
 )
 @json_option
-def verify(  # noqa: C901, PLR0913 - one option and one report each
+def verify(  # noqa: PLR0913 - one option and one report each
     *,
     db: str | None,
     chain_only: bool,
@@ -421,51 +419,105 @@ def verify(  # noqa: C901, PLR0913 - one option and one report each
     anchor = parse_anchor(expect_head) if expect_head is not None else None
     if (checkpoint is None) != (vkey is None):
         raise InputError("--checkpoint and --vkey go together")
+    note = None
+    if checkpoint is not None and vkey is not None:
+        note = _Note(Path(checkpoint), vkey, witnesses, quorum)
     with open_store(db, read_only=True) as store, activity("verifying the chain"):
-        report = store.verify(deep=not chain_only)
-        signed = (
-            _signed_checkpoint(store, Path(checkpoint), vkey, witnesses, quorum)
-            if checkpoint is not None and vkey is not None and report.ok
-            else None
-        )
-        proof = prove(store, Path(backup)) if backup is not None and report.ok else None
-        held = (
-            anchored(store, anchor, proof, Path(backup) if backup else None)
-            if anchor is not None and report.ok
-            else None
-        )
-    ok = report.ok and (proof is None or proof.ok) and (held is None or held.ok)
-    if signed is not None:
-        ok = ok and signed[0]
-        click.echo(
-            f"{'ok' if signed[0] else 'bad'}: checkpoint {checkpoint}: {signed[1]}", err=True
-        )
-    verdict(0 if ok else 1)
+        found = _verified(store, chain_only=chain_only, backup=backup, anchor=anchor, note=note)
+    if found.signed is not None:
+        held, what = found.signed
+        click.echo(f"{'ok' if held else 'bad'}: checkpoint {checkpoint}: {what}", err=True)
+    verdict(0 if found.ok else 1)
     if as_json:
-        data: dict[str, object] = {
-            "events": report.events,
-            "firstBadSeq": report.first_bad_seq,
-            "headSeq": report.head.seq,
-            "ok": ok,
-            "reason": report.reason,
+        echo_json(_verified_json(found))
+    else:
+        _echo_verified(found, backup)
+    if not found.ok:
+        sys.exit(1)
+
+
+class _Note(NamedTuple):
+    """The signed checkpoint ``log verify`` checks, with the keys and quorum it needs."""
+
+    path: Path
+    vkey: str
+    witnesses: tuple[str, ...]
+    quorum: int | None
+
+
+def _verified(
+    store: EventStore,
+    *,
+    chain_only: bool,
+    backup: str | None,
+    anchor: Anchor | None,
+    note: _Note | None,
+) -> _Verified:
+    """Walk the chain, then, if it holds, check each proof asked for."""
+    report = store.verify(deep=not chain_only)
+    if not report.ok:
+        return _Verified(report, None, None, None)
+    signed = None if note is None else _signed_checkpoint(store, note)
+    proof = prove(store, Path(backup)) if backup is not None else None
+    held = (
+        anchored(store, anchor, proof, Path(backup) if backup else None)
+        if anchor is not None
+        else None
+    )
+    return _Verified(report, signed, proof, held)
+
+
+class _Verified(NamedTuple):
+    """What ``log verify`` found: the chain, and each proof it was asked for (None: not asked)."""
+
+    report: VerifyReport
+    signed: tuple[bool, str] | None
+    proof: Proof | None
+    held: Held | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the chain and every proof asked for hold."""
+        return (
+            self.report.ok
+            and (self.proof is None or self.proof.ok)
+            and (self.held is None or self.held.ok)
+            and (self.signed is None or self.signed[0])
+        )
+
+
+def _verified_json(found: _Verified) -> dict[str, object]:
+    """``log verify --json``'s object: the chain's verdict, the backup's and the anchor's."""
+    report, proof, held = found.report, found.proof, found.held
+    data: dict[str, object] = {
+        "events": report.events,
+        "firstBadSeq": report.first_bad_seq,
+        "headSeq": report.head.seq,
+        "ok": found.ok,
+        "reason": report.reason,
+    }
+    if proof is not None:
+        data["backup"] = {
+            "backupEvents": proof.backup_events,
+            "compared": proof.compared,
+            "failure": proof.failure,
+            "ok": proof.ok,
+            "removedRuns": proof.removed_runs,
         }
-        if proof is not None:
-            data["backup"] = {
-                "backupEvents": proof.backup_events,
-                "compared": proof.compared,
-                "failure": proof.failure,
-                "ok": proof.ok,
-                "removedRuns": proof.removed_runs,
-            }
-        if held is not None:
-            data["expectHead"] = {
-                "contentHash": held.content_hash,
-                "failure": held.failure,
-                "ok": held.ok,
-                "seq": held.seq,
-            }
-        click.echo(canonical.encode(data).decode())
-    elif not report.ok:
+    if held is not None:
+        data["expectHead"] = {
+            "contentHash": held.content_hash,
+            "failure": held.failure,
+            "ok": held.ok,
+            "seq": held.seq,
+        }
+    return data
+
+
+def _echo_verified(found: _Verified, backup: str | None) -> None:
+    """``log verify``'s lines: the first failure on stderr, or each proof that held."""
+    report, proof, held = found.report, found.proof, found.held
+    if not report.ok:
         click.echo(f"bad: seq {report.first_bad_seq}: {report.reason}", err=True)
     elif proof is not None and not proof.ok:
         click.echo(f"bad: backup {backup}: {proof.failure}", err=True)
@@ -480,21 +532,16 @@ def verify(  # noqa: C901, PLR0913 - one option and one report each
             )
         if held is not None:
             click.echo(f"ok: seq {held.seq} still has contentHash {held.content_hash}")
-    if not ok:
-        sys.exit(1)
 
 
-def _signed_checkpoint(
-    store: EventStore, note: Path, vkey: str, witnesses: tuple[str, ...], quorum: int | None
-) -> tuple[bool, str]:
+def _signed_checkpoint(store: EventStore, note: _Note) -> tuple[bool, str]:
     """Whether the signed checkpoint ``note`` holds for this log, and what was found."""
     file = sqlite_file(store.projections_file)
     with file.snapshot():
         try:
             tree = proofs(file.connection, file.head())
-            return True, check_checkpoint(
-                note.read_text(encoding="utf-8"), vkey, witnesses, quorum, tree
-            )
+            text = note.path.read_text(encoding="utf-8")
+            return True, check_checkpoint(text, note.vkey, note.witnesses, note.quorum, tree)
         except (InputError, StoreError) as error:
             return False, str(error)
 
@@ -512,7 +559,7 @@ def head(db: str | None, as_json: bool) -> None:
         tip = store.head()
     if as_json:
         data = {"batch": tip.batch, "contentHash": tip.content_hash, "seq": tip.seq}
-        click.echo(canonical.encode(data).decode())
+        echo_json(data)
     elif tip.content_hash is None:
         click.echo("empty log: seq 0, no contentHash, batch 0")
     else:
@@ -560,7 +607,7 @@ def import_(db: str | None, source: str, as_json: bool) -> None:
     head, events = import_file(path, source)
     if as_json:
         shown = {"events": events, "head": head.content_hash, "seq": head.seq}
-        click.echo(canonical.encode(shown).decode())
+        echo_json(shown)
     else:
         click.echo(
             f"imported {events} events up to seq {head.seq} into {path}, head {head.content_hash}"

@@ -8,7 +8,7 @@ import click
 
 from pwf.cli._options import code_units, db_option, json_flag, open_store
 from pwf.cli._output import (
-    output_form,
+    Shape,
     output_options,
     page_options,
     pick_columns,
@@ -18,8 +18,11 @@ from pwf.cli._output import (
 )
 
 if TYPE_CHECKING:
-    from pwf.cli._output import Form
+    from collections.abc import Callable
+
     from pwf.sqlreader import RowReader
+
+F = Any
 
 __all__ = ["query"]
 
@@ -148,13 +151,7 @@ def _rows(
     return reader.table(text, (*params, limit, filters.offset))
 
 
-class _Shape(NamedTuple):
-    form: Form
-    columns: str | None
-    time_format: str | None
-
-
-def _show(name: str, db: str | None, filters: _Filters, shape: _Shape) -> None:
+def _show(name: str, db: str | None, filters: _Filters, shape: Shape) -> None:
     source = _SOURCES[name]
     with open_store(db, read_only=True) as store:
         names, rows = _rows(store.reader(), source, filters)
@@ -211,12 +208,21 @@ def _listing(name: str) -> click.Command:
         as_csv: bool,
         as_tsv: bool,
     ) -> None:
-        form = output_form(as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv)
-        filters = _Filters(run_id, session, status, since, until, limit, offset)
-        _show(name, db, filters, _Shape(form, columns, time_format))
+        shape = Shape.of(
+            columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv
+        )
+        _show(name, db, _Filters(run_id, session, status, since, until, limit, offset), shape)
 
     show.__doc__ = _HELP[name]
-    filters = (
+    command = with_options(
+        show, _filters(source), range_options, page_options, output_options, (json_flag,)
+    )
+    return click.command(name)(command)
+
+
+def _filters(source: _Source) -> tuple[Callable[[F], F], ...]:
+    """The options that pick a listing's rows: the database, run, session and status."""
+    return (
         db_option,
         click.option(
             "--run",
@@ -238,8 +244,6 @@ def _listing(name: str) -> click.Command:
             "--status", "status", type=click.Choice(source.statuses), help="Only this status."
         ),
     )
-    command = with_options(show, filters, range_options, page_options, output_options, (json_flag,))
-    return click.command(name)(command)
 
 
 for _name in _SOURCES:

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from pwf import canonical, logs
-from pwf.cli import verdict
-from pwf.cli._options import db_option, json_option, open_store, printable
+from pwf.cli._options import db_option, echo_json, file_option, json_option, judged, open_store
 from pwf.commands.prune import parse_cutoff
 from pwf.errors import CommandError, InputError
 from pwf.fold.rebuild import rebuild
@@ -80,13 +79,8 @@ def _finish(bar: Progress | None) -> None:
         " or ISO 8601 such as 2026-08-01T16:30:00Z (without a zone: local time)."
     ),
 )
-@click.option(
-    "--out",
-    "out",
-    type=click.Path(dir_okay=False),
-    required=True,
-    metavar="FILE",
-    help="The database to write; it must not exist yet.",
+@file_option(
+    "--out", "out", "The database to write; it must not exist yet.", required=True, metavar="FILE"
 )
 @json_option
 def replay_command(
@@ -110,7 +104,7 @@ def replay_command(
     _finish(bar)
     logs.info("log.replayed", seq=report.head.seq, out=str(report.out))
     if as_json:
-        click.echo(canonical.encode(_replay_json(report)).decode())
+        echo_json(_replay_json(report))
     else:
         click.echo(_replay_line(report))
 
@@ -192,7 +186,7 @@ def rebuild_command(db: str | None, as_json: bool) -> None:
     logs.info("projections.rebuilt", events=report.events, seq=report.seq, tables=report.tables)
     if as_json:
         shown = {"events": report.events, "seq": report.seq, "tables": report.tables}
-        click.echo(canonical.encode(shown).decode())
+        echo_json(shown)
     else:
         click.echo(
             f"rebuilt {report.events} events up to seq {report.seq} into {report.tables} tables"
@@ -223,14 +217,7 @@ def verify_command(db: str | None, rows: int, as_json: bool) -> None:
     with open_store(db, read_only=True) as store:
         found = check(store, progress=bar, rows=rows)
     _finish(bar)
-    verdict(0 if found.ok else 1)
-    if as_json:
-        click.echo(canonical.encode(_verify_json(found)).decode())
-    else:
-        for line in _verify_lines(found):
-            click.echo(printable(line))
-    if not found.ok:
-        sys.exit(1)
+    judged(found.ok, as_json, lambda: _verify_json(found), lambda: _verify_lines(found))
 
 
 def _verify_json(found: Check) -> dict[str, object]:

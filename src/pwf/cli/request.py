@@ -8,7 +8,6 @@ the line loop with its ``#at`` directives, and the refusal while a live
 from __future__ import annotations
 
 import sys
-import time
 from typing import TYPE_CHECKING, BinaryIO, Final
 
 import click
@@ -16,7 +15,7 @@ import click
 from pwf import canonical
 from pwf.cli._options import db_option, open_store
 from pwf.cli._seed import seeded_epochs
-from pwf.cli._times import TIME
+from pwf.cli._times import TIME, wall_ms
 from pwf.errors import AnswerTooLargeError, InputError, ProtocolError
 from pwf.host import Host
 from pwf.protocol.client import (
@@ -53,7 +52,7 @@ at_option = click.option(
 
 def now_ms(at: int | None) -> int:
     """The clock of one command: ``at`` when given, else the wall clock in ms."""
-    return at if at is not None else time.time_ns() // 1_000_000
+    return at if at is not None else wall_ms()
 
 
 def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pwf import canonical
-from pwf.cli._options import code_units, db_option, json_option, open_store, printable
+from pwf.cli._options import code_units, db_option, echo_json, json_option, open_store, printable
 from pwf.cli._seed import seeded_epochs
 from pwf.cli.request import at_option, now_ms
 from pwf.host import Host
@@ -64,7 +63,7 @@ def expire(db: str | None, at: int | None, as_json: bool) -> None:
         started = host.expire(now)
     if as_json:
         rows = [{"runId": run_id, "targetSessionId": sid} for run_id, sid in started]
-        click.echo(canonical.encode(rows).decode())
+        echo_json(rows)
         return
     for run_id, sid in started:
         click.echo(printable(f"timeout started: {run_id} in {sid}"))
@@ -89,4 +88,4 @@ def view(session_id: str, epoch: str | None, db: str | None, at: int | None) -> 
         snapshot = Host(store, new_epoch=seeded_epochs(store)).session_view(
             session_id, now_ms(at), epoch
         )
-    click.echo(canonical.encode(snapshot).decode())
+    echo_json(snapshot)

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import click
 
-from pwf import canonical
 from pwf.cli import verdict
-from pwf.cli._options import db_option, json_option, open_store, store_url
+from pwf.cli._options import db_option, echo_json, json_option, open_store, store_url
 from pwf.cli._progress import activity
 from pwf.cli._seed import seeded_epochs, seeded_id
 from pwf.cli.request import at_option, now_ms
@@ -70,9 +69,7 @@ def backup(
             "state.backup", {"destination": destination}, db, at, replace_backups=overwrite
         )
     if as_json:
-        click.echo(
-            canonical.encode({"error": response.error, "outcome": response.outcome}).decode()
-        )
+        echo_json({"error": response.error, "outcome": response.outcome})
     elif response.outcome in ("accepted", "adopted"):
         click.echo(f"backed up to {destination}")
     else:
@@ -162,7 +159,7 @@ def prune(  # noqa: PLR0913, PLR0917 - one option per prune setting
     refused = response.outcome not in ("accepted", "adopted")
     if as_json:
         data = {"error": response.error, "outcome": response.outcome, "report": response.receipt}
-        click.echo(canonical.encode(data).decode())
+        echo_json(data)
     elif refused:
         raise CommandError(response.error or "state.prune was refused")
     else:
@@ -191,7 +188,7 @@ def state_status_command(db: str | None, at: int | None, as_json: bool) -> None:
         raise CommandError(response.error or "state.status was refused")
     receipt = response.receipt
     if as_json:
-        click.echo(canonical.encode(receipt).decode())
+        echo_json(receipt)
         return
     click.echo(f"size {receipt['sizeBytes']} bytes")
     counts = receipt["counts"]
@@ -221,7 +218,7 @@ def state_verify_command(db: str | None, as_json: bool) -> None:
     verdict(0 if valid else 1)
     if as_json:
         data = {"error": response.error, "valid": valid}
-        click.echo(canonical.encode(data).decode())
+        echo_json(data)
     elif valid:
         click.echo("valid: SQLite integrity, hash chain and projections")
     else:
@@ -272,7 +269,7 @@ def restore(backup: str, db: str | None, at: int | None, as_json: bool) -> None:
             "kept": None if done.kept is None else str(done.kept),
             "replacedHeadSeq": done.replaced_head_seq,
         }
-        click.echo(canonical.encode(data).decode())
+        echo_json(data)
         return
     proof = "chain and projections" + (
         ", and the compaction that names it" if done.compaction_proved else ""

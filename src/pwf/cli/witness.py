@@ -22,6 +22,7 @@ import click
 
 from pwf import merkle
 from pwf.cli import _notes
+from pwf.cli._options import file_option
 from pwf.cli._times import wall_ms
 from pwf.cli.audit import read_json, write_key
 from pwf.errors import InputError
@@ -37,9 +38,7 @@ def witness() -> None:
 
 @witness.command()
 @click.argument("name")
-@click.option(
-    "--out", "out", type=click.Path(dir_okay=False), required=True, help="The key file (0600)."
-)
+@file_option("--out", "out", "The key file (0600).", required=True)
 def keygen(name: str, out: str) -> None:
     """Write a new Ed25519 cosigning key named NAME to --out (0600, never over a file).
 
@@ -96,9 +95,7 @@ def _consistent(old: _notes.Checkpoint, new: _notes.Checkpoint, proof: str | Non
 
 @witness.command()
 @click.argument("checkpoint", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option(
-    "--key", "key_file", type=click.Path(dir_okay=False), required=True, help="The witness's key."
-)
+@file_option("--key", "key_file", "The witness's key.", required=True)
 @click.option("--log-vkey", "log_vkey", required=True, help="The log's verifier key.")
 @click.option(
     "--dir",
@@ -107,11 +104,8 @@ def _consistent(old: _notes.Checkpoint, new: _notes.Checkpoint, proof: str | Non
     required=True,
     help="Where the witness keeps the last checkpoint of each log.",
 )
-@click.option(
-    "--proof",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="A consistency proof from the size last cosigned to this checkpoint's.",
+@file_option(
+    "--proof", "proof", "A consistency proof from the size last cosigned to this checkpoint's."
 )
 def cosign(
     checkpoint: str, key_file: str, log_vkey: str, directory: str, proof: str | None

@@ -11,7 +11,8 @@ database and everything is explained as of that point (ADR 0016).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from pwf.explain._facts import Facts, Log, evaluate
 from pwf.explain._interaction import INTERACTION_RULES
@@ -23,9 +24,10 @@ from pwf.explain._summaries import item, summary
 from pwf.explain._timeline import interaction_log, run_log
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from pwf.commands import Context, Row
+    from pwf.events import Entry
     from pwf.store import EventStore
 
 __all__ = [
@@ -45,6 +47,64 @@ __all__ = [
     "summary",
 ]
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Subject(Generic[T]):
+    """What is explained: how its row is found, its timeline, facts, state and rules."""
+
+    name: str
+    lookup: str
+    timeline: Callable[[EventStore, Row, int], list[Entry]]
+    facts: Callable[[Context, Row, Log], T]
+    state: Callable[[T], dict[str, object]]
+    rules: Sequence[tuple[str, Callable[[T], Finding | None], bool]]
+
+    def explain(
+        self,
+        store: EventStore,
+        wanted: str,
+        at_seq: int | None,
+        now: int | None,
+        progress: Callable[[int, int], None] | None,
+    ) -> Explanation:
+        """Timeline, state and diagnosis of the subject ``wanted`` (see the callers)."""
+        with state_at(store, at_seq, progress) as (connection, last):
+            ctx = context(connection, clock(store, last, now))
+            row = ctx.one(self.lookup, wanted)
+            if row is None:
+                raise missing(self.name, wanted, at_seq, last)
+            entries = self.timeline(store, row, last)
+            facts = self.facts(ctx, row, Log(entries))
+            return Explanation(
+                subject=self.name,
+                id=wanted,
+                at_seq=last,
+                now=ctx.now,
+                state=self.state(facts),
+                timeline=tuple(item(entry) for entry in entries),
+                diagnosis=evaluate(self.rules, facts),
+            )
+
+    def diagnose(self, store: EventStore, ctx: Context, row: Row, last: int) -> tuple[Finding, ...]:
+        """The diagnosis of the subject ``row`` read through ``ctx``, up to seq ``last``."""
+        entries = self.timeline(store, row, last)
+        return evaluate(self.rules, self.facts(ctx, row, Log(entries)))
+
+
+_INTERACTION: Final = _Subject(
+    "interaction",
+    "SELECT * FROM interactive_requests WHERE request_id = ?",
+    interaction_log,
+    Facts,
+    interaction_state,
+    INTERACTION_RULES,
+)
+_RUN: Final = _Subject(
+    "run", "SELECT * FROM runs WHERE run_id = ?", run_log, RunFacts, run_full_state, RUN_RULES
+)
+
 
 def explain_interaction(
     store: EventStore,
@@ -59,22 +119,7 @@ def explain_interaction(
         InputError: the request is not in the log (up to ``at_seq``), or the
             log has no ``at_seq``.
     """
-    with state_at(store, at_seq, progress) as (connection, last):
-        ctx = context(connection, clock(store, last, now))
-        request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", request_id)
-        if request is None:
-            raise missing("interaction", request_id, at_seq, last)
-        entries = interaction_log(store, request, last)
-        facts = Facts(ctx, request, Log(entries))
-        return Explanation(
-            subject="interaction",
-            id=request_id,
-            at_seq=last,
-            now=ctx.now,
-            state=interaction_state(facts),
-            timeline=tuple(item(entry) for entry in entries),
-            diagnosis=evaluate(INTERACTION_RULES, facts),
-        )
+    return _INTERACTION.explain(store, request_id, at_seq, now, progress)
 
 
 def explain_run(
@@ -90,22 +135,7 @@ def explain_run(
         InputError: the run is not in the log (up to ``at_seq``), or the log
             has no ``at_seq``.
     """
-    with state_at(store, at_seq, progress) as (connection, last):
-        ctx = context(connection, clock(store, last, now))
-        run = ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
-        if run is None:
-            raise missing("run", run_id, at_seq, last)
-        entries = run_log(store, run, last)
-        facts = RunFacts(ctx, run, Log(entries))
-        return Explanation(
-            subject="run",
-            id=run_id,
-            at_seq=last,
-            now=ctx.now,
-            state=run_full_state(facts),
-            timeline=tuple(item(entry) for entry in entries),
-            diagnosis=evaluate(RUN_RULES, facts),
-        )
+    return _RUN.explain(store, run_id, at_seq, now, progress)
 
 
 def diagnose_interaction(
@@ -116,11 +146,9 @@ def diagnose_interaction(
     The same rules as :func:`explain_interaction`, for callers that already
     hold a read transaction (``pwf status`` diagnoses every waiting request).
     """
-    entries = interaction_log(store, request, last)
-    return evaluate(INTERACTION_RULES, Facts(ctx, request, Log(entries)))
+    return _INTERACTION.diagnose(store, ctx, request, last)
 
 
 def diagnose_run(store: EventStore, ctx: Context, run: Row, last: int) -> tuple[Finding, ...]:
     """The diagnosis of one run read through ``ctx``, up to seq ``last`` (see above)."""
-    entries = run_log(store, run, last)
-    return evaluate(RUN_RULES, RunFacts(ctx, run, Log(entries)))
+    return _RUN.diagnose(store, ctx, run, last)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from pwf.commands import Context, Row
     from pwf.events import Entry, Event
 
-__all__ = ["Facts", "Log", "evaluate", "find"]
+__all__ = ["Facts", "Log", "Seen", "evaluate", "find"]
 
 T = TypeVar("T")
 
@@ -42,13 +42,20 @@ class Log:
         return None
 
 
-class Facts:
-    """What the rules of one interaction look at."""
+class Seen:
+    """What every rule looks at: the read model through ``ctx``, its now, and the timeline."""
 
-    def __init__(self, ctx: Context, request: Row, log: Log) -> None:
+    def __init__(self, ctx: Context, log: Log) -> None:
         self.ctx = ctx
         self.now = ctx.now
         self.log = log
+
+
+class Facts(Seen):
+    """What the rules of one interaction look at."""
+
+    def __init__(self, ctx: Context, request: Row, log: Log) -> None:
+        super().__init__(ctx, log)
         self.request = request
         self.request_id: str = request["request_id"]
         self.session_id: str = request["target_session_id"]

@@ -18,7 +18,7 @@ from pwf.events import (
     WorkerEnded,
     WorkerMessageRecorded,
 )
-from pwf.explain._facts import Facts, evaluate, find
+from pwf.explain._facts import Facts, Seen, evaluate, find
 from pwf.explain._interaction import INTERACTION_RULES
 from pwf.explain._report import Finding
 from pwf.explain._summaries import short
@@ -32,13 +32,11 @@ __all__ = ["RUN_RULES", "TERMINAL", "RunFacts"]
 TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
 
 
-class RunFacts:
+class RunFacts(Seen):
     """What the rules of one run look at."""
 
     def __init__(self, ctx: Context, run: Row, log: Log) -> None:
-        self.ctx = ctx
-        self.now = ctx.now
-        self.log = log
+        super().__init__(ctx, log)
         self.run = run
         self.run_id: str = run["run_id"]
         self.queue = ctx.one("SELECT * FROM run_queue WHERE run_id = ?", self.run_id)

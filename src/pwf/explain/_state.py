@@ -8,6 +8,8 @@ from pwf.commands.ids import message_id, message_key
 from pwf.explain._reading import values
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pwf.commands import Row
     from pwf.explain._facts import Facts
     from pwf.explain._run import RunFacts
@@ -30,9 +32,21 @@ def _message_keys(request: Row) -> dict[str, str]:
 
 def interaction_state(facts: Facts) -> dict[str, object]:
     """The rows an interaction's explanation shows as its state."""
-    keys = _message_keys(facts.request)
-    request = values(
-        facts.request,
+    return {
+        "request": _request_state(facts.request),
+        "messages": _message_states(facts.request, facts.messages),
+        "turns": [_turn_state(t) for t in facts.turns],
+        "submissions": [_submission_state(s) for s in facts.submissions],
+        "attempt": _attempt_state(facts.attempt),
+        "run": _run_state(facts.run, facts.queue),
+        "coordinator": _coordinator_state(facts.coordinator),
+        "nextMessageId": None if facts.next is None else facts.next["workflow_message_id"],
+    }
+
+
+def _request_state(request: Row) -> dict[str, object] | None:
+    return values(
+        request,
         requestId="request_id",
         runId="run_id",
         attemptId="attempt_id",
@@ -46,7 +60,12 @@ def interaction_state(facts: Facts) -> dict[str, object]:
         settledAt="settled_at",
         consumedAt="consumed_at",
     )
-    messages = [
+
+
+def _message_states(request: Row, messages: Sequence[Row]) -> list[dict[str, object]]:
+    """The request's messages, each with the idempotency key its id was made from."""
+    keys = _message_keys(request)
+    return [
         {
             "workflowMessageId": m["workflow_message_id"],
             "kind": m["kind"],
@@ -55,40 +74,30 @@ def interaction_state(facts: Facts) -> dict[str, object]:
             "orderNumber": m["order_number"],
             "piSessionEntryId": m["pi_session_entry_id"],
         }
-        for m in facts.messages
+        for m in messages
     ]
-    turns = [
-        values(
-            t,
-            workflowTurnId="workflow_turn_id",
-            workflowMessageId="workflow_message_id",
-            state="state",
-            stopReason="stop_reason",
-            startedAt="started_at",
-            endedAt="ended_at",
-        )
-        for t in facts.turns
-    ]
-    submissions = [
-        values(
-            s,
-            submissionId="submission_id",
-            requestRevision="request_revision",
-            outcome="outcome",
-            submittedAt="submitted_at",
-        )
-        for s in facts.submissions
-    ]
-    return {
-        "request": request,
-        "messages": messages,
-        "turns": turns,
-        "submissions": submissions,
-        "attempt": _attempt_state(facts.attempt),
-        "run": _run_state(facts.run, facts.queue),
-        "coordinator": _coordinator_state(facts.coordinator),
-        "nextMessageId": None if facts.next is None else facts.next["workflow_message_id"],
-    }
+
+
+def _turn_state(turn: Row) -> dict[str, object] | None:
+    return values(
+        turn,
+        workflowTurnId="workflow_turn_id",
+        workflowMessageId="workflow_message_id",
+        state="state",
+        stopReason="stop_reason",
+        startedAt="started_at",
+        endedAt="ended_at",
+    )
+
+
+def _submission_state(submission: Row) -> dict[str, object] | None:
+    return values(
+        submission,
+        submissionId="submission_id",
+        requestRevision="request_revision",
+        outcome="outcome",
+        submittedAt="submitted_at",
+    )
 
 
 def _attempt_state(attempt: Row | None) -> dict[str, object] | None:

@@ -87,12 +87,9 @@ def fold(scratch: Scratch, first: int, last: int, decode: Callable[[int, bytes],
     part, held = made
     rest, names = found
     try:
-        live = next(
-            row[2] for row in scratch.connection.execute("PRAGMA database_list") if row[1] == "live"
-        )
         job = Part(
             path=str(part),
-            live=f"{Path(live).as_uri()}?mode=ro",
+            live=_live_uri(scratch.connection),
             names=names,
             first=first,
             last=last,
@@ -113,6 +110,12 @@ def fold(scratch: Scratch, first: int, last: int, decode: Callable[[int, bytes],
         merge(scratch.connection, part, names, last)
     finally:
         scratchfiles.release(part, held)
+
+
+def _live_uri(connection: sqlite3.Connection) -> str:
+    """A read-only URI of the live database attached to ``connection`` as ``live``."""
+    live = next(row[2] for row in connection.execute("PRAGMA database_list") if row[1] == "live")
+    return f"{Path(live).as_uri()}?mode=ro"
 
 
 def split(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from pwf._sqlite import projection_tables
 from pwf.errors import ChainError, InputError
 from pwf.events import LogCompacted, open_body
-from pwf.fold.workfile import CHUNK, Progress, scratch_fold
+from pwf.fold.workfile import CHUNK, Progress, ScratchFold, scratch_fold
 
 if TYPE_CHECKING:
     import os
@@ -66,35 +66,19 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
     target = Path(out).absolute()
     if until_seq is not None and until_time is not None:
         raise InputError("give --until or --until-time, not both")
-    if target.exists():
-        raise InputError(f"{target} already exists; replay writes a new file")
-    if not target.parent.is_dir():
-        raise InputError(f"no such directory: {target.parent}")
     with scratch_fold(
         store.projections_file,
-        target,
+        _new_file(target),
         "tmp",
         copy_events=True,
         writable=False,
         progress=progress,
         chunk=chunk,
     ) as scratch:
-        connection = scratch.connection
         log_seq = scratch.live_head().seq
-        requested, last = _cut(connection, log_seq, until_seq, until_time, scratch.chain.origin)
-        scratch.install()
-        scratch.fold_split(last)
-        live = scratch.live_head()
-        if scratch.chain.head.seq == live.seq and scratch.chain.head != live:
-            raise ChainError(live.seq, "the log's head does not match its last event")
-        scratch.index()
-        connection.execute("DETACH DATABASE live")
-        tables = len(projection_tables(connection, "main"))
-        connection.execute("PRAGMA main.journal_mode = WAL")
-        connection.close()
-        if target.exists():
-            raise InputError(f"{target} already exists; replay writes a new file")
-        scratch.path.replace(target)
+        cut = _cut(scratch.connection, log_seq, until_seq, until_time, scratch.chain.origin)
+        requested, last = cut
+        tables = _written(scratch, last, target)
     head = scratch.chain.head
     return ReplayReport(
         out=target,
@@ -104,6 +88,43 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
         requested=requested,
         log_seq=log_seq,
     )
+
+
+def _new_file(target: Path) -> Path:
+    """``target``, when replay may write it: it does not exist, its directory does.
+
+    Raises:
+        InputError: it exists, or its directory does not.
+    """
+    if target.exists():
+        raise InputError(f"{target} already exists; replay writes a new file")
+    if not target.parent.is_dir():
+        raise InputError(f"no such directory: {target.parent}")
+    return target
+
+
+def _written(scratch: ScratchFold, last: int, target: Path) -> int:
+    """Fold the copied events up to ``last``, index, and move the file to ``target``; its tables.
+
+    Raises:
+        ChainError: the copied head is the live head's seq with another event.
+        InputError: ``target`` appeared meanwhile.
+    """
+    connection = scratch.connection
+    scratch.install()
+    scratch.fold_split(last)
+    live = scratch.live_head()
+    if scratch.chain.head.seq == live.seq and scratch.chain.head != live:
+        raise ChainError(live.seq, "the log's head does not match its last event")
+    scratch.index()
+    connection.execute("DETACH DATABASE live")
+    tables = len(projection_tables(connection, "main"))
+    connection.execute("PRAGMA main.journal_mode = WAL")
+    connection.close()
+    if target.exists():
+        raise InputError(f"{target} already exists; replay writes a new file")
+    scratch.path.replace(target)
+    return tables
 
 
 def _cut(

@@ -240,28 +240,14 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
     files of ``beside`` that a killed fold left are swept first, each with a
     warning.
     """
-    prefix = f"{beside.name}.{infix}-"
-    try:
-        path, held = scratchfiles.make(prefix, beside.parent)
-    except OSError:
-        if not anywhere:
-            raise
-        path, held = scratchfiles.make(prefix, None)
-    for orphan in scratchfiles.sweep(beside, path):
-        logs.warning("scratch.orphan_removed", path=str(orphan))
+    path, held = _scratch_file(beside, infix, anywhere=anywhere)
     try:
         template = TEMPLATES.get(_template_key(copy_events))
         if template is not None:
             _write_all(held, template.image)
         connection = exact_text(sqlite3.connect(path, isolation_level=None))
         try:
-            for pragma in _SCRATCH_PRAGMAS:
-                connection.execute(pragma)
-            connection.execute(f"PRAGMA busy_timeout = {store.busy_timeout_ms}")
-            mode = "rw" if writable else "ro"
-            connection.execute("ATTACH DATABASE ? AS live", (f"{store.path.as_uri()}?mode={mode}",))
-            if writable:
-                connection.execute(f"PRAGMA live.synchronous = {store.synchronous_level}")
+            _attach_live(connection, store, writable=writable)
             yield ScratchFold(
                 path,
                 connection,
@@ -277,6 +263,35 @@ def scratch_fold(  # noqa: PLR0913 - each keyword shapes the scratch database
             connection.close()
     finally:
         scratchfiles.release(path, held)
+
+
+def _scratch_file(beside: Path, infix: str, *, anywhere: bool) -> tuple[Path, int]:
+    """A new scratch file next to ``beside`` (or, ``anywhere``, in the temporary directory).
+
+    Scratch files of ``beside`` that a killed fold left are swept, each with
+    a warning.
+    """
+    prefix = f"{beside.name}.{infix}-"
+    try:
+        path, held = scratchfiles.make(prefix, beside.parent)
+    except OSError:
+        if not anywhere:
+            raise
+        path, held = scratchfiles.make(prefix, None)
+    for orphan in scratchfiles.sweep(beside, path):
+        logs.warning("scratch.orphan_removed", path=str(orphan))
+    return path, held
+
+
+def _attach_live(connection: sqlite3.Connection, store: ProjectionFile, *, writable: bool) -> None:
+    """Set the scratch file's pragmas and attach the live database as ``live``."""
+    for pragma in _SCRATCH_PRAGMAS:
+        connection.execute(pragma)
+    connection.execute(f"PRAGMA busy_timeout = {store.busy_timeout_ms}")
+    mode = "rw" if writable else "ro"
+    connection.execute("ATTACH DATABASE ? AS live", (f"{store.path.as_uri()}?mode={mode}",))
+    if writable:
+        connection.execute(f"PRAGMA live.synchronous = {store.synchronous_level}")
 
 
 def _write_all(descriptor: int, data: bytes) -> None:

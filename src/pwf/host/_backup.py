@@ -17,7 +17,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pwf._sqlite import dump, exact_text
 from pwf.commands import Context, Result
@@ -35,8 +35,11 @@ if TYPE_CHECKING:
 
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.store import EventLog, LogFile, StoreTransaction
+    from pwf.store.sqlite import SqliteTransaction
 
 __all__ = ["Recording", "backup_database", "catch_up", "check_destination", "run_backup"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,39 @@ class Recording:
     closed: Callable[[Context, ClientRequest], ClientResponse | None] = lambda _ctx, _request: None
     """The ``unavailable`` answer of a stopping host, asked after the replay lookup (HOST 1.20)."""
 
+    def decide(
+        self,
+        store: LogFile,
+        request: ClientRequest,
+        work: Callable[[SqliteTransaction, Context], T],
+    ) -> T | ClientResponse:
+        """Run ``work`` in a savepoint of a write transaction, unless an answer is due first.
+
+        The answer of a replay or of a stopping host comes back instead; a
+        ``CommandError`` from ``work`` is recorded as a rejection, whose
+        answer comes back.
+        """
+        with store.transaction() as tx:
+            ctx = self.open(tx)
+            stored = self.adopt(ctx, request) or self.closed(ctx, request)
+            if stored is not None:
+                return stored
+            try:
+                with tx.savepoint():
+                    return work(tx, ctx)
+            except CommandError as error:
+                return self.record(ctx, request, Result(outcome="rejected", error=str(error)))
+
+    def finish(self, store: LogFile, request: ClientRequest, result: Result) -> ClientResponse:
+        """Record ``result`` in a write transaction of its own, after the work outside one.
+
+        A request with the same key that was recorded meanwhile is adopted
+        instead of recorded twice.
+        """
+        with store.transaction() as tx:
+            ctx = self.open(tx)
+            return self.adopt(ctx, request) or self.record(ctx, request, result)
+
 
 def run_backup(
     store: LogFile, request: ClientRequest, recording: Recording, *, replace: bool
@@ -59,24 +95,15 @@ def run_backup(
     A request with the same key that was recorded while the copy was made
     is adopted instead of recorded twice.
     """
-    with store.transaction() as tx:
-        ctx = recording.open(tx)
-        stored = recording.adopt(ctx, request) or recording.closed(ctx, request)
-        if stored is not None:
-            return stored
-        try:
-            with tx.savepoint():
-                result = recording.validate(ctx, request)
-        except CommandError as error:
-            return recording.record(ctx, request, Result(outcome="rejected", error=str(error)))
+    result = recording.decide(store, request, lambda _tx, ctx: recording.validate(ctx, request))
+    if not isinstance(result, Result):
+        return result
     assert result.effect is not None
     try:
         backup_database(store, Path(result.effect[1]), replace=replace)
     except CommandError as error:
         result = Result(outcome="rejected", error=str(error))
-    with store.transaction() as tx:
-        ctx = recording.open(tx)
-        return recording.adopt(ctx, request) or recording.record(ctx, request, result)
+    return recording.finish(store, request, result)
 
 
 def catch_up(store: EventLog, backup: Path, upto: Head) -> None:

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
 
-    from pwf.events import Actor, Cause, Entry, LogCompacted
+    from pwf.events import Actor, Cause, Entry, Event, LogCompacted
     from pwf.store import LogFile, StoredEvent
     from pwf.store.image import Shape
     from pwf.store.sqlite import SqliteTransaction
@@ -101,10 +101,7 @@ class Prepared:
         Raises:
             StoreError: the templates' file cannot be read.
         """
-        try:
-            connection = self.connect()
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
+        connection = self.connect()
         try:
             size = connection.execute(
                 "SELECT coalesce(sum(length(opening) + length(cause) + length(data)), 0)"  # noqa: S608
@@ -122,16 +119,19 @@ class Prepared:
         """The image, with the templates' file attached as :data:`KEPT_SCHEMA`.
 
         Raises:
-            sqlite3.Error: either file cannot be opened.
+            StoreError: either file cannot be opened.
         """
-        connection = exact_text(sqlite3.connect(self.path, isolation_level=None))
+        try:
+            connection = exact_text(sqlite3.connect(self.path, isolation_level=None))
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
         try:
             connection.execute(f"ATTACH DATABASE ? AS {KEPT_SCHEMA}", (str(self.kept),))
             for pragma in _PRAGMAS:
                 connection.execute(pragma)
-        except sqlite3.Error:
+        except sqlite3.Error as error:
             connection.close()
-            raise
+            raise translate_error(error, self.path) from None
         return connection
 
     def extend(self, backup: Path, chunk: int = CHUNK) -> None:
@@ -145,10 +145,7 @@ class Prepared:
         Raises:
             StoreError: the backup or a scratch file cannot be read or written.
         """
-        try:
-            connection = self.connect()
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
+        connection = self.connect()
         try:
             if not self._indexed:
                 begin_image(connection, self.live)
@@ -184,10 +181,7 @@ class Prepared:
         Raises:
             StoreError: the lock was not free in time or the copy failed.
         """
-        try:
-            connection = self.connect()
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
+        connection = self.connect()
         try:
             return store.install_image(connection, lambda tx: work(tx, connection))
         finally:
@@ -241,20 +235,15 @@ class Prepared:
 
     def _fold(self, connection: sqlite3.Connection, rows: Iterable[StoredEvent]) -> None:
         segment = self.segment
-        kept, dropped = segment.kept, segment.dropped
-        index, batch = segment.batch_index, segment.batch
+        kept = segment.kept
+        walk = _Renumbering(segment)
         templates: list[tuple[object, ...]] = []
         entries: list[Entry] = []
-        seq = segment.seq
         for stored in rows:
-            seq = stored.seq
-            entry = open_body(stored.body)
-            event = compacted(entry.event, segment.removed)
-            if event is None:
-                dropped += 1
+            found = walk.keep(stored)
+            if found is None:
                 continue
-            if entry.batch != batch:
-                index, batch = index + 1, entry.batch
+            entry, event = found
             body = stored.body
             if event is not entry.event:
                 again = seal(
@@ -269,18 +258,45 @@ class Prepared:
                 )
                 entry, body = again.entry, again.body
             kept += 1
-            templates.append((kept, index, *Template.of(body, entry), *columns(entry)[2:9]))
+            templates.append((kept, walk.index, *Template.of(body, entry), *columns(entry)[2:9]))
             entries.append(entry)
         execute_many(connection, _INSERT, templates)
         self._model.fold(connection, entries)
         self.segment = Segment(
             removed=segment.removed,
-            seq=seq,
+            seq=walk.seq,
             kept=kept,
-            dropped=dropped,
-            batch_index=index,
-            batch=batch,
+            dropped=walk.dropped,
+            batch_index=walk.index,
+            batch=walk.batch,
         )
+
+
+class _Renumbering:
+    """The compaction's rule for each event after a segment: dropped, or kept in a new batch.
+
+    A kept event whose original batch differs from the last kept one's
+    opens the next batch index.
+    """
+
+    def __init__(self, segment: Segment) -> None:
+        self.removed = segment.removed
+        self.seq = segment.seq
+        self.dropped = segment.dropped
+        self.index = segment.batch_index
+        self.batch = segment.batch
+
+    def keep(self, stored: StoredEvent) -> tuple[Entry, Event] | None:
+        """The entry and the event kept of it (``index`` is then its batch), or None: dropped."""
+        self.seq = stored.seq
+        entry = open_body(stored.body)
+        event = compacted(entry.event, self.removed)
+        if event is None:
+            self.dropped += 1
+            return None
+        if entry.batch != self.batch:
+            self.index, self.batch = self.index + 1, entry.batch
+        return entry, event
 
 
 @contextlib.contextmanager
@@ -313,15 +329,10 @@ def tail(tx: SqliteTransaction, segment: Segment) -> tuple[Segment, list[Kept]]:
     Returns the segment with their drops counted and the kept ones, numbered
     on from the segment's batches.
     """
-    index, batch, dropped = segment.batch_index, segment.batch, segment.dropped
+    walk = _Renumbering(segment)
     kept: list[Kept] = []
     for stored in tx.store.read(segment.seq + 1, tx.head.seq):
-        entry = open_body(stored.body)
-        event = compacted(entry.event, segment.removed)
-        if event is None:
-            dropped += 1
-            continue
-        if entry.batch != batch:
-            index, batch = index + 1, entry.batch
-        kept.append(Kept(batch_index=index, original=entry, event=event))
-    return replace(segment, dropped=dropped, batch_index=index, batch=batch), kept
+        found = walk.keep(stored)
+        if found is not None:
+            kept.append(Kept(batch_index=walk.index, original=found[0], event=found[1]))
+    return replace(segment, dropped=walk.dropped, batch_index=walk.index, batch=walk.batch), kept

@@ -10,22 +10,25 @@ it (ADR 0018, 0019, 0051).
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from pwf._sqlite import PROJECTION_TABLES, quote
 from pwf.commands import Result
-from pwf.commands.prune import Cutoff, iso_utc, prune_options, select
+from pwf.commands.prune import Cutoff, prune_options, select
 from pwf.errors import CommandError, PwfError, StoreError
 from pwf.host._backup import Recording, backup_database, catch_up
 from pwf.host._compacting import Prepared, prepared
-from pwf.host._lock import MaintenanceLock, acquire_lock
+from pwf.host._lock import acquire_lock
+from pwf.isotime import iso_utc
 from pwf.sqlreader import RowReader
 
 if TYPE_CHECKING:
     import sqlite3
 
+    from pwf.commands import Context
     from pwf.commands.prune import Selection
     from pwf.events import Actor, Cause
     from pwf.protocol.client import ClientRequest, ClientResponse
@@ -161,55 +164,76 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
     own; the maintenance lock is held until then and released whatever
     happens.
     """
-    lock: MaintenanceLock | None = None
-    try:
-        with store.transaction() as tx:
-            ctx = recording.open(tx)
-            stored = recording.adopt(ctx, request) or recording.closed(ctx, request)
-            if stored is not None:
-                return stored
-            try:
-                with tx.savepoint():
-                    recording.validate(ctx, request)
-                    options = prune_options(request.payload)
-                    selection = select(ctx, resolve_cutoff(options.cutoff))
-                    if not options.apply:
-                        size = database_bytes(store.path)
-                        counted = tally(tx.reader())
-                        receipt = report(
-                            selection,
-                            before=counted,
-                            after=counted,
-                            bytes_before=size,
-                            bytes_after=size,
-                            applied=False,
-                        )
-                        return recording.record(ctx, request, Result(receipt=receipt))
-                    lock = acquire_lock(store.path)
-                    destination = Path(options.backup_path or "")
-                    _absent(destination)
-                    signature = selection_signature(tx.reader(), selection)
-            except CommandError as error:
-                return recording.record(ctx, request, Result(outcome="rejected", error=str(error)))
-        result = _backed_up(store, destination)
-        if result is None:
-            result = _compacted(
-                store,
-                recording,
-                destination,
-                (selection, signature),
-                now=now,
-                actor=actor,
-                cause=cause,
-            )
-        if result.outcome == "accepted":
-            result = _settled(store, result)
-        with store.transaction() as tx:
-            ctx = recording.open(tx)
-            return recording.adopt(ctx, request) or recording.record(ctx, request, result)
-    finally:
-        if lock is not None:
-            lock.release()
+    with ExitStack() as held:
+        planned = recording.decide(
+            store, request, lambda tx, ctx: _planned(store, (tx, ctx), request, recording, held)
+        )
+        if not isinstance(planned, _Plan):
+            return planned
+        result = _applied(store, recording, planned, now=now, actor=actor, cause=cause)
+        return recording.finish(store, request, result)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the first write transaction of an applied prune decided: where and what."""
+
+    destination: Path
+    selected: tuple[Selection, list[tuple[object, ...]]]
+
+
+def _planned(
+    store: LogFile,
+    opened: tuple[SqliteTransaction, Context],
+    request: ClientRequest,
+    recording: Recording,
+    held: ExitStack,
+) -> _Plan | ClientResponse:
+    """Validate and select; a dry run's recorded report, or the lock and the plan of the rest.
+
+    The maintenance lock, once taken, is released when ``held`` closes.
+    """
+    tx, ctx = opened
+    recording.validate(ctx, request)
+    options = prune_options(request.payload)
+    selection = select(ctx, resolve_cutoff(options.cutoff))
+    if not options.apply:
+        size = database_bytes(store.path)
+        counted = tally(tx.reader())
+        receipt = report(
+            selection,
+            before=counted,
+            after=counted,
+            bytes_before=size,
+            bytes_after=size,
+            applied=False,
+        )
+        return recording.record(ctx, request, Result(receipt=receipt))
+    lock = acquire_lock(store.path)
+    held.callback(lock.release)
+    destination = Path(options.backup_path or "")
+    _absent(destination)
+    return _Plan(destination, (selection, selection_signature(tx.reader(), selection)))
+
+
+def _applied(  # noqa: PLR0913 - the compaction's whole context
+    store: LogFile,
+    recording: Recording,
+    plan: _Plan,
+    *,
+    now: int,
+    actor: Actor,
+    cause: Cause,
+) -> Result:
+    """The backup, then the compaction and its checkpoint; the first rejection ends it."""
+    result = _backed_up(store, plan.destination)
+    if result is None:
+        result = _compacted(
+            store, recording, plan.destination, plan.selected, now=now, actor=actor, cause=cause
+        )
+    if result.outcome == "accepted":
+        result = _settled(store, result)
+    return result
 
 
 def _absent(destination: Path) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import re
 import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -16,7 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from pwf.errors import InputError, PwfError
-from pwf.isotime import duration
+from pwf.isotime import duration, iso_utc, written_times
 from pwf.web._data import interaction_page, log_page, overview_page, run_page, runs_page
 from pwf.web._source import Database
 from pwf.web._svg import events_picture, model_time_picture
@@ -45,20 +43,12 @@ HEADERS: Final = {
 
 def _when(ms: object) -> str:
     """Epoch milliseconds as UTC ISO 8601 (``-`` for none)."""
-    if not isinstance(ms, int):
-        return "-"
-    moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_utc(ms) if isinstance(ms, int) else "-"
 
 
 def _timed(found: object) -> str:
     """A finding's or timeline item's summary with the times it wrote as UTC ISO 8601."""
-    text = str(getattr(found, "summary", ""))
-    times = {str(ms): ms for ms in getattr(found, "times", ())}
-    if not times:
-        return text
-    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, times)) + r")(?![\w.])")
-    return pattern.sub(lambda match: _when(times[match.group(1)]), text)
+    return written_times(str(getattr(found, "summary", "")), getattr(found, "times", ()), iso_utc)
 
 
 def _duration(ms: object) -> str:

@@ -17,6 +17,8 @@ from pwf.explain import explain_interaction, explain_run
 from pwf.status import overview
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pwf.commands import Row
     from pwf.store import EventStore
     from pwf.web._source import View
@@ -319,7 +321,6 @@ def log_page(
         if filters.get(name):
             where.append(f"{column} = ?")
             params.append(filters[name])
-    select = "SELECT seq, batch, type, at, run_id, session_id, request_id, body FROM events"
     if start is not None:
         bound, order = "seq >= ?", "ORDER BY seq LIMIT ?"
         limit: tuple[object, ...] = (start, PAGE)
@@ -328,23 +329,45 @@ def log_page(
         limit = (view.seq if end is None else end, PAGE)
     clause = " AND ".join([*where, bound])
     _, rows = store.reader().table(
-        f"{select} WHERE {clause} {order}",
+        f"{_LOG_SELECT} WHERE {clause} {order}",
         (*params, *limit),
     )
     rows = sorted(rows, key=lambda row: -row[0])
-    newer = older = None
-    if rows:
-        past = " AND ".join([*where, "seq > ?"])
-        newer = rows[0][0] + 1 if _any(store, past, (*params, rows[0][0])) else None
-        before = " AND ".join([*where, "seq < ?"])
-        older = rows[-1][0] - 1 if _any(store, before, (*params, rows[-1][0])) else None
+    newer, older = _neighbours(store, where, params, rows)
+    return {
+        "events": _event_rows(store, rows),
+        "filters": {name: filters.get(name, "") for name in _FILTERS},
+        "start": start or "",
+        "newer": newer,
+        "older": older,
+    }
+
+
+_LOG_SELECT: Final = "SELECT seq, batch, type, at, run_id, session_id, request_id, body FROM events"
+
+
+def _neighbours(
+    store: EventStore, where: list[str], params: list[object], rows: Sequence[Any]
+) -> tuple[int | None, int | None]:
+    """Where the newer and the older page start, when either has an event."""
+    if not rows:
+        return None, None
+    past = " AND ".join([*where, "seq > ?"])
+    newer = rows[0][0] + 1 if _any(store, past, (*params, rows[0][0])) else None
+    before = " AND ".join([*where, "seq < ?"])
+    older = rows[-1][0] - 1 if _any(store, before, (*params, rows[-1][0])) else None
+    return newer, older
+
+
+def _event_rows(store: EventStore, rows: Sequence[Any]) -> list[EventRow]:
+    """The page's rows, linked to the runs and interactions the read model knows."""
     runs = _known(store, "runs", "run_id", {row[4] for row in rows if row[4]})
     entries = [(row, open_body(row[7])) for row in rows]
     requests = {
         target for _, entry in entries if (target := _interaction_of(entry.event)) is not None
     }
     interactions = _known(store, "interactive_requests", "request_id", requests)
-    events = [
+    return [
         EventRow(
             seq=row[0],
             batch=row[1],
@@ -361,13 +384,6 @@ def log_page(
         )
         for row, entry in entries
     ]
-    return {
-        "events": events,
-        "filters": {name: filters.get(name, "") for name in _FILTERS},
-        "start": start or "",
-        "newer": newer,
-        "older": older,
-    }
 
 
 def _any(store: EventStore, where: str, params: tuple[object, ...]) -> bool:

@@ -242,48 +242,12 @@ def model_time_picture(  # noqa: PLR0913 - one argument per thing drawn
     lanes.append(("deadline shifts", shift_top + LANE / 2))
     height = int(shift_top + LANE * max(1, len(shifts)) + 40)
     bars = [_turn_bar(turn, now, x, lanes[0][1]) for turn in turns]
+    bars += [_pause_bar(pause, now, x, lanes[1][1]) for pause in pauses]
     bars += [
-        Bar(
-            x1=x(pause.start),
-            x2=x(now if pause.end is None else pause.end),
-            y=lanes[1][1],
-            label="paused",
-            title=f"paused at {pause.start}"
-            + ("" if pause.end is None else f", resumed at {pause.end}"),
-            css="pause",
-        )
-        for pause in pauses
-    ]
-    bars += [
-        Bar(
-            x1=x(shift.from_deadline),
-            x2=x(shift.to_deadline),
-            y=shift_top + LANE * index + LANE / 2,
-            label=f"+{shift.idle_ms / 1000:g} s idle ({shift.cause}, seq {shift.seq})",
-            title=(
-                f"seq {shift.seq} at {shift.at}: {shift.cause} credited {shift.idle_ms} ms idle;"
-                f" deadline {shift.from_deadline} -> {shift.to_deadline}"
-            ),
-            css="shift",
-            arrow=True,
-        )
+        _shift_bar(shift, x, shift_top + LANE * index + LANE / 2)
         for index, shift in enumerate(shifts)
     ]
-    lines = [Line(x=x(now), label="now", css="now", anchor="middle")]
-    if deadline is not None:
-        lines.append(Line(x=x(deadline), label="deadline", css="deadline", anchor="end"))
-    if shifts:
-        first = x(shifts[0].from_deadline)
-        crowded = deadline is not None and x(deadline) - first < 160
-        lines.append(
-            Line(
-                x=first,
-                label="first deadline",
-                css="first",
-                anchor="start",
-                row=2 if crowded else 1,
-            )
-        )
+    lines = _time_lines(now, deadline, shifts, x)
     gap = x(axis.deadline_start - 1) if axis.deadline_start is not None else None
     return Picture(
         width=WIDTH,
@@ -294,6 +258,55 @@ def model_time_picture(  # noqa: PLR0913 - one argument per thing drawn
         lines=lines,
         gap=gap,
     )
+
+
+def _pause_bar(pause: Pause, now: int, place: Callable[[int], float], y: float) -> Bar:
+    return Bar(
+        x1=place(pause.start),
+        x2=place(now if pause.end is None else pause.end),
+        y=y,
+        label="paused",
+        title=f"paused at {pause.start}"
+        + ("" if pause.end is None else f", resumed at {pause.end}"),
+        css="pause",
+    )
+
+
+def _shift_bar(shift: Shift, place: Callable[[int], float], y: float) -> Bar:
+    return Bar(
+        x1=place(shift.from_deadline),
+        x2=place(shift.to_deadline),
+        y=y,
+        label=f"+{shift.idle_ms / 1000:g} s idle ({shift.cause}, seq {shift.seq})",
+        title=(
+            f"seq {shift.seq} at {shift.at}: {shift.cause} credited {shift.idle_ms} ms idle;"
+            f" deadline {shift.from_deadline} -> {shift.to_deadline}"
+        ),
+        css="shift",
+        arrow=True,
+    )
+
+
+def _time_lines(
+    now: int, deadline: int | None, shifts: Sequence[Shift], place: Callable[[int], float]
+) -> list[Line]:
+    """The upright lines: now, the deadline and, when it moved, the first deadline."""
+    lines = [Line(x=place(now), label="now", css="now", anchor="middle")]
+    if deadline is not None:
+        lines.append(Line(x=place(deadline), label="deadline", css="deadline", anchor="end"))
+    if shifts:
+        first = place(shifts[0].from_deadline)
+        crowded = deadline is not None and place(deadline) - first < 160
+        lines.append(
+            Line(
+                x=first,
+                label="first deadline",
+                css="first",
+                anchor="start",
+                row=2 if crowded else 1,
+            )
+        )
+    return lines
 
 
 def _turn_bar(turn: dict[str, object], now: int, place: Callable[[int], float], y: float) -> Bar:
