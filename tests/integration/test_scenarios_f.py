@@ -11,6 +11,7 @@ from pwf.commands import Context, Reader, Row
 from pwf.commands.deadlines import begin_turn_shift
 from pwf.commands.expiry import candidates
 from pwf.commands.ids import message_id
+from pwf.commands.interactions import get_request
 from pwf.errors import CommandError
 from pwf.events import DeadlineShifted, Event, InteractionTimeoutStarted
 from pwf.fold.bulk import rebuild_into
@@ -166,7 +167,7 @@ def test_a_turn_start_without_a_pending_timeout_is_refused(fx: Fixture, damage: 
         rebuild_into(copy, fx.store.entries())
         copy.execute(damage)
         ctx, staged = _reading(_Rows(copy), 9000)
-        request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
+        request = get_request(ctx, REQUEST)
         assert request is not None
 
         with pytest.raises(CommandError) as refused:
@@ -194,7 +195,7 @@ def test_f42_the_fallback_base_is_the_request_creation(tmp_path: Path) -> None:
         copy.execute("UPDATE node_attempts SET started_at = NULL, deadline_at = 50000")
         copy.execute("UPDATE interactive_requests SET created_at = 2000")
         ctx, staged = _reading(_Rows(copy), 9000)
-        request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
+        request = get_request(ctx, REQUEST)
         assert request is not None
 
         begin_turn_shift(ctx, request)
@@ -222,7 +223,7 @@ def test_f42_the_attempt_start_is_the_base_before_the_request_creation(tmp_path:
         copy.execute("UPDATE node_attempts SET started_at = 3000, deadline_at = 50000")
         copy.execute("UPDATE interactive_requests SET created_at = 2000")
         ctx, staged = _reading(_Rows(copy), 9000)
-        request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
+        request = get_request(ctx, REQUEST)
         assert request is not None
 
         begin_turn_shift(ctx, request)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from pwf.commands.rows import REQUEST
 from pwf.commands.runcontrol import cancel_request
 from pwf.commands.runs import live_owner
 from pwf.events import InteractionTimeoutStarted
@@ -76,7 +77,9 @@ def begin_timeouts(ctx: Context) -> list[tuple[str, str]]:
 
 def _begin(ctx: Context, row: Row) -> None:
     # The request is cancelled but none of its messages is (§10.7, §9.4's table).
-    cancel_request(ctx, row, EXPIRED, ())
+    request = ctx.fetch(REQUEST, row["request_id"])
+    assert request is not None
+    cancel_request(ctx, request, EXPIRED, ())
     ctx.emit(
         InteractionTimeoutStarted(
             run_id=row["run_id"],

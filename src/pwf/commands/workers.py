@@ -42,7 +42,7 @@ from pwf.protocol.worker import LaunchEnvelope, WorkerResponse
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pwf.commands import Row
+    from pwf.commands.rows import QueueRow, RunRow
     from pwf.protocol.worker import WorkerMessage
 
 __all__ = ["WORKER_OPERATIONS", "check_worker", "claimable", "launch_run", "park", "run_revision"]
@@ -67,15 +67,13 @@ def launch_run(
     queue = queue_of(ctx, run_id)
     if run is None or queue is None:
         raise refuse(f"Workflow run not found: {run_id}")
-    if queue["owner_worker_epoch"] is not None and queue["lease_expires_at"] > ctx.now:
+    if queue.owner_worker_epoch is not None and queue.held(ctx.now):
         raise refuse(f"Workflow run {run_id} already has a live worker")
     if not claimable(ctx, run, queue):
-        raise refuse(
-            f"Workflow run {run_id} has nothing for a worker to do (queue {queue['status']})"
-        )
-    origin = run["origin_session_id"]
+        raise refuse(f"Workflow run {run_id} has nothing for a worker to do (queue {queue.status})")
+    origin = run.origin_session_id
     if (
-        queue["status"] == "parked"
+        queue.status == "parked"
         and origin is not None
         and ctx.one(
             "SELECT 1 FROM run_queue WHERE origin_session_id = ? AND run_id != ?"
@@ -92,17 +90,17 @@ def launch_run(
     )
     if stale is not None:
         ctx.emit(WorkerEnded(run_id=run_id, worker_epoch=stale["worker_epoch"], status="timedOut"))
-    input_hash = "sha256:" + bytes(run["input_hash"]).hex()
+    input_hash = "sha256:" + bytes(run.input_hash).hex()
     source = source_of(ctx, run)
     if not isinstance(source, dict):
         raise refuse(INVALID_SOURCE)  # a run reserved while pwf still took text
     envelope = LaunchEnvelope(
         run_id=run_id,
-        generation=queue["generation"] + 1,
+        generation=queue.generation + 1,
         worker_epoch=worker_epoch,
-        project_path=run["project_path"],
+        project_path=run.project_path,
         workflow_source=source,
-        definition_digest=run["definition_digest"],
+        definition_digest=run.definition_digest,
         input_hash=input_hash,
     )
     ctx.emit(
@@ -118,21 +116,21 @@ def launch_run(
     return envelope
 
 
-def claimable(ctx: Context, run: Row, queue: Row) -> bool:
+def claimable(ctx: Context, run: RunRow, queue: QueueRow) -> bool:
     """Queued runs; parked runs that are not paused and have no unanswered request."""
-    if queue["status"] in ("queued", "starting", "running"):
+    if queue.status in ("queued", "starting", "running"):
         # A starting entry without an owner is a timed-out interaction waiting for
         # its worker (§10.7); an owned one has a worker whose lease ran out.
-        return queue["status"] != "running" or queue["owner_worker_epoch"] is not None
-    if queue["status"] != "parked" or run["paused"] or run["status"] in TERMINAL:
+        return queue.status != "running" or queue.owner_worker_epoch is not None
+    if queue.status != "parked" or run.paused or run.status in TERMINAL:
         return False
-    if ctx.one("SELECT 1 FROM run_checkpoints WHERE run_id = ?", run["run_id"]):
+    if ctx.one("SELECT 1 FROM run_checkpoints WHERE run_id = ?", run.run_id):
         return False
     waiting_on_answer = ctx.one(
         "SELECT 1 FROM interactive_requests r WHERE r.run_id = ? AND r.status = 'pending'"
         " AND NOT EXISTS (SELECT 1 FROM interactive_submissions s"
         " WHERE s.request_id = r.request_id AND s.outcome = 'validating')",
-        run["run_id"],
+        run.run_id,
     )
     return waiting_on_answer is None
 
@@ -196,8 +194,8 @@ def _guarded(
         queue = queue_of(ctx, message.run_id)
         claim_ok = (
             queue is not None
-            and queue["owner_worker_epoch"] == message.worker_epoch
-            and queue["lease_expires_at"] > ctx.now
+            and queue.owner_worker_epoch == message.worker_epoch
+            and queue.held(ctx.now)
         )
         if not claim_ok and message.operation != "worker.exiting":
             return Result(outcome="claimLost", error="Run claim expired")
@@ -255,7 +253,7 @@ def worker_exiting(ctx: Context, message: WorkerMessage) -> Result:
         )
     )
     run = get_run(ctx, message.run_id)
-    if run is None or run["status"] in TERMINAL or run["status"] == "waiting":
+    if run is None or run.status in TERMINAL or run.status == "waiting":
         return Result(receipt={"exited": True})
     validating = ctx.all(
         "SELECT s.submission_id FROM interactive_submissions s JOIN interactive_requests r"
