@@ -82,51 +82,49 @@ def create_request(  # noqa: PLR0913 - a request's identity has this many parts
     contract_raw = canonical.raw(contract)
     existing = get_request(ctx, request_id)
     if existing is not None:
-        same = (
-            existing.run_id == run_id
-            and existing.attempt_id == attempt_id
-            and bytes(existing.contract_hash) == canonical.digest(contract)
-        )
-        if not same:
+        if (existing.run_id, existing.attempt_id, existing.contract_hash) != (
+            run_id,
+            attempt_id,
+            canonical.digest(contract),
+        ):
             raise refuse(f"Interactive request conflicts: {request_id}")
         if existing.status == "pending":
             ensure_interaction_message(ctx, existing, "initial")
             return existing
         if existing.status != "settled" or existing.consumed_at is not None:
             return existing
-        ctx.emit(
-            InteractionRequested(
-                request_id=request_id,
-                run_id=run_id,
-                attempt_id=attempt_id,
-                target_session_id=existing.target_session_id,
-                kind=existing.kind,
-                contract=contract_raw,
-                revision=existing.revision + 1,
-                reopened=True,
-            )
-        )
-        reopened = get_request(ctx, request_id)
-        assert reopened is not None
-        ensure_interaction_message(ctx, reopened, "resumed")
-        return reopened
-    if ctx.one("SELECT 1 FROM interactive_requests WHERE attempt_id = ?", attempt_id):
-        raise refuse(f"Interactive request conflicts: {request_id}")
-    ctx.emit(
-        InteractionRequested(
+        reopened = InteractionRequested(
             request_id=request_id,
             run_id=run_id,
             attempt_id=attempt_id,
-            target_session_id=session_id,
-            kind=kind,
+            target_session_id=existing.target_session_id,
+            kind=existing.kind,
             contract=contract_raw,
-            revision=1,
+            revision=existing.revision + 1,
+            reopened=True,
         )
+        return _requested(ctx, reopened, "resumed")
+    if ctx.one("SELECT 1 FROM interactive_requests WHERE attempt_id = ?", attempt_id):
+        raise refuse(f"Interactive request conflicts: {request_id}")
+    created = InteractionRequested(
+        request_id=request_id,
+        run_id=run_id,
+        attempt_id=attempt_id,
+        target_session_id=session_id,
+        kind=kind,
+        contract=contract_raw,
+        revision=1,
     )
-    created = get_request(ctx, request_id)
-    assert created is not None
-    ensure_interaction_message(ctx, created, "initial")
-    return created
+    return _requested(ctx, created, "initial")
+
+
+def _requested(ctx: Context, event: InteractionRequested, reason: str) -> RequestRow:
+    """Record a request (new or reopened) and ensure its message; the request as it now is."""
+    ctx.emit(event)
+    row = get_request(ctx, event.request_id)
+    assert row is not None
+    ensure_interaction_message(ctx, row, reason)
+    return row
 
 
 def settle(ctx: Context, request: RequestRow, submission_id: str) -> None:
@@ -159,14 +157,7 @@ def record_submission(  # noqa: PLR0913 - a submission has this many facts
     """Record a submission (§5.5); an adopted one returns its stored answer."""
     same_key = ctx.fetch(_SAME_KEY, request.request_id, key)
     if same_key is not None:
-        if bytes(same_key.payload_hash) != canonical.digest(value):
-            raise refuse("Interactive submission idempotency key conflicts")
-        receipt = (
-            canonical.decode(bytes(same_key.receipt))
-            if same_key.receipt is not None
-            else {"requestId": request.request_id, "submissionId": same_key.submission_id}
-        )
-        return _adopted(same_key, receipt, request.run_id)
+        return _adopted(request, same_key, value)
     if outcome == "validating" and ctx.one(
         "SELECT 1 FROM interactive_submissions WHERE request_id = ? AND outcome = 'validating'",
         request.request_id,
@@ -200,12 +191,21 @@ def record_submission(  # noqa: PLR0913 - a submission has this many facts
     return None
 
 
-def _adopted(stored: StoredSubmissionRow, receipt: object, run_id: str) -> Result:
+def _adopted(request: RequestRow, stored: StoredSubmissionRow, value: object) -> Result:
     """The answer to a retried submission, from the first one's stored state (HOST.md §6).
 
     A rejected first submission answers ``rejected`` with its stored receipt
-    and error; any other is adopted with its stored receipt (ADR 0011).
+    and error; any other is adopted with its stored receipt (ADR 0011).  The
+    retry must carry the first one's value.
     """
+    if stored.payload_hash != canonical.digest(value):
+        raise refuse("Interactive submission idempotency key conflicts")
+    receipt = (
+        canonical.decode(stored.receipt)
+        if stored.receipt is not None
+        else {"requestId": request.request_id, "submissionId": stored.submission_id}
+    )
+    run_id = request.run_id
     if stored.outcome == "rejected":
         error = receipt.get("error") if isinstance(receipt, dict) else None
         return Result(

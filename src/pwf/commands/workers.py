@@ -25,6 +25,7 @@ from pwf.commands.nodes import (
     node_started,
     notification_request,
 )
+from pwf.commands.rows import QueueRow, RunRow, WorkerRow, select
 from pwf.commands.runcontrol import finish_run
 from pwf.commands.runs import TERMINAL, get_run, queue_of, revision_of, source_of
 from pwf.commands.sources import INVALID_SOURCE
@@ -42,7 +43,6 @@ from pwf.protocol.worker import LaunchEnvelope, WorkerResponse
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pwf.commands.rows import QueueRow, RunRow
     from pwf.protocol.worker import WorkerMessage
 
 __all__ = ["WORKER_OPERATIONS", "check_worker", "claimable", "launch_run", "park", "run_revision"]
@@ -63,34 +63,11 @@ def launch_run(
 
     ``host_epoch`` names the served host that will supervise the worker.
     """
-    run = get_run(ctx, run_id)
-    queue = queue_of(ctx, run_id)
-    if run is None or queue is None:
-        raise refuse(f"Workflow run not found: {run_id}")
-    if queue.owner_worker_epoch is not None and queue.held(ctx.now):
-        raise refuse(f"Workflow run {run_id} already has a live worker")
-    if not claimable(ctx, run, queue):
-        raise refuse(f"Workflow run {run_id} has nothing for a worker to do (queue {queue.status})")
-    origin = run.origin_session_id
-    if (
-        queue.status == "parked"
-        and origin is not None
-        and ctx.one(
-            "SELECT 1 FROM run_queue WHERE origin_session_id = ? AND run_id != ?"
-            " AND status IN ('queued', 'starting', 'running')",
-            origin,
-            run_id,
-        )
-    ):
-        raise refuse(f"Workflow session {origin} already has an active run")
-    stale = ctx.one(
-        "SELECT worker_epoch FROM run_workers WHERE run_id = ?"
-        " AND status IN ('starting', 'running')",
-        run_id,
-    )
+    run, queue = _launchable(ctx, run_id)
+    stale = ctx.fetch(_ACTIVE_WORKER, run_id)
     if stale is not None:
-        ctx.emit(WorkerEnded(run_id=run_id, worker_epoch=stale["worker_epoch"], status="timedOut"))
-    input_hash = "sha256:" + bytes(run.input_hash).hex()
+        ctx.emit(WorkerEnded(run_id=run_id, worker_epoch=stale.worker_epoch, status="timedOut"))
+    input_hash = "sha256:" + run.input_hash.hex()
     source = source_of(ctx, run)
     if not isinstance(source, dict):
         raise refuse(INVALID_SOURCE)  # a run reserved while pwf still took text
@@ -114,6 +91,34 @@ def launch_run(
         )
     )
     return envelope
+
+
+_ACTIVE_WORKER: Final = select(WorkerRow, "WHERE run_id = ? AND status IN ('starting', 'running')")
+
+
+def _launchable(ctx: Context, run_id: str) -> tuple[RunRow, QueueRow]:
+    """The run and its queue entry when a new worker may claim it, else the refusal."""
+    run = get_run(ctx, run_id)
+    queue = queue_of(ctx, run_id)
+    if run is None or queue is None:
+        raise refuse(f"Workflow run not found: {run_id}")
+    if queue.owner_worker_epoch is not None and queue.held(ctx.now):
+        raise refuse(f"Workflow run {run_id} already has a live worker")
+    if not claimable(ctx, run, queue):
+        raise refuse(f"Workflow run {run_id} has nothing for a worker to do (queue {queue.status})")
+    origin = run.origin_session_id
+    if (
+        queue.status == "parked"
+        and origin is not None
+        and ctx.one(
+            "SELECT 1 FROM run_queue WHERE origin_session_id = ? AND run_id != ?"
+            " AND status IN ('queued', 'starting', 'running')",
+            origin,
+            run_id,
+        )
+    ):
+        raise refuse(f"Workflow session {origin} already has an active run")
+    return run, queue
 
 
 def claimable(ctx: Context, run: RunRow, queue: QueueRow) -> bool:
