@@ -276,22 +276,34 @@ def _answerable(
     return row
 
 
+def _submitted(
+    ctx: Context,
+    request: ClientRequest,
+    answered: RequestRow,
+    value: object,
+    outcome: SubmissionOutcome,
+) -> tuple[str, Result | None]:
+    """Record the submission a client request carries: its id, and the stored answer if adopted."""
+    submission_id = text(members(request.payload), "submissionId")
+    adopted = record_submission(
+        ctx,
+        request=answered,
+        submission_id=submission_id,
+        key=request.idempotency_key,
+        expected_revision=request.expected_revision,
+        value=value,
+        outcome=outcome,
+    )
+    return submission_id, adopted
+
+
 def interaction_submit(ctx: Context, request: ClientRequest) -> Result:
     """``interaction.submit``: record a validating submission; the response awaits the verdict."""
     payload = members(request.payload)
     found = _answerable(ctx, request, payload)
     if isinstance(found, Result):
         return found
-    submission_id = text(payload, "submissionId")
-    adopted = record_submission(
-        ctx,
-        request=found,
-        submission_id=submission_id,
-        key=request.idempotency_key,
-        expected_revision=request.expected_revision,
-        value=payload.get("value"),
-        outcome="validating",
-    )
+    submission_id, adopted = _submitted(ctx, request, found, payload.get("value"), "validating")
     if adopted is not None:
         return adopted
     return Result(
@@ -403,16 +415,7 @@ def decision_answer(ctx: Context, request: ClientRequest) -> Result:
     child_id = continuation_run_id(request_id)
     if row.status == "settled" or get_run(ctx, child_id) is not None:
         return Result(outcome="conflict", error="Another human decision answer already won")
-    submission_id = text(payload, "submissionId")
-    adopted = record_submission(
-        ctx,
-        request=row,
-        submission_id=submission_id,
-        key=request.idempotency_key,
-        expected_revision=request.expected_revision,
-        value=response,
-        outcome="accepted",
-    )
+    _, adopted = _submitted(ctx, request, row, response, "accepted")
     if adopted is not None:
         return adopted
     template = template_of(

@@ -39,7 +39,7 @@ from pwf.events import (
 from pwf.protocol.schemas import Cancelled, Paused, Resumed, receipt
 
 if TYPE_CHECKING:
-    from pwf.commands.rows import RunRow
+    from pwf.commands.rows import QueueRow, RunRow
     from pwf.events.runs import EndedQueueStatus, TerminalStatus
     from pwf.protocol.client import ClientRequest
 
@@ -82,13 +82,24 @@ def _paused_receipt(run_id: str) -> dict[str, object]:
     )
 
 
-def run_pause(ctx: Context, request: ClientRequest) -> Result:
-    """``run.pause`` (§5.2, §8): stop an active worker, or pause a parked run."""
+def _run_and_queue(
+    ctx: Context, request: ClientRequest, refusal: str
+) -> tuple[str, RunRow, QueueRow] | Result:
+    """The run a control request names and its queue entry, else ``refusal`` as the outcome."""
     run_id = require_run_id(request)
     run = get_run(ctx, run_id)
     queue = queue_of(ctx, run_id)
     if run is None or queue is None:
-        return Result(outcome="rejected", error="Run is not pausable", run_id=run_id)
+        return Result(outcome="rejected", error=refusal, run_id=run_id)
+    return run_id, run, queue
+
+
+def run_pause(ctx: Context, request: ClientRequest) -> Result:
+    """``run.pause`` (§5.2, §8): stop an active worker, or pause a parked run."""
+    found = _run_and_queue(ctx, request, "Run is not pausable")
+    if isinstance(found, Result):
+        return found
+    run_id, run, queue = found
     epoch = queue.owner_worker_epoch
     if epoch is not None and queue.held(ctx.now) and queue.status in ("starting", "running"):
         _stop_worker(ctx, run, epoch, "paused")
@@ -149,11 +160,10 @@ def resume_interaction(ctx: Context, run_id: str) -> None:
 
 def run_resume(ctx: Context, request: ClientRequest) -> Result:
     """``run.resume`` (§8): resume a paused parked interaction, or report what the run is doing."""
-    run_id = require_run_id(request)
-    run = get_run(ctx, run_id)
-    queue = queue_of(ctx, run_id)
-    if run is None or queue is None:
-        return Result(outcome="rejected", error="Run is not resumable", run_id=run_id)
+    found = _run_and_queue(ctx, request, "Run is not resumable")
+    if isinstance(found, Result):
+        return found
+    run_id, run, queue = found
     parked = queue.status == "parked" and not live_owner(ctx, run_id)
     if parked and run.status == "waiting" and run.paused and pending_requests(ctx, run_id):
         paused_at = run.paused_at if run.paused_at is not None else run.updated_at
