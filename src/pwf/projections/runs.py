@@ -272,11 +272,16 @@ def _claimed(entry: Entry) -> list[Statement]:
     ]
 
 
-def _started(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunStarted)
-    at, run_id = entry.at, event.run_id
-    return [(_RUN_RUNNING, (event.detail, at, run_id)), (_QUEUE_RUNNING, (at, run_id))]
+def _running(queue_sql: str) -> Handler:
+    """The run runs again with the event's detail, and its queue entry moves by ``queue_sql``."""
+
+    def handle(entry: Entry) -> list[Statement]:
+        event = entry.event
+        assert isinstance(event, RunStarted | InteractionTimeoutStarted)
+        at, run_id = entry.at, event.run_id
+        return [(_RUN_RUNNING, (event.detail, at, run_id)), (queue_sql, (at, run_id))]
+
+    return handle
 
 
 def _waiting(entry: Entry) -> list[Statement]:
@@ -334,13 +339,6 @@ def _worker_message(entry: Entry) -> list[Statement]:
     return [(_LEASE, (lease, event.run_id, event.worker_epoch))]
 
 
-def _timeout_started(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, InteractionTimeoutStarted)
-    at, run_id = entry.at, event.run_id
-    return [(_RUN_RUNNING, (event.detail, at, run_id)), (_QUEUE_RESTARTED, (at, run_id))]
-
-
 def _bumped(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, AttemptStarted | AttemptChanged | DeadlineShifted)
@@ -351,7 +349,7 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
     [
         (RunReserved, _reserved),
         (RunClaimed, _claimed),
-        (RunStarted, _started),
+        (RunStarted, _running(_QUEUE_RUNNING)),
         (RunWaiting, _waiting),
         on(RunPaused, _RUN_PAUSED, lambda event, at: (event.paused_at, at, event.run_id)),
         on(RunResumed, _RUN_RESUMED, lambda event, at: (event.detail, at, event.run_id)),
@@ -376,7 +374,7 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
             _LEASE,
             lambda event, _at: (event.lease_expires_at, event.run_id, event.worker_epoch),
         ),
-        (InteractionTimeoutStarted, _timeout_started),
+        (InteractionTimeoutStarted, _running(_QUEUE_RESTARTED)),
         (AttemptStarted, _bumped),
         (AttemptChanged, _bumped),
         (DeadlineShifted, _bumped),
