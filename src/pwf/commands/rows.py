@@ -49,8 +49,10 @@ __all__ = [
     "BlobRow",
     "CheckpointRow",
     "ChunkRow",
+    "ContentRow",
     "CoordinatorRow",
     "FollowUpRow",
+    "HashRow",
     "HostStateRow",
     "LatestStartRow",
     "MessageRow",
@@ -361,6 +363,18 @@ class RequestStateRow(NamedTuple):
     kind: RequestKind
     revision: int
     status: RequestStatus
+
+
+class HashRow(NamedTuple):
+    """One blob hash a statement names (None where its column is empty)."""
+
+    h: bytes | None
+
+
+class ContentRow(NamedTuple):
+    """A blob's bytes."""
+
+    content: bytes
 
 
 class ChunkRow(NamedTuple):
