@@ -26,7 +26,14 @@ if TYPE_CHECKING:
 
     from pwf.commands import Reader
     from pwf.events.interactions import MessageKind, RequestKind
-    from pwf.events.runs import AttemptStatus, ExecutionMode, LineageKind, QueueStatus, RunStatus
+    from pwf.events.runs import (
+        AttemptStatus,
+        ExecutionMode,
+        LineageKind,
+        QueueStatus,
+        RunStatus,
+        WorkerOutcome,
+    )
     from pwf.events.sessions import StopReason
 
 RequestStatus = Literal["pending", "settled", "cancelled"]
@@ -45,8 +52,10 @@ __all__ = [
     "STARTED_TURN_OF_MESSAGE",
     "TABLES",
     "TURN",
+    "AnsweredRow",
     "AttemptRow",
     "BlobRow",
+    "CandidateRow",
     "CheckpointRow",
     "ChunkRow",
     "ContentRow",
@@ -62,6 +71,8 @@ __all__ = [
     "RequestRow",
     "RequestStateRow",
     "RequestStatus",
+    "ReservedRow",
+    "RunListRow",
     "RunRow",
     "RunSourceRow",
     "StoredSubmissionRow",
@@ -363,6 +374,45 @@ class RequestStateRow(NamedTuple):
     kind: RequestKind
     revision: int
     status: RequestStatus
+
+
+class AnsweredRow(NamedTuple):
+    """A worker message's stored answer: its fingerprint, outcome, revision, result and error."""
+
+    request_fingerprint: bytes
+    outcome: WorkerOutcome
+    accepted_revision: int | None
+    result: bytes | None
+    error: bytes | None
+
+
+class CandidateRow(NamedTuple):
+    """A submission waiting for validation, with its request's attempt and contract."""
+
+    submission_id: str
+    payload_hash: bytes
+    request_id: str
+    attempt_id: str
+    contract_hash: bytes
+
+
+class ReservedRow(NamedTuple):
+    """A reserved run's queue generation and revision."""
+
+    generation: int
+    revision: int
+
+
+class RunListRow(NamedTuple):
+    """What ``run.list`` shows of a run, with its queue status (None without an entry)."""
+
+    run_id: str
+    status: RunStatus
+    paused: int
+    workflow_name: str
+    origin_session_id: str | None
+    updated_at: int
+    queue_status: QueueStatus | None
 
 
 class HashRow(NamedTuple):

@@ -14,7 +14,15 @@ from pwf.commands import Context, Result, refuse
 from pwf.commands.deadlines import resume_shift
 from pwf.commands.ids import message_id, terminal_fingerprint, terminal_source_id
 from pwf.commands.messages import cancel_source, ensure, ensure_interaction_message
-from pwf.commands.rows import REQUEST, RequestRow, WorkerRow, select
+from pwf.commands.rows import (
+    REQUEST,
+    AttemptRow,
+    FollowUpRow,
+    RequestRow,
+    SubmissionRow,
+    WorkerRow,
+    select,
+)
 from pwf.commands.runs import (
     TERMINAL,
     get_run,
@@ -65,6 +73,17 @@ _QUEUE_AFTER: Final[dict[TerminalStatus, EndedQueueStatus]] = {
 
 _PENDING: Final = select(
     RequestRow, "WHERE run_id = ? AND status = 'pending' ORDER BY created_at, request_id"
+)
+_RUNNING_ATTEMPTS: Final = select(
+    AttemptRow, "WHERE run_id = ? AND status IN ('pending', 'running')"
+)
+_ACTIVE_ATTEMPTS: Final = select(AttemptRow, "WHERE run_id = ? AND status IN (?, ?, ?, ?)")
+_VALIDATING: Final = select(
+    SubmissionRow,
+    "WHERE request_id = ? AND outcome = 'validating' ORDER BY submitted_at, submission_id",
+)
+_QUEUED_FOLLOW_UPS: Final = select(
+    FollowUpRow, "WHERE run_id = ? AND status = 'queued' ORDER BY order_number"
 )
 _SUPERVISED: Final = select(
     WorkerRow, "WHERE run_id = ? AND host_epoch = ? AND status IN ('starting', 'running')"
@@ -123,15 +142,9 @@ def run_pause(ctx: Context, request: ClientRequest) -> Result:
 def _stop_worker(ctx: Context, run: RunRow, worker_epoch: str, detail: str) -> None:
     """End the active worker and park the run (its attempt is interrupted)."""
     ctx.emit(WorkerEnded(run_id=run.run_id, worker_epoch=worker_epoch, status="cancelled"))
-    for attempt in ctx.all(
-        "SELECT attempt_id FROM node_attempts WHERE run_id = ?"
-        " AND status IN ('pending', 'running')",
-        run.run_id,
-    ):
+    for attempt in ctx.fetch_all(_RUNNING_ATTEMPTS, run.run_id):
         ctx.emit(
-            AttemptChanged(
-                run_id=run.run_id, attempt_id=attempt["attempt_id"], status="interrupted"
-            )
+            AttemptChanged(run_id=run.run_id, attempt_id=attempt.attempt_id, status="interrupted")
         )
     ctx.emit(RunWaiting(run_id=run.run_id, detail=detail))
 
@@ -285,14 +298,10 @@ def cancel_request(
     Its validating submission is rejected with that reason and its pending
     messages (of ``kinds``; all when None) are cancelled first.
     """
-    for submission in ctx.all(
-        "SELECT submission_id FROM interactive_submissions WHERE request_id = ?"
-        " AND outcome = 'validating' ORDER BY submitted_at, submission_id",
-        request.request_id,
-    ):
+    for submission in ctx.fetch_all(_VALIDATING, request.request_id):
         ctx.emit(
             SubmissionFinished(
-                submission_id=submission["submission_id"],
+                submission_id=submission.submission_id,
                 request_id=request.request_id,
                 run_id=request.run_id,
                 outcome="rejected",
@@ -329,14 +338,8 @@ def finish_run(  # noqa: PLR0913 - the terminal facts
 ) -> None:
     """End a run: close its interactions and attempts, leave the queue, post the terminal result."""
     _close_interactions(ctx, run_id, f"Workflow run {status}")
-    for attempt in ctx.all(
-        "SELECT attempt_id FROM node_attempts WHERE run_id = ? AND status IN (?, ?, ?, ?)",
-        run_id,
-        *ACTIVE_ATTEMPT,
-    ):
-        ctx.emit(
-            AttemptChanged(run_id=run_id, attempt_id=attempt["attempt_id"], status="cancelled")
-        )
+    for attempt in ctx.fetch_all(_ACTIVE_ATTEMPTS, run_id, *ACTIVE_ATTEMPT):
+        ctx.emit(AttemptChanged(run_id=run_id, attempt_id=attempt.attempt_id, status="cancelled"))
     if status != "completed":
         _cancel_follow_ups(ctx, run_id)
     queue_status = _QUEUE_AFTER.get(status, "failed")
@@ -360,20 +363,16 @@ def finish_run(  # noqa: PLR0913 - the terminal facts
 
 def _cancel_follow_ups(ctx: Context, run_id: str) -> None:
     """A failed, timed-out or cancelled source run cancels its queued follow-ups (§5.8)."""
-    for row in ctx.all(
-        "SELECT follow_up_id FROM workflow_follow_ups WHERE run_id = ? AND status = 'queued'"
-        " ORDER BY order_number",
-        run_id,
-    ):
+    for row in ctx.fetch_all(_QUEUED_FOLLOW_UPS, run_id):
         ctx.emit(
             FollowUpClosed(
-                follow_up_id=row["follow_up_id"],
+                follow_up_id=row.follow_up_id,
                 run_id=run_id,
                 status="cancelled",
                 reason="Workflow run ended before delivery",
             )
         )
-        cancel_source(ctx, row["follow_up_id"])
+        cancel_source(ctx, row.follow_up_id)
 
 
 def _earlier_outcomes(ctx: Context, run: RunRow) -> list[dict[str, object]]:

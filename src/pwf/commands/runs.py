@@ -14,7 +14,7 @@ import msgspec
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import absolute_path, members, optional_text, positive_int, text
-from pwf.commands.rows import QUEUE, RUN, QueueRow, RunRow
+from pwf.commands.rows import QUEUE, RUN, Query, QueueRow, ReservedRow, RunListRow, RunRow
 from pwf.commands.sources import normalised_source, stored_source
 from pwf.commands.views import host_counts, json_bytes, run_view
 from pwf.events import (
@@ -238,6 +238,20 @@ def _compatible(
     )
 
 
+_RESERVED: Final = Query(
+    ReservedRow,
+    "SELECT q.generation, r.revision FROM run_queue q JOIN runs r ON r.run_id = q.run_id"
+    " WHERE q.run_id = ?",
+)
+_NEWEST: Final = Query(
+    RunListRow,
+    "SELECT r.run_id, r.status, r.paused, r.workflow_name, r.origin_session_id,"
+    " r.updated_at, q.status AS queue_status FROM runs r"
+    " LEFT JOIN run_queue q ON q.run_id = r.run_id"
+    " ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
+)
+
+
 def run_start(ctx: Context, request: ClientRequest) -> Result:
     """``run.start``: reserve a new run, or adopt an identical existing one."""
     run_id = require_run_id(request)
@@ -260,15 +274,11 @@ def run_start(ctx: Context, request: ClientRequest) -> Result:
         template=template,
         parent_id=parent if isinstance(parent, str) else None,
     )
-    reserved = ctx.one(
-        "SELECT q.generation, r.revision FROM run_queue q JOIN runs r ON r.run_id = q.run_id"
-        " WHERE q.run_id = ?",
-        run_id,
-    )
+    reserved = ctx.fetch(_RESERVED, run_id)
     assert reserved is not None
     return Result(
-        receipt=receipt(RunStarted(run_id=run_id, generation=reserved["generation"])),
-        revision=reserved["revision"],
+        receipt=receipt(RunStarted(run_id=run_id, generation=reserved.generation)),
+        revision=reserved.revision,
         run_id=run_id,
     )
 
@@ -286,24 +296,17 @@ def run_list(ctx: Context, request: ClientRequest) -> Result:
     """``run.list``: the newest runs, at most ``limit`` (100 unless a safe positive integer)."""
     payload = request.payload if isinstance(request.payload, dict) else {}
     limit = positive_int(payload.get("limit")) or 100
-    rows = ctx.all(
-        "SELECT r.run_id, r.status, r.paused, r.workflow_name, r.origin_session_id,"
-        " r.updated_at, q.status AS queue_status FROM runs r"
-        " LEFT JOIN run_queue q ON q.run_id = r.run_id"
-        " ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
-        limit,
-    )
     runs = [
         {
-            "originSessionId": row["origin_session_id"],
-            "paused": bool(row["paused"]),
-            "queueStatus": row["queue_status"],
-            "runId": row["run_id"],
-            "status": row["status"],
-            "updatedAt": row["updated_at"],
-            "workflowName": row["workflow_name"],
+            "originSessionId": row.origin_session_id,
+            "paused": bool(row.paused),
+            "queueStatus": row.queue_status,
+            "runId": row.run_id,
+            "status": row.status,
+            "updatedAt": row.updated_at,
+            "workflowName": row.workflow_name,
         }
-        for row in rows
+        for row in ctx.fetch_all(_NEWEST, limit)
     ]
     return Result(receipt={"runs": runs})
 

@@ -25,7 +25,15 @@ from pwf.commands.nodes import (
     node_started,
     notification_request,
 )
-from pwf.commands.rows import QueueRow, RunRow, WorkerRow, select
+from pwf.commands.rows import (
+    AnsweredRow,
+    CandidateRow,
+    Query,
+    QueueRow,
+    RunRow,
+    WorkerRow,
+    select,
+)
 from pwf.commands.runcontrol import finish_run
 from pwf.commands.runs import TERMINAL, get_run, queue_of, revision_of, source_of
 from pwf.commands.sources import INVALID_SOURCE
@@ -140,32 +148,33 @@ def claimable(ctx: Context, run: RunRow, queue: QueueRow) -> bool:
     return waiting_on_answer is None
 
 
+_ACTIVE_EPOCH: Final = select(
+    WorkerRow, "WHERE worker_epoch = ? AND status IN ('starting', 'running')"
+)
+_ANSWERED: Final = Query(
+    AnsweredRow,
+    "SELECT m.request_fingerprint, m.outcome, m.accepted_revision, r.content AS result,"
+    " e.content AS error FROM worker_messages m"
+    " LEFT JOIN blobs r ON r.blob_hash = m.result_hash"
+    " LEFT JOIN blobs e ON e.blob_hash = m.error_hash"
+    " WHERE m.worker_epoch = ? AND m.message_id = ?",
+)
+
+
 def check_worker(ctx: Context, message: WorkerMessage) -> WorkerResponse | None:
     """Steps 1 and 2 of §14: the active worker, then a stored response for the message id."""
-    worker = ctx.one(
-        "SELECT run_id, generation FROM run_workers WHERE worker_epoch = ?"
-        " AND status IN ('starting', 'running')",
-        message.worker_epoch,
-    )
-    if worker is None or (worker["run_id"], worker["generation"]) != (
+    worker = ctx.fetch(_ACTIVE_EPOCH, message.worker_epoch)
+    if worker is None or (worker.run_id, worker.generation) != (
         message.run_id,
         message.generation,
     ):
         return WorkerResponse(
             message_id=message.message_id, outcome="claimLost", error="Worker epoch is stale"
         )
-    stored = ctx.one(
-        "SELECT m.request_fingerprint, m.outcome, m.accepted_revision, r.content AS result,"
-        " e.content AS error FROM worker_messages m"
-        " LEFT JOIN blobs r ON r.blob_hash = m.result_hash"
-        " LEFT JOIN blobs e ON e.blob_hash = m.error_hash"
-        " WHERE m.worker_epoch = ? AND m.message_id = ?",
-        message.worker_epoch,
-        message.message_id,
-    )
+    stored = ctx.fetch(_ANSWERED, message.worker_epoch, message.message_id)
     if stored is None:
         return None
-    if bytes(stored["request_fingerprint"]).hex() != message.fingerprint:
+    if stored.request_fingerprint.hex() != message.fingerprint:
         return WorkerResponse(
             message_id=message.message_id,
             outcome="rejected",
@@ -173,12 +182,10 @@ def check_worker(ctx: Context, message: WorkerMessage) -> WorkerResponse | None:
         )
     return WorkerResponse(
         message_id=message.message_id,
-        outcome=stored["outcome"],
-        revision=stored["accepted_revision"],
-        result=canonical.MISSING
-        if stored["result"] is None
-        else canonical.decode(bytes(stored["result"])),
-        error=None if stored["error"] is None else bytes(stored["error"]).decode(),
+        outcome=stored.outcome,
+        revision=stored.accepted_revision,
+        result=canonical.MISSING if stored.result is None else canonical.decode(stored.result),
+        error=None if stored.error is None else stored.error.decode(),
     )
 
 
@@ -226,22 +233,25 @@ def worker_ready(ctx: Context, message: WorkerMessage) -> Result:
     """
     ctx.emit(RunStarted(run_id=message.run_id, worker_epoch=message.worker_epoch, detail="running"))
     receipt: dict[str, object] = {"generation": message.generation, "runId": message.run_id}
-    candidate = ctx.one(
-        "SELECT s.submission_id, s.payload_hash, r.request_id, r.attempt_id, r.contract_hash"
-        " FROM interactive_submissions s JOIN interactive_requests r"
-        " ON r.request_id = s.request_id WHERE r.run_id = ? AND s.outcome = 'validating'"
-        " ORDER BY s.submitted_at, s.submission_id LIMIT 1",
-        message.run_id,
-    )
+    candidate = ctx.fetch(_CANDIDATE, message.run_id)
     if candidate is not None:
         receipt["candidateInteraction"] = {
-            "attemptId": candidate["attempt_id"],
-            "contract": stored_json(ctx, candidate["contract_hash"]),
-            "requestId": candidate["request_id"],
-            "submissionId": candidate["submission_id"],
-            "value": stored_json(ctx, candidate["payload_hash"]),
+            "attemptId": candidate.attempt_id,
+            "contract": stored_json(ctx, candidate.contract_hash),
+            "requestId": candidate.request_id,
+            "submissionId": candidate.submission_id,
+            "value": stored_json(ctx, candidate.payload_hash),
         }
     return Result(receipt=receipt)
+
+
+_CANDIDATE: Final = Query(
+    CandidateRow,
+    "SELECT s.submission_id, s.payload_hash, r.request_id, r.attempt_id, r.contract_hash"
+    " FROM interactive_submissions s JOIN interactive_requests r"
+    " ON r.request_id = s.request_id WHERE r.run_id = ? AND s.outcome = 'validating'"
+    " ORDER BY s.submitted_at, s.submission_id LIMIT 1",
+)
 
 
 def worker_exiting(ctx: Context, message: WorkerMessage) -> Result:
