@@ -559,6 +559,7 @@ def test_the_retained_terminal_in_one_statement_is_the_rule_s_answer(
     captured: tuple[Path, list[str]],
 ) -> None:
     from pwf.commands import Context  # noqa: PLC0415
+    from pwf.commands.rows import MessageRow, fields  # noqa: PLC0415
     from pwf.commands.sessionview import RETAIN_MS, retained_terminal  # noqa: PLC0415
     from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
 
@@ -582,9 +583,9 @@ def test_the_retained_terminal_in_one_statement_is_the_rule_s_answer(
             ctx = Context(reader, lambda _events: None, now)
             for session in sessions:
                 wanted, got = _retained_by_rule(ctx, session), retained_terminal(ctx, session)
-                assert (None if wanted is None else dict(wanted)) == (
-                    None if got is None else dict(got)
-                ), (now, session)
+                assert (
+                    None if wanted is None else [wanted[name] for name in fields(MessageRow)]
+                ) == (None if got is None else list(got)), (now, session)
                 found += wanted is not None
         assert found, "no terminal was ever retained: the comparison proved nothing"
 
@@ -805,6 +806,7 @@ def _finished_runs(db: Path, session: str, count: int) -> None:
 
 def _reservation_steps(db: Path, session: str) -> tuple[int, Any]:
     from pwf.commands import Context  # noqa: PLC0415
+    from pwf.commands.rows import RunRow, fields  # noqa: PLC0415
     from pwf.commands.sessionview import reservation  # noqa: PLC0415
     from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
 
@@ -826,8 +828,8 @@ def _reservation_steps(db: Path, session: str) -> tuple[int, Any]:
             " ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
             session,
         )
-        assert (None if wanted is None else dict(wanted)) == (
-            None if found is None else dict(found)
+        assert (None if wanted is None else [wanted[name] for name in fields(RunRow)]) == (
+            None if found is None else list(found)
         )
     return counted[0], found
 

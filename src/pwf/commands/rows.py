@@ -78,6 +78,7 @@ __all__ = [
     "StoredSubmissionRow",
     "SubmissionOfAttemptRow",
     "SubmissionRow",
+    "TerminalViewRow",
     "TurnOfAttemptRow",
     "TurnRow",
     "WorkerRow",
@@ -306,6 +307,14 @@ class CoordinatorRow(NamedTuple):
     reported_at: int | None
 
 
+class TerminalViewRow(NamedTuple):
+    """A row of ``session_terminal_views``."""
+
+    target_session_id: str
+    cleared_run_id: str | None
+    cleared_at: int
+
+
 class WorkerRow(NamedTuple):
     """A row of ``run_workers``."""
 
@@ -481,6 +490,7 @@ TABLES: Final[dict[type[tuple[Any, ...]], str]] = {
     WorkerRow: "run_workers",
     HostStateRow: "host_state",
     RunSourceRow: "run_sources",
+    TerminalViewRow: "session_terminal_views",
 }
 """The table each whole-table row type is a row of (its fields are the table's columns)."""
 

@@ -15,7 +15,15 @@ import msgspec
 from pwf.commands import Context, Result, refuse
 from pwf.commands._payload import members, optional_text, text
 from pwf.commands.ids import restart_run_id, terminal_source_id
-from pwf.commands.rows import FOLLOW_UP, MessageRow, RunRow, select
+from pwf.commands.rows import (
+    FOLLOW_UP,
+    MessageRow,
+    Query,
+    RunRow,
+    TerminalViewRow,
+    fields,
+    select,
+)
 from pwf.commands.runs import TERMINAL, get_run, reserve, revision_of, template_of
 from pwf.commands.sessions import attach, coordinator, session_check
 from pwf.commands.turns import latest_turn, open_message
@@ -47,7 +55,16 @@ RESTART_LIMIT: Final = 3
 # ------------------------------------------------------------------ the run a session shows
 
 
-def reservation(ctx: Context, session_id: str) -> Row | None:
+_RESERVATION: Final = Query(
+    RunRow,
+    f"SELECT {', '.join(f'r.{name}' for name in fields(RunRow))}"  # noqa: S608 - constants
+    " FROM run_queue q CROSS JOIN runs r ON r.run_id = q.run_id"
+    f" WHERE q.status IN ({', '.join(repr(status) for status in LIVE_QUEUE)})"
+    " AND r.origin_session_id = ? ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
+)
+
+
+def reservation(ctx: Context, session_id: str) -> RunRow | None:
     """The newest run of the session whose queue entry is still live (a parked run counts).
 
     Live is every status but ``done``, ``failed`` and ``cancelled``, named
@@ -55,25 +72,23 @@ def reservation(ctx: Context, session_id: str) -> Row | None:
     progress) rather than walking every run the session ever started
     (ADR 0085).
     """
-    return ctx.one(
-        "SELECT r.* FROM run_queue q CROSS JOIN runs r ON r.run_id = q.run_id"  # noqa: S608
-        f" WHERE q.status IN ({', '.join(repr(status) for status in LIVE_QUEUE)})"
-        " AND r.origin_session_id = ? ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
-        session_id,
-    )
+    return ctx.fetch(_RESERVATION, session_id)
 
 
 _TERMINAL_RUN: Final = f"r.status IN ({', '.join(repr(status) for status in TERMINAL)})"
 _RETAINED_BRANCH: Final = (
-    "SELECT * FROM (SELECT m.*, r.status AS run_status FROM workflow_messages m{index}"  # noqa: S608
+    "SELECT * FROM (SELECT {columns} FROM workflow_messages m{index}"  # noqa: S608
     " JOIN runs r ON r.run_id = m.run_id WHERE m.target_session_id = ? AND {rows}"
     f" AND {_TERMINAL_RUN} AND NOT coalesce(m.run_id = ? AND ? >= m.created_at, 0)"
     " ORDER BY m.order_number DESC LIMIT 1)"
 )
-_RETAINED: Final = (
+_RETAINED: Final = Query(
+    MessageRow,
     "SELECT * FROM ("  # noqa: S608 - constants
     + " UNION ALL ".join(
-        _RETAINED_BRANCH.format(index=index, rows=rows)
+        _RETAINED_BRANCH.format(
+            columns=", ".join(f"m.{name}" for name in fields(MessageRow)), index=index, rows=rows
+        )
         for index, rows in (
             ("", "m.status = 'pending' AND m.kind = 'terminal'"),
             (
@@ -93,7 +108,7 @@ _RETAINED: Final = (
             ),
         )
     )
-    + ") ORDER BY order_number DESC LIMIT 1"
+    + ") ORDER BY order_number DESC LIMIT 1",
 )
 """The newest terminal message of a session its view still shows, in one statement.
 
@@ -108,24 +123,25 @@ so it is bounded by them, not by the session's history (ADR 0085).
 """
 
 
-def retained_terminal(ctx: Context, session_id: str) -> Row | None:
+_CLEARED: Final = select(TerminalViewRow, "WHERE target_session_id = ?")
+
+
+def retained_terminal(ctx: Context, session_id: str) -> MessageRow | None:
     """§5.9: the terminal message whose run the session still shows, if any."""
-    cleared = ctx.one(
-        "SELECT * FROM session_terminal_views WHERE target_session_id = ?", session_id
-    )
-    run_id = None if cleared is None else cleared["cleared_run_id"]
-    cleared_at = None if cleared is None else cleared["cleared_at"]
+    cleared = ctx.fetch(_CLEARED, session_id)
+    run_id = None if cleared is None else cleared.cleared_run_id
+    cleared_at = None if cleared is None else cleared.cleared_at
     rule = (session_id, run_id, cleared_at)
-    return ctx.one(_RETAINED, *rule, *rule, session_id, ctx.now - RETAIN_MS, run_id, cleared_at)
+    return ctx.fetch(_RETAINED, *rule, *rule, session_id, ctx.now - RETAIN_MS, run_id, cleared_at)
 
 
 def current_run_id(ctx: Context, session_id: str) -> str | None:
     """The run the session view is about: the reservation, else the retained terminal's run."""
     reserved = reservation(ctx, session_id)
     if reserved is not None:
-        return str(reserved["run_id"])
+        return reserved.run_id
     retained = retained_terminal(ctx, session_id)
-    return None if retained is None else str(retained["run_id"])
+    return None if retained is None else retained.run_id
 
 
 # ------------------------------------------------------------------ next message
@@ -290,14 +306,14 @@ def clear_terminal(ctx: Context, request: ClientRequest) -> Result:
     retained = retained_terminal(ctx, session_id) if reservation(ctx, session_id) is None else None
     if retained is None:
         return Result(outcome="adopted", receipt=receipt(Cleared(cleared=False)))
-    if request.run_id is not None and request.run_id != retained["run_id"]:
+    if request.run_id is not None and request.run_id != retained.run_id:
         return Result(
             outcome="rejected",
             error=f"Retained terminal workflow does not match run {request.run_id}",
         )
-    ctx.emit(TerminalCleared(target_session_id=session_id, run_id=retained["run_id"]))
+    ctx.emit(TerminalCleared(target_session_id=session_id, run_id=retained.run_id))
     return Result(
-        receipt=receipt(Cleared(cleared=True, run_id=retained["run_id"])), run_id=retained["run_id"]
+        receipt=receipt(Cleared(cleared=True, run_id=retained.run_id)), run_id=retained.run_id
     )
 
 
