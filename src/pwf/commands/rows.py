@@ -65,6 +65,7 @@ __all__ = [
     "HostStateRow",
     "LatestStartRow",
     "MessageRow",
+    "PrunedRunRow",
     "Query",
     "QueueRow",
     "QueueStateRow",
@@ -422,6 +423,16 @@ class RunListRow(NamedTuple):
     origin_session_id: str | None
     updated_at: int
     queue_status: QueueStatus | None
+
+
+class PrunedRunRow(NamedTuple):
+    """What prune's selection reads of a run: its end, its parent and its launch options."""
+
+    run_id: str
+    status: RunStatus
+    finished_at: int | None
+    parent_run_id: str | None
+    options: bytes | None
 
 
 class HashRow(NamedTuple):
