@@ -391,12 +391,12 @@ def test_f47_expiry_selection(tmp_path: Path) -> None:
     finally:
         copy.close()
 
-    assert ["run-b", "run-a", "run-x"] == [row["run_id"] for row in selected]
+    assert ["run-b", "run-a", "run-x"] == [row.run_id for row in selected]
 
     assert "accepted" == fx.request("run.cancel", None, run_id="run-c", at=3000).outcome
     assert "cancelled" == fx.existing("run_queue", run_id="run-c")["status"]
     live = candidates(_reading(fx.store.reader(), 60000)[0])
-    assert ["run-b", "run-a", "run-x"] == [row["run_id"] for row in live]
+    assert ["run-b", "run-a", "run-x"] == [row.run_id for row in live]
     assert [] == candidates(_reading(fx.store.reader(), 49999)[0])
     assert [("run-b", "s-b"), ("run-a", "s-a"), ("run-x", "s-x")] == fx.host.expire(60000)
     assert 3 == fx.events("run.interaction_timeout_started")
@@ -413,7 +413,7 @@ def test_f47_expiry_skips_interrupted_attempts_and_absent_coordinators(tmp_path:
     assert fx.host.detach("s-b", 3000, epoch_b)
 
     assert ["run-b", "run-a"] == [
-        row["run_id"] for row in candidates(_reading(fx.store.reader(), 60000)[0])
+        row.run_id for row in candidates(_reading(fx.store.reader(), 60000)[0])
     ]
     assert [("run-a", "s-a")] == fx.host.expire(60000)
     assert "pending" == fx.existing("interactive_requests", run_id="run-b")["status"]

@@ -60,6 +60,7 @@ __all__ = [
     "ChunkRow",
     "ContentRow",
     "CoordinatorRow",
+    "ExpiringRow",
     "FollowUpRow",
     "HashRow",
     "HostStateRow",
@@ -433,6 +434,18 @@ class PrunedRunRow(NamedTuple):
     finished_at: int | None
     parent_run_id: str | None
     options: bytes | None
+
+
+class ExpiringRow(NamedTuple):
+    """A pending request past its attempt's deadline, with that attempt's status."""
+
+    request_id: str
+    run_id: str
+    attempt_id: str
+    target_session_id: str
+    revision: int
+    deadline_at: int
+    attempt_status: AttemptStatus
 
 
 class HashRow(NamedTuple):
