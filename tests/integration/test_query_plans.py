@@ -550,7 +550,7 @@ def _retained_by_rule(ctx: Any, session_id: str) -> Any:
         if message["status"] == "cancelled":
             continue
         turn = latest_turn(ctx, message["workflow_message_id"])
-        if turn is None or turn["state"] == "started" or turn["ended_at"] + RETAIN_MS > ctx.now:
+        if turn is None or turn.ended_at is None or turn.ended_at + RETAIN_MS > ctx.now:
             return message
     return None
 
@@ -559,6 +559,7 @@ def test_the_retained_terminal_in_one_statement_is_the_rule_s_answer(
     captured: tuple[Path, list[str]],
 ) -> None:
     from pwf.commands import Context  # noqa: PLC0415
+    from pwf.commands.rows import MessageRow, fields  # noqa: PLC0415
     from pwf.commands.sessionview import RETAIN_MS, retained_terminal  # noqa: PLC0415
     from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
 
@@ -582,9 +583,9 @@ def test_the_retained_terminal_in_one_statement_is_the_rule_s_answer(
             ctx = Context(reader, lambda _events: None, now)
             for session in sessions:
                 wanted, got = _retained_by_rule(ctx, session), retained_terminal(ctx, session)
-                assert (None if wanted is None else dict(wanted)) == (
-                    None if got is None else dict(got)
-                ), (now, session)
+                assert (
+                    None if wanted is None else [wanted[name] for name in fields(MessageRow)]
+                ) == (None if got is None else list(got)), (now, session)
                 found += wanted is not None
         assert found, "no terminal was ever retained: the comparison proved nothing"
 
@@ -644,7 +645,7 @@ def _open_by_rule(ctx: Any, session_id: str) -> Any:
                 return row
             continue
         latest = latest_turn(ctx, row["workflow_message_id"])
-        if latest is None or latest["state"] == "started":
+        if latest is None or latest.state == "started":
             return row
     return None
 
@@ -653,6 +654,7 @@ def test_the_open_message_in_one_statement_is_the_rule_s_answer(
     captured: tuple[Path, list[str]], tmp_path: Path
 ) -> None:
     from pwf.commands import Context  # noqa: PLC0415
+    from pwf.commands.rows import MessageRow, fields  # noqa: PLC0415
     from pwf.commands.turns import open_message  # noqa: PLC0415
     from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
 
@@ -681,9 +683,9 @@ def test_the_open_message_in_one_statement_is_the_rule_s_answer(
                 "SELECT DISTINCT target_session_id FROM workflow_messages"
             ):
                 wanted, got = _open_by_rule(ctx, session), open_message(ctx, session)
-                assert (None if wanted is None else dict(wanted)) == (
-                    None if got is None else dict(got)
-                ), (step, session)
+                assert (
+                    None if wanted is None else [wanted[name] for name in fields(MessageRow)]
+                ) == (None if got is None else list(got)), (step, session)
                 if wanted is not None:
                     found.add(wanted["kind"])
     target.close()
@@ -804,6 +806,7 @@ def _finished_runs(db: Path, session: str, count: int) -> None:
 
 def _reservation_steps(db: Path, session: str) -> tuple[int, Any]:
     from pwf.commands import Context  # noqa: PLC0415
+    from pwf.commands.rows import RunRow, fields  # noqa: PLC0415
     from pwf.commands.sessionview import reservation  # noqa: PLC0415
     from pwf.store.sqlite import SqliteStore  # noqa: PLC0415
 
@@ -825,8 +828,8 @@ def _reservation_steps(db: Path, session: str) -> tuple[int, Any]:
             " ORDER BY r.created_at DESC, r.run_id DESC LIMIT 1",
             session,
         )
-        assert (None if wanted is None else dict(wanted)) == (
-            None if found is None else dict(found)
+        assert (None if wanted is None else [wanted[name] for name in fields(RunRow)]) == (
+            None if found is None else list(found)
         )
     return counted[0], found
 

@@ -11,6 +11,7 @@ from pwf.commands import Context, Reader, Row
 from pwf.commands.deadlines import begin_turn_shift
 from pwf.commands.expiry import candidates
 from pwf.commands.ids import message_id
+from pwf.commands.interactions import get_request
 from pwf.errors import CommandError
 from pwf.events import DeadlineShifted, Event, InteractionTimeoutStarted
 from pwf.fold.bulk import rebuild_into
@@ -166,7 +167,7 @@ def test_a_turn_start_without_a_pending_timeout_is_refused(fx: Fixture, damage: 
         rebuild_into(copy, fx.store.entries())
         copy.execute(damage)
         ctx, staged = _reading(_Rows(copy), 9000)
-        request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
+        request = get_request(ctx, REQUEST)
         assert request is not None
 
         with pytest.raises(CommandError) as refused:
@@ -194,7 +195,7 @@ def test_f42_the_fallback_base_is_the_request_creation(tmp_path: Path) -> None:
         copy.execute("UPDATE node_attempts SET started_at = NULL, deadline_at = 50000")
         copy.execute("UPDATE interactive_requests SET created_at = 2000")
         ctx, staged = _reading(_Rows(copy), 9000)
-        request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
+        request = get_request(ctx, REQUEST)
         assert request is not None
 
         begin_turn_shift(ctx, request)
@@ -222,7 +223,7 @@ def test_f42_the_attempt_start_is_the_base_before_the_request_creation(tmp_path:
         copy.execute("UPDATE node_attempts SET started_at = 3000, deadline_at = 50000")
         copy.execute("UPDATE interactive_requests SET created_at = 2000")
         ctx, staged = _reading(_Rows(copy), 9000)
-        request = ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", REQUEST)
+        request = get_request(ctx, REQUEST)
         assert request is not None
 
         begin_turn_shift(ctx, request)
@@ -390,12 +391,12 @@ def test_f47_expiry_selection(tmp_path: Path) -> None:
     finally:
         copy.close()
 
-    assert ["run-b", "run-a", "run-x"] == [row["run_id"] for row in selected]
+    assert ["run-b", "run-a", "run-x"] == [row.run_id for row in selected]
 
     assert "accepted" == fx.request("run.cancel", None, run_id="run-c", at=3000).outcome
     assert "cancelled" == fx.existing("run_queue", run_id="run-c")["status"]
     live = candidates(_reading(fx.store.reader(), 60000)[0])
-    assert ["run-b", "run-a", "run-x"] == [row["run_id"] for row in live]
+    assert ["run-b", "run-a", "run-x"] == [row.run_id for row in live]
     assert [] == candidates(_reading(fx.store.reader(), 49999)[0])
     assert [("run-b", "s-b"), ("run-a", "s-a"), ("run-x", "s-x")] == fx.host.expire(60000)
     assert 3 == fx.events("run.interaction_timeout_started")
@@ -412,7 +413,7 @@ def test_f47_expiry_skips_interrupted_attempts_and_absent_coordinators(tmp_path:
     assert fx.host.detach("s-b", 3000, epoch_b)
 
     assert ["run-b", "run-a"] == [
-        row["run_id"] for row in candidates(_reading(fx.store.reader(), 60000)[0])
+        row.run_id for row in candidates(_reading(fx.store.reader(), 60000)[0])
     ]
     assert [("run-a", "s-a")] == fx.host.expire(60000)
     assert "pending" == fx.existing("interactive_requests", run_id="run-b")["status"]

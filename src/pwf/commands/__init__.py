@@ -9,16 +9,19 @@ refusal that the original raises is a :class:`pwf.errors.CommandError`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
 from pwf.errors import CommandError, Outcome
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
+    from pwf.commands.rows import Query
     from pwf.events import Event
+
+R = TypeVar("R", bound=tuple[Any, ...])
 
 __all__ = ["CommandError", "Context", "Reader", "Result", "Row"]
 
@@ -31,6 +34,9 @@ class Row(Protocol):
 
     def keys(self) -> list[str]:
         """The column names."""
+
+    def __iter__(self) -> Iterator[Any]:
+        """The values in column order (what a typed row is made from)."""
 
 
 class Reader(Protocol):
@@ -88,6 +94,16 @@ class Context:
     def all(self, sql: str, *params: object) -> list[Row]:
         """Every row of a query."""
         return self.reader.all(sql, params)
+
+    def fetch(self, query: Query[R], *params: object) -> R | None:
+        """The first row of a typed query, or None."""
+        row = self.reader.one(query.sql, params)
+        return None if row is None else query.make(row)
+
+    def fetch_all(self, query: Query[R], *params: object) -> list[R]:
+        """Every row of a typed query."""
+        make = query.make
+        return [make(row) for row in self.reader.all(query.sql, params)]
 
     def value(self, sql: str, *params: object) -> Any:  # noqa: ANN401 - SQLite values are untyped
         """The first column of the first row, or None."""

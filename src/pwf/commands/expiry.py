@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from pwf.commands.rows import REQUEST, ExpiringRow, Query
 from pwf.commands.runcontrol import cancel_request
 from pwf.commands.runs import live_owner
 from pwf.events import InteractionTimeoutStarted
 
 if TYPE_CHECKING:
-    from pwf.commands import Context, Row
+    from pwf.commands import Context
 
 __all__ = ["begin_timeouts", "candidates"]
 
@@ -21,22 +22,25 @@ DETAIL: Final = "finishing expired interaction deadline"
 EXPIRED: Final = "Workflow node model-turn deadline expired"
 
 
-def candidates(ctx: Context) -> list[Row]:
+_CANDIDATES: Final = Query(
+    ExpiringRow,
+    "SELECT r.request_id, r.run_id, r.attempt_id, r.target_session_id, r.revision,"
+    " a.deadline_at, a.status AS attempt_status FROM interactive_requests r"
+    " JOIN runs ON runs.run_id = r.run_id"
+    " JOIN run_queue q ON q.run_id = r.run_id"
+    " JOIN node_attempts a ON a.attempt_id = r.attempt_id"
+    " WHERE r.status = 'pending' AND runs.paused = 0 AND a.deadline_at IS NOT NULL"
+    " AND a.deadline_at <= ? AND q.status NOT IN ('done', 'failed', 'cancelled')"
+    " AND EXISTS (SELECT 1 FROM workflow_messages m JOIN workflow_turns t"
+    " ON t.workflow_message_id = m.workflow_message_id"
+    " WHERE m.source_id = r.request_id AND m.kind = 'step' AND t.state = 'started')"
+    " ORDER BY a.deadline_at, r.run_id, r.target_session_id, r.request_id",
+)
+
+
+def candidates(ctx: Context) -> list[ExpiringRow]:
     """Pending requests past their deadline with a started step turn, earliest deadline first."""
-    return ctx.all(
-        "SELECT r.request_id, r.run_id, r.attempt_id, r.target_session_id, r.revision,"
-        " a.deadline_at, a.status AS attempt_status FROM interactive_requests r"
-        " JOIN runs ON runs.run_id = r.run_id"
-        " JOIN run_queue q ON q.run_id = r.run_id"
-        " JOIN node_attempts a ON a.attempt_id = r.attempt_id"
-        " WHERE r.status = 'pending' AND runs.paused = 0 AND a.deadline_at IS NOT NULL"
-        " AND a.deadline_at <= ? AND q.status NOT IN ('done', 'failed', 'cancelled')"
-        " AND EXISTS (SELECT 1 FROM workflow_messages m JOIN workflow_turns t"
-        " ON t.workflow_message_id = m.workflow_message_id"
-        " WHERE m.source_id = r.request_id AND m.kind = 'step' AND t.state = 'started')"
-        " ORDER BY a.deadline_at, r.run_id, r.target_session_id, r.request_id",
-        ctx.now,
-    )
+    return ctx.fetch_all(_CANDIDATES, ctx.now)
 
 
 def begin_timeouts(ctx: Context) -> list[tuple[str, str]]:
@@ -49,23 +53,23 @@ def begin_timeouts(ctx: Context) -> list[tuple[str, str]]:
     started: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
     for row in candidates(ctx):
-        key = (row["run_id"], row["target_session_id"])
+        key = (row.run_id, row.target_session_id)
         if key in seen:
             continue
         seen.add(key)
-        if live_owner(ctx, row["run_id"]) or row["attempt_status"] == "interrupted":
+        if live_owner(ctx, row.run_id) or row.attempt_status == "interrupted":
             continue
         if not ctx.one(
             "SELECT 1 FROM session_coordinators WHERE target_session_id = ?",
-            row["target_session_id"],
+            row.target_session_id,
         ):
             continue
         if ctx.one(
             "SELECT 1 FROM run_queue q JOIN runs r ON r.run_id = q.run_id"
             " WHERE r.origin_session_id = ? AND q.run_id != ?"
             " AND q.status IN ('queued', 'starting', 'running')",
-            row["target_session_id"],
-            row["run_id"],
+            row.target_session_id,
+            row.run_id,
         ):
             # Another run holds the session's one active slot; this one waits its turn.
             continue
@@ -74,14 +78,16 @@ def begin_timeouts(ctx: Context) -> list[tuple[str, str]]:
     return started
 
 
-def _begin(ctx: Context, row: Row) -> None:
+def _begin(ctx: Context, row: ExpiringRow) -> None:
     # The request is cancelled but none of its messages is (§10.7, §9.4's table).
-    cancel_request(ctx, row, EXPIRED, ())
+    request = ctx.fetch(REQUEST, row.request_id)
+    assert request is not None
+    cancel_request(ctx, request, EXPIRED, ())
     ctx.emit(
         InteractionTimeoutStarted(
-            run_id=row["run_id"],
-            request_id=row["request_id"],
-            attempt_id=row["attempt_id"],
+            run_id=row.run_id,
+            request_id=row.request_id,
+            attempt_id=row.attempt_id,
             detail=DETAIL,
         )
     )

@@ -15,11 +15,12 @@ import msgspec
 from pwf import canonical
 from pwf.commands import Context, refuse
 from pwf.commands.ids import message_id, message_key
+from pwf.commands.rows import MESSAGE, MessageRow, select
 from pwf.commands.views import json_bytes
 from pwf.events import MessageCancelled, MessageCreated
 
 if TYPE_CHECKING:
-    from pwf.commands import Row
+    from pwf.commands.rows import RequestRow
     from pwf.events.interactions import MessageKind
 
 __all__ = ["CONTENT_SCHEMA", "cancel_source", "content", "ensure", "ensure_interaction_message"]
@@ -60,20 +61,16 @@ def ensure(  # noqa: PLR0913 - a message's identity has this many parts
     """Create the message for (kind, source, key) unless it exists; return its id."""
     mid = message_id(kind, source_id, key)
     body = canonical.encode(content(kind, text, {**details, "workflowMessageId": mid}))
-    existing = ctx.one(
-        "SELECT run_id, target_session_id, kind, source_id, content_hash"
-        " FROM workflow_messages WHERE workflow_message_id = ?",
-        mid,
-    )
+    existing = ctx.fetch(MESSAGE, mid)
     if existing is not None:
-        same = (
-            existing["run_id"] == run_id
-            and existing["target_session_id"] == session_id
-            and existing["kind"] == kind
-            and existing["source_id"] == source_id
-            and bytes(existing["content_hash"]) == hashlib.sha256(body).digest()
-        )
-        if not same:
+        identity = (run_id, session_id, kind, source_id, hashlib.sha256(body).digest())
+        if identity != (
+            existing.run_id,
+            existing.target_session_id,
+            existing.kind,
+            existing.source_id,
+            existing.content_hash,
+        ):
             raise refuse(f"Workflow message idempotency conflict: {mid}")
         return mid
     if kind == "step" and ctx.one(
@@ -101,36 +98,36 @@ def ensure(  # noqa: PLR0913 - a message's identity has this many parts
     return mid
 
 
+_PENDING_OF_SOURCE: Final = select(
+    MessageRow, "WHERE source_id = ? AND status = 'pending' ORDER BY order_number"
+)
+
+
 def cancel_source(ctx: Context, source_id: str, kinds: tuple[str, ...] | None = None) -> None:
     """Cancel the pending messages of a source, of the given kinds (all when None)."""
-    rows = ctx.all(
-        "SELECT workflow_message_id, kind, run_id, target_session_id FROM workflow_messages"
-        " WHERE source_id = ? AND status = 'pending' ORDER BY order_number",
-        source_id,
-    )
-    for row in rows:
-        if kinds is None or row["kind"] in kinds:
+    for row in ctx.fetch_all(_PENDING_OF_SOURCE, source_id):
+        if kinds is None or row.kind in kinds:
             ctx.emit(
                 MessageCancelled(
-                    workflow_message_id=row["workflow_message_id"],
-                    run_id=row["run_id"],
-                    target_session_id=row["target_session_id"],
+                    workflow_message_id=row.workflow_message_id,
+                    run_id=row.run_id,
+                    target_session_id=row.target_session_id,
                 )
             )
 
 
-def ensure_interaction_message(ctx: Context, request: Row, reason: str) -> str:
+def ensure_interaction_message(ctx: Context, request: RequestRow, reason: str) -> str:
     """The step (or decision) message of a request at its current revision (§9.2)."""
-    kind: MessageKind = "decision" if request["kind"] == "decision" else "step"
-    stored = json_bytes(ctx, request["contract_hash"])
+    kind: MessageKind = "decision" if request.kind == "decision" else "step"
+    stored = json_bytes(ctx, request.contract_hash)
     if stored is None:
         raise refuse("Workflow blob is missing")
     contract = canonical.decode(stored)
     details: dict[str, object] = {
         "contract": contract,
-        "requestId": request["request_id"],
-        "revision": request["revision"],
-        "runId": request["run_id"],
+        "requestId": request.request_id,
+        "revision": request.revision,
+        "runId": request.run_id,
     }
     if kind == "step":
         details["reason"] = reason
@@ -139,10 +136,10 @@ def ensure_interaction_message(ctx: Context, request: Row, reason: str) -> str:
     return ensure(
         ctx,
         kind=kind,
-        source_id=request["request_id"],
-        key=message_key(request["revision"], reason),
-        run_id=request["run_id"],
-        session_id=request["target_session_id"],
+        source_id=request.request_id,
+        key=message_key(request.revision, reason),
+        run_id=request.run_id,
+        session_id=request.target_session_id,
         text=text,
         details=details,
     )

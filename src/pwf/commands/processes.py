@@ -64,8 +64,8 @@ def process_operation(
         queue = queue_of(ctx, message.run_id)
         if (
             queue is None
-            or queue["owner_worker_epoch"] != message.worker_epoch
-            or queue["lease_expires_at"] <= ctx.now
+            or queue.owner_worker_epoch != message.worker_epoch
+            or not queue.held(ctx.now)
         ):
             return Result(outcome="claimLost", error="Run claim expired")
     payload = message.payload

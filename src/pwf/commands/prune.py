@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from pwf.commands import Context, refuse
+from pwf.commands.rows import PrunedRunRow, Query
 from pwf.isotime import MS_PER_DAY, days_from_epoch, iso_utc
 
 if TYPE_CHECKING:
@@ -182,22 +183,26 @@ def _restart_parent(options: object) -> str | None:
     return parent if isinstance(parent, str) else None
 
 
+_LINEAGE: Final = Query(
+    PrunedRunRow,
+    "SELECT r.run_id, r.status, r.finished_at, r.parent_run_id, b.content AS options"
+    " FROM runs r LEFT JOIN blobs b ON b.blob_hash = r.launch_options_hash ORDER BY r.run_id",
+)
+
+
 def _runs(ctx: Context, cutoff: int) -> dict[str, _Run]:
     runs: dict[str, _Run] = {}
-    for row in ctx.all(
-        "SELECT r.run_id, r.status, r.finished_at, r.parent_run_id, b.content AS options"
-        " FROM runs r LEFT JOIN blobs b ON b.blob_hash = r.launch_options_hash ORDER BY r.run_id"
-    ):
-        parents = {row["parent_run_id"]} - {None}
-        restart = _restart_parent(row["options"])
+    for row in ctx.fetch_all(_LINEAGE):
+        parents = set() if row.parent_run_id is None else {row.parent_run_id}
+        restart = _restart_parent(row.options)
         if restart is not None:
             parents.add(restart)
-        finished = row["finished_at"]
-        runs[row["run_id"]] = _Run(
-            status=row["status"],
+        finished = row.finished_at
+        runs[row.run_id] = _Run(
+            status=row.status,
             finished_at=finished,
             parents=parents,
-            eligible=row["status"] in TERMINAL and finished is not None and finished < cutoff,
+            eligible=row.status in TERMINAL and finished is not None and finished < cutoff,
         )
     return runs
 

@@ -14,6 +14,7 @@ import msgspec
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
 from pwf.commands.payload import absolute_path, members, optional_text, positive_int, text
+from pwf.commands.rows import QUEUE, RUN, Query, QueueRow, ReservedRow, RunListRow, RunRow
 from pwf.commands.sources import normalised_source, stored_source
 from pwf.commands.views import host_counts, json_bytes, run_view
 from pwf.events import (
@@ -64,24 +65,20 @@ def require_run_id(request: ClientRequest) -> str:
     return request.run_id
 
 
-def get_run(ctx: Context, run_id: str) -> Row | None:
+def get_run(ctx: Context, run_id: str) -> RunRow | None:
     """The run row, or None."""
-    return ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
+    return ctx.fetch(RUN, run_id)
 
 
-def queue_of(ctx: Context, run_id: str) -> Row | None:
+def queue_of(ctx: Context, run_id: str) -> QueueRow | None:
     """The run's queue row, or None."""
-    return ctx.one("SELECT * FROM run_queue WHERE run_id = ?", run_id)
+    return ctx.fetch(QUEUE, run_id)
 
 
 def live_owner(ctx: Context, run_id: str) -> bool:
     """True while a worker holds an unexpired lease on the run."""
     queue = queue_of(ctx, run_id)
-    return bool(
-        queue is not None
-        and queue["owner_worker_epoch"] is not None
-        and queue["lease_expires_at"] > ctx.now
-    )
+    return queue is not None and queue.owner_worker_epoch is not None and queue.held(ctx.now)
 
 
 def revision_of(ctx: Context, run_id: str) -> int:
@@ -99,14 +96,14 @@ def _lineage(
     parent = get_run(ctx, parent_id)
     if parent is None:
         raise refuse(f"Workflow parent run not found: {parent_id}")
-    if parent["origin_session_id"] != origin:
+    if parent.origin_session_id != origin:
         raise refuse("Workflow parent belongs to another Pi session")
     if kind == "restart":
         queue = queue_of(ctx, parent_id)
         if (
-            parent["status"] not in TERMINAL
+            parent.status not in TERMINAL
             or queue is None
-            or queue["status"]
+            or queue.status
             not in (
                 "done",
                 "failed",
@@ -114,20 +111,20 @@ def _lineage(
             )
         ):
             raise refuse("Restart parent is not terminal")
-        if restart_number != parent["restart_number"] + 1:
+        if restart_number != parent.restart_number + 1:
             raise refuse("Restart lineage must increase the restart number by one")
-        return str(parent["root_run_id"])
-    if restart_number != parent["restart_number"]:
+        return str(parent.root_run_id)
+    if restart_number != parent.restart_number:
         raise refuse("Continuation lineage conflicts with restart metadata")
     queue = queue_of(ctx, parent_id)
-    status = "missing" if queue is None else queue["status"]
+    status = "missing" if queue is None else queue.status
     if status == "done":
         raise refuse("Continuation parent already has a reserved continuation")
     if status != "parked":
         raise refuse(f"Continuation parent queue is {status}")
-    if queue is not None and queue["owner_worker_epoch"] is not None:
+    if queue is not None and queue.owner_worker_epoch is not None:
         raise refuse("Continuation parent still has an active owner")
-    return str(parent["root_run_id"])
+    return str(parent.root_run_id)
 
 
 def reserve(  # noqa: PLR0913 - a reservation has this many facts
@@ -187,49 +184,72 @@ def _template(payload: dict[str, object]) -> RunTemplate:
     }
 
 
-def template_of(ctx: Context, run: Row, run_input: msgspec.Raw) -> RunTemplate:
+def template_of(ctx: Context, run: RunRow, run_input: msgspec.Raw) -> RunTemplate:
     """A new run of ``run``'s workflow, definition and options, as stored, on ``run_input``."""
 
     def stored(blob_hash: bytes | None, default: bytes) -> msgspec.Raw:
         return msgspec.Raw(json_bytes(ctx, blob_hash) or default)
 
     return {
-        "project_path": run["project_path"],
-        "workflow_name": run["workflow_name"],
-        "workflow_ref": run["workflow_ref"],
+        "project_path": run.project_path,
+        "workflow_name": run.workflow_name,
+        "workflow_ref": run.workflow_ref,
         "workflow_source": canonical.raw(source_of(ctx, run)),
-        "definition_digest": run["definition_digest"],
-        "definition_snapshot": stored(run["definition_snapshot_hash"], b"null"),
+        "definition_digest": run.definition_digest,
+        "definition_snapshot": stored(run.definition_snapshot_hash, b"null"),
         "input": run_input,
-        "launch_options": stored(run["launch_options_hash"], b"{}"),
-        "origin_session_id": run["origin_session_id"],
-        "execution_mode": run["execution_mode"],
+        "launch_options": stored(run.launch_options_hash, b"{}"),
+        "origin_session_id": run.origin_session_id,
+        "execution_mode": run.execution_mode,
     }
 
 
-def source_of(ctx: Context, run: Row) -> object:
-    """A run's ``{root, mounted}`` read back from ``run_sources`` (text for older runs)."""
-    snapshot = json_bytes(ctx, run["definition_snapshot_hash"])
-    stored = stored_source(
-        ctx, run["run_id"], None if snapshot is None else canonical.decode(snapshot)
-    )
-    return run["workflow_source"] if stored is None else stored
+def source_of(ctx: Context, run: RunRow | Row) -> object:
+    """A run's ``{root, mounted}`` read back from ``run_sources`` (text for older runs).
+
+    ``run`` is a typed row, or a view's untyped ``runs`` row.
+    """
+    if isinstance(run, RunRow):
+        return _source(ctx, run.run_id, run.workflow_source, run.definition_snapshot_hash)
+    return _source(ctx, run["run_id"], run["workflow_source"], run["definition_snapshot_hash"])
 
 
-def _compatible(ctx: Context, run: Row, template: RunTemplate, payload: dict[str, object]) -> bool:
+def _source(ctx: Context, run_id: str, workflow_source: str, snapshot_hash: bytes | None) -> object:
+    snapshot = json_bytes(ctx, snapshot_hash)
+    stored = stored_source(ctx, run_id, None if snapshot is None else canonical.decode(snapshot))
+    return workflow_source if stored is None else stored
+
+
+def _compatible(
+    ctx: Context, run: RunRow, template: RunTemplate, payload: dict[str, object]
+) -> bool:
     """Whether the existing run is the one asked for, compared as the original does (HOST §5.3)."""
     parent = payload.get("parentRunId")
     return (
-        run["workflow_name"] == template["workflow_name"]
-        and run["workflow_ref"] == template["workflow_ref"]
-        and run["definition_digest"] == template["definition_digest"]
+        run.workflow_name == template["workflow_name"]
+        and run.workflow_ref == template["workflow_ref"]
+        and run.definition_digest == template["definition_digest"]
         and canonical.encode(source_of(ctx, run)) == bytes(template["workflow_source"])
-        and bytes(run["input_hash"]) == canonical.digest(payload.get("input"))
-        and json_bytes(ctx, run["launch_options_hash"]) == bytes(template["launch_options"])
-        and run["origin_session_id"] == template["origin_session_id"]
-        and run["execution_mode"] == template["execution_mode"]
-        and run["parent_run_id"] == (parent if isinstance(parent, str) else None)
+        and bytes(run.input_hash) == canonical.digest(payload.get("input"))
+        and json_bytes(ctx, run.launch_options_hash) == bytes(template["launch_options"])
+        and run.origin_session_id == template["origin_session_id"]
+        and run.execution_mode == template["execution_mode"]
+        and run.parent_run_id == (parent if isinstance(parent, str) else None)
     )
+
+
+_RESERVED: Final = Query(
+    ReservedRow,
+    "SELECT q.generation, r.revision FROM run_queue q JOIN runs r ON r.run_id = q.run_id"
+    " WHERE q.run_id = ?",
+)
+_NEWEST: Final = Query(
+    RunListRow,
+    "SELECT r.run_id, r.status, r.paused, r.workflow_name, r.origin_session_id,"
+    " r.updated_at, q.status AS queue_status FROM runs r"
+    " LEFT JOIN run_queue q ON q.run_id = r.run_id"
+    " ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
+)
 
 
 def run_start(ctx: Context, request: ClientRequest) -> Result:
@@ -243,8 +263,8 @@ def run_start(ctx: Context, request: ClientRequest) -> Result:
             raise refuse(f"Workflow run preparation conflicts: {run_id}")
         return Result(
             outcome="adopted",
-            receipt=receipt(RunStarted(run_id=run_id, status=existing["status"])),
-            revision=existing["revision"],
+            receipt=receipt(RunStarted(run_id=run_id, status=existing.status)),
+            revision=existing.revision,
             run_id=run_id,
         )
     parent = payload.get("parentRunId")
@@ -254,15 +274,11 @@ def run_start(ctx: Context, request: ClientRequest) -> Result:
         template=template,
         parent_id=parent if isinstance(parent, str) else None,
     )
-    reserved = ctx.one(
-        "SELECT q.generation, r.revision FROM run_queue q JOIN runs r ON r.run_id = q.run_id"
-        " WHERE q.run_id = ?",
-        run_id,
-    )
+    reserved = ctx.fetch(_RESERVED, run_id)
     assert reserved is not None
     return Result(
-        receipt=receipt(RunStarted(run_id=run_id, generation=reserved["generation"])),
-        revision=reserved["revision"],
+        receipt=receipt(RunStarted(run_id=run_id, generation=reserved.generation)),
+        revision=reserved.revision,
         run_id=run_id,
     )
 
@@ -273,31 +289,24 @@ def run_status(ctx: Context, request: ClientRequest) -> Result:
     run = get_run(ctx, run_id)
     if run is None:
         return Result(outcome="notFound", error=f"Workflow run not found: {run_id}", run_id=run_id)
-    return Result(receipt=run_view(ctx, run), revision=run["revision"], run_id=run_id)
+    return Result(receipt=run_view(ctx, run), revision=run.revision, run_id=run_id)
 
 
 def run_list(ctx: Context, request: ClientRequest) -> Result:
     """``run.list``: the newest runs, at most ``limit`` (100 unless a safe positive integer)."""
     payload = request.payload if isinstance(request.payload, dict) else {}
     limit = positive_int(payload.get("limit")) or 100
-    rows = ctx.all(
-        "SELECT r.run_id, r.status, r.paused, r.workflow_name, r.origin_session_id,"
-        " r.updated_at, q.status AS queue_status FROM runs r"
-        " LEFT JOIN run_queue q ON q.run_id = r.run_id"
-        " ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
-        limit,
-    )
     runs = [
         {
-            "originSessionId": row["origin_session_id"],
-            "paused": bool(row["paused"]),
-            "queueStatus": row["queue_status"],
-            "runId": row["run_id"],
-            "status": row["status"],
-            "updatedAt": row["updated_at"],
-            "workflowName": row["workflow_name"],
+            "originSessionId": row.origin_session_id,
+            "paused": bool(row.paused),
+            "queueStatus": row.queue_status,
+            "runId": row.run_id,
+            "status": row.status,
+            "updatedAt": row.updated_at,
+            "workflowName": row.workflow_name,
         }
-        for row in rows
+        for row in ctx.fetch_all(_NEWEST, limit)
     ]
     return Result(receipt={"runs": runs})
 

@@ -9,19 +9,25 @@ copy its numbers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Final
 
 from pwf.commands import Context, refuse
 from pwf.commands.deadlines import shift
 from pwf.commands.payload import text
+from pwf.commands.rows import (
+    ATTEMPT,
+    AttemptRow,
+    CoordinatorRow,
+    LatestStartRow,
+    Query,
+    fields,
+    select,
+)
 from pwf.events import (
     AttemptChanged,
     CoordinatorAttached,
     CoordinatorDetached,
 )
-
-if TYPE_CHECKING:
-    from pwf.commands import Row
 
 __all__ = [
     "attach",
@@ -35,12 +41,12 @@ __all__ = [
 ]
 
 
-def coordinator(ctx: Context, session_id: str) -> Row | None:
+def coordinator(ctx: Context, session_id: str) -> CoordinatorRow | None:
     """The session's live coordinator row, or None."""
-    return ctx.one("SELECT * FROM session_coordinators WHERE target_session_id = ?", session_id)
+    return ctx.fetch(_COORDINATOR, session_id)
 
 
-def live_coordinator(ctx: Context, payload: dict[str, object]) -> Row:
+def live_coordinator(ctx: Context, payload: dict[str, object]) -> CoordinatorRow:
     """§5.13: the coordinator of the payload's session, on this connection, at the payload's epoch.
 
     A served request must come on the coordinator's own connection and name
@@ -56,8 +62,8 @@ def live_coordinator(ctx: Context, payload: dict[str, object]) -> Row:
     row = coordinator(ctx, session_id)
     if (
         row is None
-        or row["coordinator_epoch"] != epoch
-        or (ctx.connection is not None and row["connection_id"] != ctx.connection)
+        or row.coordinator_epoch != epoch
+        or (ctx.connection is not None and row.connection_id != ctx.connection)
     ):
         raise refuse("Workflow session coordinator was replaced")
     return row
@@ -66,8 +72,8 @@ def live_coordinator(ctx: Context, payload: dict[str, object]) -> Row:
 def session_check(ctx: Context, payload: dict[str, object], *, turns: bool = False) -> str:
     """§5.13: the payload's epoch must be the session's live one, its branch reported."""
     row = live_coordinator(ctx, payload)
-    session_id = str(row["target_session_id"])
-    if not row["branch_reported"]:
+    session_id = str(row.target_session_id)
+    if not row.branch_reported:
         if turns:
             raise refuse("Workflow branch must be reported before model turns")
         raise refuse("Workflow session branch must be reported before session control")
@@ -77,7 +83,7 @@ def session_check(ctx: Context, payload: dict[str, object], *, turns: bool = Fal
 def attach(ctx: Context, session_id: str, connection_id: str) -> str:
     """Install a new coordinator epoch for the session, fencing the previous one."""
     previous = coordinator(ctx, session_id)
-    if previous is not None and previous["connection_id"] != connection_id:
+    if previous is not None and previous.connection_id != connection_id:
         # A later version marks the session's turns inactive when another
         # connection takes over (DOMAIN §15.16); the fenced one can no longer report.
         session_inactive(ctx, session_id)
@@ -93,43 +99,56 @@ def attach(ctx: Context, session_id: str, connection_id: str) -> str:
 def detach(ctx: Context, session_id: str, epoch: str | None = None) -> bool:
     """The coordinator's connection closed: §10.5 inactive, then no coordinator."""
     row = coordinator(ctx, session_id)
-    if row is None or (epoch is not None and row["coordinator_epoch"] != epoch):
+    if row is None or (epoch is not None and row.coordinator_epoch != epoch):
         return False
     session_inactive(ctx, session_id)
     ctx.emit(
-        CoordinatorDetached(
-            target_session_id=session_id, coordinator_epoch=row["coordinator_epoch"]
-        )
+        CoordinatorDetached(target_session_id=session_id, coordinator_epoch=row.coordinator_epoch)
     )
     return True
 
 
-def _open_turn_attempts(ctx: Context, session_id: str) -> list[Row]:
+_OPEN_TURN_ATTEMPTS: Final = Query(
+    AttemptRow,
+    f"SELECT DISTINCT {', '.join(f'a.{name}' for name in fields(AttemptRow))}"  # noqa: S608
+    " FROM node_attempts a"
+    " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
+    " JOIN workflow_messages m ON m.source_id = r.request_id AND +m.kind = 'step'"
+    " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
+    " WHERE r.target_session_id = ? AND r.status = 'pending' AND t.state = 'started'"
+    " AND a.status IN ('pending', 'running', 'waiting', 'interrupted')"
+    " ORDER BY a.attempt_id",
+)
+_LATEST_STARTS: Final = Query(
+    LatestStartRow,
+    "SELECT a.attempt_id, max(t.started_at) AS latest_start FROM node_attempts a"
+    " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
+    " JOIN workflow_messages m ON m.source_id = r.request_id AND +m.kind = 'step'"
+    " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
+    " WHERE r.status = 'pending' AND t.state = 'started'"
+    " AND a.status IN ('pending', 'running', 'waiting', 'interrupted')"
+    " GROUP BY a.attempt_id ORDER BY a.attempt_id",
+)
+_COORDINATOR: Final = select(CoordinatorRow, "WHERE target_session_id = ?")
+
+
+def _open_turn_attempts(ctx: Context, session_id: str) -> list[AttemptRow]:
     """Unfinished attempts of pending requests of the session that have a started step turn.
 
     A finished attempt keeps its end status: only the statuses host recovery
     moves (§10.6) can become ``interrupted``.  The session's pending requests
     lead the join; ``+m.kind`` keeps every step message from leading (ADR 0077).
     """
-    return ctx.all(
-        "SELECT DISTINCT a.* FROM node_attempts a"
-        " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
-        " JOIN workflow_messages m ON m.source_id = r.request_id AND +m.kind = 'step'"
-        " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
-        " WHERE r.target_session_id = ? AND r.status = 'pending' AND t.state = 'started'"
-        " AND a.status IN ('pending', 'running', 'waiting', 'interrupted')"
-        " ORDER BY a.attempt_id",
-        session_id,
-    )
+    return ctx.fetch_all(_OPEN_TURN_ATTEMPTS, session_id)
 
 
 def session_inactive(ctx: Context, session_id: str) -> None:
     """§10.5: attempts with an open step turn become ``interrupted`` (no shift yet)."""
     for attempt in _open_turn_attempts(ctx, session_id):
-        if attempt["status"] != "interrupted":
+        if attempt.status != "interrupted":
             ctx.emit(
                 AttemptChanged(
-                    run_id=attempt["run_id"], attempt_id=attempt["attempt_id"], status="interrupted"
+                    run_id=attempt.run_id, attempt_id=attempt.attempt_id, status="interrupted"
                 )
             )
 
@@ -137,11 +156,11 @@ def session_inactive(ctx: Context, session_id: str) -> None:
 def session_resumed(ctx: Context, session_id: str) -> None:
     """§10.5: on the new coordinator's first report, credit the time the session was away."""
     for attempt in _open_turn_attempts(ctx, session_id):
-        if attempt["status"] == "interrupted":
-            shift(ctx, attempt, max(0, ctx.now - attempt["updated_at"]), "session.resumed")
+        if attempt.status == "interrupted":
+            shift(ctx, attempt, max(0, ctx.now - attempt.updated_at), "session.resumed")
             ctx.emit(
                 AttemptChanged(
-                    run_id=attempt["run_id"], attempt_id=attempt["attempt_id"], status="waiting"
+                    run_id=attempt.run_id, attempt_id=attempt.attempt_id, status="waiting"
                 )
             )
 
@@ -151,24 +170,18 @@ def recover_turns(ctx: Context, heartbeat: int | None) -> int:
 
     The pending requests lead the join, as in :func:`_open_turn_attempts`.
     """
-    rows = ctx.all(
-        "SELECT a.*, max(t.started_at) AS latest_start FROM node_attempts a"
-        " JOIN interactive_requests r ON r.attempt_id = a.attempt_id"
-        " JOIN workflow_messages m ON m.source_id = r.request_id AND +m.kind = 'step'"
-        " JOIN workflow_turns t ON t.workflow_message_id = m.workflow_message_id"
-        " WHERE r.status = 'pending' AND t.state = 'started'"
-        " AND a.status IN ('pending', 'running', 'waiting', 'interrupted')"
-        " GROUP BY a.attempt_id ORDER BY a.attempt_id",
-    )
-    for attempt in rows:
-        if attempt["status"] == "interrupted" or heartbeat is None:
-            inactive_at = attempt["updated_at"]
+    rows = ctx.fetch_all(_LATEST_STARTS)
+    for row in rows:
+        attempt = ctx.fetch(ATTEMPT, row.attempt_id)
+        assert attempt is not None
+        if attempt.status == "interrupted" or heartbeat is None:
+            inactive_at = attempt.updated_at
         else:
-            inactive_at = max(heartbeat, attempt["latest_start"])
+            inactive_at = max(heartbeat, row.latest_start)
         shift(ctx, attempt, max(0, ctx.now - inactive_at), "host.recovery")
         ctx.emit(
             AttemptChanged(
-                run_id=attempt["run_id"], attempt_id=attempt["attempt_id"], status="interrupted"
+                run_id=attempt.run_id, attempt_id=attempt.attempt_id, status="interrupted"
             )
         )
     return len(rows)

@@ -15,10 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.commands import refuse
+from pwf.commands.rows import RunSourceRow, select
 from pwf.projections.run_sources import SOURCE_FIELDS
 
 if TYPE_CHECKING:
-    from pwf.commands import Context, Row
+    from pwf.commands import Context
 
 __all__ = ["INVALID_SOURCE", "normalised_source", "stored_source"]
 
@@ -62,10 +63,13 @@ def normalised_source(value: object) -> dict[str, object]:
     raise refuse(INVALID_SOURCE)
 
 
-def _identity_of(row: Row) -> dict[str, object]:
-    kind = row["source_type"]
+_SOURCES: Final = select(RunSourceRow, "WHERE run_id = ? ORDER BY mount_path")
+
+
+def _identity_of(row: RunSourceRow) -> dict[str, object]:
+    kind = row.source_type
     ref, revision = SOURCE_FIELDS[kind]
-    return {"kind": kind, ref: row["source_ref"], revision: row["source_revision"]}
+    return {"kind": kind, ref: row.source_ref, revision: row.source_revision}
 
 
 def _mount_names(snapshot: object) -> dict[str, str]:
@@ -87,15 +91,15 @@ def stored_source(ctx: Context, run_id: str, snapshot: object) -> dict[str, obje
     Mounted entries come in ``mount_path`` order; their ``workflowName`` is the
     definition snapshot's ``composition.mounts`` name, else the joined path.
     """
-    rows = ctx.all("SELECT * FROM run_sources WHERE run_id = ? ORDER BY mount_path", run_id)
-    if not rows or rows[0]["mount_path"] != "":
+    rows = ctx.fetch_all(_SOURCES, run_id)
+    if not rows or rows[0].mount_path != "":
         return None
     names = _mount_names(snapshot)
     mounted = [
         {
-            "mountPath": row["mount_path"].split("/"),
+            "mountPath": row.mount_path.split("/"),
             "source": _identity_of(row),
-            "workflowName": names.get(row["mount_path"], row["mount_path"]),
+            "workflowName": names.get(row.mount_path, row.mount_path),
         }
         for row in rows[1:]
     ]

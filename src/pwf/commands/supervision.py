@@ -103,9 +103,9 @@ def worker_gone(  # noqa: PLR0913 - the facts of one exit
     )
     run = get_run(ctx, run_id)
     queue = queue_of(ctx, run_id)
-    if run is None or queue is None or run["status"] in TERMINAL or run["status"] == "waiting":
+    if run is None or queue is None or run.status in TERMINAL or run.status == "waiting":
         return "ended"
-    if queue["owner_worker_epoch"] not in (None, worker_epoch):
+    if queue.owner_worker_epoch not in (None, worker_epoch):
         return "ended"
     error = f"Workflow worker {status} before it completed interaction validation"
     validating = ctx.all(
@@ -146,7 +146,7 @@ def launchable(ctx: Context, busy: Collection[str]) -> list[str]:
         queue = queue_of(ctx, run_id)
         if run is None or queue is None:
             continue
-        if queue["owner_worker_epoch"] is not None and queue["lease_expires_at"] > ctx.now:
+        if queue.owner_worker_epoch is not None and queue.held(ctx.now):
             continue
         if claimable(ctx, run, queue) or _validating(ctx, run_id):
             chosen.append(run_id)
@@ -173,9 +173,9 @@ def renew_claim(ctx: Context, run_id: str, worker_epoch: str, lease_ms: int) -> 
     queue = queue_of(ctx, run_id)
     if (
         queue is None
-        or queue["owner_worker_epoch"] != worker_epoch
-        or queue["lease_expires_at"] <= ctx.now
-        or queue["status"] in ("done", "failed", "cancelled")
+        or queue.owner_worker_epoch != worker_epoch
+        or not queue.held(ctx.now)
+        or queue.status in ("done", "failed", "cancelled")
     ):
         raise refuse("Run claim expired")
     ctx.emit(

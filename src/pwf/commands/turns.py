@@ -13,6 +13,17 @@ from pwf.commands import Context, Result, refuse
 from pwf.commands.deadlines import begin_turn_shift
 from pwf.commands.messages import cancel_source, ensure_interaction_message
 from pwf.commands.payload import members
+from pwf.commands.rows import (
+    MESSAGE,
+    REQUEST,
+    TURN,
+    MessageRow,
+    Query,
+    RequestRow,
+    TurnRow,
+    fields,
+    select,
+)
 from pwf.commands.runcontrol import cancel_request, finish_run
 from pwf.commands.runs import get_run, live_owner, queue_of
 from pwf.commands.sessions import session_check
@@ -27,7 +38,6 @@ from pwf.events.sessions import STOP_REASONS
 from pwf.protocol.schemas import Turn, receipt
 
 if TYPE_CHECKING:
-    from pwf.commands import Row
     from pwf.events.sessions import StopReason
     from pwf.protocol.client import ClientRequest
 
@@ -44,8 +54,9 @@ UNPRODUCTIVE_LIMIT: Final = 3
 UNPRODUCTIVE_ERROR: Final = "Workflow step ended three times without a valid submission"
 
 
-_OPEN_COLUMNS: Final = "m.*, r.status AS request_status, runs.paused AS run_paused"
-_OPEN_MESSAGE: Final = (
+_OPEN_COLUMNS: Final = ", ".join(f"m.{name}" for name in fields(MessageRow))
+_OPEN_MESSAGE: Final = Query(
+    MessageRow,
     "SELECT * FROM ("  # noqa: S608 - constants
     f"SELECT * FROM (SELECT {_OPEN_COLUMNS} FROM interactive_requests r"
     " CROSS JOIN workflow_messages m ON m.source_id = r.request_id"
@@ -60,7 +71,7 @@ _OPEN_MESSAGE: Final = (
     " AND m.kind IN ('terminal', 'followUp')"
     " AND (m.latest_turn_state IS NULL OR m.latest_turn_state = 'started')"
     " ORDER BY m.order_number DESC LIMIT 1))"
-    " ORDER BY order_number DESC LIMIT 1"
+    " ORDER BY order_number DESC LIMIT 1",
 )
 """§5.6 in one statement, from the few messages that can bind (ADR 0085).
 
@@ -71,7 +82,7 @@ binds while its latest turn (kept on the message) is missing or open, which
 """
 
 
-def open_message(ctx: Context, session_id: str) -> Row | None:
+def open_message(ctx: Context, session_id: str) -> MessageRow | None:
     """§5.6: the newest sent message a new model turn binds to.
 
     A step message binds while its request is pending and its run is not
@@ -79,46 +90,48 @@ def open_message(ctx: Context, session_id: str) -> Row | None:
     missing or still open.  Both are searches of the messages that can
     bind, bounded by them rather than by the session's history (ADR 0085).
     """
-    return ctx.one(_OPEN_MESSAGE, session_id, session_id)
+    return ctx.fetch(_OPEN_MESSAGE, session_id, session_id)
 
 
-def latest_turn(ctx: Context, message_id: str) -> Row | None:
+_LATEST_TURN: Final = select(
+    TurnRow,
+    "WHERE workflow_message_id = ? ORDER BY started_at DESC, workflow_turn_id DESC LIMIT 1",
+)
+
+
+def latest_turn(ctx: Context, message_id: str) -> TurnRow | None:
     """The newest turn on a message, or None."""
-    return ctx.one(
-        "SELECT * FROM workflow_turns WHERE workflow_message_id = ?"
-        " ORDER BY started_at DESC, workflow_turn_id DESC LIMIT 1",
-        message_id,
-    )
+    return ctx.fetch(_LATEST_TURN, message_id)
 
 
-def turn_record(row: Row) -> dict[str, object]:
+def turn_record(row: TurnRow) -> dict[str, object]:
     """A turn as receipts show it."""
     return receipt(
         Turn(
-            ended_at=row["ended_at"],
-            response_session_entry_id=row["response_session_entry_id"],
-            run_id=row["run_id"],
-            started_at=row["started_at"],
-            state=row["state"],
-            stop_reason=row["stop_reason"],
-            target_session_id=row["target_session_id"],
-            workflow_message_id=row["workflow_message_id"],
-            workflow_turn_id=row["workflow_turn_id"],
+            ended_at=row.ended_at,
+            response_session_entry_id=row.response_session_entry_id,
+            run_id=row.run_id,
+            started_at=row.started_at,
+            state=row.state,
+            stop_reason=row.stop_reason,
+            target_session_id=row.target_session_id,
+            workflow_message_id=row.workflow_message_id,
+            workflow_turn_id=row.workflow_turn_id,
         )
     )
 
 
-def message_of(ctx: Context, message_id: str) -> Row | None:
+def message_of(ctx: Context, message_id: str) -> MessageRow | None:
     """The workflow message of that id, or None."""
-    return ctx.one("SELECT * FROM workflow_messages WHERE workflow_message_id = ?", message_id)
+    return ctx.fetch(MESSAGE, message_id)
 
 
-def _request_of(ctx: Context, message: Row) -> Row | None:
-    return ctx.one("SELECT * FROM interactive_requests WHERE request_id = ?", message["source_id"])
+def _request_of(ctx: Context, message: MessageRow) -> RequestRow | None:
+    return ctx.fetch(REQUEST, message.source_id)
 
 
-def _turn(ctx: Context, turn_id: str) -> Row | None:
-    return ctx.one("SELECT * FROM workflow_turns WHERE workflow_turn_id = ?", turn_id)
+def _turn(ctx: Context, turn_id: str) -> TurnRow | None:
+    return ctx.fetch(TURN, turn_id)
 
 
 def _turn_payload(payload: dict[str, object]) -> tuple[str, str, str, str]:
@@ -163,26 +176,28 @@ def _end_report(payload: dict[str, object]) -> tuple[StopReason, str | None]:
     return stop, response_entry
 
 
-def _start_turn(ctx: Context, session_id: str, message_id: str, turn_id: str, run_id: str) -> Row:
+def _start_turn(
+    ctx: Context, session_id: str, message_id: str, turn_id: str, run_id: str
+) -> TurnRow:
     existing = _turn(ctx, turn_id)
     run = get_run(ctx, run_id)
-    if existing is None and run is not None and run["paused"]:
+    if existing is None and run is not None and run.paused:
         raise refuse("A paused workflow cannot start a model turn")
     opened = open_message(ctx, session_id)
-    if opened is None or opened["workflow_message_id"] != message_id:
+    if opened is None or opened.workflow_message_id != message_id:
         raise refuse("Workflow turn start does not match the open workflow message")
     if existing is not None:
-        same = (existing["workflow_message_id"], existing["run_id"], existing["target_session_id"])
+        same = (existing.workflow_message_id, existing.run_id, existing.target_session_id)
         if same != (message_id, run_id, session_id):
             raise refuse(f"Workflow turn identity conflict: {turn_id}")
         return existing
     message = _turnable(ctx, message_id, run_id, session_id)
-    if message["kind"] == "step":
+    if message.kind == "step":
         request = _request_of(ctx, message)
         if request is None:
             raise refuse("Pending workflow interaction timeout is missing")
         begin_turn_shift(ctx, request)
-        cancel_source(ctx, message["source_id"], ("step",))
+        cancel_source(ctx, message.source_id, ("step",))
     ctx.emit(
         TurnStarted(
             workflow_turn_id=turn_id,
@@ -196,14 +211,14 @@ def _start_turn(ctx: Context, session_id: str, message_id: str, turn_id: str, ru
     return started
 
 
-def _turnable(ctx: Context, message_id: str, run_id: str, session_id: str) -> Row:
+def _turnable(ctx: Context, message_id: str, run_id: str, session_id: str) -> MessageRow:
     """The message a new turn starts on: it exists, matches, is sent and has no open turn."""
     message = message_of(ctx, message_id)
     if message is None:
         raise refuse(f"Workflow message not found: {message_id}")
-    if (message["run_id"], message["target_session_id"]) != (run_id, session_id):
+    if (message.run_id, message.target_session_id) != (run_id, session_id):
         raise refuse("Workflow turn does not match its message")
-    if message["status"] != "sent":
+    if message.status != "sent":
         raise refuse("Workflow turn requires a sent message")
     if ctx.one(
         "SELECT 1 FROM workflow_turns WHERE workflow_message_id = ? AND state = 'started'",
@@ -222,15 +237,15 @@ def _end_turn(  # noqa: PLR0913, PLR0917 - the report's members
     run_id: str,
     stop: StopReason,
     response_entry: str | None,
-) -> Row:
+) -> TurnRow:
     existing = _turn(ctx, turn_id)
     if existing is None:
         raise refuse(f"Workflow turn not found: {turn_id}")
-    same = (existing["workflow_message_id"], existing["run_id"], existing["target_session_id"])
+    same = (existing.workflow_message_id, existing.run_id, existing.target_session_id)
     if same != (message_id, run_id, session_id):
         raise refuse(f"Workflow turn identity conflict: {turn_id}")
-    if existing["state"] == "ended":
-        if (existing["stop_reason"], existing["response_session_entry_id"]) != (
+    if existing.state == "ended":
+        if (existing.stop_reason, existing.response_session_entry_id) != (
             stop,
             response_entry,
         ):
@@ -242,14 +257,14 @@ def _end_turn(  # noqa: PLR0913, PLR0917 - the report's members
     return ended
 
 
-def end_turn(ctx: Context, turn: Row, stop: StopReason, response_entry: str | None) -> None:
+def end_turn(ctx: Context, turn: TurnRow, stop: StopReason, response_entry: str | None) -> None:
     """Save a turn's end, then apply the turn-end consequences (§9.6)."""
     ctx.emit(
         TurnEnded(
-            workflow_turn_id=turn["workflow_turn_id"],
-            workflow_message_id=turn["workflow_message_id"],
-            run_id=turn["run_id"],
-            target_session_id=turn["target_session_id"],
+            workflow_turn_id=turn.workflow_turn_id,
+            workflow_message_id=turn.workflow_message_id,
+            run_id=turn.run_id,
+            target_session_id=turn.target_session_id,
             stop_reason=stop,
             response_session_entry_id=response_entry,
         )
@@ -260,14 +275,14 @@ def end_turn(ctx: Context, turn: Row, stop: StopReason, response_entry: str | No
 def _pause_parked(ctx: Context, run_id: str) -> None:
     run = get_run(ctx, run_id)
     queue = queue_of(ctx, run_id)
-    if run is not None and run["paused"]:
+    if run is not None and run.paused:
         return
     pausable = (
         run is not None
         and queue is not None
-        and queue["status"] == "parked"
+        and queue.status == "parked"
         and not live_owner(ctx, run_id)
-        and run["status"] in ("running", "waiting")
+        and run.status in ("running", "waiting")
         and ctx.one(
             "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending'", run_id
         )
@@ -277,31 +292,31 @@ def _pause_parked(ctx: Context, run_id: str) -> None:
     ctx.emit(RunPaused(run_id=run_id, paused_at=ctx.now))
 
 
-def _turn_end_consequences(ctx: Context, turn: Row, stop: StopReason) -> None:
+def _turn_end_consequences(ctx: Context, turn: TurnRow, stop: StopReason) -> None:
     """§9.6 steps 2-7 for a step message's request."""
-    message = message_of(ctx, turn["workflow_message_id"])
-    if message is None or message["kind"] != "step":
+    message = message_of(ctx, turn.workflow_message_id)
+    if message is None or message.kind != "step":
         return
     request = _request_of(ctx, message)
-    if request is None or request["status"] != "pending":
+    if request is None or request.status != "pending":
         return
     if stop == "aborted":
-        _pause_parked(ctx, request["run_id"])
-        cancel_source(ctx, request["request_id"], ("step",))
+        _pause_parked(ctx, request.run_id)
+        cancel_source(ctx, request.request_id, ("step",))
         return
-    run = get_run(ctx, request["run_id"])
+    run = get_run(ctx, request.run_id)
     validating = ctx.one(
         "SELECT 1 FROM interactive_submissions WHERE request_id = ? AND outcome = 'validating'",
-        request["request_id"],
+        request.request_id,
     )
-    if run is None or run["paused"] or validating:
+    if run is None or run.paused or validating:
         return
-    count = request["unproductive_turn_ends"] + 1
-    revision = request["revision"] + 1
+    count = request.unproductive_turn_ends + 1
+    revision = request.revision + 1
     ctx.emit(
         InteractionRevised(
-            request_id=request["request_id"],
-            run_id=request["run_id"],
+            request_id=request.request_id,
+            run_id=request.run_id,
             revision=revision,
             reason="reminder",
             unproductive_turn_ends=count,
@@ -315,11 +330,11 @@ def _turn_end_consequences(ctx: Context, turn: Row, stop: StopReason) -> None:
     fresh = _request_of(ctx, message)
     assert fresh is not None
     cancel_request(ctx, fresh, UNPRODUCTIVE_ERROR, ("step",))
-    if run["status"] not in ("running", "waiting"):
+    if run.status not in ("running", "waiting"):
         raise refuse("Workflow run could not fail after three unproductive turns")
     finish_run(
         ctx,
-        request["run_id"],
+        request.run_id,
         status="failed",
         detail=UNPRODUCTIVE_ERROR,
         error=UNPRODUCTIVE_ERROR,

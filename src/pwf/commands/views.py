@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
 from pwf.commands import Result, refuse
+from pwf.commands.rows import BlobRow, ChunkRow, Query, QueueStateRow, RequestStateRow
 from pwf.projections.run_view_content import view_content
 from pwf.protocol.schemas import ContentChunk, receipt
 
 if TYPE_CHECKING:
-    from pwf.commands import Context, Row
+    from pwf.commands import Context
+    from pwf.commands.rows import RunRow
     from pwf.protocol.client import ClientRequest
 
 __all__ = [
@@ -35,6 +37,9 @@ NOT_JSON: Final = "JSON blob is missing or has the wrong media type"
 NOT_TEXT: Final = "Text blob is missing or has the wrong media type"
 
 
+_BLOB: Final = Query(BlobRow, "SELECT media_type, content FROM blobs WHERE blob_hash = ?")
+
+
 def json_bytes(ctx: Context, blob_hash: bytes | None) -> bytes | None:
     """A JSON blob's canonical bytes, or None for no hash.
 
@@ -43,10 +48,10 @@ def json_bytes(ctx: Context, blob_hash: bytes | None) -> bytes | None:
     """
     if blob_hash is None:
         return None
-    row = ctx.one("SELECT media_type, content FROM blobs WHERE blob_hash = ?", blob_hash)
-    if row is None or row["media_type"] != "application/json":
+    row = ctx.fetch(_BLOB, blob_hash)
+    if row is None or row.media_type != "application/json":
         raise refuse(NOT_JSON)
-    return bytes(row["content"])
+    return row.content
 
 
 def stored_json(ctx: Context, blob_hash: bytes | None) -> object:
@@ -72,10 +77,10 @@ def view_text(ctx: Context, blob_hash: bytes | None) -> object:
     """
     if blob_hash is None:
         return None
-    row = ctx.one("SELECT media_type, content FROM blobs WHERE blob_hash = ?", blob_hash)
-    if row is None or row["media_type"] != "text/plain":
+    row = ctx.fetch(_BLOB, blob_hash)
+    if row is None or row.media_type != "text/plain":
         raise refuse(NOT_TEXT)
-    return _shown(canonical.encode(bytes(row["content"]).decode()))
+    return _shown(canonical.encode(row.content.decode()))
 
 
 def _shown(raw: bytes) -> object:
@@ -99,48 +104,54 @@ def _shown(raw: bytes) -> object:
     }
 
 
-def run_view(ctx: Context, run: Row) -> dict[str, object]:
+_QUEUE_STATE: Final = Query(
+    QueueStateRow, "SELECT status, generation FROM run_queue WHERE run_id = ?"
+)
+_REQUEST_STATES: Final = Query(
+    RequestStateRow,
+    "SELECT request_id, attempt_id, kind, revision, status FROM interactive_requests"
+    " WHERE run_id = ? ORDER BY created_at, request_id",
+)
+
+
+def run_view(ctx: Context, run: RunRow) -> dict[str, object]:
     """What ``run.status`` answers about one run."""
-    queue = ctx.one("SELECT status, generation FROM run_queue WHERE run_id = ?", run["run_id"])
-    requests = ctx.all(
-        "SELECT request_id, attempt_id, kind, revision, status FROM interactive_requests"
-        " WHERE run_id = ? ORDER BY created_at, request_id",
-        run["run_id"],
-    )
+    queue = ctx.fetch(_QUEUE_STATE, run.run_id)
+    requests = ctx.fetch_all(_REQUEST_STATES, run.run_id)
     return {
-        "createdAt": run["created_at"],
-        "error": view_value(ctx, run["error_hash"]),
-        "errorCode": run["error_code"],
-        "executionMode": run["execution_mode"],
-        "finalOutput": view_value(ctx, run["final_output_hash"]),
-        "finishedAt": run["finished_at"],
-        "input": view_value(ctx, run["input_hash"]),
+        "createdAt": run.created_at,
+        "error": view_value(ctx, run.error_hash),
+        "errorCode": run.error_code,
+        "executionMode": run.execution_mode,
+        "finalOutput": view_value(ctx, run.final_output_hash),
+        "finishedAt": run.finished_at,
+        "input": view_value(ctx, run.input_hash),
         "interactions": [
             {
-                "attemptId": row["attempt_id"],
-                "kind": row["kind"],
-                "requestId": row["request_id"],
-                "revision": row["revision"],
-                "status": row["status"],
+                "attemptId": row.attempt_id,
+                "kind": row.kind,
+                "requestId": row.request_id,
+                "revision": row.revision,
+                "status": row.status,
             }
             for row in requests
         ],
-        "lineageKind": run["lineage_kind"],
-        "originSessionId": run["origin_session_id"],
-        "parentRunId": run["parent_run_id"],
-        "paused": bool(run["paused"]),
+        "lineageKind": run.lineage_kind,
+        "originSessionId": run.origin_session_id,
+        "parentRunId": run.parent_run_id,
+        "paused": bool(run.paused),
         "queue": None
         if queue is None
-        else {"generation": queue["generation"], "status": queue["status"]},
-        "restartNumber": run["restart_number"],
-        "revision": run["revision"],
-        "rootRunId": run["root_run_id"],
-        "runId": run["run_id"],
-        "status": run["status"],
-        "statusDetail": run["status_detail"],
-        "updatedAt": run["updated_at"],
-        "workflowName": run["workflow_name"],
-        "workflowRef": run["workflow_ref"],
+        else {"generation": queue.generation, "status": queue.status},
+        "restartNumber": run.restart_number,
+        "revision": run.revision,
+        "rootRunId": run.root_run_id,
+        "runId": run.run_id,
+        "status": run.status,
+        "statusDetail": run.status_detail,
+        "updatedAt": run.updated_at,
+        "workflowName": run.workflow_name,
+        "workflowRef": run.workflow_ref,
     }
 
 
@@ -189,12 +200,15 @@ _MEDIA_TYPES: Final = {"json": "application/json", "txt": "text/plain"}
 _MAX_SAFE: Final = 2**53 - 1
 
 
-def view_content_chunk(ctx: Context, request: ClientRequest) -> Result:
-    """``view.content`` ``{path, offset}``: one base64 chunk of a large run value (HOST.md §2.11).
+_CHUNK: Final = Query(
+    ChunkRow,
+    "SELECT byte_length, substr(content, ?, ?) AS chunk FROM run_view_content"
+    " WHERE run_id = ? AND content_hash = ? AND media_type = ?",
+)
 
-    ``path`` is ``artifacts/sha256/<hex>.<json|txt>``; the extension names
-    the media type the stored value must have.
-    """
+
+def _content_request(request: ClientRequest) -> tuple[str, str, int]:
+    """The run id, path and offset a ``view.content`` request names, else its refusal."""
     if not isinstance(request.payload, dict):
         raise refuse("view.content payload must be an object")
     payload = request.payload
@@ -206,21 +220,26 @@ def view_content_chunk(ctx: Context, request: ClientRequest) -> Result:
     offset = payload.get("offset")
     if type(offset) is not int or not 0 <= offset <= _MAX_SAFE:
         raise refuse("offset must be a non-negative integer")
+    return request.run_id, path, offset
+
+
+def view_content_chunk(ctx: Context, request: ClientRequest) -> Result:
+    """``view.content`` ``{path, offset}``: one base64 chunk of a large run value (HOST.md §2.11).
+
+    ``path`` is ``artifacts/sha256/<hex>.<json|txt>``; the extension names
+    the media type the stored value must have.
+    """
+    run_id, path, offset = _content_request(request)
     match = _CONTENT_PATH.fullmatch(path)
     row = None
     if match is not None:
-        row = ctx.one(
-            "SELECT byte_length, substr(content, ?, ?) AS chunk FROM run_view_content"
-            " WHERE run_id = ? AND content_hash = ? AND media_type = ?",
-            offset + 1,
-            CHUNK_BYTES,
-            request.run_id,
-            bytes.fromhex(match[1]),
-            _MEDIA_TYPES[match[2]],
+        media_type = _MEDIA_TYPES[match[2]]
+        row = ctx.fetch(
+            _CHUNK, offset + 1, CHUNK_BYTES, run_id, bytes.fromhex(match[1]), media_type
         )
     if match is None or row is None:
         return Result(outcome="notFound", error="Workflow content not found")
-    size: int = row["byte_length"]
+    size = row.byte_length
     if offset > size:
         raise refuse("Workflow content offset is outside the content range")
     end = min(size, offset + CHUNK_BYTES)
@@ -229,12 +248,12 @@ def view_content_chunk(ctx: Context, request: ClientRequest) -> Result:
             ContentChunk(
                 bytes=size,
                 complete=end == size,
-                data=base64.b64encode(bytes(row["chunk"] or b"")).decode("ascii"),
+                data=base64.b64encode(row.chunk or b"").decode("ascii"),
                 media_type=_MEDIA_TYPES[match[2]],
                 next_offset=end,
                 offset=offset,
                 path=path,
-                run_id=request.run_id,
+                run_id=run_id,
                 schema=CONTENT_CHUNK_SCHEMA,
                 sha256=match[1],
             )

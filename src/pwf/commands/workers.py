@@ -25,6 +25,15 @@ from pwf.commands.nodes import (
     notification_request,
 )
 from pwf.commands.payload import members, text
+from pwf.commands.rows import (
+    AnsweredRow,
+    CandidateRow,
+    Query,
+    QueueRow,
+    RunRow,
+    WorkerRow,
+    select,
+)
 from pwf.commands.runcontrol import finish_run
 from pwf.commands.runs import TERMINAL, get_run, queue_of, revision_of, source_of
 from pwf.commands.sources import INVALID_SOURCE
@@ -42,7 +51,6 @@ from pwf.protocol.worker import LaunchEnvelope, WorkerResponse
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pwf.commands import Row
     from pwf.protocol.worker import WorkerMessage
 
 __all__ = ["WORKER_OPERATIONS", "check_worker", "claimable", "launch_run", "park", "run_revision"]
@@ -63,46 +71,21 @@ def launch_run(
 
     ``host_epoch`` names the served host that will supervise the worker.
     """
-    run = get_run(ctx, run_id)
-    queue = queue_of(ctx, run_id)
-    if run is None or queue is None:
-        raise refuse(f"Workflow run not found: {run_id}")
-    if queue["owner_worker_epoch"] is not None and queue["lease_expires_at"] > ctx.now:
-        raise refuse(f"Workflow run {run_id} already has a live worker")
-    if not claimable(ctx, run, queue):
-        raise refuse(
-            f"Workflow run {run_id} has nothing for a worker to do (queue {queue['status']})"
-        )
-    origin = run["origin_session_id"]
-    if (
-        queue["status"] == "parked"
-        and origin is not None
-        and ctx.one(
-            "SELECT 1 FROM run_queue WHERE origin_session_id = ? AND run_id != ?"
-            " AND status IN ('queued', 'starting', 'running')",
-            origin,
-            run_id,
-        )
-    ):
-        raise refuse(f"Workflow session {origin} already has an active run")
-    stale = ctx.one(
-        "SELECT worker_epoch FROM run_workers WHERE run_id = ?"
-        " AND status IN ('starting', 'running')",
-        run_id,
-    )
+    run, queue = _launchable(ctx, run_id)
+    stale = ctx.fetch(_ACTIVE_WORKER, run_id)
     if stale is not None:
-        ctx.emit(WorkerEnded(run_id=run_id, worker_epoch=stale["worker_epoch"], status="timedOut"))
-    input_hash = "sha256:" + bytes(run["input_hash"]).hex()
+        ctx.emit(WorkerEnded(run_id=run_id, worker_epoch=stale.worker_epoch, status="timedOut"))
+    input_hash = "sha256:" + run.input_hash.hex()
     source = source_of(ctx, run)
     if not isinstance(source, dict):
         raise refuse(INVALID_SOURCE)  # a run reserved while pwf still took text
     envelope = LaunchEnvelope(
         run_id=run_id,
-        generation=queue["generation"] + 1,
+        generation=queue.generation + 1,
         worker_epoch=worker_epoch,
-        project_path=run["project_path"],
+        project_path=run.project_path,
         workflow_source=source,
-        definition_digest=run["definition_digest"],
+        definition_digest=run.definition_digest,
         input_hash=input_hash,
     )
     ctx.emit(
@@ -118,51 +101,80 @@ def launch_run(
     return envelope
 
 
-def claimable(ctx: Context, run: Row, queue: Row) -> bool:
+_ACTIVE_WORKER: Final = select(WorkerRow, "WHERE run_id = ? AND status IN ('starting', 'running')")
+
+
+def _launchable(ctx: Context, run_id: str) -> tuple[RunRow, QueueRow]:
+    """The run and its queue entry when a new worker may claim it, else the refusal."""
+    run = get_run(ctx, run_id)
+    queue = queue_of(ctx, run_id)
+    if run is None or queue is None:
+        raise refuse(f"Workflow run not found: {run_id}")
+    if queue.owner_worker_epoch is not None and queue.held(ctx.now):
+        raise refuse(f"Workflow run {run_id} already has a live worker")
+    if not claimable(ctx, run, queue):
+        raise refuse(f"Workflow run {run_id} has nothing for a worker to do (queue {queue.status})")
+    origin = run.origin_session_id
+    if (
+        queue.status == "parked"
+        and origin is not None
+        and ctx.one(
+            "SELECT 1 FROM run_queue WHERE origin_session_id = ? AND run_id != ?"
+            " AND status IN ('queued', 'starting', 'running')",
+            origin,
+            run_id,
+        )
+    ):
+        raise refuse(f"Workflow session {origin} already has an active run")
+    return run, queue
+
+
+def claimable(ctx: Context, run: RunRow, queue: QueueRow) -> bool:
     """Queued runs; parked runs that are not paused and have no unanswered request."""
-    if queue["status"] in ("queued", "starting", "running"):
+    if queue.status in ("queued", "starting", "running"):
         # A starting entry without an owner is a timed-out interaction waiting for
         # its worker (§10.7); an owned one has a worker whose lease ran out.
-        return queue["status"] != "running" or queue["owner_worker_epoch"] is not None
-    if queue["status"] != "parked" or run["paused"] or run["status"] in TERMINAL:
+        return queue.status != "running" or queue.owner_worker_epoch is not None
+    if queue.status != "parked" or run.paused or run.status in TERMINAL:
         return False
-    if ctx.one("SELECT 1 FROM run_checkpoints WHERE run_id = ?", run["run_id"]):
+    if ctx.one("SELECT 1 FROM run_checkpoints WHERE run_id = ?", run.run_id):
         return False
     waiting_on_answer = ctx.one(
         "SELECT 1 FROM interactive_requests r WHERE r.run_id = ? AND r.status = 'pending'"
         " AND NOT EXISTS (SELECT 1 FROM interactive_submissions s"
         " WHERE s.request_id = r.request_id AND s.outcome = 'validating')",
-        run["run_id"],
+        run.run_id,
     )
     return waiting_on_answer is None
 
 
+_ACTIVE_EPOCH: Final = select(
+    WorkerRow, "WHERE worker_epoch = ? AND status IN ('starting', 'running')"
+)
+_ANSWERED: Final = Query(
+    AnsweredRow,
+    "SELECT m.request_fingerprint, m.outcome, m.accepted_revision, r.content AS result,"
+    " e.content AS error FROM worker_messages m"
+    " LEFT JOIN blobs r ON r.blob_hash = m.result_hash"
+    " LEFT JOIN blobs e ON e.blob_hash = m.error_hash"
+    " WHERE m.worker_epoch = ? AND m.message_id = ?",
+)
+
+
 def check_worker(ctx: Context, message: WorkerMessage) -> WorkerResponse | None:
     """Steps 1 and 2 of §14: the active worker, then a stored response for the message id."""
-    worker = ctx.one(
-        "SELECT run_id, generation FROM run_workers WHERE worker_epoch = ?"
-        " AND status IN ('starting', 'running')",
-        message.worker_epoch,
-    )
-    if worker is None or (worker["run_id"], worker["generation"]) != (
+    worker = ctx.fetch(_ACTIVE_EPOCH, message.worker_epoch)
+    if worker is None or (worker.run_id, worker.generation) != (
         message.run_id,
         message.generation,
     ):
         return WorkerResponse(
             message_id=message.message_id, outcome="claimLost", error="Worker epoch is stale"
         )
-    stored = ctx.one(
-        "SELECT m.request_fingerprint, m.outcome, m.accepted_revision, r.content AS result,"
-        " e.content AS error FROM worker_messages m"
-        " LEFT JOIN blobs r ON r.blob_hash = m.result_hash"
-        " LEFT JOIN blobs e ON e.blob_hash = m.error_hash"
-        " WHERE m.worker_epoch = ? AND m.message_id = ?",
-        message.worker_epoch,
-        message.message_id,
-    )
+    stored = ctx.fetch(_ANSWERED, message.worker_epoch, message.message_id)
     if stored is None:
         return None
-    if bytes(stored["request_fingerprint"]).hex() != message.fingerprint:
+    if stored.request_fingerprint.hex() != message.fingerprint:
         return WorkerResponse(
             message_id=message.message_id,
             outcome="rejected",
@@ -170,12 +182,10 @@ def check_worker(ctx: Context, message: WorkerMessage) -> WorkerResponse | None:
         )
     return WorkerResponse(
         message_id=message.message_id,
-        outcome=stored["outcome"],
-        revision=stored["accepted_revision"],
-        result=canonical.MISSING
-        if stored["result"] is None
-        else canonical.decode(bytes(stored["result"])),
-        error=None if stored["error"] is None else bytes(stored["error"]).decode(),
+        outcome=stored.outcome,
+        revision=stored.accepted_revision,
+        result=canonical.MISSING if stored.result is None else canonical.decode(stored.result),
+        error=None if stored.error is None else stored.error.decode(),
     )
 
 
@@ -196,8 +206,8 @@ def _guarded(
         queue = queue_of(ctx, message.run_id)
         claim_ok = (
             queue is not None
-            and queue["owner_worker_epoch"] == message.worker_epoch
-            and queue["lease_expires_at"] > ctx.now
+            and queue.owner_worker_epoch == message.worker_epoch
+            and queue.held(ctx.now)
         )
         if not claim_ok and message.operation != "worker.exiting":
             return Result(outcome="claimLost", error="Run claim expired")
@@ -223,22 +233,25 @@ def worker_ready(ctx: Context, message: WorkerMessage) -> Result:
     """
     ctx.emit(RunStarted(run_id=message.run_id, worker_epoch=message.worker_epoch, detail="running"))
     receipt: dict[str, object] = {"generation": message.generation, "runId": message.run_id}
-    candidate = ctx.one(
-        "SELECT s.submission_id, s.payload_hash, r.request_id, r.attempt_id, r.contract_hash"
-        " FROM interactive_submissions s JOIN interactive_requests r"
-        " ON r.request_id = s.request_id WHERE r.run_id = ? AND s.outcome = 'validating'"
-        " ORDER BY s.submitted_at, s.submission_id LIMIT 1",
-        message.run_id,
-    )
+    candidate = ctx.fetch(_CANDIDATE, message.run_id)
     if candidate is not None:
         receipt["candidateInteraction"] = {
-            "attemptId": candidate["attempt_id"],
-            "contract": stored_json(ctx, candidate["contract_hash"]),
-            "requestId": candidate["request_id"],
-            "submissionId": candidate["submission_id"],
-            "value": stored_json(ctx, candidate["payload_hash"]),
+            "attemptId": candidate.attempt_id,
+            "contract": stored_json(ctx, candidate.contract_hash),
+            "requestId": candidate.request_id,
+            "submissionId": candidate.submission_id,
+            "value": stored_json(ctx, candidate.payload_hash),
         }
     return Result(receipt=receipt)
+
+
+_CANDIDATE: Final = Query(
+    CandidateRow,
+    "SELECT s.submission_id, s.payload_hash, r.request_id, r.attempt_id, r.contract_hash"
+    " FROM interactive_submissions s JOIN interactive_requests r"
+    " ON r.request_id = s.request_id WHERE r.run_id = ? AND s.outcome = 'validating'"
+    " ORDER BY s.submitted_at, s.submission_id LIMIT 1",
+)
 
 
 def worker_exiting(ctx: Context, message: WorkerMessage) -> Result:
@@ -255,7 +268,7 @@ def worker_exiting(ctx: Context, message: WorkerMessage) -> Result:
         )
     )
     run = get_run(ctx, message.run_id)
-    if run is None or run["status"] in TERMINAL or run["status"] == "waiting":
+    if run is None or run.status in TERMINAL or run.status == "waiting":
         return Result(receipt={"exited": True})
     validating = ctx.all(
         "SELECT s.submission_id FROM interactive_submissions s JOIN interactive_requests r"

@@ -10,12 +10,8 @@ from pwf.errors import Outcome  # noqa: TC001 - msgspec reads the field types at
 from pwf.events._base import Event, Hex256, OpaqueId, SafeInt
 
 
-class CommandRecorded(Event, frozen=True, kw_only=True):
-    """A command's outcome was stored; ``host_commands`` is folded from these alone."""
-
-    TAG = "command.recorded"
-    JSON_BLOBS: ClassVar[tuple[str, ...]] = ("receipt",)
-    TEXT_BLOBS: ClassVar[tuple[str, ...]] = ("error",)
+class _Command(Event, frozen=True, kw_only=True):
+    """What every command event names first: the request, its client and key, and the outcome."""
 
     request_id: OpaqueId
     client_id: OpaqueId
@@ -23,6 +19,15 @@ class CommandRecorded(Event, frozen=True, kw_only=True):
     idempotency_key: OpaqueId
     fingerprint: Hex256
     outcome: Outcome
+
+
+class CommandRecorded(_Command, frozen=True, kw_only=True):
+    """A command's outcome was stored; ``host_commands`` is folded from these alone."""
+
+    TAG = "command.recorded"
+    JSON_BLOBS: ClassVar[tuple[str, ...]] = ("receipt",)
+    TEXT_BLOBS: ClassVar[tuple[str, ...]] = ("error",)
+
     run_id: OpaqueId | None = None
     revision: SafeInt | None = None
     receipt: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
@@ -30,15 +35,9 @@ class CommandRecorded(Event, frozen=True, kw_only=True):
     host_epoch: Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)] | None = None
 
 
-class CommandRefused(Event, frozen=True, kw_only=True):
+class CommandRefused(_Command, frozen=True, kw_only=True):
     """An outcome the original does not persist; never feeds ``host_commands``."""
 
     TAG = "command.refused"
 
-    request_id: OpaqueId
-    client_id: OpaqueId
-    operation: str
-    idempotency_key: OpaqueId
-    fingerprint: Hex256
-    outcome: Outcome
     error: str

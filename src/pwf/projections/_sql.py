@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypeVar
 
 import msgspec
 
@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     Handler: TypeAlias = Callable[[Entry], "list[Statement]"]
     """Folds an event of one class into one read model."""
 
-__all__ = ["Sql", "Statement", "dispatch", "json_hash", "quoted_list", "text_hash"]
+__all__ = ["Sql", "Statement", "dispatch", "json_hash", "on", "quoted_list", "text_hash"]
+
+E = TypeVar("E", bound="Event")
 
 
 Statement: TypeAlias = tuple[str, tuple[object, ...]]
@@ -39,6 +41,24 @@ def dispatch(handlers: Mapping[type[Event], Handler], entry: Entry) -> list[Stat
     """The statements of the handler for ``entry``'s event class, or none."""
     handler = handlers.get(type(entry.event))
     return [] if handler is None else handler(entry)
+
+
+def on(
+    kind: type[E], sql: str, params: Callable[[E, int], tuple[object, ...]]
+) -> tuple[type[Event], Handler]:
+    """A ``HANDLERS`` item: each event of ``kind`` folds into ``sql`` with ``params(event, at)``.
+
+    The shape of most projectors: one statement whose values are the event's
+    fields and the entry's time.  Handlers that emit several statements, or
+    none, stay functions.
+    """
+
+    def handle(entry: Entry) -> list[Statement]:
+        event = entry.event
+        assert isinstance(event, kind)
+        return [(sql, params(event, entry.at))]
+
+    return kind, handle
 
 
 def quoted_list(values: tuple[str, ...]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import CommandRecorded
-from pwf.projections._sql import Statement, dispatch, json_hash, quoted_list, text_hash
+from pwf.projections._sql import Statement, dispatch, json_hash, on, quoted_list, text_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -58,13 +58,12 @@ _INSERT: Final = (
 )
 
 
-def _recorded(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, CommandRecorded)
-    return [
-        (
+HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
+    [
+        on(
+            CommandRecorded,
             _INSERT,
-            (
+            lambda event, at: (
                 event.request_id,
                 event.client_id,
                 event.operation,
@@ -76,14 +75,12 @@ def _recorded(entry: Entry) -> list[Statement]:
                 json_hash(event.receipt),
                 text_hash(event.error),
                 event.host_epoch,
-                entry.at,
-                entry.at,
+                at,
+                at,
             ),
-        )
+        ),
     ]
-
-
-HANDLERS: Final[Mapping[type[Event], Handler]] = {CommandRecorded: _recorded}
+)
 """Each event class this read model folds, with its handler."""
 
 

@@ -16,7 +16,7 @@ from pwf.events import (
     SubmissionFinished,
     SubmissionRecorded,
 )
-from pwf.projections._sql import Statement, dispatch, json_hash
+from pwf.projections._sql import Statement, dispatch, json_hash, on
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -114,13 +114,12 @@ _FINISHED: Final = (
 )
 
 
-def _requested(entry: Entry) -> list[Statement]:
-    event, at = entry.event, entry.at
-    assert isinstance(event, InteractionRequested)
-    return [
-        (
+HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
+    (
+        on(
+            InteractionRequested,
             _REQUESTED,
-            (
+            lambda event, at: (
                 event.request_id,
                 event.run_id,
                 event.attempt_id,
@@ -131,46 +130,27 @@ def _requested(entry: Entry) -> list[Statement]:
                 at,
                 at,
             ),
-        )
-    ]
-
-
-def _settled(entry: Entry) -> list[Statement]:
-    event, at = entry.event, entry.at
-    assert isinstance(event, InteractionSettled)
-    return [(_SETTLED, (event.revision, event.submission_id, at, at, event.request_id))]
-
-
-def _revised(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, InteractionRevised)
-    return [
-        (
+        ),
+        on(
+            InteractionSettled,
+            _SETTLED,
+            lambda event, at: (event.revision, event.submission_id, at, at, event.request_id),
+        ),
+        on(
+            InteractionRevised,
             _REVISED,
-            (event.revision, event.unproductive_turn_ends, entry.at, event.request_id),
-        )
-    ]
-
-
-def _cancelled(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, InteractionCancelled)
-    return [(_CANCELLED, (event.revision, entry.at, event.request_id))]
-
-
-def _consumed(entry: Entry) -> list[Statement]:
-    event, at = entry.event, entry.at
-    assert isinstance(event, InteractionConsumed)
-    return [(_CONSUMED, (at, at, event.request_id))]
-
-
-def _submitted(entry: Entry) -> list[Statement]:
-    event, at = entry.event, entry.at
-    assert isinstance(event, SubmissionRecorded)
-    return [
-        (
+            lambda event, at: (event.revision, event.unproductive_turn_ends, at, event.request_id),
+        ),
+        on(
+            InteractionCancelled,
+            _CANCELLED,
+            lambda event, at: (event.revision, at, event.request_id),
+        ),
+        on(InteractionConsumed, _CONSUMED, lambda event, at: (at, at, event.request_id)),
+        on(
+            SubmissionRecorded,
             _SUBMITTED,
-            (
+            lambda event, at: (
                 event.submission_id,
                 event.request_id,
                 event.idempotency_key,
@@ -181,30 +161,14 @@ def _submitted(entry: Entry) -> list[Statement]:
                 at,
                 at,
             ),
-        )
-    ]
-
-
-def _finished(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, SubmissionFinished)
-    return [
-        (
+        ),
+        on(
+            SubmissionFinished,
             _FINISHED,
-            (event.outcome, json_hash(event.receipt), entry.at, event.submission_id),
-        )
-    ]
-
-
-HANDLERS: Final[Mapping[type[Event], Handler]] = {
-    InteractionRequested: _requested,
-    InteractionSettled: _settled,
-    InteractionRevised: _revised,
-    InteractionCancelled: _cancelled,
-    InteractionConsumed: _consumed,
-    SubmissionRecorded: _submitted,
-    SubmissionFinished: _finished,
-}
+            lambda event, at: (event.outcome, json_hash(event.receipt), at, event.submission_id),
+        ),
+    )
+)
 """Each event class this read model folds, with its handler."""
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import MessageCancelled, MessageCreated, MessageSent, TurnEnded, TurnStarted
-from pwf.projections._sql import Statement, dispatch, json_hash
+from pwf.projections._sql import Statement, dispatch, json_hash, on
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -102,13 +102,25 @@ _TURN_ENDED: Final = (
 )
 
 
-def _created(entry: Entry) -> list[Statement]:
+def _sent(entry: Entry) -> list[Statement]:
+    event = entry.event
+    assert isinstance(event, MessageSent)
+    return [(_SENT, (event.pi_session_entry_id, entry.at, event.workflow_message_id))]
+
+
+def _turn_started(entry: Entry) -> list[Statement]:
     event, at = entry.event, entry.at
-    assert isinstance(event, MessageCreated)
-    return [
-        (
+    assert isinstance(event, TurnStarted)
+    turn = event.workflow_turn_id
+    return [(_TURN_STARTED, (turn, at, event.workflow_message_id, at, at, turn))]
+
+
+HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
+    [
+        on(
+            MessageCreated,
             _CREATED,
-            (
+            lambda event, at: (
                 event.workflow_message_id,
                 event.run_id,
                 event.target_session_id,
@@ -119,42 +131,17 @@ def _created(entry: Entry) -> list[Statement]:
                 at,
                 at,
             ),
-        )
+        ),
+        (MessageSent, _sent),
+        on(MessageCancelled, _CANCELLED, lambda event, at: (at, event.workflow_message_id)),
+        (TurnStarted, _turn_started),
+        on(
+            TurnEnded,
+            _TURN_ENDED,
+            lambda event, at: (at, event.workflow_message_id, event.workflow_turn_id),
+        ),
     ]
-
-
-def _sent(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, MessageSent)
-    return [(_SENT, (event.pi_session_entry_id, entry.at, event.workflow_message_id))]
-
-
-def _cancelled(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, MessageCancelled)
-    return [(_CANCELLED, (entry.at, event.workflow_message_id))]
-
-
-def _turn_started(entry: Entry) -> list[Statement]:
-    event, at = entry.event, entry.at
-    assert isinstance(event, TurnStarted)
-    turn = event.workflow_turn_id
-    return [(_TURN_STARTED, (turn, at, event.workflow_message_id, at, at, turn))]
-
-
-def _turn_ended(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, TurnEnded)
-    return [(_TURN_ENDED, (entry.at, event.workflow_message_id, event.workflow_turn_id))]
-
-
-HANDLERS: Final[Mapping[type[Event], Handler]] = {
-    MessageCreated: _created,
-    MessageSent: _sent,
-    MessageCancelled: _cancelled,
-    TurnStarted: _turn_started,
-    TurnEnded: _turn_ended,
-}
+)
 """Each event class this read model folds, with its handler."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import AttemptChanged, AttemptStarted, DeadlineShifted
-from pwf.projections._sql import Statement, dispatch, json_hash
+from pwf.projections._sql import Statement, dispatch, json_hash, on
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -55,13 +55,12 @@ _CHANGED: Final = (
 )
 
 
-def _started(entry: Entry) -> list[Statement]:
-    event, at = entry.event, entry.at
-    assert isinstance(event, AttemptStarted)
-    return [
-        (
+HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
+    [
+        on(
+            AttemptStarted,
             _STARTED,
-            (
+            lambda event, at: (
                 event.attempt_id,
                 event.run_id,
                 event.node_id,
@@ -71,27 +70,19 @@ def _started(entry: Entry) -> list[Statement]:
                 at,
                 at,
             ),
-        )
+        ),
+        on(
+            DeadlineShifted,
+            _SHIFTED,
+            lambda event, at: (event.to_deadline, event.to_started_at, at, event.attempt_id),
+        ),
+        on(
+            AttemptChanged,
+            _CHANGED,
+            lambda event, at: (event.status, json_hash(event.output), at, event.attempt_id),
+        ),
     ]
-
-
-def _shifted(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, DeadlineShifted)
-    return [(_SHIFTED, (event.to_deadline, event.to_started_at, entry.at, event.attempt_id))]
-
-
-def _changed(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, AttemptChanged)
-    return [(_CHANGED, (event.status, json_hash(event.output), entry.at, event.attempt_id))]
-
-
-HANDLERS: Final[Mapping[type[Event], Handler]] = {
-    AttemptStarted: _started,
-    DeadlineShifted: _shifted,
-    AttemptChanged: _changed,
-}
+)
 """Each event class this read model folds, with its handler."""
 
 

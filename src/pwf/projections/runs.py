@@ -30,7 +30,7 @@ from pwf.events import (
     WorkerEnded,
     WorkerMessageRecorded,
 )
-from pwf.projections._sql import Statement, dispatch, json_hash
+from pwf.projections._sql import Statement, dispatch, json_hash, on
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -272,11 +272,16 @@ def _claimed(entry: Entry) -> list[Statement]:
     ]
 
 
-def _started(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunStarted)
-    at, run_id = entry.at, event.run_id
-    return [(_RUN_RUNNING, (event.detail, at, run_id)), (_QUEUE_RUNNING, (at, run_id))]
+def _running(queue_sql: str) -> Handler:
+    """The run runs again with the event's detail, and its queue entry moves by ``queue_sql``."""
+
+    def handle(entry: Entry) -> list[Statement]:
+        event = entry.event
+        assert isinstance(event, RunStarted | InteractionTimeoutStarted)
+        at, run_id = entry.at, event.run_id
+        return [(_RUN_RUNNING, (event.detail, at, run_id)), (queue_sql, (at, run_id))]
+
+    return handle
 
 
 def _waiting(entry: Entry) -> list[Statement]:
@@ -290,18 +295,6 @@ def _waiting(entry: Entry) -> list[Statement]:
     if event.checkpoint_node_id is not None:
         statements.append((_CHECKPOINT, (run_id, event.checkpoint_node_id, at, at)))
     return statements
-
-
-def _paused(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunPaused)
-    return [(_RUN_PAUSED, (event.paused_at, entry.at, event.run_id))]
-
-
-def _resumed(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunResumed)
-    return [(_RUN_RESUMED, (event.detail, entry.at, event.run_id))]
 
 
 def _finished(entry: Entry) -> list[Statement]:
@@ -337,30 +330,6 @@ def _continued(entry: Entry) -> list[Statement]:
     ]
 
 
-def _update(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunUpdatePublished)
-    return [
-        (
-            _UPDATE,
-            (
-                event.run_id,
-                event.sequence,
-                event.request_id,
-                event.attempt_id,
-                json_hash(event.update),
-                entry.at,
-            ),
-        )
-    ]
-
-
-def _worker_ended(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, WorkerEnded)
-    return [(_WORKER_ENDED, (entry.at, event.run_id, event.worker_epoch))]
-
-
 def _worker_message(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, WorkerMessageRecorded)
@@ -370,43 +339,47 @@ def _worker_message(entry: Entry) -> list[Statement]:
     return [(_LEASE, (lease, event.run_id, event.worker_epoch))]
 
 
-def _renewed(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunLeaseRenewed)
-    return [(_LEASE, (event.lease_expires_at, event.run_id, event.worker_epoch))]
-
-
-def _timeout_started(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, InteractionTimeoutStarted)
-    at, run_id = entry.at, event.run_id
-    return [(_RUN_RUNNING, (event.detail, at, run_id)), (_QUEUE_RESTARTED, (at, run_id))]
-
-
 def _bumped(entry: Entry) -> list[Statement]:
     event = entry.event
     assert isinstance(event, AttemptStarted | AttemptChanged | DeadlineShifted)
     return [(_BUMP_RUN, (entry.at, event.run_id))]
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = {
-    RunReserved: _reserved,
-    RunClaimed: _claimed,
-    RunStarted: _started,
-    RunWaiting: _waiting,
-    RunPaused: _paused,
-    RunResumed: _resumed,
-    RunFinished: _finished,
-    RunQueueDoneForContinuation: _continued,
-    RunUpdatePublished: _update,
-    WorkerEnded: _worker_ended,
-    WorkerMessageRecorded: _worker_message,
-    RunLeaseRenewed: _renewed,
-    InteractionTimeoutStarted: _timeout_started,
-    AttemptStarted: _bumped,
-    AttemptChanged: _bumped,
-    DeadlineShifted: _bumped,
-}
+HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
+    [
+        (RunReserved, _reserved),
+        (RunClaimed, _claimed),
+        (RunStarted, _running(_QUEUE_RUNNING)),
+        (RunWaiting, _waiting),
+        on(RunPaused, _RUN_PAUSED, lambda event, at: (event.paused_at, at, event.run_id)),
+        on(RunResumed, _RUN_RESUMED, lambda event, at: (event.detail, at, event.run_id)),
+        (RunFinished, _finished),
+        (RunQueueDoneForContinuation, _continued),
+        on(
+            RunUpdatePublished,
+            _UPDATE,
+            lambda event, at: (
+                event.run_id,
+                event.sequence,
+                event.request_id,
+                event.attempt_id,
+                json_hash(event.update),
+                at,
+            ),
+        ),
+        on(WorkerEnded, _WORKER_ENDED, lambda event, at: (at, event.run_id, event.worker_epoch)),
+        (WorkerMessageRecorded, _worker_message),
+        on(
+            RunLeaseRenewed,
+            _LEASE,
+            lambda event, _at: (event.lease_expires_at, event.run_id, event.worker_epoch),
+        ),
+        (InteractionTimeoutStarted, _running(_QUEUE_RESTARTED)),
+        (AttemptStarted, _bumped),
+        (AttemptChanged, _bumped),
+        (DeadlineShifted, _bumped),
+    ]
+)
 """Each event class this read model folds, with its handler."""
 
 

@@ -18,7 +18,7 @@ from pwf.events import (
     TurnEnded,
     TurnStarted,
 )
-from pwf.projections._sql import Statement, dispatch, text_hash
+from pwf.projections._sql import Statement, dispatch, on, text_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -137,69 +137,53 @@ _CLEARED: Final = (
 )
 
 
-def _attached(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, CoordinatorAttached)
-    return [
-        (
+HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
+    [
+        on(
+            CoordinatorAttached,
             _ATTACHED,
-            (event.target_session_id, event.coordinator_epoch, event.connection_id, entry.at),
-        )
-    ]
-
-
-def _detached(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, CoordinatorDetached)
-    return [(_DETACHED, (event.target_session_id, event.coordinator_epoch))]
-
-
-def _reported(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, BranchReported)
-    return [(_REPORTED, (entry.at, event.target_session_id, event.coordinator_epoch))]
-
-
-def _turn_started(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, TurnStarted)
-    return [
-        (
+            lambda event, at: (
+                event.target_session_id,
+                event.coordinator_epoch,
+                event.connection_id,
+                at,
+            ),
+        ),
+        on(
+            CoordinatorDetached,
+            _DETACHED,
+            lambda event, _at: (event.target_session_id, event.coordinator_epoch),
+        ),
+        on(
+            BranchReported,
+            _REPORTED,
+            lambda event, at: (at, event.target_session_id, event.coordinator_epoch),
+        ),
+        on(
+            TurnStarted,
             _TURN_STARTED,
-            (
+            lambda event, at: (
                 event.workflow_turn_id,
                 event.workflow_message_id,
                 event.run_id,
                 event.target_session_id,
-                entry.at,
+                at,
             ),
-        )
-    ]
-
-
-def _turn_ended(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, TurnEnded)
-    return [
-        (
+        ),
+        on(
+            TurnEnded,
             _TURN_ENDED,
-            (
+            lambda event, at: (
                 event.stop_reason,
                 event.response_session_entry_id,
-                entry.at,
+                at,
                 event.workflow_turn_id,
             ),
-        )
-    ]
-
-
-def _queued(entry: Entry) -> list[Statement]:
-    event, at = entry.event, entry.at
-    assert isinstance(event, FollowUpQueued)
-    return [
-        (
+        ),
+        on(
+            FollowUpQueued,
             _QUEUED,
-            (
+            lambda event, at: (
                 event.follow_up_id,
                 event.run_id,
                 event.request_id,
@@ -212,32 +196,17 @@ def _queued(entry: Entry) -> list[Statement]:
                 at,
                 at,
             ),
-        )
+        ),
+        on(
+            FollowUpClosed,
+            _CLOSED,
+            lambda event, at: (event.status, text_hash(event.reason), at, event.follow_up_id),
+        ),
+        on(
+            TerminalCleared, _CLEARED, lambda event, at: (event.target_session_id, event.run_id, at)
+        ),
     ]
-
-
-def _closed(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, FollowUpClosed)
-    return [(_CLOSED, (event.status, text_hash(event.reason), entry.at, event.follow_up_id))]
-
-
-def _cleared(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, TerminalCleared)
-    return [(_CLEARED, (event.target_session_id, event.run_id, entry.at))]
-
-
-HANDLERS: Final[Mapping[type[Event], Handler]] = {
-    CoordinatorAttached: _attached,
-    CoordinatorDetached: _detached,
-    BranchReported: _reported,
-    TurnStarted: _turn_started,
-    TurnEnded: _turn_ended,
-    FollowUpQueued: _queued,
-    FollowUpClosed: _closed,
-    TerminalCleared: _cleared,
-}
+)
 """Each event class this read model folds, with its handler."""
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from pwf.events import RunClaimed, RunStarted, WorkerAttached, WorkerEnded, WorkerMessageRecorded
 from pwf.projections import host
-from pwf.projections._sql import Statement, dispatch, json_hash, text_hash
+from pwf.projections._sql import Statement, dispatch, json_hash, on, text_hash
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -79,61 +79,42 @@ _MESSAGE: Final = (
 )
 
 
-def _claimed(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunClaimed)
-    return [
-        (
+HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
+    [
+        on(
+            RunClaimed,
             _CLAIMED,
-            (
+            lambda event, at: (
                 event.worker_epoch,
                 event.run_id,
                 event.generation,
                 event.host_epoch,
                 json_hash(event.launch),
-                entry.at,
+                at,
             ),
-        )
-    ]
-
-
-def _started(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunStarted)
-    return [(_STARTED, (entry.at, event.worker_epoch))]
-
-
-def _ended(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, WorkerEnded)
-    return [
-        (
+        ),
+        on(RunStarted, _STARTED, lambda event, at: (at, event.worker_epoch)),
+        on(
+            WorkerEnded,
             _ENDED,
-            (
+            lambda event, at: (
                 event.status,
-                entry.at,
+                at,
                 event.exit_code,
                 event.signal,
                 text_hash(event.diagnostic),
                 event.worker_epoch,
             ),
-        )
-    ]
-
-
-def _attached(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, WorkerAttached)
-    return [(_ATTACHED, (event.pid, event.start_identity, event.worker_epoch))]
-
-
-def _message(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, WorkerMessageRecorded)
-    return [
-        (
+        ),
+        on(
+            WorkerAttached,
+            _ATTACHED,
+            lambda event, _at: (event.pid, event.start_identity, event.worker_epoch),
+        ),
+        on(
+            WorkerMessageRecorded,
             _MESSAGE,
-            (
+            lambda event, at: (
                 event.worker_epoch,
                 event.message_id,
                 event.run_id,
@@ -143,20 +124,12 @@ def _message(entry: Entry) -> list[Statement]:
                 event.revision,
                 json_hash(event.result),
                 text_hash(event.error),
-                entry.at,
+                at,
             ),
-        )
+        ),
+        *host.HANDLERS.items(),
     ]
-
-
-HANDLERS: Final[Mapping[type[Event], Handler]] = {
-    RunClaimed: _claimed,
-    RunStarted: _started,
-    WorkerEnded: _ended,
-    WorkerAttached: _attached,
-    WorkerMessageRecorded: _message,
-    **host.HANDLERS,
-}
+)
 """Each event class this read model folds, with its handler."""
 
 

@@ -16,6 +16,7 @@ import hashlib
 from typing import TYPE_CHECKING, Final
 
 from pwf.commands import Result, refuse
+from pwf.commands.rows import ContentRow, HashRow, Query
 from pwf.commands.views import CHUNK_BYTES, view_content_chunk
 from pwf.projections.run_view_content import VIEW_VALUE_LIMIT, view_content
 from pwf.views.runs import reason_texts
@@ -29,7 +30,8 @@ __all__ = ["view_content_of_run"]
 CONTENT_CHUNK_SCHEMA: Final = "pi-workflows.content-chunk.v1"
 _SUFFIXES: Final = {"json": "application/json", "txt": "text/plain"}
 _HEX: Final = frozenset("0123456789abcdef")
-_RUN_VALUES: Final = (
+_RUN_VALUES: Final = Query(
+    HashRow,
     "SELECT input_hash AS h FROM runs WHERE run_id = ?1"
     " UNION SELECT final_output_hash FROM runs WHERE run_id = ?1"
     " UNION SELECT error_hash FROM runs WHERE run_id = ?1"
@@ -38,17 +40,19 @@ _RUN_VALUES: Final = (
     " UNION SELECT update_hash FROM run_updates WHERE run_id = ?1"
     " UNION SELECT prompt_hash FROM workflow_follow_ups WHERE run_id = ?1"
     " UNION SELECT contract_hash FROM interactive_requests WHERE run_id = ?1"
-    " UNION SELECT content_hash FROM workflow_messages WHERE run_id = ?1"
+    " UNION SELECT content_hash FROM workflow_messages WHERE run_id = ?1",
 )
 """Every blob a view of the run shows through ``view_value``."""
-_LARGE_JSON: Final = (
+_LARGE_JSON: Final = Query(
+    ContentRow,
     "SELECT content FROM blobs WHERE blob_hash = ? AND media_type = 'application/json'"
-    " AND byte_length > ?"
+    " AND byte_length > ?",
 )
 """A JSON blob long enough to be an artifact (a string's text is at least 2 bytes shorter)."""
-_PROMPTS: Final = (
+_PROMPTS: Final = Query(
+    ContentRow,
     "SELECT b.content FROM workflow_follow_ups f JOIN blobs b ON b.blob_hash = f.prompt_hash"
-    " WHERE f.run_id = ? AND b.media_type = 'text/plain' AND b.byte_length > ?"
+    " WHERE f.run_id = ? AND b.media_type = 'text/plain' AND b.byte_length > ?",
 )
 """The run's follow-up prompts (text) long enough to be artifacts."""
 
@@ -68,20 +72,20 @@ def _run_content(ctx: Context, run_id: str, digest: str, media_type: str) -> byt
     A JSON value is served as its stored bytes, so its blob hash is the
     digest; a JSON string is served as its text, which only decoding tells.
     """
-    hashes = {bytes(row["h"]) for row in ctx.all(_RUN_VALUES, run_id) if row["h"] is not None}
+    hashes = {row.h for row in ctx.fetch_all(_RUN_VALUES, run_id) if row.h is not None}
     if media_type == "application/json":
         wanted = bytes.fromhex(digest)
         hashes = {wanted} if wanted in hashes else set()
     for blob_hash in sorted(hashes):
-        stored = ctx.one(_LARGE_JSON, blob_hash, VIEW_VALUE_LIMIT)
-        found = None if stored is None else view_content(bytes(stored["content"]))
+        stored = ctx.fetch(_LARGE_JSON, blob_hash, VIEW_VALUE_LIMIT)
+        found = None if stored is None else view_content(stored.content)
         if found is not None and found[1] == media_type:
             content = found[0]
             if hashlib.sha256(content).hexdigest() == digest:
                 return content
     if media_type == "text/plain":
-        for row in ctx.all(_PROMPTS, run_id, VIEW_VALUE_LIMIT):
-            content = bytes(row["content"])
+        for row in ctx.fetch_all(_PROMPTS, run_id, VIEW_VALUE_LIMIT):
+            content = row.content
             if hashlib.sha256(content).hexdigest() == digest:
                 return content
         for text in reason_texts(ctx, run_id):

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from pwf.commands.rows import (
+    PENDING_OF_SESSION,
+    STARTED_TURN_OF_MESSAGE,
+    MessageRow,
+    RequestRow,
+    select,
+)
 from pwf.commands.sessions import coordinator
 from pwf.commands.sessionview import current_run_id, next_message
 from pwf.commands.turns import open_message, turn_record
@@ -21,41 +28,44 @@ from pwf.views.runs import direct_live, run_view
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pwf.commands import Context, Row
+    from pwf.commands import Context
 
 __all__ = ["SESSION_VIEW_SCHEMA", "session_view"]
 
 SESSION_VIEW_SCHEMA: Final = "pi-workflows.session-view.v1"
 
 
-def _interaction(ctx: Context, row: Row) -> dict[str, object]:
+_MESSAGES: Final = select(MessageRow, "WHERE target_session_id = ? ORDER BY order_number")
+
+
+def _interaction(ctx: Context, row: RequestRow) -> dict[str, object]:
     return {
-        "attemptId": row["attempt_id"],
-        "contract": view_value(ctx, row["contract_hash"]),
-        "createdAt": row["created_at"],
-        "kind": row["kind"],
-        "requestId": row["request_id"],
-        "revision": row["revision"],
-        "runId": row["run_id"],
-        "status": row["status"],
-        "targetSessionId": row["target_session_id"],
-        "updatedAt": row["updated_at"],
+        "attemptId": row.attempt_id,
+        "contract": view_value(ctx, row.contract_hash),
+        "createdAt": row.created_at,
+        "kind": row.kind,
+        "requestId": row.request_id,
+        "revision": row.revision,
+        "runId": row.run_id,
+        "status": row.status,
+        "targetSessionId": row.target_session_id,
+        "updatedAt": row.updated_at,
     }
 
 
-def _message(ctx: Context, row: Row) -> dict[str, object]:
+def _message(ctx: Context, row: MessageRow) -> dict[str, object]:
     return {
-        "content": view_value(ctx, row["content_hash"]),
-        "createdAt": row["created_at"],
-        "kind": row["kind"],
-        "orderNumber": row["order_number"],
-        "piSessionEntryId": row["pi_session_entry_id"],
-        "runId": row["run_id"],
-        "sourceId": row["source_id"],
-        "status": row["status"],
-        "targetSessionId": row["target_session_id"],
-        "updatedAt": row["updated_at"],
-        "workflowMessageId": row["workflow_message_id"],
+        "content": view_value(ctx, row.content_hash),
+        "createdAt": row.created_at,
+        "kind": row.kind,
+        "orderNumber": row.order_number,
+        "piSessionEntryId": row.pi_session_entry_id,
+        "runId": row.run_id,
+        "sourceId": row.source_id,
+        "status": row.status,
+        "targetSessionId": row.target_session_id,
+        "updatedAt": row.updated_at,
+        "workflowMessageId": row.workflow_message_id,
     }
 
 
@@ -66,13 +76,13 @@ def _coordinator_view(
     row = coordinator(ctx, session_id)
     if row is None:
         return None
-    active = (connection is not None and row["connection_id"] == connection) or (
-        epoch is not None and row["coordinator_epoch"] == epoch
+    active = (connection is not None and row.connection_id == connection) or (
+        epoch is not None and row.coordinator_epoch == epoch
     )
     return {
         "active": active,
-        "branchReportRequired": not row["branch_reported"],
-        "epoch": row["coordinator_epoch"],
+        "branchReportRequired": not row.branch_reported,
+        "epoch": row.coordinator_epoch,
     }
 
 
@@ -87,30 +97,20 @@ def session_view(
     """``pi-workflows.session-view.v1`` for the viewer on ``connection`` (or holding ``epoch``)."""
     seat = _coordinator_view(ctx, session_id, connection, epoch)
     run_id = current_run_id(ctx, session_id)
-    pending = ctx.all(
-        "SELECT * FROM interactive_requests WHERE target_session_id = ? AND status = 'pending'"
-        " ORDER BY created_at, request_id",
-        session_id,
-    )
-    messages = ctx.all(
-        "SELECT * FROM workflow_messages WHERE target_session_id = ? ORDER BY order_number",
-        session_id,
-    )
+    pending = ctx.fetch_all(PENDING_OF_SESSION, session_id)
+    messages = ctx.fetch_all(_MESSAGES, session_id)
     offered = seat is None or (seat["active"] and not seat["branchReportRequired"])
     upcoming = next_message(ctx, session_id) if offered else None
     opened = open_message(ctx, session_id)
     open_turn = None
     if opened is not None:
-        open_turn = ctx.one(
-            "SELECT * FROM workflow_turns WHERE workflow_message_id = ? AND state = 'started'",
-            opened["workflow_message_id"],
-        )
+        open_turn = ctx.fetch(STARTED_TURN_OF_MESSAGE, opened.workflow_message_id)
     return {
         "branchReportRequired": False if seat is None else seat["branchReportRequired"],
         "coordinatorActive": False if seat is None else seat["active"],
         "coordinatorEpoch": None if seat is None else seat["epoch"],
         "nextWorkflowMessageId": None if upcoming is None else upcoming["workflow_message_id"],
-        "openWorkflowMessageId": None if opened is None else opened["workflow_message_id"],
+        "openWorkflowMessageId": None if opened is None else opened.workflow_message_id,
         "openWorkflowTurn": None if open_turn is None else turn_record(open_turn),
         "pendingInteractionStart": 0,
         "pendingInteractionTotal": len(pending),
