@@ -149,7 +149,7 @@ def test_file_maintenance_applies_only_to_a_log_of_record(stores: Stores) -> Non
     store = stores.open()
     expected = store if stores.kind == "sqlite" else None
     assert expected is store.log_file
-    assert (stores.kind == "mirrored") is store.shared_log
+    assert (stores.kind == "mirrored") is (store.log_name != str(store.projections_file.path))
 
 
 def test_racing_hosts_execute_one_client_key_once(stores: Stores) -> None:

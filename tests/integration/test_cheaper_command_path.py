@@ -32,7 +32,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from tests._tally import tally
+
     from pwf.store.sqlite_transaction import SqliteTransaction
+else:
+    from _tally import tally
 
 ACTOR = Actor(type="host", id="h")
 AT = 1_764_403_200_000
@@ -239,6 +243,7 @@ def _group_of(
 
     async def scenario() -> tuple[list[tuple[object, BaseException | None]], int, int]:
         writer = Writer(opened)
+        counts = tally(writer)
         entered, go = threading.Event(), threading.Event()
 
         def blocking(_host: object) -> str:
@@ -268,7 +273,7 @@ def _group_of(
             for work, through_call in jobs:
                 queue(work, through_call=through_call)
             go.set()
-            return [await answer for answer in answers][1:], writer.groups, writer.redone
+            return [await answer for answer in answers][1:], counts["group"], counts["redone"]
         finally:
             await asyncio.to_thread(writer.close)
 

@@ -27,6 +27,7 @@ from pwf.protocol.client import (
     encode_line,
     encode_response,
 )
+from pwf.store.unit import Repeatable
 from pwf.views import READS
 from pwf.views.status import served_host_status
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     from pwf.commands import Context
     from pwf.host import Host
-    from pwf.store import EventStore
+    from pwf.store import EventStore, StoreTransaction
     from pwf.views.status import Live
 
 __all__ = ["decide", "frame"]
@@ -109,14 +110,19 @@ def _direct(
     connection: str | None = None,
 ) -> tuple[ClientResponse, str | None]:
     """Operations with their own idempotency: nothing is recorded in host_commands."""
-    with host.transaction() as tx:
+
+    def direct(tx: StoreTransaction) -> Result | ClientResponse:
         ctx = context(tx, now, host.actor, cause_of(request), host.mint, connection=connection)
         try:
             with tx.savepoint():
-                result = handler(ctx, request)
+                return handler(ctx, request)
         except (CommandError, sqlite3.IntegrityError) as error:
             error = refusal(error)
-            return refused(request, str(error), error.outcome), None
+            return refused(request, str(error), error.outcome)
+
+    result = host.run(Repeatable(direct))  # a refusal or a result: nothing outside the store
+    if isinstance(result, ClientResponse):
+        return result, None
     response = ClientResponse(
         request_id=request.request_id,
         outcome=result.outcome,

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pwf.sqlreader import RowReader
     from pwf.store.image import Shape
     from pwf.store.sqlite_transaction import SqliteTransaction
+    from pwf.store.unit import Observe, Outcome, Work
 
 __all__ = [
     "COMPACTED_INSIDE",
@@ -316,6 +317,29 @@ class EventStore(EventLog, Protocol):
 
     def transaction(self) -> AbstractContextManager[StoreTransaction]:
         """Take the write lock; decide, stage and read inside; commit on exit."""
+
+    def run(self, work: Work[T]) -> T:
+        """One decision as one unit of work: its own write transaction, committed on return.
+
+        The store decides how (ADR 0087): a :class:`~pwf.store.unit.Repeatable`
+        decision may be made ahead of a shared log's lock and made again
+        when that log moved (ADR 0062); a :class:`~pwf.store.unit.OnceOnly`
+        one runs once, under the lock.
+        """
+
+    def run_group(
+        self, works: Iterator[Work[object]], observe: Observe | None = None
+    ) -> list[Outcome]:
+        """Decide ``works`` one after another in one write transaction and commit (ADR 0052).
+
+        Each work is its own batch's decision and fails alone (its writes are
+        undone, the others' kept); the store decides how (bare, with
+        savepoints, ADR 0061) and runs again only repeatable work.  Works
+        are taken from ``works`` while the group is open, so a caller may
+        let later arrivals join.  One outcome per work taken; when the
+        transaction fails to commit, each of them holds that failure.
+        ``observe`` is told ``"redone"`` when the group ran again.
+        """
 
     def reader(self) -> RowReader:
         """Read the committed projections (queries, explain, views, verdicts).

@@ -22,26 +22,37 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from pwf.errors import ChainError, StoreError
 from pwf.store import EMPTY, Head, VerifyReport, origin_of
-from pwf.store.ahead import StaleDecision, open_attempt
 from pwf.store.rows import BODY, COLUMNS, check_event, check_link
 from pwf.store.sqlite import SqliteStore, SqliteTransaction, Synchronous, translate_error
+from pwf.store.unit import repeatable
 
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Iterable, Iterator, Sequence
+    from contextlib import AbstractContextManager
     from pathlib import Path
 
     from pwf.store import AppendHook
     from pwf.store.postgres import PostgresStore, PostgresTransaction
+    from pwf.store.unit import Repeatable
 
 __all__ = ["MirroredStore"]
 
 _SMALL_GAP: Final = 1_000
 """Up to this many missing events are fetched in one query, more are streamed."""
+T = TypeVar("T")
+
+
+class _Stale(Exception):  # noqa: N818 - a decision, not an error: it is made again
+    """A decision made ahead of the lock found the shared log moved; nothing was written.
+
+    Raised by this module alone, at the end of the transaction, and caught in
+    :meth:`Mirror.run`, which makes the decision again under the lock.
+    """
 
 
 def MirroredStore(  # noqa: N802, PLR0913 - named for the store it makes; operator settings
@@ -133,14 +144,33 @@ class Mirror:
                 self.log.flush()
             return count
 
-    @contextmanager
-    def transaction(self, local: SqliteStore) -> Iterator[SqliteTransaction]:
-        """Lock both logs, catch up, let the caller stage; commit PostgreSQL, then SQLite.
+    def run(self, local: SqliteStore, work: Repeatable[T]) -> T:
+        """Run ``work`` ahead of the shared log's lock while no other host writes (ADR 0062).
 
-        The first write transaction of a decision run through
-        :func:`pwf.store.ahead.decide_ahead`, while no other host writes,
-        decides ahead of the shared log's lock instead (:meth:`_ahead`).
+        A decision made ahead that found the log moved left nothing behind,
+        and is made again under the lock, once; only work marked
+        :class:`~pwf.store.unit.Repeatable` is run this way.
+
+        Raises:
+            TypeError: ``work`` is not marked repeatable.
         """
+        work = repeatable(work)
+        if not self._others_write:
+            try:
+                with self._transaction(local, ahead=True) as tx:
+                    return work(tx)
+            except _Stale:
+                pass
+        with self._transaction(local, ahead=False) as tx:
+            return work(tx)
+
+    def transaction(self, local: SqliteStore) -> AbstractContextManager[SqliteTransaction]:
+        """Lock both logs, catch up, let the caller stage; commit PostgreSQL, then SQLite."""
+        return self._transaction(local, ahead=False)
+
+    @contextmanager
+    def _transaction(self, local: SqliteStore, *, ahead: bool) -> Iterator[SqliteTransaction]:
+        """Both logs' transaction; ``ahead``: decide from the local copy before the lock."""
         connection = local.connection
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -148,7 +178,7 @@ class Mirror:
             raise translate_error(error, local.path) from None
         try:
             tx = SqliteTransaction(local, connection)
-            if open_attempt() and not self._others_write:
+            if ahead and not self._others_write:
                 opened = tx.head
                 yield tx
                 self._ahead(tx, opened)
@@ -193,12 +223,12 @@ class Mirror:
         rolled back, and the decision is made again under the lock (ADR 0062).
 
         Raises:
-            StaleDecision: the shared log moved since the local head.
+            _Stale: the shared log moved since the local head.
         """
         tx.settle()
         if not self.log.commit_if_head(expected, self._rows_after(tx, expected.seq)):
             self._others_write = True
-            raise StaleDecision
+            raise _Stale
 
     @staticmethod
     def _rows_after(tx: SqliteTransaction, seq: int) -> list[tuple[object, ...]]:

@@ -40,6 +40,7 @@ from pwf.store.sqlite_schema import (
     wrong_format,
 )
 from pwf.store.sqlite_transaction import SqliteTransaction
+from pwf.store.unit import Repeatable
 
 if TYPE_CHECKING:
     import os
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from pwf.store.image import Shape
     from pwf.store.sqlite_checkpoint import Checkpointer
     from pwf.store.tree import Tree
+    from pwf.store.unit import Observe, Outcome, Work
 
 __all__ = [
     "APPLICATION_ID",
@@ -75,6 +77,9 @@ class SharedLog(Protocol):
 
     def transaction(self, local: SqliteStore) -> AbstractContextManager[SqliteTransaction]:
         """Lock both logs, catch ``local`` up, yield its transaction; commit there, then here."""
+
+    def run(self, local: SqliteStore, work: Repeatable[T]) -> T:
+        """Run ``work`` in both logs' transaction: ahead of the lock when it may, again if stale."""
 
     def catch_up(self, local: SqliteStore) -> int:
         """Fold into ``local`` what the log holds beyond it; return how many events."""
@@ -213,11 +218,6 @@ class SqliteStore:
         """What messages call the log of record: this file, or the shared log it mirrors."""
         return str(self.path) if self.shared is None else self.shared.name
 
-    @property
-    def shared_log(self) -> bool:
-        """True when the log of record is a shared log this file mirrors."""
-        return self.shared is not None
-
     def catch_up(self) -> int:
         """Fold what the shared log holds beyond this file; return how many events (0 alone)."""
         return 0 if self.shared is None else self.shared.catch_up(self)
@@ -330,6 +330,25 @@ class SqliteStore:
             raise translate_error(error, self.path) from None
         if self.checkpointer is not None:
             self.checkpointer.committed()
+
+    def run(self, work: Work[T]) -> T:
+        """One decision in a write transaction of its own, committed before it returns.
+
+        With a shared log a :class:`~pwf.store.unit.Repeatable` decision may
+        be decided ahead of its lock and made again when stale (ADR 0062).
+        """
+        if self.shared is not None and isinstance(work, Repeatable):
+            return self.shared.run(self, work)
+        with self.transaction() as tx:
+            return work(tx)
+
+    def run_group(
+        self, works: Iterator[Work[object]], observe: Observe | None = None
+    ) -> list[Outcome]:
+        """Decide ``works`` in one write transaction and commit; one outcome per work taken."""
+        from pwf.store.sqlite_unit import run_group  # noqa: PLC0415 - a served host's only
+
+        return run_group(self, works, observe)
 
     def append(
         self,
