@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from pwf.commands import Result
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
-from pwf.errors import AnswerTooLargeError, CommandError, ProtocolError, StoreError
+from pwf.errors import AnswerTooLargeError, BlobConflictError, CommandError, ProtocolError
 from pwf.host._context import cause_of, context, refusal, refused
 from pwf.host._maintenance import FILE_MAINTENANCE, maintain, not_on_shared_log
 from pwf.host._recording import adopt_or_execute
 from pwf.host._statereads import state_read
-from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
+from pwf.projections.blobs import BLOB_CONFLICT
 from pwf.protocol.client import (
     TOO_LARGE,
     ClientRequest,
@@ -79,11 +79,11 @@ def _recorded(  # noqa: PLR0913 - the request, its route and handler, and what i
         handler = _served_status(host.status_live)
     try:
         return adopt_or_execute(host, request, route, handler, now, connection=connection)
-    except (sqlite3.IntegrityError, StoreError) as error:
+    except BlobConflictError:
         # Recording the outcome stored a blob another media type holds: the
         # whole batch is gone with its own transaction, as in the original.
         # In a group's transaction the group's savepoint undoes it instead.
-        if host.shared is not None or CONFLICT_SIGNATURE not in str(error):
+        if host.shared is not None:
             raise
         return refused(request, BLOB_CONFLICT)
 
