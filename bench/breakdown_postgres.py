@@ -216,7 +216,7 @@ def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per
     mirror.Mirror._ahead = timed_ahead  # type: ignore[method-assign]  # noqa: SLF001
     append.PostgresTransaction.write_rows = timed_write  # type: ignore[method-assign]
     mirror.Mirror._apply = timed("fold under lock", apply)  # type: ignore[method-assign]  # noqa: SLF001
-    mirror.Mirror._transaction = timed_transaction  # type: ignore[method-assign]  # noqa: SLF001
+    mirror.Mirror._transaction = timed_transaction  # type: ignore[method-assign,assignment]  # noqa: SLF001
 
 
 def _round_trip(store: Any) -> float:  # noqa: ANN401

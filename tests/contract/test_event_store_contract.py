@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pwf.store import EventLog, EventStore
+    from pwf.store.mirror import MirroredStore
 
 KINDS = ("sqlite", "mirrored")
 AT = 1_764_403_200_000
@@ -50,17 +51,18 @@ class Stores:
         self.kind = kind
         self.folder = folder
         self.url = url
-        self.opened: list[SqliteStore] = []
+        self.opened: list[SqliteStore | MirroredStore] = []
 
-    def open(self, host: int = 0) -> SqliteStore:
+    def open(self, host: int = 0) -> SqliteStore | MirroredStore:
         """Host ``host``'s store, with the read model; closed after the test."""
         store = self.connect(host)
         self.opened.append(store)
         return store
 
-    def connect(self, host: int = 0) -> SqliteStore:
+    def connect(self, host: int = 0) -> SqliteStore | MirroredStore:
         """Host ``host``'s store, with the read model, for the caller to close."""
         model = ReadModel()
+        store: SqliteStore | MirroredStore
         if self.kind == "sqlite":
             store = SqliteStore(self.folder / "state.db", create=True, hooks=[model])
             store.install(model.install)

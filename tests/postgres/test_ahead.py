@@ -63,7 +63,7 @@ class _Hosts:
         Returns the outcomes of the host's checks of the head, one per call
         until the next :meth:`between`.
         """
-        log = self.stores[name][0].shared.log  # type: ignore[union-attr]
+        log = self.stores[name][0].shared.log
         original = type(log).commit_if_head.__get__(log)  # not an earlier call's wrapper
         outcomes: list[bool] = []
 
@@ -73,7 +73,7 @@ class _Hosts:
             outcomes.append(original(*args, **kwargs))
             return bool(outcomes[-1])
 
-        log.commit_if_head = commit_if_head
+        log.commit_if_head = commit_if_head  # type: ignore[method-assign]
         return outcomes
 
     def bodies(self, name: str) -> list[bytes]:
@@ -123,7 +123,7 @@ class TestAlone:
         made.send("a", 1)
         seen = recording(made.stores["a"][0])
         made.stores["a"][0].before_local_commit = lambda: seen.append(("pg", "<visible>"))
-        log = made.stores["a"][0].shared.log  # type: ignore[union-attr]
+        log = made.stores["a"][0].shared.log
         original = type(log).commit_if_head.__get__(log)
 
         def commit_if_head(*args: Any, **kwargs: Any) -> bool:
@@ -133,7 +133,7 @@ class TestAlone:
             seen.append(("pg", f"<head {row[0] if row else None}>"))
             return bool(done)
 
-        log.commit_if_head = commit_if_head
+        log.commit_if_head = commit_if_head  # type: ignore[method-assign]
         made.send("a", 2)
         marks = [sql for _, sql in seen if sql.startswith("<")]
         assert ["<head 4>", "<visible>"] == marks
@@ -328,5 +328,5 @@ class TestUnits:
         ran: list[int] = []
         once = OnceOnly(lambda tx: ran.append(tx.head.seq))
         with pytest.raises(TypeError, match=NOT_REPEATABLE):
-            store.shared.run(store, once)  # type: ignore[union-attr,arg-type]
+            store.shared.run(store.local, once, lambda: None)  # type: ignore[arg-type]
         assert [] == ran

@@ -243,7 +243,7 @@ class Server:
                     serving=True,
                 )
             try:
-                store.install(read_model.install)
+                store.projections_file.install(read_model.install)
                 if options.store_url is None:  # a database made before its views (ADR 0049)
                     store.projections_file.upgrade(views_current, install_views)
             except BaseException:
@@ -546,7 +546,7 @@ def serve(options: Options) -> int:
 __all__ += ["STOPPING", "wall_clock"]
 
 
-def _mirror(options: Options, read_model: ReadModel) -> SqliteStore:
+def _mirror(options: Options, read_model: ReadModel) -> EventStore:
     """The host's local file on the shared log at ``options.store_url``, caught up."""
     from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - the postgres extra
     from pwf.store.postgres import PostgresStore  # noqa: PLC0415

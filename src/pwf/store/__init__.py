@@ -395,6 +395,9 @@ class ProjectionFile(Protocol):
     def integrity_check(self) -> str | None:
         """None when SQLite's integrity and foreign-key checks pass, else what they found."""
 
+    def install(self, *installers: Callable[[sqlite3.Connection], object]) -> None:
+        """Create schema beside the projections (their tables, the views) in one transaction."""
+
 
 class LogFile(EventLog, ProjectionFile, Protocol):
     """A log of record that is one SQLite file: the capability backup and prune need.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from pwf._sqlite import exact_text, execute, transaction
 from pwf.errors import (
@@ -40,7 +40,6 @@ from pwf.store.sqlite_schema import (
     wrong_format,
 )
 from pwf.store.sqlite_transaction import SqliteTransaction
-from pwf.store.unit import Repeatable
 
 if TYPE_CHECKING:
     import os
@@ -57,7 +56,6 @@ __all__ = [
     "FORMAT",
     "HEAD_UPSERT",
     "SCHEMA",
-    "SharedLog",
     "SqliteStore",
     "SqliteTransaction",
     "Synchronous",
@@ -66,29 +64,6 @@ __all__ = [
 
 
 T = TypeVar("T")
-
-
-class SharedLog(Protocol):
-    """A log of record elsewhere that a SQLite file mirrors (:class:`pwf.store.mirror.Mirror`)."""
-
-    @property
-    def name(self) -> str:
-        """What messages call the log (a URL without its password)."""
-
-    def transaction(self, local: SqliteStore) -> AbstractContextManager[SqliteTransaction]:
-        """Lock both logs, catch ``local`` up, yield its transaction; commit there, then here."""
-
-    def run(self, local: SqliteStore, work: Repeatable[T]) -> T:
-        """Run ``work`` in both logs' transaction: ahead of the lock when it may, again if stale."""
-
-    def catch_up(self, local: SqliteStore) -> int:
-        """Fold into ``local`` what the log holds beyond it; return how many events."""
-
-    def verify(self, *, deep: bool = True) -> VerifyReport:
-        """Verify the log of record."""
-
-    def close(self) -> None:
-        """Close the connection to the log."""
 
 
 class SqliteStore:
@@ -103,15 +78,10 @@ class SqliteStore:
         busy_timeout_ms: int = 5_000,
         hooks: Sequence[AppendHook] = (),
         read_only: bool = False,
-        shared: SharedLog | None = None,
         serving: bool = False,
         deciding: bool = False,
     ) -> None:
         """Open (or with ``create`` make) the database at ``path``.
-
-        With ``shared`` the file mirrors a log of record elsewhere
-        (:class:`pwf.store.mirror.Mirror`): writes, catch-ups and verify go
-        through it, reads come from the file's checked copy.
 
         ``serving`` tunes the connection for one long-lived writer that
         commits many savepoints per transaction (a served host, ADR 0057):
@@ -128,9 +98,6 @@ class SqliteStore:
         """
         self.path = Path(path).absolute()
         self.hooks: list[AppendHook] = list(hooks)
-        self.shared = shared
-        self.before_local_commit: Callable[[], None] | None = None
-        """With a shared log: called between its commit and this file's (tests kill there)."""
         self.checkpointer: Checkpointer | None = None
         self.tree_cache: tuple[Head, Tree] | None = None
         """The Merkle tree as the last commit of this connection left it, with its head."""
@@ -204,23 +171,23 @@ class SqliteStore:
             raise wrong_format(self.path, None if row is None else row[0])
 
     @property
-    def log_file(self) -> SqliteStore | None:
-        """This file when it is the log of record (file maintenance acts on it), else None."""
-        return self if self.shared is None else None
+    def log_file(self) -> SqliteStore:
+        """This file: it is the log of record, which file maintenance acts on."""
+        return self
 
     @property
     def projections_file(self) -> SqliteStore:
-        """This file holds the projections (also when it mirrors a shared log)."""
+        """This file holds the projections too."""
         return self
 
     @property
     def log_name(self) -> str:
-        """What messages call the log of record: this file, or the shared log it mirrors."""
-        return str(self.path) if self.shared is None else self.shared.name
+        """What messages call the log of record: this file."""
+        return str(self.path)
 
     def catch_up(self) -> int:
-        """Fold what the shared log holds beyond this file; return how many events (0 alone)."""
-        return 0 if self.shared is None else self.shared.catch_up(self)
+        """Nothing to fold: this file is the log of record."""
+        return 0
 
     def reader(self) -> RowReader:
         """Read the committed projections (outside any write transaction of this store)."""
@@ -272,20 +239,18 @@ class SqliteStore:
     def install(self, *installers: Callable[[sqlite3.Connection], object]) -> None:
         """Create schema beside the log (the projections' tables, the views) in one transaction.
 
-        It is this file's own transaction, also when it mirrors a shared log.
+        It is this file's own transaction, also when it is a mirror's local file.
         """
         with self.file_transaction():
             for install in installers:
                 install(self.connection)
 
     def close(self) -> None:
-        """Close the connection (and the shared log's, and stop the checkpoint thread)."""
+        """Close the connection (and stop the checkpoint thread)."""
         if self.checkpointer is not None:
             self.checkpointer.close()  # first: the last connection to close checkpoints
             self.checkpointer = None
         self.connection.close()
-        if self.shared is not None:
-            self.shared.close()
 
     def __enter__(self) -> Self:
         """Use as a context manager that closes on exit."""
@@ -305,18 +270,9 @@ class SqliteStore:
             raise
         self.connection.execute("COMMIT")
 
-    @contextmanager
-    def transaction(self) -> Iterator[SqliteTransaction]:
-        """Take the write lock; decide and append inside; commit on exit, roll back on error.
-
-        With a shared log the lock is both logs' and the commit goes there first.
-        """
-        if self.shared is None:
-            with self.file_transaction() as tx:
-                yield tx
-            return
-        with self.shared.transaction(self) as tx:
-            yield tx
+    def transaction(self) -> AbstractContextManager[SqliteTransaction]:
+        """Take the write lock; decide and append inside; commit on exit, roll back on error."""
+        return self.file_transaction()
 
     @contextmanager
     def file_transaction(self) -> Iterator[SqliteTransaction]:
@@ -332,13 +288,7 @@ class SqliteStore:
             self.checkpointer.committed()
 
     def run(self, work: Work[T]) -> T:
-        """One decision in a write transaction of its own, committed before it returns.
-
-        With a shared log a :class:`~pwf.store.unit.Repeatable` decision may
-        be decided ahead of its lock and made again when stale (ADR 0062).
-        """
-        if self.shared is not None and isinstance(work, Repeatable):
-            return self.shared.run(self, work)
+        """One decision in a write transaction of its own, committed before it returns."""
         with self.transaction() as tx:
             return work(tx)
 
@@ -425,8 +375,6 @@ class SqliteStore:
         ``contentHash``, and ``seq``, ``batch`` and ``prevHash`` read from the
         bytes, which proves that no acknowledged byte changed.
         """
-        if self.shared is not None:
-            return self.shared.verify(deep=deep)
         with self._snapshot():
             return self._verify(deep=deep)
 

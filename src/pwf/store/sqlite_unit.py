@@ -1,14 +1,16 @@
 """How a SQLite file runs a group of decisions: bare first, with savepoints when needed.
 
 Imports the store's unit of work and the SQLite transaction's type.  A group
-runs in one write transaction, one commit and one flush (ADR 0052).  On a
-file that is its own log of record the :class:`~pwf.store.unit.Repeatable`
-work that leads the group runs without savepoints (ADR 0061): copying
-every page a decision changes into a savepoint journal costs about a tenth of
-it.  A work that fails without having written needs no undoing; one that
-fails after writing spoils the transaction, which is rolled back, and the
-works taken so far (every one of them repeatable) run again, each in its own
-savepoint, followed by the rest of the group.  The first
+runs in one write transaction, one commit and one flush (ADR 0052).  The
+:class:`~pwf.store.unit.Repeatable` work that leads the group runs without
+savepoints (ADR 0061): copying every page a decision changes into a
+savepoint journal costs about a tenth of it.  (A mirror's local file is not
+run this way: its transaction spans the shared log, whose writes a bare run
+cannot undo alone; :class:`~pwf.store.mirror.MirroredStore`.)  A work that
+fails without having written needs no undoing; one that fails after writing
+spoils the transaction, which is rolled back, and the works taken so far
+(every one of them repeatable) run again, each in its own savepoint,
+followed by the rest of the group.  The first
 :class:`~pwf.store.unit.OnceOnly` work, and every work after it, runs in a
 savepoint of its own, so nothing that may have an effect outside the
 transaction is ever run twice (ADR 0087).
@@ -40,13 +42,11 @@ def run_group(
 ) -> list[Outcome]:
     """Decide ``works`` in one transaction of ``store`` and commit; one outcome per work taken.
 
-    ``bare`` only on a file that is its own log of record: a mirrored file's
-    transaction spans the shared log, whose writes a bare run cannot undo
-    alone.  ``observe`` is told ``"redone"`` when the group ran again.
+    ``observe`` is told ``"redone"`` when the group ran again.
     """
     taken: list[Work[object]] = []
     try:
-        return _attempt(store, _taking(works, taken), bare=store.log_file is not None)
+        return _attempt(store, _taking(works, taken), bare=True)
     except _Spoiled:
         if observe is not None:
             observe("redone")

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final, Generic, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from pwf.store import StoreTransaction
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "Work",
     "failed",
     "repeatable",
+    "run_all",
     "run_one",
 ]
 
@@ -108,6 +111,24 @@ def run_one(tx: StoreTransaction, work: Work[object]) -> Outcome:
             return Outcome(work(tx), None)
     except Exception as error:  # noqa: BLE001 - the work's caller answers with it
         return Outcome(None, error)
+
+
+def run_all(
+    transaction: Callable[[], AbstractContextManager[StoreTransaction]],
+    works: Iterator[Work[object]],
+) -> list[Outcome]:
+    """Decide ``works`` in one ``transaction()``, each in its own savepoint, and commit.
+
+    One outcome per work taken; when the transaction fails, each holds the failure.
+    """
+    outcomes: list[Outcome] = []
+    try:
+        with transaction() as tx:
+            for work in works:
+                outcomes.append(run_one(tx, work))  # noqa: PERF401 - kept as each is decided
+    except Exception as failure:  # noqa: BLE001 - the commit failed: nothing is durable
+        return failed(failure, len(outcomes), works)
+    return outcomes
 
 
 def failed(error: BaseException, taken: int, works: Iterator[Work[object]]) -> list[Outcome]:
