@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from pwf.store.sqlite_file import SqliteFile
+
 __all__ = [
     "LOG_TABLES",
     "Shape",
@@ -241,7 +243,7 @@ def copy_file(live: Path, target: Path) -> None:
 
 
 def install_over(
-    store: SqliteStore, image: sqlite3.Connection, work: Callable[[SqliteTransaction], T]
+    store: SqliteFile, image: sqlite3.Connection, work: Callable[[SqliteTransaction], T]
 ) -> T:
     """Copy ``image`` over ``store``'s file in one write transaction, ``work`` done first.
 
