@@ -31,7 +31,7 @@ from pwf.protocol.client import (
     parse_request,
 )
 from pwf.statereaders import overview, verify_failure
-from pwf.store.sqlite import SqliteStore
+from pwf.store.opening import open_file
 
 if TYPE_CHECKING:
     import os
@@ -76,7 +76,7 @@ class LogReader:
         Raises:
             StoreError: the file is missing or is not a pwf database.
         """
-        self._store = SqliteStore(Path(path), read_only=True)
+        self._store = open_file(Path(path), read_only=True)
 
     def head(self) -> Head:
         """The last event's seq, its ``contentHash`` and its batch (seq 0 for an empty log)."""
@@ -141,11 +141,11 @@ class Database:
         read_model = ReadModel()
         self.path = path.absolute()
         """The database file."""
-        self.store = SqliteStore(path, create=create, hooks=[read_model], deciding=True)
+        self.store = open_file(path, create=create, hooks=[read_model], deciding=True)
         """The underlying store, for what this class does not wrap."""
         if create:
             self.store.install(read_model.install, install_views)
-        self._host: Host[SqliteStore] = Host(self.store)
+        self._host = Host(self.store)
         self._host.verifier = verify_failure
         self._host.overview = overview
         self._numbers = 0

@@ -28,7 +28,7 @@ from pwf.host._destination import check_destination
 from pwf.private import create_file, make_directories
 from pwf.readmodel import ReadModel
 from pwf.store import Head, check_link, check_position
-from pwf.store.sqlite import SqliteStore
+from pwf.store.opening import open_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -92,7 +92,7 @@ def catch_up(store: EventLog, backup: Path, upto: Head) -> None:
     """
     model = ReadModel()
     try:
-        with SqliteStore(backup, hooks=[model]) as copy, copy.transaction() as into:
+        with open_file(backup, hooks=[model]) as copy, copy.transaction() as into:
             head = into.head
             if head.seq > upto.seq:
                 raise CommandError(f"{backup}: the backup is ahead of the live log")
@@ -181,7 +181,7 @@ def _place(partial: Path, target: Path, destination: Path, *, replace: bool) -> 
 def _verify_copy(destination: Path) -> None:
     """Reopen the copy read-only: integrity, the hash chain, and projections == its log."""
     try:
-        with SqliteStore(destination, read_only=True) as copy:  # the copy is a file of its own
+        with open_file(destination, read_only=True) as copy:  # the copy is a file of its own
             _checked(copy, "the backup")
             report = copy.verify()
             if not report.ok:

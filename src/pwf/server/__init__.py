@@ -38,7 +38,7 @@ from pwf.server._views import PUBLISH_SECONDS, SUBSCRIBING, Views
 from pwf.server._writer import Writer
 from pwf.sqlviews import install_views, views_current
 from pwf.statereaders import overview, verify_failure
-from pwf.store.sqlite import SqliteStore, Synchronous
+from pwf.store.opening import open_file, open_mirror, open_shared_log
 from pwf.supervise import STARTUP_SECONDS, Registry
 from pwf.supervisor import Supervisor
 from pwf.views.runs import direct_live
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest
     from pwf.server.metrics import Endpoint, Recorder
     from pwf.store import EventStore
+    from pwf.store.sqlite import Synchronous
 
 __all__ = ["PACKAGE_VERSION", "HostPaths", "Options", "Server", "serve"]
 
@@ -235,7 +236,7 @@ class Server:
             if options.store_url is not None:
                 store = _mirror(options, read_model)
             else:
-                store = SqliteStore(
+                store = open_file(
                     options.db,
                     synchronous=options.synchronous,
                     busy_timeout_ms=options.busy_timeout_ms,
@@ -434,7 +435,7 @@ class Server:
         A host on a shared log reads on its writer, whose store knows the log.
         """
         options = self.options
-        store = SqliteStore(options.db, read_only=True, busy_timeout_ms=options.busy_timeout_ms)
+        store = open_file(options.db, read_only=True, busy_timeout_ms=options.busy_timeout_ms)
         try:
             return state_read(
                 store,
@@ -548,13 +549,10 @@ __all__ += ["STOPPING", "wall_clock"]
 
 def _mirror(options: Options, read_model: ReadModel) -> EventStore:
     """The host's local file on the shared log at ``options.store_url``, caught up."""
-    from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - the postgres extra
-    from pwf.store.postgres import PostgresStore  # noqa: PLC0415
-
     assert options.store_url is not None
-    log = PostgresStore(options.store_url)
+    log = open_shared_log(options.store_url)
     try:
-        store = MirroredStore(
+        store = open_mirror(
             options.db,
             log,
             busy_timeout_ms=options.busy_timeout_ms,

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause, Entry, Event, Sealed
     from pwf.sqlreader import RowReader
     from pwf.store.image import Shape
-    from pwf.store.sqlite_transaction import SqliteTransaction
     from pwf.store.unit import Observe, Outcome, Work
 
 __all__ = [
@@ -42,6 +41,7 @@ __all__ = [
     "AppendHook",
     "EventLog",
     "EventStore",
+    "FileTransaction",
     "Head",
     "LogFile",
     "ProjectionFile",
@@ -408,7 +408,7 @@ class LogFile(EventLog, ProjectionFile, Protocol):
     what the capability is.
     """
 
-    def transaction(self) -> AbstractContextManager[SqliteTransaction]:
+    def transaction(self) -> AbstractContextManager[FileTransaction]:
         """The file's write transaction, with its reader (the projections beside the log)."""
 
     def backup_to(self, target: Path) -> None:
@@ -421,5 +421,24 @@ class LogFile(EventLog, ProjectionFile, Protocol):
     def shape(self) -> Shape:
         """The file's header marks and schema, which a compacted image copies."""
 
-    def install_image(self, image: sqlite3.Connection, work: Callable[[SqliteTransaction], T]) -> T:
+    def install_image(self, image: sqlite3.Connection, work: Callable[[FileTransaction], T]) -> T:
         """Copy the database ``image`` over this file in one write transaction, ``work`` first."""
+
+
+class FileTransaction(StoreTransaction, Protocol):
+    """The write transaction of a log that is one SQLite file (:meth:`LogFile.transaction`).
+
+    What backup, prune and compaction are given under the file's write lock:
+    the decision's transaction, and the file it belongs to.
+    """
+
+    @property
+    def store(self) -> LogFile:
+        """The file whose write lock the transaction holds."""
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The file's connection, inside the transaction (a compacted image is copied over it)."""
+
+    def reader(self) -> RowReader:
+        """The projections as this transaction sees them, with their listings (``table``)."""

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from pwf.store import FileTransaction
     from pwf.store.sqlite_file import SqliteFile
 
 __all__ = [
@@ -264,7 +265,7 @@ def install_over(
         return install(image, store.connection, under_lock, busy_timeout_ms=store.busy_timeout_ms)
 
 
-def carry_over(image: sqlite3.Connection, live: SqliteTransaction) -> None:
+def carry_over(image: sqlite3.Connection, live: FileTransaction) -> None:
     """Give the image the live file's checkpoints (at the image's head) and ``_pwf_meta``.
 
     Then its shape is checked against the live file's.
