@@ -284,12 +284,21 @@ class EventStore(EventLog, Protocol):
 
     :class:`pwf.store.sqlite.SqliteStore` keeps both in one file;
     :class:`pwf.store.mirror.MirroredStore` keeps the log in PostgreSQL and
-    the projections in a local file caught up from it.
+    the projections in a local file caught up from it.  A decision is run
+    as the store's unit of work (:meth:`run`, :meth:`run_group`, ADR 0087).
+    What is SQLite's alone is asked for as a capability: :attr:`log_file`
+    (backup, prune, compaction) and :attr:`projections_file` (the folds,
+    the integrity check); rooms above the store open stores through
+    :mod:`pwf.store.opening` and never name a backend (ADR 0088).
     """
 
     @property
     def path(self) -> Path:
-        """The SQLite file that holds the projections."""
+        """The local file every store keeps its projections in (ADR 0038), by its path.
+
+        What is SQLite's about that file is :attr:`projections_file`'s, the
+        capability that reads or folds the file itself.
+        """
 
     @property
     def log_file(self) -> LogFile | None:
