@@ -3,7 +3,7 @@
 Imports the SQLite store, and the PostgreSQL store and the mirror only when
 a shared log is asked for (psycopg is an optional extra).  No module above
 :mod:`pwf.store` names a backend class (``tests/unit/test_store_backends.py``
-walks them): it opens a file with :func:`open_file`, a shared log with
+walks them): it opens a file with :data:`open_file`, a shared log with
 :func:`open_shared_log`, a host's local file on a shared log with
 :func:`open_mirror`, and asks for the SQLite file that holds the Merkle
 tree with :func:`sqlite_file`; it types what it got against the port
@@ -13,7 +13,7 @@ tree with :func:`sqlite_file`; it types what it got against the port
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pwf.errors import InputError
 from pwf.store.sqlite import SqliteStore
@@ -31,35 +31,15 @@ if TYPE_CHECKING:
 __all__ = ["open_file", "open_mirror", "open_shared_log", "sqlite_file"]
 
 
-def open_file(  # noqa: PLR0913 - each keyword is an operator setting
-    path: str | os.PathLike[str],
-    *,
-    create: bool = False,
-    synchronous: Synchronous = "FULL",
-    busy_timeout_ms: int = 5_000,
-    hooks: Sequence[AppendHook] = (),
-    read_only: bool = False,
-    serving: bool = False,
-    deciding: bool = False,
-) -> SqliteStore:
-    """The pwf database file at ``path``: its log of record and its projections.
+open_file: Final = SqliteStore
+"""The pwf database file at a path: its log of record and its projections.
 
-    The keywords are :class:`~pwf.store.sqlite.SqliteStore`'s.
-
-    Raises:
-        InputError: the database does not exist and ``create`` is false.
-        StoreError: SQLite refused to open it or it is not a pwf database.
-    """
-    return SqliteStore(
-        path,
-        create=create,
-        synchronous=synchronous,
-        busy_timeout_ms=busy_timeout_ms,
-        hooks=hooks,
-        read_only=read_only,
-        serving=serving,
-        deciding=deciding,
-    )
+Called with :class:`~pwf.store.sqlite.SqliteStore`'s arguments (``create``,
+``read_only``, ``synchronous``, ``busy_timeout_ms``, ``hooks``, ``serving``,
+``deciding``); raises :class:`~pwf.errors.InputError` when the file does not
+exist and ``create`` is false, :class:`~pwf.errors.StoreError` when SQLite
+refuses it or it is not a pwf database.
+"""
 
 
 def open_shared_log(url: str, *, create: bool = False) -> PostgresStore:

@@ -49,22 +49,8 @@ T_co = TypeVar("T_co", covariant=True)
 NOT_REPEATABLE: Final = "work that may have an effect outside its transaction cannot run twice"
 
 
-class Repeatable(Generic[T_co]):
-    """Work whose every effect is in the transaction it is given: a store may run it again."""
-
-    __slots__ = ("_decide",)
-
-    def __init__(self, decide: Callable[[StoreTransaction], T_co]) -> None:
-        """Wrap ``decide``, which must change nothing outside the transaction it is given."""
-        self._decide = decide
-
-    def __call__(self, tx: StoreTransaction) -> T_co:
-        """Decide inside ``tx``."""
-        return self._decide(tx)
-
-
-class OnceOnly(Generic[T_co]):
-    """Work that may have an effect outside its transaction: a store runs it exactly once."""
+class _Marked(Generic[T_co]):
+    """A decision on a write transaction; its class says whether it may run twice."""
 
     __slots__ = ("_decide",)
 
@@ -75,6 +61,18 @@ class OnceOnly(Generic[T_co]):
     def __call__(self, tx: StoreTransaction) -> T_co:
         """Decide inside ``tx``."""
         return self._decide(tx)
+
+
+class Repeatable(_Marked[T_co]):
+    """Work whose every effect is in the transaction it is given: a store may run it again."""
+
+    __slots__ = ()
+
+
+class OnceOnly(_Marked[T_co]):
+    """Work that may have an effect outside its transaction: a store runs it exactly once."""
+
+    __slots__ = ()
 
 
 Work = Repeatable[T] | OnceOnly[T]
