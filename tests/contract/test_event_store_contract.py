@@ -20,6 +20,7 @@ from pwf.host import Host
 from pwf.protocol.client import ClientRequest
 from pwf.readmodel import ReadModel
 from pwf.store.sqlite import SqliteStore
+from pwf.store.unit import OnceOnly, Repeatable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from pwf.store import EventLog, EventStore
     from pwf.store.mirror import MirroredStore
+    from pwf.store.unit import Work
 
 KINDS = ("sqlite", "mirrored")
 AT = 1_764_403_200_000
@@ -295,3 +297,47 @@ def test_a_log_file_s_shape_is_pwf_s(stores: Stores) -> None:
     assert {"events", "_pwf_head", "_pwf_meta", "_pwf_checkpoint", "runs"} <= {
         name for kind, name, _table, _sql in shape.schema if kind == "table"
     }
+
+
+class _RefusedError(Exception):
+    """A decision's refusal after it staged an event."""
+
+
+def test_a_group_commits_once_and_a_failing_work_rolls_back_alone(
+    stores: Stores, command: Any
+) -> None:
+    """The unit of work of ADR 0087 on every store: each work its batch, failures alone."""
+    store = stores.open()
+    runs: list[int] = []
+
+    def decide(n: int, *, fail: bool = False) -> Any:
+        def work(tx: Any) -> int:
+            runs.append(n)
+            tx.stage([command(n)], at=AT, actor=ACTOR)
+            if fail:
+                raise _RefusedError(n)
+            return n
+
+        return work
+
+    works: list[Work[object]] = [
+        Repeatable(decide(1)),
+        OnceOnly(decide(3)),
+        Repeatable(decide(2, fail=True)),
+    ]
+    outcomes = store.run_group(iter(works))
+    assert [1, 3, None] == [outcome.value for outcome in outcomes]
+    assert isinstance(outcomes[2].error, _RefusedError)
+    assert [(1, 1), (3, 2)] == [
+        (int(entry.event.request_id.split("-")[1]), entry.batch)  # type: ignore[attr-defined]
+        for entry in store.entries()
+    ]
+    assert 1 == runs.count(3), "once-only work ran twice"
+
+
+def test_one_decision_is_one_unit(stores: Stores, command: Any) -> None:
+    """``run`` commits the decision before it returns, marked either way."""
+    store = stores.open()
+    assert 1 == store.run(Repeatable(lambda tx: len(tx.stage([command(1)], at=AT, actor=ACTOR))))
+    assert 1 == store.run(OnceOnly(lambda tx: len(tx.stage([command(2)], at=AT, actor=ACTOR))))
+    assert [1, 2] == [entry.batch for entry in store.entries()]
