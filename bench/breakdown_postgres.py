@@ -119,7 +119,6 @@ def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per
     import psycopg  # noqa: PLC0415
 
     from pwf.store import mirror  # noqa: PLC0415
-    from pwf.store.ahead import StaleDecision  # noqa: PLC0415
     from pwf.store.postgres import append  # noqa: PLC0415
 
     cursor_execute = psycopg.Cursor.execute
@@ -145,7 +144,8 @@ def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per
 
     locked, apply = append.locked, mirror.Mirror._apply  # noqa: SLF001
     write_rows = append.PostgresTransaction.write_rows
-    transaction, ahead = mirror.Mirror.transaction, mirror.Mirror._ahead  # noqa: SLF001
+    transaction, ahead = mirror.Mirror._transaction, mirror.Mirror._ahead  # noqa: SLF001
+    stale = mirror._Stale  # noqa: SLF001
 
     def timed(phase: str, function: Any) -> Any:  # noqa: ANN401
         def wrapper(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
@@ -193,13 +193,13 @@ def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per
             clock.committed = ended
 
     @contextmanager
-    def timed_transaction(self: Any, local: Any) -> Iterator[Any]:  # noqa: ANN401
+    def timed_transaction(self: Any, local: Any, **kwargs: Any) -> Iterator[Any]:  # noqa: ANN401
         before, before_cpu = dict(clock.sums), dict(clock.cpus)
         began = _stamp()
         try:
-            with transaction(self, local) as tx:
+            with transaction(self, local, **kwargs) as tx:
                 yield tx
-        except StaleDecision:
+        except stale:
             clock.stale += 1
             clock.sums, clock.cpus = before, before_cpu  # the attempt counts as stale only
             clock.add("stale", began, _stamp())
@@ -216,7 +216,7 @@ def _instrument(clock: _Clock) -> None:  # noqa: C901, PLR0915 - one wrapper per
     mirror.Mirror._ahead = timed_ahead  # type: ignore[method-assign]  # noqa: SLF001
     append.PostgresTransaction.write_rows = timed_write  # type: ignore[method-assign]
     mirror.Mirror._apply = timed("fold under lock", apply)  # type: ignore[method-assign]  # noqa: SLF001
-    mirror.Mirror.transaction = timed_transaction  # type: ignore[method-assign]
+    mirror.Mirror._transaction = timed_transaction  # type: ignore[method-assign,assignment]  # noqa: SLF001
 
 
 def _round_trip(store: Any) -> float:  # noqa: ANN401

@@ -90,7 +90,7 @@ def _decide(store: SqliteStore, host: ServedHost, lines: list[bytes], *, bare: b
     requests = [parse_request(line) for line in lines]
     with store.transaction() as tx:
         host.shared = tx
-        tx.without_savepoints = bare
+        tx.bare = bare
         try:
             for request in requests:
                 with tx.savepoint():

@@ -10,7 +10,7 @@ the rate and p50/p99 latency, the host's processor time per request split by
 thread (``/proc/<pid>/task/*/stat``: the event loop, the writer, the checkpoint
 thread, the rest), the groups committed, their mean size and how many held
 1, 2 to 4, 5 to 8, 9 to 15, 16 and more than 16 requests, and how many
-requests a group waited for before its commit (``Writer.waited``).
+requests a group waited for before its commit (``Writer.observe``'s ``waited``).
 The group counts and the processor time per request depend less on the
 machine's load than the rates do.
 
@@ -50,11 +50,13 @@ from pwf.store import sqlite_checkpoint
 sizes = collections.Counter()
 threads = {}
 writers = []
+told = collections.Counter()
 decide = writer.Writer._decide
 def counted(self, host, store, group):
     threads["writer"] = threading.get_native_id()
     if self not in writers:
         writers.append(self)
+        self.observe = lambda event: told.update([event])
     decide(self, host, store, group)
     if not (group[0].alone or group[0].read):
         sizes[len(group)] += 1
@@ -65,7 +67,7 @@ def named(self):
     run(self)
 sqlite_checkpoint.Checkpointer._run = named
 def dump(*_):
-    waited = sum(getattr(each, "waited", 0) for each in writers)
+    waited = told["waited"]
     with open(os.environ["PWF_GROUPS_OUT"], "w") as out:
         json.dump({"sizes": sizes, "threads": threads, "waited": waited}, out)
 signal.signal(signal.SIGUSR1, dump)

@@ -31,7 +31,7 @@ from pwf.protocol.client import (
     parse_request,
 )
 from pwf.statereaders import overview, verify_failure
-from pwf.store.sqlite import SqliteStore
+from pwf.store.opening import open_file
 
 if TYPE_CHECKING:
     import os
@@ -65,7 +65,7 @@ def _events(
 class _Opened:
     """A database file opened in this process: its head, its typed events, closing it."""
 
-    _opened: SqliteStore
+    _opened: EventStore
 
     def head(self) -> Head:
         """The last event's seq, its ``contentHash`` and its batch (seq 0 for an empty log)."""
@@ -113,7 +113,7 @@ class LogReader(_Opened):
         Raises:
             StoreError: the file is missing or is not a pwf database.
         """
-        self._opened = SqliteStore(Path(path), read_only=True)
+        self._opened = open_file(Path(path), read_only=True)
 
     def __iter__(self) -> Iterator[Entry]:
         """Every event, in seq order."""
@@ -147,12 +147,12 @@ class Database(_Opened):
         read_model = ReadModel()
         self.path = path.absolute()
         """The database file."""
-        self.store = SqliteStore(path, create=create, hooks=[read_model], deciding=True)
+        self.store = open_file(path, create=create, hooks=[read_model], deciding=True)
         """The underlying store, for what this class does not wrap."""
         self._opened = self.store
         if create:
             self.store.install(read_model.install, install_views)
-        self._host: Host[SqliteStore] = Host(self.store)
+        self._host = Host(self.store)
         self._host.verifier = verify_failure
         self._host.overview = overview
         self._numbers = 0

@@ -15,6 +15,7 @@ Every error pwf raises on purpose derives from :class:`PwfError` and carries an
     │   ├── ProtocolError                   a client or worker message was refused
     │   ├── EventDataError                  event data does not fit its type
     │   └── CommandError                    a handler refused: the original's text and outcome
+    │       └── BlobConflictError           one blob hash stored under two media types
     ├── AnswerTooLargeError (4)             executed (and recorded), but its answer exceeds 1 MiB
     ├── StoreError (3)                      the event store failed
     │   ├── StoreBusyError                  the write lock was not granted in time
@@ -109,6 +110,15 @@ class CommandError(InputError):
         """Keep the outcome the response carries (``rejected`` unless stated)."""
         super().__init__(message)
         self.outcome = outcome
+
+
+class BlobConflictError(CommandError):
+    """A content-addressed blob is already stored under another media type (DOMAIN §3.3).
+
+    The read model raises it where the blob's upsert breaks its NOT NULL
+    (by SQLite's error code, not its message); the batch is refused with
+    the original's text.
+    """
 
 
 class AnswerTooLargeError(PwfError):

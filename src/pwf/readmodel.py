@@ -18,9 +18,9 @@ import sqlite3
 from typing import TYPE_CHECKING, Final
 
 from pwf._sqlite import exact_statement
-from pwf.errors import StoreError
+from pwf.errors import BlobConflictError, StoreError
 from pwf.projections import PROJECTIONS, Projection
-from pwf.projections.blobs import UPSERT
+from pwf.projections.blobs import BLOB_CONFLICT, UPSERT
 from pwf.sqlreader import RowReader
 
 if TYPE_CHECKING:
@@ -152,19 +152,6 @@ class ReadModel:
             found = self._routes[cls] = tuple(chosen)
         return found
 
-    def apply_entry(self, connection: sqlite3.Connection, entry: Entry) -> None:
-        """Fold one event into every projection and advance their checkpoints."""
-        for projection in self.projections:
-            for text, params in projection.apply(entry):
-                try:
-                    connection.execute(text, params)
-                except UnicodeEncodeError:  # a lone surrogate: bound exactly (ADR 0071)
-                    connection.execute(*exact_statement(text, params))
-            connection.execute(
-                "UPDATE _pwf_checkpoint SET last_seq = ? WHERE projection = ?",
-                (entry.seq, projection.NAME),
-            )
-
     def __call__(self, connection: object, batch: Sequence[Sealed]) -> None:
         """Append hook: project a freshly written batch; :meth:`settle` moves the checkpoints.
 
@@ -189,7 +176,7 @@ class ReadModel:
                         key = (params[0], params[1])
                         if key in stored:
                             continue
-                        execute(text, params)
+                        _upsert(connection, params)
                         stored.add(key)
                         continue
                     try:
@@ -213,3 +200,18 @@ class ReadModel:
             marks = ", ".join("?" for _ in self.projections)
             self._settle = f"UPDATE _pwf_checkpoint SET last_seq = ? WHERE projection IN ({marks})"
         connection.execute(self._settle, (seq, *self._names))
+
+
+def _upsert(connection: sqlite3.Connection, params: Sequence[object]) -> None:
+    """Store one blob; its hash under another media type breaks NOT NULL, by design.
+
+    Raises:
+        BlobConflictError: the hash is stored with another media type (SQLite's
+            ``SQLITE_CONSTRAINT_NOTNULL``, the only constraint the upsert provokes).
+    """
+    try:
+        connection.execute(UPSERT, params)
+    except sqlite3.IntegrityError as error:
+        if error.sqlite_errorcode == sqlite3.SQLITE_CONSTRAINT_NOTNULL:
+            raise BlobConflictError(BLOB_CONFLICT) from None
+        raise

@@ -1,5 +1,9 @@
 """The log implementations the contract suite runs against, one ``backend`` per store.
 
+Three: a SQLite file, a shared log in PostgreSQL, and a host's local file
+mirroring that shared log (ADR 0088), each opened as the rooms above the
+store open it (:mod:`pwf.store.opening`).
+
 Each backend hands out its store, a way to open a second connection to the
 same log (another writer, another host) and a way to tamper with the stored
 rows behind the store's back, as a damaged disk or an attacker would.
@@ -12,22 +16,26 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pwf.store.sqlite import SqliteStore
+from pwf.store.opening import open_file, open_mirror, open_shared_log
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-BACKENDS = ("sqlite", "postgresql")
+BACKENDS = ("sqlite", "postgresql", "mirrored")
 
 
 class Backend:
     """One log implementation under test."""
 
-    def __init__(self, name: str, target: str) -> None:
-        """Open (creating) the log at ``target``: a file path or a PostgreSQL URL."""
+    def __init__(self, name: str, target: str, folder: Path | None = None) -> None:
+        """Open (creating) the log at ``target``: a file path or a PostgreSQL URL.
+
+        A mirrored log keeps each connection's local file in ``folder``.
+        """
         self.name = name
         self.target = target
+        self.folder = folder
         self.opened: list[Any] = []
         self.store: Any = self.open(create=True)
 
@@ -40,11 +48,22 @@ class Backend:
     def connect(self, *, create: bool = False) -> Any:
         """Another connection to the same log, for the caller to close."""
         if self.name == "sqlite":
-            store: Any = SqliteStore(self.target, create=create)
-        else:
-            from pwf.store.postgres import PostgresStore  # noqa: PLC0415 - optional extra
+            return open_file(self.target, create=create)
+        log = open_shared_log(self.target, create=create or self.name == "mirrored")
+        if self.name == "postgresql":
+            return log
+        assert self.folder is not None
+        return open_mirror(self.folder / f"host-{len(self.opened)}.db", log)
 
-            store = PostgresStore(self.target, create=create)
+    def current(self, store: Any) -> Any:
+        """``store`` with its reads as of now: a mirror reads its local copy, caught up here.
+
+        A mirror's copy is caught up at each write and each ``catch_up``
+        (ADR 0038), not at each read; a damaged shared log is refused then,
+        and named by ``verify``, which walks the shared log itself.
+        """
+        if self.name == "mirrored":
+            store.catch_up()
         return store
 
     def tamper(self, sql: str, *params: object) -> None:
@@ -75,6 +94,6 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         target = str(tmp_path / "log.db")
     else:
         target = request.getfixturevalue("pg_url")
-    opened = Backend(request.param, target)
+    opened = Backend(request.param, target, tmp_path)
     yield opened
     opened.close()

@@ -20,12 +20,15 @@ from pwf.host import Host
 from pwf.protocol.client import ClientRequest
 from pwf.readmodel import ReadModel
 from pwf.store.sqlite import SqliteStore
+from pwf.store.unit import OnceOnly, Repeatable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
     from pwf.store import EventLog, EventStore
+    from pwf.store.mirror import MirroredStore
+    from pwf.store.unit import Work
 
 KINDS = ("sqlite", "mirrored")
 AT = 1_764_403_200_000
@@ -50,17 +53,18 @@ class Stores:
         self.kind = kind
         self.folder = folder
         self.url = url
-        self.opened: list[SqliteStore] = []
+        self.opened: list[SqliteStore | MirroredStore] = []
 
-    def open(self, host: int = 0) -> SqliteStore:
+    def open(self, host: int = 0) -> SqliteStore | MirroredStore:
         """Host ``host``'s store, with the read model; closed after the test."""
         store = self.connect(host)
         self.opened.append(store)
         return store
 
-    def connect(self, host: int = 0) -> SqliteStore:
+    def connect(self, host: int = 0) -> SqliteStore | MirroredStore:
         """Host ``host``'s store, with the read model, for the caller to close."""
         model = ReadModel()
+        store: SqliteStore | MirroredStore
         if self.kind == "sqlite":
             store = SqliteStore(self.folder / "state.db", create=True, hooks=[model])
             store.install(model.install)
@@ -149,7 +153,7 @@ def test_file_maintenance_applies_only_to_a_log_of_record(stores: Stores) -> Non
     store = stores.open()
     expected = store if stores.kind == "sqlite" else None
     assert expected is store.log_file
-    assert (stores.kind == "mirrored") is store.shared_log
+    assert (stores.kind == "mirrored") is (store.log_name != str(store.projections_file.path))
 
 
 def test_racing_hosts_execute_one_client_key_once(stores: Stores) -> None:
@@ -293,3 +297,47 @@ def test_a_log_file_s_shape_is_pwf_s(stores: Stores) -> None:
     assert {"events", "_pwf_head", "_pwf_meta", "_pwf_checkpoint", "runs"} <= {
         name for kind, name, _table, _sql in shape.schema if kind == "table"
     }
+
+
+class _RefusedError(Exception):
+    """A decision's refusal after it staged an event."""
+
+
+def test_a_group_commits_once_and_a_failing_work_rolls_back_alone(
+    stores: Stores, command: Any
+) -> None:
+    """The unit of work of ADR 0087 on every store: each work its batch, failures alone."""
+    store = stores.open()
+    runs: list[int] = []
+
+    def decide(n: int, *, fail: bool = False) -> Any:
+        def work(tx: Any) -> int:
+            runs.append(n)
+            tx.stage([command(n)], at=AT, actor=ACTOR)
+            if fail:
+                raise _RefusedError(n)
+            return n
+
+        return work
+
+    works: list[Work[object]] = [
+        Repeatable(decide(1)),
+        OnceOnly(decide(3)),
+        Repeatable(decide(2, fail=True)),
+    ]
+    outcomes = store.run_group(iter(works))
+    assert [1, 3, None] == [outcome.value for outcome in outcomes]
+    assert isinstance(outcomes[2].error, _RefusedError)
+    assert [(1, 1), (3, 2)] == [
+        (int(entry.event.request_id.split("-")[1]), entry.batch)  # type: ignore[attr-defined]
+        for entry in store.entries()
+    ]
+    assert 1 == runs.count(3), "once-only work ran twice"
+
+
+def test_one_decision_is_one_unit(stores: Stores, command: Any) -> None:
+    """``run`` commits the decision before it returns, marked either way."""
+    store = stores.open()
+    assert 1 == store.run(Repeatable(lambda tx: len(tx.stage([command(1)], at=AT, actor=ACTOR))))
+    assert 1 == store.run(OnceOnly(lambda tx: len(tx.stage([command(2)], at=AT, actor=ACTOR))))
+    assert [1, 2] == [entry.batch for entry in store.entries()]

@@ -103,7 +103,7 @@ class TestAppend:
         with pytest.raises(Abort):
             _append_then_abort(log.store, command(50))
         assert head == log.store.head()
-        assert head == log.open().head()
+        assert head == log.current(log.open()).head()
         [sealed] = log.store.append([command(51)], at=AT, actor=ACTOR)
         assert (EVENTS + 1, head.content_hash) == (sealed.entry.seq, sealed.entry.prev_hash)
 
@@ -126,8 +126,8 @@ class TestAppend:
         other = backend.open()
         with backend.store.transaction() as tx:
             tx.append([command(1)], at=AT, actor=ACTOR)
-            assert 0 == other.head().seq
-        assert 1 == other.head().seq
+            assert 0 == backend.current(other).head().seq
+        assert 1 == backend.current(other).head().seq
 
 
 class TestReading:
@@ -278,7 +278,7 @@ class TestConcurrentAppenders:
         for thread in threads:
             thread.join()
         assert [] == failures
-        entries = list(backend.store.entries())
+        entries = list(backend.current(backend.store).entries())
         assert list(range(1, writers * batches * 2 + 1)) == [entry.seq for entry in entries]
         assert list(range(1, writers * batches + 1)) == sorted({e.batch for e in entries})
         report = backend.store.verify()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import sqlite3
 import threading
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -21,18 +20,25 @@ import pytest
 
 from pwf import canonical
 from pwf.cli._options import open_store
+from pwf.errors import BlobConflictError
 from pwf.events import Actor, CommandRecorded
 from pwf.host import Host
+from pwf.projections.blobs import BLOB_CONFLICT
 from pwf.protocol.client import parse_request
 from pwf.readmodel import ReadModel
 from pwf.server._writer import Writer
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    import sqlite3
     from collections.abc import Iterator
     from pathlib import Path
 
+    from tests._tally import tally
+
     from pwf.store.sqlite_transaction import SqliteTransaction
+else:
+    from _tally import tally
 
 ACTOR = Actor(type="host", id="h")
 AT = 1_764_403_200_000
@@ -164,7 +170,7 @@ def test_a_stored_blob_of_another_media_type_still_conflicts(store: SqliteStore)
     """A JSON string's bytes and a text with the same UTF-8 are one hash: refused."""
     with store.transaction() as tx:
         tx.append([_recorded(1, "same bytes")], at=AT, actor=ACTOR)
-        with pytest.raises(sqlite3.IntegrityError, match=r"blobs\.media_type"), tx.savepoint():
+        with pytest.raises(BlobConflictError, match=BLOB_CONFLICT), tx.savepoint():
             tx.append([_recorded(2, {"n": 2}, error='"same bytes"')], at=AT, actor=ACTOR)
     assert ["req-1"] == _receipts(store)
 
@@ -239,6 +245,7 @@ def _group_of(
 
     async def scenario() -> tuple[list[tuple[object, BaseException | None]], int, int]:
         writer = Writer(opened)
+        counts = tally(writer)
         entered, go = threading.Event(), threading.Event()
 
         def blocking(_host: object) -> str:
@@ -268,7 +275,7 @@ def _group_of(
             for work, through_call in jobs:
                 queue(work, through_call=through_call)
             go.set()
-            return [await answer for answer in answers][1:], writer.groups, writer.redone
+            return [await answer for answer in answers][1:], counts["group"], counts["redone"]
         finally:
             await asyncio.to_thread(writer.close)
 

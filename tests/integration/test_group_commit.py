@@ -29,11 +29,14 @@ from pwf.views.status import Live
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from tests._tally import tally
     from tests.integration._hosted import AT, Hosted
     from tests.integration._served import line, run_start, short_dir
 else:
     from _hosted import AT, Hosted
     from _served import line, run_start, short_dir
+
+    from _tally import tally
 
 pytestmark = pytest.mark.slow
 
@@ -132,12 +135,13 @@ def db() -> Iterator[Path]:
 def _serve(db: Path, send: Any) -> tuple[dict[str, bytes], list[bytes], Path, int]:
     """Start a host, snapshot its database, run ``send``; answers, served order, copy, head."""
     hosted = Hosted(db)
+    counts = tally(hosted.server.writer) if hosted.server.writer else None
     try:
         head = _head(db)
         copy = db.with_name("alone.db")
         _snapshot(db, copy)
         answers, order = send(hosted)
-        groups = hosted.server.writer.groups if hosted.server.writer else 0
+        groups = counts["group"] if counts is not None else 0
     finally:
         hosted.close()
     assert groups < len(answers), "no two requests ever shared a transaction"

@@ -22,11 +22,14 @@ from pwf.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests._tally import tally
     from tests.integration._hosted import Hosted
     from tests.integration._served import run_start, short_dir
 else:
     from _hosted import Hosted
     from _served import run_start, short_dir
+
+    from _tally import tally
 
 LONG = 30.0
 """A delay no test should ever see: a group that waits it out fails the test by timing out."""
@@ -64,6 +67,7 @@ def test_a_lone_client_is_never_delayed(tmp_path: Path) -> None:
 
     async def scenario() -> tuple[list[float], int, int]:
         writer = _writer(tmp_path / "state.db")
+        counts = tally(writer)
         order: list[str] = []
         spent: list[float] = []
         try:
@@ -71,7 +75,7 @@ def test_a_lone_client_is_never_delayed(tmp_path: Path) -> None:
                 began = time.monotonic()
                 await asyncio.wait_for(_ask(writer, f"r{number}", "lone", order), LONG / 2)
                 spent.append(time.monotonic() - began)
-            return spent, writer.groups, writer.waited
+            return spent, counts["group"], counts["waited"]
         finally:
             await asyncio.to_thread(writer.close)
 
@@ -86,15 +90,16 @@ def test_a_group_waits_for_a_sibling_and_takes_it_behind_the_first(tmp_path: Pat
 
     async def scenario() -> tuple[list[str], list[str], int, int]:
         writer = _writer(tmp_path / "state.db")
+        counts = tally(writer)
         order: list[str] = []
         try:
             await asyncio.gather(_ask(writer, "a0", "a", order), _ask(writer, "b0", "b", order))
-            groups = writer.groups
+            groups = counts["group"]
             first = asyncio.ensure_future(_ask(writer, "a1", "a", order))
             await asyncio.sleep(0.2)
             assert not first.done()  # the group waits for b
             second = await asyncio.wait_for(_ask(writer, "b1", "b", order), LONG / 2)
-            return [await first, second], order, writer.groups - groups, writer.waited
+            return [await first, second], order, counts["group"] - groups, counts["waited"]
         finally:
             await asyncio.to_thread(writer.close)
 
@@ -110,13 +115,14 @@ def test_the_wait_for_a_sibling_is_bounded(tmp_path: Path) -> None:
 
     async def scenario() -> tuple[float, int]:
         writer = _writer(tmp_path / "state.db", delay=0.3)
+        counts = tally(writer)
         order: list[str] = []
         try:
             await asyncio.gather(_ask(writer, "a0", "a", order), _ask(writer, "b0", "b", order))
-            groups = writer.groups
+            groups = counts["group"]
             began = time.monotonic()
             await asyncio.wait_for(_ask(writer, "a1", "a", order), LONG)
-            return time.monotonic() - began, writer.groups - groups
+            return time.monotonic() - began, counts["group"] - groups
         finally:
             await asyncio.to_thread(writer.close)
 
@@ -131,13 +137,14 @@ def test_a_sibling_answered_before_the_window_is_not_waited_for(tmp_path: Path) 
 
     async def scenario() -> tuple[float, int]:
         writer = _writer(tmp_path / "state.db", window=0.05)
+        counts = tally(writer)
         order: list[str] = []
         try:
             await asyncio.gather(_ask(writer, "a0", "a", order), _ask(writer, "b0", "b", order))
             await asyncio.sleep(0.2)
             began = time.monotonic()
             await asyncio.wait_for(_ask(writer, "a1", "a", order), LONG / 2)
-            return time.monotonic() - began, writer.waited
+            return time.monotonic() - began, counts["waited"]
         finally:
             await asyncio.to_thread(writer.close)
 
@@ -155,13 +162,14 @@ def test_work_without_a_source_is_nobody_s_sibling(tmp_path: Path) -> None:
 
     async def scenario() -> tuple[list[Any], str, int]:
         writer = _writer(tmp_path / "state.db")
+        counts = tally(writer)
         try:
             values = [
                 await asyncio.wait_for(writer.submit(functools.partial(_number, n)), LONG / 2)
                 for n in range(3)
             ]
             answer = await asyncio.wait_for(_ask(writer, "a0", "a", []), LONG / 2)
-            return values, answer, writer.waited
+            return values, answer, counts["waited"]
         finally:
             await asyncio.to_thread(writer.close)
 
@@ -180,12 +188,13 @@ def test_the_served_host_names_each_connection_as_its_requests_source() -> None:
         try:
             writer = hosted.server.writer
             assert writer is not None
+            counts = tally(writer)
             writer._window = 600.0
             with hosted.client() as first, hosted.client() as second:
                 assert first.request(run_start(1))["outcome"] == "accepted"
                 assert second.request(run_start(2))["outcome"] == "accepted"
                 writer._delay = LONG  # from now on, long enough to see
-                waited = writer.waited
+                waited = counts["waited"]
                 began = time.monotonic()
                 first.send(run_start(3))
                 time.sleep(0.3)
@@ -196,5 +205,5 @@ def test_the_served_host_names_each_connection_as_its_requests_source() -> None:
         finally:
             hosted.close()
     assert [answer["outcome"] for answer in answers] == ["accepted", "accepted"]
-    assert writer.waited == waited + 1
+    assert counts["waited"] == waited + 1
     assert 0.3 <= spent < LONG

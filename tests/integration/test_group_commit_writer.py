@@ -19,6 +19,10 @@ from pwf.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests._tally import tally
+else:
+    from _tally import tally
+
 
 CAP = MAX_GROUP
 """The most decisions one group commits together (ADR 0052)."""
@@ -52,6 +56,7 @@ def test_work_queued_while_a_group_is_decided_joins_it(tmp_path: Path) -> None:
 
     async def scenario() -> tuple[list[str], list[str], int, list[object]]:
         writer = _writer(tmp_path / "state.db")
+        counts = tally(writer)
         entered, go = threading.Event(), threading.Event()
         order: list[str] = []
         seen: list[object] = []
@@ -61,7 +66,7 @@ def test_work_queued_while_a_group_is_decided_joins_it(tmp_path: Path) -> None:
             later = [writer.submit(_record(name, order, seen)) for name in ("b", "c")]
             go.set()
             answers = [await first, *[await future for future in later]]
-            return answers, order, writer.groups, seen
+            return answers, order, counts["group"], seen
         finally:
             await asyncio.to_thread(writer.close)
 
@@ -78,6 +83,7 @@ def test_alone_work_queued_meanwhile_waits_for_the_commit(tmp_path: Path) -> Non
 
     async def scenario() -> tuple[list[str], int, list[object]]:
         writer = _writer(tmp_path / "state.db")
+        counts = tally(writer)
         entered, go = threading.Event(), threading.Event()
         order: list[str] = []
         seen: list[object] = []
@@ -90,7 +96,7 @@ def test_alone_work_queued_meanwhile_waits_for_the_commit(tmp_path: Path) -> Non
             await first
             await alone
             await after
-            return order, writer.groups, seen
+            return order, counts["group"], seen
         finally:
             await asyncio.to_thread(writer.close)
 
@@ -141,6 +147,7 @@ def test_a_duty_goes_before_the_client_work_queued_ahead_of_it(tmp_path: Path) -
 
     async def scenario() -> tuple[list[str], int]:
         writer = _writer(tmp_path / "state.db")
+        counts = tally(writer)
         entered, go = threading.Event(), threading.Event()
         order: list[str] = []
         seen: list[object] = []
@@ -154,7 +161,7 @@ def test_a_duty_goes_before_the_client_work_queued_ahead_of_it(tmp_path: Path) -
             for future in clients:
                 await future
             await first
-            return order, writer.groups
+            return order, counts["group"]
         finally:
             await asyncio.to_thread(writer.close)
 
@@ -195,6 +202,7 @@ def test_a_group_holds_at_most_its_cap(tmp_path: Path) -> None:
 
     async def scenario() -> tuple[list[object], int]:
         writer = _writer(tmp_path / "state.db", commit_delay=1.0, sibling_window=600.0)
+        counts = tally(writer)
         entered, go = threading.Event(), threading.Event()
         seen: list[object] = []
 
@@ -216,7 +224,7 @@ def test_a_group_holds_at_most_its_cap(tmp_path: Path) -> None:
             await first
             for future in later:
                 await future
-            return seen, writer.groups
+            return seen, counts["group"]
         finally:
             await asyncio.to_thread(writer.close)
 

@@ -35,7 +35,7 @@ class SharedLogMachine(CommandPathMachine):
         except BaseException:
             del os.environ["PWF_STORE"]
             raise
-        assert getattr(self.store, "shared_log", False), "the machine runs on the shared log"
+        assert self.store.log_file is None, "the machine runs on the shared log"
 
     def teardown(self) -> None:
         try:

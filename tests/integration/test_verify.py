@@ -468,39 +468,82 @@ def test_any_changed_byte_is_found_at_its_seq(
 PATH = Path("/srv/pwf/state.db")
 
 
+def _coded(error: sqlite3.Error, code: int) -> sqlite3.Error:
+    """``error`` as SQLite raises it: with its (extended) result code."""
+    error.sqlite_errorcode = code
+    return error
+
+
 class TestTranslateError:
-    """sqlite3 errors become pwf errors at the store's edge (STYLE §5)."""
+    """sqlite3 errors become pwf errors at the store's edge by their code (STYLE §5)."""
 
     @pytest.mark.parametrize(
         ("error", "expected_type", "says"),
         [
-            (sqlite3.OperationalError("database is locked"), StoreBusyError, "locked by another"),
-            (sqlite3.OperationalError("database table is locked"), StoreBusyError, "locked"),
-            (sqlite3.OperationalError("database is busy"), StoreBusyError, "locked by another"),
             (
-                sqlite3.OperationalError("attempt to write a readonly database"),
+                _coded(sqlite3.OperationalError("database is locked"), sqlite3.SQLITE_BUSY),
+                StoreBusyError,
+                "locked by another",
+            ),
+            (
+                _coded(sqlite3.OperationalError("database table is locked"), sqlite3.SQLITE_LOCKED),
+                StoreBusyError,
+                "locked",
+            ),
+            (
+                _coded(sqlite3.OperationalError("database is busy"), 261),
+                StoreBusyError,
+                "locked by another",
+            ),
+            (
+                _coded(
+                    sqlite3.OperationalError("attempt to write a readonly database"),
+                    sqlite3.SQLITE_READONLY,
+                ),
                 StoreError,
                 "the database is read-only",
             ),
-            (sqlite3.OperationalError("database or disk is full"), StoreError, "disk failed"),
-            (sqlite3.OperationalError("disk I/O error"), StoreError, "disk failed or is full"),
             (
-                sqlite3.DatabaseError("file is not a database"),
+                _coded(sqlite3.OperationalError("database or disk is full"), sqlite3.SQLITE_FULL),
+                StoreError,
+                "disk failed",
+            ),
+            (
+                _coded(sqlite3.OperationalError("disk I/O error"), 266),
+                StoreError,
+                "disk failed or is full",
+            ),
+            (
+                _coded(sqlite3.DatabaseError("file is not a database"), sqlite3.SQLITE_NOTADB),
                 NotPwfDatabaseError,
                 "not a pwf database",
             ),
             (
-                sqlite3.DatabaseError("database disk image is malformed"),
+                _coded(
+                    sqlite3.DatabaseError("database disk image is malformed"),
+                    sqlite3.SQLITE_CORRUPT,
+                ),
                 NotPwfDatabaseError,
                 "not a pwf database or damaged",
             ),
             (
-                sqlite3.OperationalError("unable to open database file"),
+                _coded(
+                    sqlite3.OperationalError("unable to open database file"),
+                    sqlite3.SQLITE_CANTOPEN,
+                ),
                 StoreError,
                 "cannot open the database",
             ),
-            (sqlite3.OperationalError("no such table: runs"), StoreError, "no such table: runs"),
-            (sqlite3.IntegrityError("UNIQUE constraint failed: events.seq"), StoreError, "UNIQUE"),
+            (
+                _coded(sqlite3.OperationalError("no such table: runs"), sqlite3.SQLITE_ERROR),
+                StoreError,
+                "no such table: runs",
+            ),
+            (
+                _coded(sqlite3.IntegrityError("UNIQUE constraint failed: events.seq"), 2067),
+                StoreError,
+                "UNIQUE",
+            ),
             (
                 sqlite3.ProgrammingError("Cannot operate on a closed database."),
                 StoreError,

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from pwf.store.sqlite import SqliteStore
 
 __all__ = ["mirrored_host", "recording", "round_trips"]
 
@@ -79,18 +78,17 @@ class _Connection:
         return getattr(self._connection, name)
 
 
-def mirrored_host(url: str, path: Path) -> tuple[SqliteStore, Host[SqliteStore]]:
+def mirrored_host(url: str, path: Path) -> tuple[MirroredStore, Host[MirroredStore]]:
     model = ReadModel()
     store = MirroredStore(path, PostgresStore(url), hooks=[model], install=model.install)
     return store, Host(store)
 
 
-def recording(store: SqliteStore) -> list[tuple[str, str]]:
+def recording(store: MirroredStore) -> list[tuple[str, str]]:
     """Note every statement of ``store``'s two connections from now on, in order."""
     seen: list[tuple[str, str]] = []
-    assert store.shared is not None
-    log = store.shared.log  # type: ignore[attr-defined]
-    log.connection = _Connection(log.connection, seen)
+    log = store.shared.log
+    log.connection = _Connection(log.connection, seen)  # type: ignore[assignment]
     store.connection.set_trace_callback(lambda sql: seen.append(("sqlite", sql[:60])))
     return seen
 

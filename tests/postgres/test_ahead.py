@@ -17,9 +17,9 @@ import pytest
 from pwf.host import Host
 from pwf.protocol.client import parse_request
 from pwf.readmodel import ReadModel
-from pwf.store.ahead import StaleDecision, decide_ahead, open_attempt
 from pwf.store.postgres import LOCK_KEY, PostgresStore
 from pwf.store.sqlite import SqliteStore
+from pwf.store.unit import NOT_REPEATABLE, OnceOnly, Repeatable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -63,7 +63,7 @@ class _Hosts:
         Returns the outcomes of the host's checks of the head, one per call
         until the next :meth:`between`.
         """
-        log = self.stores[name][0].shared.log  # type: ignore[union-attr]
+        log = self.stores[name][0].shared.log
         original = type(log).commit_if_head.__get__(log)  # not an earlier call's wrapper
         outcomes: list[bool] = []
 
@@ -73,7 +73,7 @@ class _Hosts:
             outcomes.append(original(*args, **kwargs))
             return bool(outcomes[-1])
 
-        log.commit_if_head = commit_if_head
+        log.commit_if_head = commit_if_head  # type: ignore[method-assign]
         return outcomes
 
     def bodies(self, name: str) -> list[bytes]:
@@ -123,7 +123,7 @@ class TestAlone:
         made.send("a", 1)
         seen = recording(made.stores["a"][0])
         made.stores["a"][0].before_local_commit = lambda: seen.append(("pg", "<visible>"))
-        log = made.stores["a"][0].shared.log  # type: ignore[union-attr]
+        log = made.stores["a"][0].shared.log
         original = type(log).commit_if_head.__get__(log)
 
         def commit_if_head(*args: Any, **kwargs: Any) -> bool:
@@ -133,7 +133,7 @@ class TestAlone:
             seen.append(("pg", f"<head {row[0] if row else None}>"))
             return bool(done)
 
-        log.commit_if_head = commit_if_head
+        log.commit_if_head = commit_if_head  # type: ignore[method-assign]
         made.send("a", 2)
         marks = [sql for _, sql in seen if sql.startswith("<")]
         assert ["<head 4>", "<visible>"] == marks
@@ -300,35 +300,33 @@ def test_three_hosts_racing_one_key_execute_it_once(
     assert report.first_bad_seq is None, report
 
 
-class TestAttempts:
-    """Only the first write transaction of a run may decide ahead; a stale run is made again."""
+class TestUnits:
+    """Only work marked repeatable decides ahead; work that may not run twice takes the lock."""
 
-    def test_outside_a_run_nothing_decides_ahead(self) -> None:
-        """A transaction nobody can run twice is never told to decide ahead."""
-        assert not open_attempt()
+    def test_once_only_work_decides_under_the_lock(self, made: _Hosts) -> None:
+        """A store's unit of work runs ``OnceOnly`` work after the lock, never ahead of it."""
+        made.send("a", 1)
+        store = made.stores["a"][0]
+        seen = recording(store)
+        assert store.head().seq == store.run(OnceOnly(lambda tx: tx.head.seq))
+        trips = round_trips(seen)
+        assert ["BEGIN", f"SELECT pg_advisory_xact_lock({LOCK_KEY})"] == trips[0][:2]
 
-    def test_only_the_first_transaction_of_a_run(self) -> None:
-        """A later transaction of the same run may follow a commit: it takes the lock."""
-        assert [True, False, False] == decide_ahead(lambda: [open_attempt() for _ in range(3)])
+    def test_repeatable_work_decides_ahead(self, made: _Hosts) -> None:
+        """The same work marked ``Repeatable`` checks the head after deciding: no lock, no BEGIN."""
+        made.send("a", 1)
+        store = made.stores["a"][0]
+        seen = recording(store)
+        assert store.head().seq == store.run(Repeatable(lambda tx: tx.head.seq))
+        trips = round_trips(seen)
+        assert 1 == len(trips), trips
+        assert trips[0][0].startswith(CHECK)
 
-    def test_a_stale_run_is_made_again_once_without_deciding_ahead(self) -> None:
-        """The second run is told to take the lock, so it cannot be stale."""
-        runs: list[bool] = []
-
-        def decide() -> str:
-            runs.append(open_attempt())
-            if runs[-1]:
-                raise StaleDecision
-            return "decided"
-
-        assert "decided" == decide_ahead(decide)
-        assert [True, False] == runs
-
-    def test_runs_nest(self) -> None:
-        """A run inside a run has its own first transaction; the outer's is left as it was."""
-
-        def outer() -> list[bool]:
-            inner = decide_ahead(open_attempt)
-            return [inner, open_attempt(), open_attempt()]
-
-        assert [True, True, False] == decide_ahead(outer)
+    def test_the_path_that_repeats_refuses_once_only_work(self, made: _Hosts) -> None:
+        """Handed to the mirror's path that may run it twice, ``OnceOnly`` work is refused unrun."""
+        store = made.stores["a"][0]
+        ran: list[int] = []
+        once = OnceOnly(lambda tx: ran.append(tx.head.seq))
+        with pytest.raises(TypeError, match=NOT_REPEATABLE):
+            store.shared.run(store.local, once, lambda: None)  # type: ignore[arg-type]
+        assert [] == ran

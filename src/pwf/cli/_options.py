@@ -21,7 +21,7 @@ from pwf import canonical
 from pwf.cli import verdict
 from pwf.config import Settings
 from pwf.errors import ConfigError
-from pwf.store.sqlite import SqliteStore
+from pwf.store.opening import open_file
 
 if TYPE_CHECKING:
     from pwf.readmodel import ReadModel
@@ -169,13 +169,13 @@ def open_log(url: str, *, create: bool = False) -> PostgresStore:
         ConfigError: psycopg (the ``postgres`` extra) is not installed.
     """
     try:
-        from pwf.store.postgres import PostgresStore  # noqa: PLC0415 - an optional extra
+        from pwf.store.opening import open_shared_log  # noqa: PLC0415 - an optional extra
     except ImportError:
         from pwf.extras import missing_extra  # noqa: PLC0415 - only on this error
 
         hint = missing_extra("--store needs psycopg", "postgres")
         raise ConfigError(f"{hint} (or psycopg[binary])") from None
-    return PostgresStore(url, create=create)
+    return open_shared_log(url, create=create)
 
 
 def open_store(
@@ -192,7 +192,7 @@ def open_store(
     settings = Settings.load(db=db)
     url = store_url()
     if url is None and read_only and not create:
-        return SqliteStore(
+        return open_file(
             settings.db,
             synchronous=settings.synchronous,
             busy_timeout_ms=settings.busy_timeout_ms,
@@ -204,7 +204,7 @@ def open_store(
     read_model = ReadModel()
     if url is not None:
         return _open_mirror(settings, read_model, open_log(url, create=create))
-    store = SqliteStore(
+    store = open_file(
         settings.db,
         create=create,
         synchronous=settings.synchronous,
@@ -240,10 +240,10 @@ def upgrade_views(store: EventStore) -> None:
 
 
 def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) -> EventStore:
-    from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - an optional extra
+    from pwf.store.opening import open_mirror  # noqa: PLC0415 - an optional extra
 
     try:
-        store = MirroredStore(
+        store = open_mirror(
             settings.db,
             log,
             synchronous=settings.synchronous if os.environ.get("PWF_SYNCHRONOUS") else "NORMAL",

@@ -35,7 +35,7 @@ from pwf.host import acquire_lock, refuse_if_served
 from pwf.private import make_directories
 from pwf.store import EMPTY
 from pwf.store.compaction import file_sha256, prove
-from pwf.store.sqlite import SqliteStore
+from pwf.store.opening import open_file
 from pwf.verify import verify_failure
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def restore(backup: Path, database: Path, now: int) -> Restored:
 
 
 def _prove_alone(backup: Path) -> tuple[int, int]:
-    with SqliteStore(backup, read_only=True) as copy:
+    with open_file(backup, read_only=True) as copy:
         failure = verify_failure(copy)
         head = copy.head()
         report_events = head.seq - copy.origin().seq
@@ -93,7 +93,7 @@ def _prove_alone(backup: Path) -> tuple[int, int]:
 
 def _check_live(backup: Path, database: Path, now: int) -> tuple[bool, int | None]:
     """Refuse a served database; prove the compaction link when the live log names this backup."""
-    with SqliteStore(database, read_only=True) as live:
+    with open_file(database, read_only=True) as live:
         refuse_if_served(live, now)
         head = live.head().seq
         origin = live.origin()

@@ -83,11 +83,9 @@ def audited(db: str | None) -> Iterator[tuple[SqliteStore, Proofs, str]]:
 
 def sqlite_file(file: object) -> SqliteStore:
     """The SQLite file that holds the tree (the log's, or the local copy of a shared log)."""
-    from pwf.store.sqlite import SqliteStore  # noqa: PLC0415 - the type check only
+    from pwf.store.opening import sqlite_file as of  # noqa: PLC0415 - the type check only
 
-    if not isinstance(file, SqliteStore):
-        raise InputError("this store keeps no Merkle tree a proof can be read from")
-    return file
+    return of(file)
 
 
 def _derived_origin(file: SqliteStore) -> str:

@@ -134,7 +134,7 @@ class BulkFold(ReadModel):
     def fold(self, connection: sqlite3.Connection, entries: Iterable[Entry]) -> int:
         """Fold ``entries`` in seq order and advance the checkpoints once, to the last one.
 
-        The rows are what :meth:`~pwf.readmodel.ReadModel.apply_entry` writes
+        The rows are what the live append hook (:class:`~pwf.readmodel.ReadModel`) writes
         event by event; moving the checkpoints once per call instead of once
         per event and projection, and offering each event only to the handlers
         of its class, is what makes a rebuild fast.  The statements of all the

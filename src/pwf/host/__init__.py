@@ -26,7 +26,6 @@ from pwf.host import _maintenance, _routing, _sessions, _verdict, _workers
 from pwf.host._direct import refuse_if_served
 from pwf.host._lock import acquire_lock
 from pwf.host._workers import LEASE_MS
-from pwf.store.ahead import decide_ahead
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
     from pwf.store import EventStore, StoreTransaction
+    from pwf.store.unit import Work
     from pwf.views.status import Live
 
 __all__ = ["DIRECT_ACTOR", "LEASE_MS", "Host", "acquire_lock", "refuse_if_served"]
@@ -93,6 +93,13 @@ class Host(Generic[StoreT_co]):
         self.shared.new_batch()
         yield self.shared
 
+    def run(self, work: Work[T]) -> T:
+        """One decision as the store's unit of work, or the next batch of a group's (ADR 0087)."""
+        if self.shared is None:
+            return self.store.run(work)
+        self.shared.new_batch()
+        return work(self.shared)
+
     def mint(self, prefix: str) -> str:
         """A fresh id with ``prefix`` (a coordinator epoch), decided here at the edge."""
         return f"{prefix}{self.new_epoch()}"
@@ -122,7 +129,7 @@ class Host(Generic[StoreT_co]):
         ``connection`` is the served connection the request came on: a
         coordinator attached by it belongs to it (DOMAIN §5.13).
         """
-        return decide_ahead(lambda: _routing.decide(self, request, now, connection))
+        return _routing.decide(self, request, now, connection)
 
     def answer(self, request: ClientRequest, now: int, *, wait_ms: int = 0) -> bytes:
         """Answer one request as its framed line (canonical bytes and a newline).

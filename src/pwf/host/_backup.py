@@ -28,14 +28,13 @@ from pwf.host._destination import check_destination
 from pwf.private import create_file, make_directories
 from pwf.readmodel import ReadModel
 from pwf.store import Head, check_link, check_position
-from pwf.store.sqlite import SqliteStore
+from pwf.store.opening import open_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.protocol.client import ClientRequest, ClientResponse
-    from pwf.store import EventLog, LogFile, StoreTransaction
-    from pwf.store.sqlite import SqliteTransaction
+    from pwf.store import EventLog, FileTransaction, LogFile, StoreTransaction
 
 __all__ = ["Recording", "backup_database", "catch_up", "check_destination", "run_backup"]
 
@@ -57,7 +56,7 @@ class Recording:
         self,
         store: LogFile,
         request: ClientRequest,
-        work: Callable[[SqliteTransaction, Context], T],
+        work: Callable[[FileTransaction, Context], T],
     ) -> T | ClientResponse:
         """Run ``work`` in a savepoint of a write transaction, unless an answer is due first.
 
@@ -119,7 +118,7 @@ def catch_up(store: EventLog, backup: Path, upto: Head) -> None:
     """
     model = ReadModel()
     try:
-        with SqliteStore(backup, hooks=[model]) as copy, copy.transaction() as into:
+        with open_file(backup, hooks=[model]) as copy, copy.transaction() as into:
             head = into.head
             if head.seq > upto.seq:
                 raise CommandError(f"{backup}: the backup is ahead of the live log")
@@ -208,7 +207,7 @@ def _place(partial: Path, target: Path, destination: Path, *, replace: bool) -> 
 def _verify_copy(destination: Path) -> None:
     """Reopen the copy read-only: integrity, the hash chain, and projections == its log."""
     try:
-        with SqliteStore(destination, read_only=True) as copy:  # the copy is a file of its own
+        with open_file(destination, read_only=True) as copy:  # the copy is a file of its own
             _checked(copy, "the backup")
             report = copy.verify()
             if not report.ok:

@@ -37,6 +37,7 @@ from pwf.fold import scratchfiles
 from pwf.fold.bulk import BulkFold
 from pwf.store.compaction import KEPT_SELECT, compact
 from pwf.store.image import begin_image, carry_over, finish_image, index_events
+from pwf.store.opening import open_file
 from pwf.store.rows import columns
 from pwf.store.segment import (
     KEPT_DDL,
@@ -47,16 +48,15 @@ from pwf.store.segment import (
     Segment,
     Template,
 )
-from pwf.store.sqlite import SqliteStore, translate_error
+from pwf.store.sqlite import translate_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
 
     from pwf.events import Actor, Cause, Entry, Event, LogCompacted
-    from pwf.store import LogFile, StoredEvent
+    from pwf.store import FileTransaction, LogFile, StoredEvent
     from pwf.store.image import Shape
-    from pwf.store.sqlite import SqliteTransaction
 
 __all__ = ["Prepared", "prepared", "tail"]
 
@@ -152,7 +152,7 @@ class Prepared:
                 with transaction(connection):
                     connection.execute(KEPT_DDL)
                     self._model.install(connection)
-            with SqliteStore(backup, read_only=True) as copy:  # a backup is a file
+            with open_file(backup, read_only=True) as copy:  # a backup is a file
                 events = copy.read(self.segment.seq + 1)
                 while rows := list(islice(events, chunk)):
                     with transaction(connection):
@@ -168,7 +168,7 @@ class Prepared:
             connection.close()
 
     def install(
-        self, store: LogFile, work: Callable[[SqliteTransaction, sqlite3.Connection], T]
+        self, store: LogFile, work: Callable[[FileTransaction, sqlite3.Connection], T]
     ) -> T:
         """Copy the image over ``store``'s file in one write transaction, ``work`` done first.
 
@@ -189,7 +189,7 @@ class Prepared:
 
     def seal(  # noqa: PLR0913 - the compaction's whole record
         self,
-        tx: SqliteTransaction,
+        tx: FileTransaction,
         image: sqlite3.Connection,
         backup: Path,
         *,
@@ -323,7 +323,7 @@ def prepared(store: LogFile, removed: frozenset[str]) -> Iterator[Prepared]:
         scratchfiles.release(path, held)
 
 
-def tail(tx: SqliteTransaction, segment: Segment) -> tuple[Segment, list[Kept]]:
+def tail(tx: FileTransaction, segment: Segment) -> tuple[Segment, list[Kept]]:
     """What the live events after the prepared segment keep, under the write lock.
 
     Returns the segment with their drops counted and the kept ones, numbered

@@ -14,7 +14,6 @@ from pwf import canonical
 from pwf.commands import Context
 from pwf.errors import CommandError
 from pwf.events import Cause
-from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
 from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
 
 if TYPE_CHECKING:
@@ -68,10 +67,8 @@ def refusal(error: CommandError | sqlite3.IntegrityError) -> CommandError:
     Deciders check every rule first; a constraint firing here means one was
     missed, and the savepoint has already dropped the handler's events.
     """
-    if isinstance(error, CommandError):
+    if isinstance(error, CommandError):  # a blob conflict too (BlobConflictError)
         return error
-    if CONFLICT_SIGNATURE in str(error):
-        return CommandError(BLOB_CONFLICT)
     return CommandError(f"Workflow state constraint failed: {error}")
 
 

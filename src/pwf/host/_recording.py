@@ -19,12 +19,13 @@ from pwf.errors import CommandError
 from pwf.events import CommandRecorded
 from pwf.host._context import cause_of, context, json_value, refusal, refused, text_value
 from pwf.protocol.client import ClientRequest, ClientResponse
+from pwf.store.unit import OnceOnly, Repeatable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.host import Host
-    from pwf.store import EventStore
+    from pwf.store import EventStore, StoreTransaction
 
 __all__ = ["adopt_or_execute", "record", "replay"]
 
@@ -54,7 +55,8 @@ def adopt_or_execute(  # noqa: PLR0913 - the request, its route and handler, and
     is the served connection the request came on (None in direct mode): the
     session commands check that it is their coordinator's (DOMAIN §5.13).
     """
-    with host.transaction() as tx:
+
+    def decide(tx: StoreTransaction) -> ClientResponse:
         ctx = context(tx, now, host.actor, cause_of(request), host.mint, connection=connection)
         closed = host.gate(ctx) if host.gate is not None else None
         if closed is not None and route is Route.EXECUTED:
@@ -75,6 +77,9 @@ def adopt_or_execute(  # noqa: PLR0913 - the request, its route and handler, and
                 return refused(request, str(error), error.outcome)
             result = Result(outcome="rejected", error=str(error))
         return record(ctx, request, result, host.host_epoch)
+
+    # A maintenance command may ask for file work (an effect): it runs once.
+    return host.run(Repeatable(decide) if route is Route.EXECUTED else OnceOnly(decide))
 
 
 def record(

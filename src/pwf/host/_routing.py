@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from pwf.commands import Result
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
-from pwf.errors import AnswerTooLargeError, CommandError, ProtocolError, StoreError
+from pwf.errors import AnswerTooLargeError, BlobConflictError, CommandError, ProtocolError
 from pwf.host._context import cause_of, context, refusal, refused
 from pwf.host._maintenance import FILE_MAINTENANCE, maintain, not_on_shared_log
 from pwf.host._recording import adopt_or_execute
 from pwf.host.statereads import state_read
-from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
+from pwf.projections.blobs import BLOB_CONFLICT
 from pwf.protocol.client import (
     TOO_LARGE,
     ClientRequest,
@@ -27,6 +27,7 @@ from pwf.protocol.client import (
     encode_line,
     encode_response,
 )
+from pwf.store.unit import Repeatable
 from pwf.views import READS
 from pwf.views.status import served_host_status
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     from pwf.commands import Context
     from pwf.host import Host
-    from pwf.store import EventStore
+    from pwf.store import EventStore, StoreTransaction
     from pwf.views.status import Live
 
 __all__ = ["decide", "frame"]
@@ -78,11 +79,11 @@ def _recorded(  # noqa: PLR0913 - the request, its route and handler, and what i
         handler = _served_status(host.status_live)
     try:
         return adopt_or_execute(host, request, route, handler, now, connection=connection)
-    except (sqlite3.IntegrityError, StoreError) as error:
+    except BlobConflictError:
         # Recording the outcome stored a blob another media type holds: the
         # whole batch is gone with its own transaction, as in the original.
         # In a group's transaction the group's savepoint undoes it instead.
-        if host.shared is not None or CONFLICT_SIGNATURE not in str(error):
+        if host.shared is not None:
             raise
         return refused(request, BLOB_CONFLICT)
 
@@ -109,14 +110,19 @@ def _direct(
     connection: str | None = None,
 ) -> tuple[ClientResponse, str | None]:
     """Operations with their own idempotency: nothing is recorded in host_commands."""
-    with host.transaction() as tx:
+
+    def direct(tx: StoreTransaction) -> Result | ClientResponse:
         ctx = context(tx, now, host.actor, cause_of(request), host.mint, connection=connection)
         try:
             with tx.savepoint():
-                result = handler(ctx, request)
+                return handler(ctx, request)
         except (CommandError, sqlite3.IntegrityError) as error:
             error = refusal(error)
-            return refused(request, str(error), error.outcome), None
+            return refused(request, str(error), error.outcome)
+
+    result = host.run(Repeatable(direct))  # a refusal or a result: nothing outside the store
+    if isinstance(result, ClientResponse):
+        return result, None
     response = ClientResponse(
         request_id=request.request_id,
         outcome=result.outcome,

@@ -16,11 +16,11 @@ from pwf import canonical
 from pwf.commands import Result
 from pwf.commands.processes import PROCESS_OPERATIONS, process_operation
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
-from pwf.errors import CommandError, StoreError
+from pwf.errors import BlobConflictError, CommandError
 from pwf.events import Actor, Cause, WorkerMessageRecorded, one_of
 from pwf.events.runs import WORKER_OUTCOME_MEMBERS
 from pwf.host._context import context, refusal
-from pwf.projections.blobs import BLOB_CONFLICT, CONFLICT_SIGNATURE
+from pwf.projections.blobs import BLOB_CONFLICT
 from pwf.protocol.worker import WorkerResponse
 
 if TYPE_CHECKING:
@@ -75,8 +75,8 @@ def worker(
     """
     try:
         return _answer(host, message, now, facts)
-    except (sqlite3.IntegrityError, StoreError) as error:
-        if host.shared is not None or CONFLICT_SIGNATURE not in str(error):
+    except BlobConflictError:
+        if host.shared is not None:
             raise
         return WorkerResponse(
             message_id=message.message_id, outcome="rejected", error=BLOB_CONFLICT

@@ -32,8 +32,7 @@ if TYPE_CHECKING:
     from pwf.commands.prune import Selection
     from pwf.events import Actor, Cause
     from pwf.protocol.client import ClientRequest, ClientResponse
-    from pwf.store import LogFile
-    from pwf.store.sqlite import SqliteTransaction
+    from pwf.store import FileTransaction, LogFile
 
 __all__ = [
     "Recording",
@@ -184,7 +183,7 @@ class _Plan:
 
 def _planned(
     store: LogFile,
-    opened: tuple[SqliteTransaction, Context],
+    opened: tuple[FileTransaction, Context],
     request: ClientRequest,
     recording: Recording,
     held: ExitStack,
@@ -350,7 +349,7 @@ def _swapped(  # noqa: PLR0913 - the compaction's whole context
     """
     selection = selected[0]
 
-    def under_lock(tx: SqliteTransaction, image: sqlite3.Connection) -> tuple[int, Tally, Tally]:
+    def under_lock(tx: FileTransaction, image: sqlite3.Connection) -> tuple[int, Tally, Tally]:
         ctx = recording.open(tx)
         catch_up(tx.store, destination, tx.head)
         _unchanged(tx.reader(), select(ctx, selection.cutoff), selected)

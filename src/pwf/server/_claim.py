@@ -16,7 +16,7 @@ from pwf.host.served import ServedHost
 from pwf.readmodel import ReadModel
 from pwf.server._writer import Writer
 from pwf.sqlviews import install_views, views_current
-from pwf.store.sqlite import SqliteStore
+from pwf.store.opening import open_file, open_mirror, open_shared_log
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,7 +36,7 @@ async def open_writer(options: Options, identity: Identity) -> Writer:
         if options.store_url is not None:
             store = _mirror(options, read_model)
         else:
-            store = SqliteStore(
+            store = open_file(
                 options.db,
                 synchronous=options.synchronous,
                 busy_timeout_ms=options.busy_timeout_ms,
@@ -44,7 +44,7 @@ async def open_writer(options: Options, identity: Identity) -> Writer:
                 serving=True,
             )
         try:
-            store.install(read_model.install)
+            store.projections_file.install(read_model.install)
             if options.store_url is None:  # a database made before its views (ADR 0049)
                 store.projections_file.upgrade(views_current, install_views)
         except BaseException:
@@ -65,15 +65,12 @@ async def take_claim(writer: Writer, options: Options, clock: Callable[[], int])
     return await writer.submit(lambda host: host.start(token_hash, options.lease_ms, clock()))
 
 
-def _mirror(options: Options, read_model: ReadModel) -> SqliteStore:
+def _mirror(options: Options, read_model: ReadModel) -> EventStore:
     """The host's local file on the shared log at ``options.store_url``, caught up."""
-    from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - the postgres extra
-    from pwf.store.postgres import PostgresStore  # noqa: PLC0415
-
     assert options.store_url is not None
-    log = PostgresStore(options.store_url)
+    log = open_shared_log(options.store_url)
     try:
-        store = MirroredStore(
+        store = open_mirror(
             options.db,
             log,
             busy_timeout_ms=options.busy_timeout_ms,

@@ -18,7 +18,7 @@ from pwf.host.statereads import STATE_READS, state_read
 from pwf.protocol.client import ClientResponse
 from pwf.server._subscriptions import SUBSCRIBING
 from pwf.statereaders import overview, verify_failure
-from pwf.store.sqlite import SqliteStore
+from pwf.store.opening import open_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -119,7 +119,7 @@ class Requests:
         A host on a shared log reads on its writer, whose store knows the log.
         """
         options = self.hub.options
-        store = SqliteStore(options.db, read_only=True, busy_timeout_ms=options.busy_timeout_ms)
+        store = open_file(options.db, read_only=True, busy_timeout_ms=options.busy_timeout_ms)
         try:
             return state_read(
                 store,

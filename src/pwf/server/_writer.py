@@ -16,15 +16,15 @@ marked ``alone`` (file effects that copy the database, prune) closes the
 group before it and runs in its own transactions.  ``read`` work runs
 outside any write transaction, against committed state.
 
-On a SQLite log a group first runs without savepoints (ADR 0061): the
-client requests that lead it (work that may run twice, ``Writer.call``'s)
-are decided one after another with none, since copying every page a
-request changes into a savepoint journal costs about a tenth of its
-decision.  A request that fails without having written anything needs no
-undoing; one that fails after writing rolls the whole group back, and the
-group runs again as before, each request in its own savepoint.  Work from
-:meth:`Writer.submit` (timers, the supervisor) runs in savepoints, as does
-everything after it in the group.
+How a group runs is the store's (its unit of work, ADR 0087): the writer
+hands it the group's work and gets one outcome each.  A client request
+(``Writer.call``'s) is marked :class:`~pwf.store.unit.Repeatable`: all it
+changes is in the transaction, so a store may run it again (a SQLite file
+runs the requests that lead a group without savepoints and, when one fails
+after writing, the group again with them, ADR 0061).  Work from
+:meth:`Writer.submit` (timers, the supervisor) and ``alone`` work is
+:class:`~pwf.store.unit.OnceOnly`, never run twice.  The writer counts
+nothing itself: :attr:`Writer.observe` is told what metrics and tests count.
 
 A group about to commit with an empty queue may wait a little for its
 siblings (ADR 0065), as PostgreSQL's ``commit_delay`` does when at least
@@ -48,13 +48,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from pwf.store.sqlite_transaction import SavepointsNeeded, SqliteTransaction
+from pwf.store.unit import OnceOnly, Repeatable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from pwf.host.served import ServedHost
     from pwf.store import EventStore, StoreTransaction
+    from pwf.store.unit import Observe, Work
 
 __all__ = ["COMMIT_DELAY", "MAX_GROUP", "SIBLING_WINDOW", "Writer"]
 
@@ -74,7 +75,7 @@ SIBLING_WINDOW: Final = 0.005
 
 
 class _Job(Generic[T]):
-    __slots__ = ("again", "alone", "done", "duty", "loop", "read", "source", "work")
+    __slots__ = ("alone", "done", "duty", "loop", "marked", "read", "source", "work")
 
     def __init__(  # noqa: PLR0913 - the work, its answer, its loop and how it runs
         self,
@@ -84,7 +85,7 @@ class _Job(Generic[T]):
         *,
         alone: bool,
         read: bool,
-        again: bool = False,
+        marked: type[Repeatable[Any] | OnceOnly[Any]] = OnceOnly,
         source: object = None,
         duty: bool = False,
     ) -> None:
@@ -93,15 +94,16 @@ class _Job(Generic[T]):
         self.loop = loop
         self.alone = alone
         self.read = read
-        self.again = again
-        """The work may run twice: all it changes is in the transaction (a client request)."""
+        self.marked = marked
+        """How the store may run it: :class:`Repeatable` when all it changes is in the
+        transaction (a client request), else :class:`OnceOnly`."""
         self.source = source
         """Who asked (a connection), or None: the siblings a group may wait for."""
         self.duty = duty
         """The host's own work: it goes before every client job still queued."""
 
 
-Outcome = tuple[_Job[Any], object, "BaseException | None"]
+Settled = tuple[_Job[Any], object, "BaseException | None"]
 
 
 _WAKE: Final = object()
@@ -189,7 +191,7 @@ class _Lanes:
                 self._ready.wait(left)
 
 
-def _hand_back(outcomes: list[Outcome]) -> None:
+def _hand_back(outcomes: list[Settled]) -> None:
     """Give every decided job of a group to the event loop that queued it, in one call each."""
     loop = outcomes[0][0].loop
     if all(job.loop is loop for job, _, _ in outcomes):
@@ -201,7 +203,7 @@ def _hand_back(outcomes: list[Outcome]) -> None:
             outcome[0].loop.call_soon_threadsafe(_settle_all, [outcome])
 
 
-def _settle_all(outcomes: list[Outcome]) -> None:
+def _settle_all(outcomes: list[Settled]) -> None:
     """On the loop: each job's callback, in the group's order; one that raises stops no other."""
     for job, value, error in outcomes:
         try:
@@ -242,14 +244,11 @@ class Writer:
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self.host: ServedHost | None = None
-        self.groups = 0
-        """Transactions committed so far (the group-commit test reads it)."""
         self.settled = 0
         """Jobs that may have written, settled so far: a publish looks again only when it moved."""
-        self.redone = 0
-        """Groups rolled back and run again with savepoints (the tests read it)."""
-        self.waited = 0
-        """Requests a group waited for and took before committing (the tests read it)."""
+        self.observe: Observe | None = None
+        """A metrics hook, told ``"group"`` at each group's commit, ``"redone"`` when a group
+        ran again, ``"waited"`` for each request a group waited for (tests count them)."""
         self.committed: Callable[[int, float], None] | None = None
         """Told each group's size and seconds from its start to its commit's return (metrics)."""
         self._thread = threading.Thread(target=self._run, name="pwf-writer", daemon=True)
@@ -304,7 +303,7 @@ class Writer:
             asyncio.get_running_loop(),
             alone=alone,
             read=False,
-            again=True,
+            marked=OnceOnly if alone else Repeatable,  # alone: file work, run once
             source=source,
         )
         self._lanes.put(job)  # type: ignore[arg-type]
@@ -399,8 +398,13 @@ class Writer:
             return False
         if not self._take(group, job):
             return False
-        self.waited += 1
+        self._tell("waited")
         return True
+
+    def _tell(self, event: str) -> None:
+        """Tell the metrics hook, if any, of ``event``."""
+        if self.observe is not None:
+            self.observe(event)
 
     def _expecting(self, group: list[_Job[object]], now: float) -> bool:
         """Is a sibling expected: a source answered within the window, with nothing in ``group``?"""
@@ -433,70 +437,39 @@ class Writer:
                 _hand_back([(job, value, None)])
             return
         began = time.perf_counter()
-        try:
-            results = self._commit(host, store, group, bare=True, gather=True)
-        except SavepointsNeeded:
-            self.redone += 1
-            results = self._commit(host, store, group, bare=False, gather=False)
-        self.groups += 1
+        outcomes = store.run_group(self._works(host, group), self._tell)
+        # A store stops taking work only when its transaction failed: the jobs
+        # queued behind the last it took share that failure.
+        outcomes += outcomes[-1:] * (len(group) - len(outcomes))
+        self._tell("group")
         self.settled += 1
         if self.committed is not None:
             self.committed(len(group), time.perf_counter() - began)
-        _hand_back(
-            [(job, value, problem) for job, (value, problem) in zip(group, results, strict=True)]
-        )
+        _hand_back([(job, *outcome) for job, outcome in zip(group, outcomes, strict=True)])
         self._remember(group)
 
-    def _commit(
-        self,
-        host: ServedHost,
-        store: EventStore,
-        group: list[_Job[object]],
-        *,
-        bare: bool,
-        gather: bool,
-    ) -> list[tuple[object, BaseException | None]]:
-        """Decide the group (and what joins it) in one transaction and commit it.
+    def _works(self, host: ServedHost, group: list[_Job[object]]) -> Iterator[Work[object]]:
+        """The group's work for the store, and what joins it while it is decided.
 
-        ``bare``: the jobs that may run again lead the group without savepoints.
-        ``gather``: with the queue empty, wait a little for expected siblings.
-
-        Raises:
-            SavepointsNeeded: such a job failed after writing; the transaction is rolled back.
+        With the queue empty, it waits a little for expected siblings (ADR 0065).
         """
-        results: list[tuple[object, BaseException | None]] = []
-        try:
-            with store.transaction() as tx:
-                host.shared = tx
-                bare = bare and isinstance(tx, SqliteTransaction) and store.log_file is not None
-                deadline: float | None = None
-                try:
-                    while True:
-                        if len(results) == len(group) and not self._extend(group):
-                            if not gather:
-                                break
-                            if deadline is None:  # the first time it has nothing left
-                                deadline = time.monotonic() + self._delay
-                            if not self._gather(group, deadline):
-                                break
-                        job = group[len(results)]
-                        bare = bare and job.again
-                        results.append(_one(host, tx, job, bare=bare))
-                finally:
-                    host.shared = None
-        except Exception as failure:  # noqa: BLE001 - the commit failed: nothing is durable
-            results = [(None, failure)] * len(group)
-        return results
+        deadline: float | None = None
+        taken = 0
+        while True:
+            if taken == len(group) and not self._extend(group):
+                if deadline is None:  # the first time it has nothing left
+                    deadline = time.monotonic() + self._delay
+                if not self._gather(group, deadline):
+                    return
+            job = group[taken]
+            taken += 1
+            yield job.marked(functools.partial(_decide, host, job.work))
 
 
-def _one(
-    host: ServedHost, tx: StoreTransaction, job: _Job[object], *, bare: bool
-) -> tuple[object, BaseException | None]:
-    """One job of a group: in its own savepoint, or with none (``bare``)."""
-    if isinstance(tx, SqliteTransaction):
-        tx.without_savepoints = bare
+def _decide(host: ServedHost, work: Callable[[ServedHost], T], tx: StoreTransaction) -> T:
+    """One job of a group, in the group's transaction: each decision is its own batch there."""
+    host.shared = tx
     try:
-        with tx.savepoint():
-            return job.work(host), None
-    except Exception as error:  # noqa: BLE001 - rolled back alone
-        return None, error
+        return work(host)
+    finally:
+        host.shared = None

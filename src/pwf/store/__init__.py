@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause, Entry, Event, Sealed
     from pwf.sqlreader import RowReader
     from pwf.store.image import Shape
-    from pwf.store.sqlite_transaction import SqliteTransaction
+    from pwf.store.unit import Observe, Outcome, Work
 
 __all__ = [
     "COMPACTED_INSIDE",
@@ -41,6 +41,7 @@ __all__ = [
     "AppendHook",
     "EventLog",
     "EventStore",
+    "FileTransaction",
     "Head",
     "LogFile",
     "ProjectionFile",
@@ -283,12 +284,21 @@ class EventStore(EventLog, Protocol):
 
     :class:`pwf.store.sqlite.SqliteStore` keeps both in one file;
     :class:`pwf.store.mirror.MirroredStore` keeps the log in PostgreSQL and
-    the projections in a local file caught up from it.
+    the projections in a local file caught up from it.  A decision is run
+    as the store's unit of work (:meth:`run`, :meth:`run_group`, ADR 0087).
+    What is SQLite's alone is asked for as a capability: :attr:`log_file`
+    (backup, prune, compaction) and :attr:`projections_file` (the folds,
+    the integrity check); rooms above the store open stores through
+    :mod:`pwf.store.opening` and never name a backend (ADR 0088).
     """
 
     @property
     def path(self) -> Path:
-        """The SQLite file that holds the projections."""
+        """The local file every store keeps its projections in (ADR 0038), by its path.
+
+        What is SQLite's about that file is :attr:`projections_file`'s, the
+        capability that reads or folds the file itself.
+        """
 
     @property
     def log_file(self) -> LogFile | None:
@@ -316,6 +326,29 @@ class EventStore(EventLog, Protocol):
 
     def transaction(self) -> AbstractContextManager[StoreTransaction]:
         """Take the write lock; decide, stage and read inside; commit on exit."""
+
+    def run(self, work: Work[T]) -> T:
+        """One decision as one unit of work: its own write transaction, committed on return.
+
+        The store decides how (ADR 0087): a :class:`~pwf.store.unit.Repeatable`
+        decision may be made ahead of a shared log's lock and made again
+        when that log moved (ADR 0062); a :class:`~pwf.store.unit.OnceOnly`
+        one runs once, under the lock.
+        """
+
+    def run_group(
+        self, works: Iterator[Work[object]], observe: Observe | None = None
+    ) -> list[Outcome]:
+        """Decide ``works`` one after another in one write transaction and commit (ADR 0052).
+
+        Each work is its own batch's decision and fails alone (its writes are
+        undone, the others' kept); the store decides how (bare, with
+        savepoints, ADR 0061) and runs again only repeatable work.  Works
+        are taken from ``works`` while the group is open, so a caller may
+        let later arrivals join.  One outcome per work taken; when the
+        transaction fails to commit, each of them holds that failure.
+        ``observe`` is told ``"redone"`` when the group ran again.
+        """
 
     def reader(self) -> RowReader:
         """Read the committed projections (queries, explain, views, verdicts).
@@ -371,6 +404,9 @@ class ProjectionFile(Protocol):
     def integrity_check(self) -> str | None:
         """None when SQLite's integrity and foreign-key checks pass, else what they found."""
 
+    def install(self, *installers: Callable[[sqlite3.Connection], object]) -> None:
+        """Create schema beside the projections (their tables, the views) in one transaction."""
+
 
 class LogFile(EventLog, ProjectionFile, Protocol):
     """A log of record that is one SQLite file: the capability backup and prune need.
@@ -381,7 +417,7 @@ class LogFile(EventLog, ProjectionFile, Protocol):
     what the capability is.
     """
 
-    def transaction(self) -> AbstractContextManager[SqliteTransaction]:
+    def transaction(self) -> AbstractContextManager[FileTransaction]:
         """The file's write transaction, with its reader (the projections beside the log)."""
 
     def backup_to(self, target: Path) -> None:
@@ -394,5 +430,24 @@ class LogFile(EventLog, ProjectionFile, Protocol):
     def shape(self) -> Shape:
         """The file's header marks and schema, which a compacted image copies."""
 
-    def install_image(self, image: sqlite3.Connection, work: Callable[[SqliteTransaction], T]) -> T:
+    def install_image(self, image: sqlite3.Connection, work: Callable[[FileTransaction], T]) -> T:
         """Copy the database ``image`` over this file in one write transaction, ``work`` first."""
+
+
+class FileTransaction(StoreTransaction, Protocol):
+    """The write transaction of a log that is one SQLite file (:meth:`LogFile.transaction`).
+
+    What backup, prune and compaction are given under the file's write lock:
+    the decision's transaction, and the file it belongs to.
+    """
+
+    @property
+    def store(self) -> LogFile:
+        """The file whose write lock the transaction holds."""
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The file's connection, inside the transaction (a compacted image is copied over it)."""
+
+    def reader(self) -> RowReader:
+        """The projections as this transaction sees them, with their listings (``table``)."""

@@ -121,17 +121,7 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
     try:
         if _backup_head(backup) != head:
             raise StoreError(f"{backup}: the backup does not end at the live head")
-        opening = LogCompacted(
-            replaced_seq=head.seq,
-            replaced_hash=head.content_hash or "",
-            replaced_batch=head.batch,
-            backup_path=str(backup.absolute()),
-            backup_sha256=file_sha256(backup),
-            cutoff=cutoff,
-            removed_run_ids=tuple(sorted(segment.removed)),
-            removed_events=segment.dropped,
-            retained_events=segment.kept + len(tail),
-        )
+        opening = _opening(head, backup, segment, len(tail), cutoff)
         sealed = seal(
             opening,
             seq=head.seq + 1,
@@ -144,27 +134,54 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
         )
         execute(image, _INSERT, _row(sealed.entry, sealed.body))
         last = _write_segment(image, sealed.entry, head.batch + 1, templates)
-        entries: list[Entry] = []
-        for item in tail:
-            original = item.original
-            again = seal(
-                item.event,
-                seq=last.seq + 1,
-                batch=head.batch + 1 + item.batch_index,
-                at=original.at,
-                actor=original.actor,
-                cause=original.cause,
-                event_id=f"evt-{last.seq + 1}",
-                prev_hash=last.content_hash,
-            )
-            execute(image, _INSERT, _row(again.entry, again.body))
-            entries.append(again.entry)
-            last = Head(again.entry.seq, again.entry.content_hash, again.entry.batch)
+        last, entries = _write_tail(image, last, head.batch + 1, tail)
         image.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
         build(image, last)  # the compacted log is a new tree, from its log.compacted (ADR 0083)
     except sqlite3.Error as error:
         raise translate_error(error, backup) from None
     return opening, entries
+
+
+def _opening(head: Head, backup: Path, segment: Segment, tail: int, cutoff: int) -> LogCompacted:
+    """The ``log.compacted`` event that replaces the log ending at ``head`` (DOMAIN §13.2)."""
+    return LogCompacted(
+        replaced_seq=head.seq,
+        replaced_hash=head.content_hash or "",
+        replaced_batch=head.batch,
+        backup_path=str(backup.absolute()),
+        backup_sha256=file_sha256(backup),
+        cutoff=cutoff,
+        removed_run_ids=tuple(sorted(segment.removed)),
+        removed_events=segment.dropped,
+        retained_events=segment.kept + tail,
+    )
+
+
+def _write_tail(
+    image: sqlite3.Connection, last: Head, opening_batch: int, tail: Sequence[Kept]
+) -> tuple[Head, list[Entry]]:
+    """Seal the kept events after the segment behind ``last``; the new head and their entries.
+
+    Each keeps its time, actor and cause, and its batch steps on from the
+    opening's batch as its batch index says.
+    """
+    entries: list[Entry] = []
+    for item in tail:
+        original = item.original
+        again = seal(
+            item.event,
+            seq=last.seq + 1,
+            batch=opening_batch + item.batch_index,
+            at=original.at,
+            actor=original.actor,
+            cause=original.cause,
+            event_id=f"evt-{last.seq + 1}",
+            prev_hash=last.content_hash,
+        )
+        execute(image, _INSERT, _row(again.entry, again.body))
+        entries.append(again.entry)
+        last = Head(again.entry.seq, again.entry.content_hash, again.entry.batch)
+    return last, entries
 
 
 def _row(entry: Entry, body: bytes) -> tuple[object, ...]:

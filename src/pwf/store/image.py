@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from pwf.store import FileTransaction
+    from pwf.store.sqlite_file import SqliteFile
+
 __all__ = [
     "LOG_TABLES",
     "Shape",
@@ -241,7 +244,7 @@ def copy_file(live: Path, target: Path) -> None:
 
 
 def install_over(
-    store: SqliteStore, image: sqlite3.Connection, work: Callable[[SqliteTransaction], T]
+    store: SqliteFile, image: sqlite3.Connection, work: Callable[[SqliteTransaction], T]
 ) -> T:
     """Copy ``image`` over ``store``'s file in one write transaction, ``work`` done first.
 
@@ -262,7 +265,7 @@ def install_over(
         return install(image, store.connection, under_lock, busy_timeout_ms=store.busy_timeout_ms)
 
 
-def carry_over(image: sqlite3.Connection, live: SqliteTransaction) -> None:
+def carry_over(image: sqlite3.Connection, live: FileTransaction) -> None:
     """Give the image the live file's checkpoints (at the image's head) and ``_pwf_meta``.
 
     Then its shape is checked against the live file's.

@@ -3,9 +3,9 @@
 Imports the store, its rows, the SQLite and PostgreSQL stores and errors.
 The local file is an ordinary pwf database: its projections, and a copy of
 every event it has applied, each checked against the chain as it is copied.
-:func:`MirroredStore` opens the file as a
-:class:`~pwf.store.sqlite.SqliteStore` composed with a :class:`Mirror` of
-the log (the file's store is not a subclass of anything); its write
+:class:`MirroredStore` composes the local file, a
+:class:`~pwf.store.sqlite.SqliteStore`, with a :class:`Mirror` of the shared
+log; its write
 transaction spans both databases, in this order: ``BEGIN IMMEDIATE``
 locally, then the shared log's advisory lock; fold every event of the
 shared log the file has not applied yet (from any host) into the local
@@ -22,74 +22,206 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Self, TypeVar
 
 from pwf.errors import ChainError, StoreError
 from pwf.store import EMPTY, Head, VerifyReport, origin_of
-from pwf.store.ahead import StaleDecision, open_attempt
 from pwf.store.rows import BODY, COLUMNS, check_event, check_link
 from pwf.store.sqlite import SqliteStore, SqliteTransaction, Synchronous, translate_error
+from pwf.store.unit import Repeatable, repeatable, run_all
 
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Iterable, Iterator, Sequence
+    from contextlib import AbstractContextManager
     from pathlib import Path
 
-    from pwf.store import AppendHook
+    from pwf.events import Actor, Cause, Entry, Event, Sealed
+    from pwf.sqlreader import RowReader
+    from pwf.store import AppendHook, StoredEvent
     from pwf.store.postgres import PostgresStore, PostgresTransaction
+    from pwf.store.unit import Observe, Outcome, Work
 
 __all__ = ["MirroredStore"]
 
 _SMALL_GAP: Final = 1_000
 """Up to this many missing events are fetched in one query, more are streamed."""
+T = TypeVar("T")
 
 
-def MirroredStore(  # noqa: N802, PLR0913 - named for the store it makes; operator settings
-    path: str | os.PathLike[str],
-    log: PostgresStore,
-    *,
-    synchronous: Synchronous = "NORMAL",
-    busy_timeout_ms: int = 5_000,
-    hooks: Sequence[AppendHook] = (),
-    install: Callable[[sqlite3.Connection], None] | None = None,
-) -> SqliteStore:
-    """Open (creating if missing) the local file at ``path`` as a mirror of the shared ``log``.
+class _Stale(Exception):  # noqa: N818 - a decision, not an error: it is made again
+    """A decision made ahead of the lock found the shared log moved; nothing was written.
 
-    ``install`` creates the projections' tables in a new file.
-    ``synchronous`` is NORMAL by default: an acknowledged command is
-    durable once PostgreSQL commits, and a local commit lost to a power
-    cut is folded again from the log at the next catch-up.
-
-    Raises:
-        StoreError: the file belongs to another log, or is ahead of this one.
+    Raised by this module alone, at the end of the transaction, and caught in
+    :meth:`Mirror.run`, which makes the decision again under the lock.
     """
-    mirror = Mirror(log)
-    store = SqliteStore(
-        path,
-        create=True,
-        synchronous=synchronous,
-        busy_timeout_ms=busy_timeout_ms,
-        hooks=hooks,
-        shared=mirror,
-    )
-    try:
-        store.install(
-            *([] if install is None else [install]),
-            lambda connection: mirror.bind(connection, store.path),
+
+
+class MirroredStore:
+    """A shared log of record in PostgreSQL and a local projection file caught up from it.
+
+    Composed, not a SQLite store with a flag: the local
+    :class:`~pwf.store.sqlite.SqliteStore` holds the projections and a
+    checked copy of the log, and every read comes from it; writes, catch-ups
+    and verify go through the :class:`Mirror` of the shared log.
+    """
+
+    def __init__(  # noqa: PLR0913 - the file, the log and operator settings
+        self,
+        path: str | os.PathLike[str],
+        log: PostgresStore,
+        *,
+        synchronous: Synchronous = "NORMAL",
+        busy_timeout_ms: int = 5_000,
+        hooks: Sequence[AppendHook] = (),
+        install: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> None:
+        """Open (creating if missing) the local file at ``path`` as a mirror of the shared ``log``.
+
+        ``install`` creates the projections' tables in a new file.
+        ``synchronous`` is NORMAL by default: an acknowledged command is
+        durable once PostgreSQL commits, and a local commit lost to a power
+        cut is folded again from the log at the next catch-up.
+
+        Raises:
+            StoreError: the file belongs to another log, or is ahead of this one.
+        """
+        self.shared = Mirror(log)
+        self.before_local_commit: Callable[[], None] | None = None
+        """Called between the shared log's commit and the file's (tests kill there)."""
+        local = SqliteStore(
+            path, create=True, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, hooks=hooks
         )
-    except BaseException:
-        store.close()
-        raise
-    return store
+        self.local = local
+        try:
+            local.install(
+                *([] if install is None else [install]),
+                lambda connection: self.shared.bind(connection, local.path),
+            )
+        except BaseException:
+            local.close()
+            raise
+
+    @property
+    def path(self) -> Path:
+        """The local file's path."""
+        return self.local.path
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The local file's connection."""
+        return self.local.connection
+
+    @property
+    def log_file(self) -> None:
+        """None: the log of record is not a file (``state.backup`` and ``state.prune`` refuse)."""
+
+    @property
+    def projections_file(self) -> SqliteStore:
+        """The local file that holds the projections."""
+        return self.local
+
+    @property
+    def log_name(self) -> str:
+        """The shared log's URL without its password."""
+        return self.shared.name
+
+    def install(self, *installers: Callable[[sqlite3.Connection], object]) -> None:
+        """Create schema in the local file, in its own transaction."""
+        self.local.install(*installers)
+
+    def catch_up(self) -> int:
+        """Fold what the shared log holds beyond the local file; return how many events."""
+        return self.shared.catch_up(self.local)
+
+    def transaction(self) -> AbstractContextManager[SqliteTransaction]:
+        """Both logs' write transaction: the lock is the shared log's, its commit goes first."""
+        return self.shared.transaction(self.local, self._before_local_commit)
+
+    def run(self, work: Work[T]) -> T:
+        """One decision: a repeatable one ahead of the shared log's lock when it may (ADR 0062)."""
+        if isinstance(work, Repeatable):
+            return self.shared.run(self.local, work, self._before_local_commit)
+        with self.transaction() as tx:
+            return work(tx)
+
+    def run_group(
+        self, works: Iterator[Work[object]], observe: Observe | None = None
+    ) -> list[Outcome]:
+        """Decide ``works`` in one transaction of both logs, each in a savepoint of its own.
+
+        Never bare and never again: a work's writes cannot be undone alone
+        once they went to the shared log with the commit, so every work has
+        its savepoint; ``observe`` has nothing to be told.
+        """
+        del observe
+        return run_all(self.transaction, works)
+
+    def _before_local_commit(self) -> None:
+        if self.before_local_commit is not None:
+            self.before_local_commit()
+
+    def append(
+        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
+    ) -> list[Sealed]:
+        """Append one batch atomically through the shared log and return it sealed."""
+        with self.transaction() as tx:
+            return tx.append(events, at=at, actor=actor, cause=cause)
+
+    def head(self) -> Head:
+        """The local copy's tip (the shared log's, as of the last catch-up or write)."""
+        return self.local.head()
+
+    def origin(self) -> Head:
+        """Where the local copy's chain starts."""
+        return self.local.origin()
+
+    def read(self, first: int = 1, last: int | None = None) -> Iterator[StoredEvent]:
+        """Stream the local copy's stored events with ``first <= seq <= last``."""
+        return self.local.read(first, last)
+
+    def entries(self, first: int = 1, last: int | None = None) -> Iterator[Entry]:
+        """Stream the local copy's checked, typed events with ``first <= seq <= last``."""
+        return self.local.entries(first, last)
+
+    def find(
+        self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
+    ) -> Iterator[StoredEvent]:
+        """Look events up in the local copy by their indexed columns."""
+        return self.local.find(after=after, until=until, **wanted)
+
+    def verify(self, *, deep: bool = True) -> VerifyReport:
+        """Verify the log of record, in PostgreSQL."""
+        return self.shared.verify(deep=deep)
+
+    def reader(self) -> RowReader:
+        """Read the local file's committed projections."""
+        return self.local.reader()
+
+    def snapshot(self) -> AbstractContextManager[RowReader]:
+        """Read one committed moment of the local file's projections."""
+        return self.local.snapshot()
+
+    def close(self) -> None:
+        """Close the local file, then the connection to the shared log."""
+        self.local.close()
+        self.shared.close()
+
+    def __enter__(self) -> Self:
+        """Use as a context manager that closes on exit."""
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        """Close on exit."""
+        self.close()
 
 
 class Mirror:
     """The shared log a local file mirrors: its write path, catch-up and verify (ADR 0038).
 
-    A :class:`~pwf.store.sqlite.SqliteStore` made with ``shared=Mirror(log)``
-    runs its write transactions, catch-ups and verification through it; it
-    holds the connection to PostgreSQL and nothing of the file but what each
-    call is given.
+    A :class:`MirroredStore` runs its write transactions, catch-ups and
+    verification through it; it holds the connection to PostgreSQL and
+    nothing of the local file but what each call is given.
     """
 
     def __init__(self, log: PostgresStore) -> None:
@@ -133,14 +265,40 @@ class Mirror:
                 self.log.flush()
             return count
 
-    @contextmanager
-    def transaction(self, local: SqliteStore) -> Iterator[SqliteTransaction]:
+    def run(self, local: SqliteStore, work: Repeatable[T], before_commit: Callable[[], None]) -> T:
+        """Run ``work`` ahead of the shared log's lock while no other host writes (ADR 0062).
+
+        A decision made ahead that found the log moved left nothing behind,
+        and is made again under the lock, once; only work marked
+        :class:`~pwf.store.unit.Repeatable` is run this way.
+
+        Raises:
+            TypeError: ``work`` is not marked repeatable.
+        """
+        work = repeatable(work)
+        if not self._others_write:
+            try:
+                with self._transaction(local, before_commit, ahead=True) as tx:
+                    return work(tx)
+            except _Stale:
+                pass
+        with self._transaction(local, before_commit, ahead=False) as tx:
+            return work(tx)
+
+    def transaction(
+        self, local: SqliteStore, before_commit: Callable[[], None]
+    ) -> AbstractContextManager[SqliteTransaction]:
         """Lock both logs, catch up, let the caller stage; commit PostgreSQL, then SQLite.
 
-        The first write transaction of a decision run through
-        :func:`pwf.store.ahead.decide_ahead`, while no other host writes,
-        decides ahead of the shared log's lock instead (:meth:`_ahead`).
+        ``before_commit`` runs between the two commits.
         """
+        return self._transaction(local, before_commit, ahead=False)
+
+    @contextmanager
+    def _transaction(
+        self, local: SqliteStore, before_commit: Callable[[], None], *, ahead: bool
+    ) -> Iterator[SqliteTransaction]:
+        """Both logs' transaction; ``ahead``: decide from the local copy before the lock."""
         connection = local.connection
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -148,7 +306,7 @@ class Mirror:
             raise translate_error(error, local.path) from None
         try:
             tx = SqliteTransaction(local, connection)
-            if open_attempt() and not self._others_write:
+            if ahead and not self._others_write:
                 opened = tx.head
                 yield tx
                 self._ahead(tx, opened)
@@ -158,8 +316,7 @@ class Mirror:
                     yield tx
                     tx.settle()
                     remote.write_rows(self._rows_after(tx, start), last_write=True)
-            if local.before_local_commit is not None:
-                local.before_local_commit()
+            before_commit()
         except BaseException:
             connection.execute("ROLLBACK")
             raise
@@ -193,12 +350,12 @@ class Mirror:
         rolled back, and the decision is made again under the lock (ADR 0062).
 
         Raises:
-            StaleDecision: the shared log moved since the local head.
+            _Stale: the shared log moved since the local head.
         """
         tx.settle()
         if not self.log.commit_if_head(expected, self._rows_after(tx, expected.seq)):
             self._others_write = True
-            raise StaleDecision
+            raise _Stale
 
     @staticmethod
     def _rows_after(tx: SqliteTransaction, seq: int) -> list[tuple[object, ...]]:

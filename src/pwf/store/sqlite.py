@@ -15,20 +15,14 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar
 
-from pwf._sqlite import exact_text, execute, transaction
+from pwf._sqlite import exact_text
 from pwf.errors import (
-    ChainError,
     InputError,
     NotPwfDatabaseError,
-    StoreError,
 )
-from pwf.events import Actor, Cause, Entry, Event, Sealed, open_body
-from pwf.sqlreader import RowReader
-from pwf.store import EMPTY, AppendHook, Head, StoredEvent, VerifyReport, origin_of
-from pwf.store.rows import COLUMNS, verify_rows
-from pwf.store.sealing import lookup, report
+from pwf.store.sqlite_file import SqliteFile
 from pwf.store.sqlite_schema import (
     APPLICATION_ID,
     FORMAT,
@@ -43,19 +37,20 @@ from pwf.store.sqlite_transaction import SqliteTransaction
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Iterator, Sequence
     from contextlib import AbstractContextManager
 
-    from pwf.store.image import Shape
+    from pwf.events import Actor, Cause, Event, Sealed
+    from pwf.store import AppendHook, Head
     from pwf.store.sqlite_checkpoint import Checkpointer
     from pwf.store.tree import Tree
+    from pwf.store.unit import Observe, Outcome, Work
 
 __all__ = [
     "APPLICATION_ID",
     "FORMAT",
     "HEAD_UPSERT",
     "SCHEMA",
-    "SharedLog",
     "SqliteStore",
     "SqliteTransaction",
     "Synchronous",
@@ -66,28 +61,13 @@ __all__ = [
 T = TypeVar("T")
 
 
-class SharedLog(Protocol):
-    """A log of record elsewhere that a SQLite file mirrors (:class:`pwf.store.mirror.Mirror`)."""
+class SqliteStore(SqliteFile):
+    """A hash-chained event log in one SQLite file (WAL, ``synchronous=FULL`` by default).
 
-    @property
-    def name(self) -> str:
-        """What messages call the log (a URL without its password)."""
-
-    def transaction(self, local: SqliteStore) -> AbstractContextManager[SqliteTransaction]:
-        """Lock both logs, catch ``local`` up, yield its transaction; commit there, then here."""
-
-    def catch_up(self, local: SqliteStore) -> int:
-        """Fold into ``local`` what the log holds beyond it; return how many events."""
-
-    def verify(self, *, deep: bool = True) -> VerifyReport:
-        """Verify the log of record."""
-
-    def close(self) -> None:
-        """Close the connection to the log."""
-
-
-class SqliteStore:
-    """A hash-chained event log in one SQLite file (WAL, ``synchronous=FULL`` by default)."""
+    Its reads of the log are :class:`~pwf.store.sqlite_reads.SqliteReads`' and
+    what acts on the file as a file (the SQLite-only capability backup, prune
+    and the folds ask for) is :class:`~pwf.store.sqlite_file.SqliteFile`'s.
+    """
 
     def __init__(  # noqa: PLR0913 - each keyword is an operator setting
         self,
@@ -98,15 +78,10 @@ class SqliteStore:
         busy_timeout_ms: int = 5_000,
         hooks: Sequence[AppendHook] = (),
         read_only: bool = False,
-        shared: SharedLog | None = None,
         serving: bool = False,
         deciding: bool = False,
     ) -> None:
         """Open (or with ``create`` make) the database at ``path``.
-
-        With ``shared`` the file mirrors a log of record elsewhere
-        (:class:`pwf.store.mirror.Mirror`): writes, catch-ups and verify go
-        through it, reads come from the file's checked copy.
 
         ``serving`` tunes the connection for one long-lived writer that
         commits many savepoints per transaction (a served host, ADR 0057):
@@ -123,26 +98,13 @@ class SqliteStore:
         """
         self.path = Path(path).absolute()
         self.hooks: list[AppendHook] = list(hooks)
-        self.shared = shared
-        self.before_local_commit: Callable[[], None] | None = None
-        """With a shared log: called between its commit and this file's (tests kill there)."""
         self.checkpointer: Checkpointer | None = None
-        self.tree_cache: tuple[Head, Tree] | None = None
-        """The Merkle tree as the last commit of this connection left it, with its head."""
-        if self.path.is_dir():
-            raise InputError(f"{self.path} is a directory, not a database file")
-        if not self.path.exists():
-            if not create:
-                raise InputError(f"no state database at {self.path} (run `pwf init` first)")
-            prepare_file(self.path)
+        self.tree_cache: tuple[Head, Tree] | None = None  # as the last commit left it (ADR 0083)
         try:
-            uri = f"{self.path.as_uri()}?mode={'ro' if read_only else 'rw'}"
-            self.connection = exact_text(
-                sqlite3.connect(uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000)
+            self.connection = _connect(
+                self.path, create=create, read_only=read_only, busy_timeout_ms=busy_timeout_ms
             )
-            self.connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self.connection.execute(f"PRAGMA synchronous = {synchronous}")
-            self.connection.execute("PRAGMA foreign_keys = ON")
             # Nothing is written before the file is known to be pwf's (or empty):
             # the install refuses another program's tables, and the format check
             # comes before the switch to WAL, which rewrites the header.
@@ -199,93 +161,30 @@ class SqliteStore:
             raise wrong_format(self.path, None if row is None else row[0])
 
     @property
-    def log_file(self) -> SqliteStore | None:
-        """This file when it is the log of record (file maintenance acts on it), else None."""
-        return self if self.shared is None else None
+    def log_file(self) -> SqliteStore:
+        """This file: it is the log of record, which file maintenance acts on."""
+        return self
 
     @property
     def projections_file(self) -> SqliteStore:
-        """This file holds the projections (also when it mirrors a shared log)."""
+        """This file holds the projections too."""
         return self
 
     @property
     def log_name(self) -> str:
-        """What messages call the log of record: this file, or the shared log it mirrors."""
-        return str(self.path) if self.shared is None else self.shared.name
-
-    @property
-    def shared_log(self) -> bool:
-        """True when the log of record is a shared log this file mirrors."""
-        return self.shared is not None
+        """What messages call the log of record: this file."""
+        return str(self.path)
 
     def catch_up(self) -> int:
-        """Fold what the shared log holds beyond this file; return how many events (0 alone)."""
-        return 0 if self.shared is None else self.shared.catch_up(self)
-
-    def reader(self) -> RowReader:
-        """Read the committed projections (outside any write transaction of this store)."""
-        return RowReader(self.connection)
-
-    @contextmanager
-    def snapshot(self) -> Iterator[RowReader]:
-        """Read one committed moment of the projections (the open transaction's, inside one)."""
-        with self._snapshot():
-            yield self.reader()
-
-    @property
-    def busy_timeout_ms(self) -> int:
-        """How long a writer waits for the write lock, as this connection has it."""
-        return int(self.connection.execute("PRAGMA busy_timeout").fetchone()[0])
-
-    @property
-    def synchronous_level(self) -> int:
-        """This connection's ``PRAGMA synchronous`` (0 OFF to 3 EXTRA), for files it attaches."""
-        return int(self.connection.execute("PRAGMA synchronous").fetchone()[0])
-
-    def checkpoint(self) -> None:
-        """Move the write-ahead log into the file and truncate it (after a bulk write).
-
-        A passive checkpoint moves the bulk while writers carry on; the
-        truncating one after it has only what they wrote meanwhile left.
-        """
-        try:
-            self.connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
-
-    def upgrade(
-        self,
-        current: Callable[[sqlite3.Connection], bool],
-        install: Callable[[sqlite3.Connection], object],
-    ) -> None:
-        """Install schema that is not ``current``: asked first by reading, then under the lock.
-
-        A file whose schema is current is not written at all.
-        """
-        if current(self.connection):
-            return
-        with self.file_transaction():
-            if not current(self.connection):
-                install(self.connection)
-
-    def install(self, *installers: Callable[[sqlite3.Connection], object]) -> None:
-        """Create schema beside the log (the projections' tables, the views) in one transaction.
-
-        It is this file's own transaction, also when it mirrors a shared log.
-        """
-        with self.file_transaction():
-            for install in installers:
-                install(self.connection)
+        """Nothing to fold: this file is the log of record."""
+        return 0
 
     def close(self) -> None:
-        """Close the connection (and the shared log's, and stop the checkpoint thread)."""
+        """Close the connection (and stop the checkpoint thread)."""
         if self.checkpointer is not None:
             self.checkpointer.close()  # first: the last connection to close checkpoints
             self.checkpointer = None
         self.connection.close()
-        if self.shared is not None:
-            self.shared.close()
 
     def __enter__(self) -> Self:
         """Use as a context manager that closes on exit."""
@@ -305,18 +204,9 @@ class SqliteStore:
             raise
         self.connection.execute("COMMIT")
 
-    @contextmanager
-    def transaction(self) -> Iterator[SqliteTransaction]:
-        """Take the write lock; decide and append inside; commit on exit, roll back on error.
-
-        With a shared log the lock is both logs' and the commit goes there first.
-        """
-        if self.shared is None:
-            with self.file_transaction() as tx:
-                yield tx
-            return
-        with self.shared.transaction(self) as tx:
-            yield tx
+    def transaction(self) -> AbstractContextManager[SqliteTransaction]:
+        """Take the write lock; decide and append inside; commit on exit, roll back on error."""
+        return self.file_transaction()
 
     @contextmanager
     def file_transaction(self) -> Iterator[SqliteTransaction]:
@@ -331,6 +221,19 @@ class SqliteStore:
         if self.checkpointer is not None:
             self.checkpointer.committed()
 
+    def run(self, work: Work[T]) -> T:
+        """One decision in a write transaction of its own, committed before it returns."""
+        with self.transaction() as tx:
+            return work(tx)
+
+    def run_group(
+        self, works: Iterator[Work[object]], observe: Observe | None = None
+    ) -> list[Outcome]:
+        """Decide ``works`` in one write transaction and commit; one outcome per work taken."""
+        from pwf.store.sqlite_unit import run_group  # noqa: PLC0415 - a served host's only
+
+        return run_group(self, works, observe)
+
     def append(
         self,
         events: Sequence[Event],
@@ -343,171 +246,25 @@ class SqliteStore:
         with self.transaction() as tx:
             return tx.append(events, at=at, actor=actor, cause=cause)
 
-    def head(self) -> Head:
-        """The log's tip."""
-        row = self.connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
-        return Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
 
-    def read(self, first: int = 1, last: int | None = None) -> Iterator[StoredEvent]:
-        """Stream stored events with ``first <= seq <= last`` in seq order (constant memory)."""
-        stop = last if last is not None else 2**63 - 1
-        cursor = self.connection.execute(
-            "SELECT seq, body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, stop)
-        )
-        for seq, body in cursor:
-            yield StoredEvent(seq=seq, body=body)
+def _connect(
+    path: Path, *, create: bool, read_only: bool, busy_timeout_ms: int
+) -> sqlite3.Connection:
+    """A connection to the file at ``path`` (made first, with ``create``), keys enforced.
 
-    def entries(self, first: int = 1, last: int | None = None) -> Iterator[Entry]:
-        """Stream checked, typed events with ``first <= seq <= last``."""
-        for stored in self.read(first, last):
-            yield open_body(stored.body)
-
-    def find(
-        self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
-    ) -> Iterator[StoredEvent]:
-        """Stream the events after seq ``after`` whose indexed columns equal every given value.
-
-        Each lookup index ends with ``seq``, so ``after`` starts the walk
-        there instead of at the first event that matches, and ``until``
-        (a last seq) ends it there rather than at the end of the log when
-        nothing more matches (ADR 0085).
-
-        Raises:
-            InputError: an unknown column, or an idempotency key without its client id.
-        """
-        given = lookup(wanted)
-        bounds = ["seq > ?", *([] if until is None else ["seq <= ?"])]
-        where = " AND ".join([*(f"{column} = ?" for column in given), *bounds])
-        cursor = execute(  # an id with a lone surrogate is looked up exactly (ADR 0071)
-            self.connection,
-            f"SELECT seq, body FROM events WHERE {where} ORDER BY seq",
-            (*given.values(), after, *([] if until is None else [until])),
-        )
-        for seq, body in cursor:
-            yield StoredEvent(seq=seq, body=body)
-
-    def origin(self) -> Head:
-        """Where the chain starts: zeros, or the head a compaction replaced (DOMAIN §13.2).
-
-        Raises:
-            ChainError: the first stored event cannot start a log.
-        """
-        row = self.connection.execute(
-            "SELECT seq, body FROM events ORDER BY seq LIMIT 1"
-        ).fetchone()
-        return EMPTY if row is None else origin_of(row[0], row[1])
-
-    def verify(self, *, deep: bool = True) -> VerifyReport:
-        """Check the chain from stored bytes and name the first bad seq.
-
-        ``deep`` (the default) also parses every event (canonical form, typed
-        data) and compares the indexed columns with the bytes.  Without it
-        only the chain is walked: each body's SHA-256 against its own
-        ``contentHash``, and ``seq``, ``batch`` and ``prevHash`` read from the
-        bytes, which proves that no acknowledged byte changed.
-        """
-        if self.shared is not None:
-            return self.shared.verify(deep=deep)
-        with self._snapshot():
-            return self._verify(deep=deep)
-
-    @contextmanager
-    def _snapshot(self) -> Iterator[None]:
-        """One read transaction, so the head and the events come from the same moment."""
-        with transaction(self.connection):
-            yield
-
-    def _walk(self, origin: Head, head: Head, *, deep: bool) -> Head:
-        """The walk, shared across processes for a long log (``pwf.store.chainwalk``).
-
-        The walkers read their own snapshots, bounded by the last seq of this
-        one; whatever they report other than this snapshot's head is walked
-        again here, in this snapshot, so a fault is named exactly and a
-        concurrent compaction is not mistaken for one.
-        """
-        from pwf.store.chainwalk import walk_chain, walk_rows  # noqa: PLC0415 - verify only
-
-        top = self.connection.execute("SELECT max(seq) FROM events").fetchone()[0]
-        if top is not None:
-            try:
-                # This process's range is walked in this snapshot, on this connection.
-                found = walk_chain(
-                    self.path, origin, upto=top, deep=deep, connection=self.connection
-                )
-                if found == head:
-                    return head
-            except (ChainError, StoreError):
-                pass
-        if deep:
-            select = f"SELECT {COLUMNS} FROM events ORDER BY seq"
-            return verify_rows(self.connection.execute(select), origin)
-        return walk_rows(
-            self.connection.execute(
-                "SELECT seq, CAST(content_hash AS BLOB), body FROM events ORDER BY seq"
-            ),
-            origin,
-        )
-
-    def _verify(self, *, deep: bool) -> VerifyReport:
-        head = self.head()
-
-        def walk(origin: Head) -> Head:
-            last = self._walk(origin, head, deep=deep)
-            if last == head:  # the chain holds: now the tree over it (ADR 0083)
-                from pwf.store.tree import check  # noqa: PLC0415 - verify only
-
-                check(self.connection)
-            return last
-
-        return report(head, self.origin, walk)
-
-    # ------------------------------------------------------------ the file (ADR 0059)
-
-    def integrity_check(self) -> str | None:
-        """None when SQLite's integrity and foreign-key checks pass, else what they found.
-
-        Raises:
-            StoreError: SQLite could not run the checks.
-        """
-        from pwf.store.image import integrity  # noqa: PLC0415 - file checks only
-
-        try:
-            return integrity(self.connection)
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
-
-    def backup_to(self, target: Path) -> None:
-        """Copy one committed state of this file into the empty file ``target``, in one step.
-
-        Raises:
-            StoreError: the copy failed.
-        """
-        from pwf.store.image import copy_file  # noqa: PLC0415 - file maintenance only
-
-        copy_file(self.path, target)
-
-    def shape(self) -> Shape:
-        """The file's header marks and schema, which a compacted image copies.
-
-        Raises:
-            StoreError: SQLite could not read them.
-        """
-        from pwf.store.image import shape_of  # noqa: PLC0415 - file maintenance only
-
-        try:
-            return shape_of(self.connection)
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
-
-    def install_image(self, image: sqlite3.Connection, work: Callable[[SqliteTransaction], T]) -> T:
-        """Copy the database ``image`` over this file in one write transaction, ``work`` first.
-
-        ``work`` gets a read transaction of this file through a connection of
-        its own, under the write lock the copy holds (:func:`pwf.store.image.install`).
-
-        Raises:
-            StoreError: the lock was not free in time or the copy failed.
-        """
-        from pwf.store.image import install_over  # noqa: PLC0415 - file maintenance only
-
-        return install_over(self, image, work)
+    Raises:
+        InputError: ``path`` is a directory, or it does not exist and ``create`` is false.
+    """
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a database file")
+    if not path.exists():
+        if not create:
+            raise InputError(f"no state database at {path} (run `pwf init` first)")
+        prepare_file(path)
+    uri = f"{path.as_uri()}?mode={'ro' if read_only else 'rw'}"
+    connection = exact_text(
+        sqlite3.connect(uri, uri=True, isolation_level=None, timeout=busy_timeout_ms / 1000)
+    )
+    connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    connection.execute("PRAGMA foreign_keys = ON")
+    return connection

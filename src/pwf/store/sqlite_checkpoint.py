@@ -21,6 +21,7 @@ import threading
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 __all__ = ["BOUND_PAGES", "PERIOD_SECONDS", "Checkpointer"]
@@ -47,8 +48,8 @@ class Checkpointer:
         """
         self._wake = threading.Event()
         self._closing = threading.Event()
-        self.rounds = 0
-        """Checkpoint rounds run so far (tests read it)."""
+        self.observe: Callable[[str], None] | None = None
+        """A metrics hook, told ``"round"`` as each checkpoint round starts (tests count them)."""
         connection = sqlite3.connect(
             f"{path.as_uri()}?mode=rw", uri=True, isolation_level=None, check_same_thread=False
         )
@@ -80,7 +81,9 @@ class Checkpointer:
 
     def _round(self) -> None:
         """Checkpoint until the log is wholly in the file, or :data:`_ROUNDS` times."""
-        self.rounds += 1
+        observe = self.observe
+        if observe is not None:
+            observe("round")
         for _ in range(_ROUNDS):
             try:
                 busy, pages, copied = self._connection.execute(

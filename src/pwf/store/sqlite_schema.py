@@ -8,13 +8,13 @@ tree with one clear line naming the file.
 from __future__ import annotations
 
 import os
+import sqlite3
 from typing import TYPE_CHECKING, Final, Literal
 
 from pwf.errors import NotPwfDatabaseError, PwfError, StoreBusyError, StoreError
 from pwf.private import create_file, make_directories
 
 if TYPE_CHECKING:
-    import sqlite3
     from pathlib import Path
 
 __all__ = [
@@ -116,19 +116,30 @@ def wrong_format(path: str | os.PathLike[str], found: object) -> NotPwfDatabaseE
     return NotPwfDatabaseError(f"{path}: not a pwf database (expected format {FORMAT})")
 
 
+_BUSY: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_DISK: Final = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
+_DAMAGED: Final = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
+
+
 def translate_error(error: sqlite3.Error, path: Path) -> PwfError:
-    """Turn a sqlite3 error into pwf's tree at the edge, with a clear line."""
+    """Turn a sqlite3 error into pwf's tree at the edge, by SQLite's result code.
+
+    The primary code (the low byte of ``sqlite_errorcode``) decides, never
+    the message's words; the message is kept in the line.  An error raised
+    by the sqlite3 module itself (no code) is a plain :class:`StoreError`.
+    """
     text = str(error)
-    lowered = text.lower()
-    if "locked" in lowered or "busy" in lowered:
+    code = getattr(error, "sqlite_errorcode", None)
+    primary = None if code is None else code & 0xFF
+    if primary in _BUSY:
         return StoreBusyError(f"{path}: the database is locked by another writer ({text})")
-    if "readonly" in lowered or "read-only" in lowered:
+    if primary == sqlite3.SQLITE_READONLY:
         return StoreError(f"{path}: the database is read-only ({text})")
-    if "disk is full" in lowered or "disk i/o" in lowered:
+    if primary in _DISK:
         return StoreError(f"{path}: the disk failed or is full ({text})")
-    if "not a database" in lowered or "malformed" in lowered:
+    if primary in _DAMAGED:
         return NotPwfDatabaseError(f"{path}: not a pwf database or damaged ({text})")
-    if "unable to open" in lowered:
+    if primary == sqlite3.SQLITE_CANTOPEN:
         return StoreError(f"{path}: cannot open the database ({text})")
     return StoreError(f"{path}: {text}")
 

@@ -13,14 +13,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 from pwf._sqlite import execute_many
-from pwf.errors import InputError
 from pwf.events import Sealed
 from pwf.sqlreader import RowReader
 from pwf.store import Head
 from pwf.store.rows import COLUMNS, columns
 from pwf.store.sealing import seal_batch
 from pwf.store.sqlite_schema import HEAD_UPSERT
-from pwf.store.tree import EMPTY_TREE, Tree, extend, load
+from pwf.store.tree import Tree, extend, load
 
 if TYPE_CHECKING:
     import sqlite3
@@ -29,19 +28,9 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause, Entry, Event
     from pwf.store.sqlite import SqliteStore
 
-__all__ = ["SavepointsNeeded", "SqliteTransaction"]
+__all__ = ["SqliteTransaction"]
 
 _INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-
-
-class SavepointsNeeded(BaseException):
-    """A block failed after writing, in a transaction run without savepoints (ADR 0061).
-
-    Only rolling the whole transaction back undoes what it wrote: whoever
-    set :attr:`SqliteTransaction.without_savepoints` lets this roll it back
-    and runs the work again with savepoints.  It is a ``BaseException`` so
-    that no handler's ``except Exception`` takes it for a refusal.
-    """
 
 
 class SqliteTransaction:
@@ -63,9 +52,13 @@ class SqliteTransaction:
         """Savepoints open with a statement of their own."""
         self._mark = -1
         """The connection's ``total_changes`` when the innermost of them was opened."""
-        self.without_savepoints = False
-        """Savepoints run no statement: a block that fails after writing raises
-        :class:`SavepointsNeeded`, one that wrote nothing is undone by restoring the head."""
+        self.bare = False
+        """Savepoints run no statement (ADR 0061): a block that fails after writing
+        marks the transaction :attr:`spoiled`, one that wrote nothing is undone by
+        restoring the head.  Only the store's unit of work sets it (ADR 0087)."""
+        self.spoiled = False
+        """A block failed after writing while :attr:`bare`: only rolling the whole
+        transaction back undoes what it wrote, and the unit of work does."""
         self._forget()
 
     @property
@@ -130,20 +123,19 @@ class SqliteTransaction:
         one (a served request's handler, right after its idempotency look-up)
         needs no statement of its own: rolling back to the enclosing one,
         which stays open, undoes exactly what the block wrote (ADR 0061).
-        So does none at all while :attr:`without_savepoints` is set.
+        So does none at all while :attr:`bare` is set.
         """
         connection = self.connection
         head, staged = self._head, self._staged_batch
-        if self.without_savepoints:
+        if self.bare:
             changes = connection.total_changes
             try:
                 yield
-            except SavepointsNeeded:
-                raise
-            except BaseException as error:
+            except BaseException:
                 if connection.total_changes != changes:
-                    raise SavepointsNeeded from error
-                self._head, self._staged_batch = head, staged
+                    self.spoiled = True
+                else:
+                    self._head, self._staged_batch = head, staged
                 raise
             return
         depth = self._savepoints
@@ -221,32 +213,6 @@ class SqliteTransaction:
             settle = getattr(hook, "settle", None)
             if settle is not None:
                 settle(self.connection, head.seq)
-
-    def drop_events(self) -> Head:
-        """Delete every stored event but keep the head, so the next batch continues from it.
-
-        Only a compaction does this (DOMAIN §13.2), inside its transaction and
-        after a checked backup of the whole log; its next write must be the
-        ``log.compacted`` event that names the head returned here.
-        """
-        self.connection.execute("DELETE FROM events")
-        self.connection.execute("DELETE FROM _pwf_tree")
-        self._tree = (self._head, EMPTY_TREE)
-        return self._head
-
-    def write_batch(
-        self,
-        events: Sequence[Event],
-        *,
-        batch: int,
-        at: int,
-        actor: Actor,
-        cause: Cause | None,
-    ) -> list[Sealed]:
-        """Seal events into batch ``batch`` (the head's or the next), as compaction does."""
-        if batch not in (self._head.batch, self._head.batch + 1):
-            raise InputError(f"batch {batch} does not follow batch {self._head.batch}")
-        return self._seal_and_write(events, batch, at, actor, cause)
 
     def insert_verified(self, entry: Entry, body: bytes) -> None:
         """Write an already checked event verbatim (import); the caller checked the chain."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 from pwf.errors import InputError
 from pwf.fold.replay import replay
-from pwf.store.sqlite import SqliteStore
+from pwf.store.opening import open_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -80,7 +80,7 @@ class Database:
 
     def _open(self, path: Path) -> EventStore:
         """The pwf database file at ``path``, read-only: the view reads files by path."""
-        return SqliteStore(path, read_only=True, busy_timeout_ms=self.busy_timeout_ms)
+        return open_file(path, read_only=True, busy_timeout_ms=self.busy_timeout_ms)
 
     @contextmanager
     def view(self, at: int | None) -> Iterator[View]:
