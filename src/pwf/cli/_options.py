@@ -168,14 +168,15 @@ def open_log(url: str, *, create: bool = False) -> PostgresStore:
     Raises:
         ConfigError: psycopg (the ``postgres`` extra) is not installed.
     """
+    from pwf.store.opening import open_shared_log  # noqa: PLC0415 - loads psycopg when called
+
     try:
-        from pwf.store.opening import open_shared_log  # noqa: PLC0415 - an optional extra
+        return open_shared_log(url, create=create)
     except ImportError:
         from pwf.extras import missing_extra  # noqa: PLC0415 - only on this error
 
         hint = missing_extra("--store needs psycopg", "postgres")
         raise ConfigError(f"{hint} (or psycopg[binary])") from None
-    return open_shared_log(url, create=create)
 
 
 def open_store(
