@@ -26,6 +26,7 @@ from pwf.explain import (
     state_at,
 )
 from pwf.views.status import ALLOWED_LIFECYCLE, allowed_pair
+from pwf.views.status import contradictions as outside_count
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -78,7 +79,6 @@ _PAIRS: Final = (
     + _OUTSIDE
     + " ORDER BY r.created_at, r.run_id"
 )
-_PAIR_COUNT: Final = "SELECT count(*) " + _OUTSIDE
 
 
 class Waiting(msgspec.Struct, frozen=True, rename="camel"):
@@ -172,7 +172,7 @@ def overview_parts(store: EventStore, now: int, limit: int | None = LIMIT) -> It
     bound = "" if limit is None else f" LIMIT {int(limit)}"
     with state_at(store, None) as (connection, last):
         ctx = context(connection, now)
-        outside = int(ctx.value(_PAIR_COUNT) or 0)
+        outside = outside_count(ctx)
         contradictions = tuple(
             Contradiction(
                 run_id=row["run_id"],

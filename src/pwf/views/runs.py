@@ -31,6 +31,7 @@ __all__ = [
     "display",
     "list_page",
     "list_revision",
+    "list_total",
     "reason_texts",
     "run_view",
 ]
@@ -232,17 +233,34 @@ def _queue_view(ctx: Context, run: Row, queue: Row) -> dict[str, object]:
 # ------------------------------------------------------------------ the run list
 
 
+_TOTALS: Final = "SELECT {} FROM runs_totals WHERE id = 1"
+"""A column of the ``runs`` read model's kept totals (ADR 0094); no row while there is no run."""
+
+_REVISION: Final = (
+    "SELECT coalesce((" + _TOTALS.format("queue_rows") + "), 0) AS count,"  # noqa: S608 - constants
+    " coalesce((" + _TOTALS.format("revisions") + "), 0) AS revisions,"
+    " (SELECT coalesce(max(updated_at), 0) FROM run_queue) AS queued,"
+    " (SELECT coalesce(max(updated_at), 0) FROM workflow_messages) AS messages,"
+    " (SELECT coalesce(max(coalesce(ended_at, started_at)), 0) FROM workflow_turns) AS turns"
+)
+"""Each part one lookup: the kept totals by key, each latest time by its index (ADR 0094)."""
+
+
 def list_revision(ctx: Context) -> str:
-    """``count:revisions:queue updated:message updated:turn time``, as §2.8 spells it."""
-    row = ctx.one(
-        "SELECT (SELECT count(*) FROM run_queue) AS count,"
-        " (SELECT coalesce(sum(revision), 0) FROM runs) AS revisions,"
-        " (SELECT coalesce(max(updated_at), 0) FROM run_queue) AS queued,"
-        " (SELECT coalesce(max(updated_at), 0) FROM workflow_messages) AS messages,"
-        " (SELECT coalesce(max(coalesce(ended_at, started_at)), 0) FROM workflow_turns) AS turns"
-    )
+    """``count:revisions:queue updated:message updated:turn time``, as §2.8 spells it.
+
+    The count of queue entries and the sum of the runs' revisions are the
+    kept totals of the ``runs`` read model, so the revision costs the same
+    whatever the number of runs (ADR 0094).
+    """
+    row = ctx.one(_REVISION)
     assert row is not None
     return f"{row['count']}:{row['revisions']}:{row['queued']}:{row['messages']}:{row['turns']}"
+
+
+def list_total(ctx: Context) -> int:
+    """How many queue entries have a run: the run list page's ``total`` (kept, ADR 0094)."""
+    return int(ctx.value(_TOTALS.format("listed")) or 0)
 
 
 def list_page(
@@ -259,13 +277,12 @@ def list_page(
         size,
         cursor,
     )
-    total = int(ctx.value("SELECT count(*) FROM run_queue q JOIN runs r USING (run_id)") or 0)
     return {
         "items": forward_page([row["run_id"] for row in rows], lambda i: _summary(ctx, i, live)),
         "revision": list_revision(ctx),
         "schema": LIST_SCHEMA,
         "start": cursor,
-        "total": total,
+        "total": list_total(ctx),
     }
 
 
