@@ -159,42 +159,51 @@ class Parts(NamedTuple):
     interactions: Iterator[Waiting]
 
 
+def _head(ctx: Context, last: int, limit: int | None) -> Overview:
+    """The overview's counts and contradictions, its lists still empty."""
+    outside = outside_count(ctx)
+    contradictions = tuple(
+        Contradiction(
+            run_id=row["run_id"], run_status=row["run_status"], queue_status=row["queue_status"]
+        )
+        for row in (ctx.all(_PAIRS + _bound(limit)) if outside else ())
+    )
+    counts = {**host_counts(ctx), "lifecycleContradictions": outside}
+    return Overview(
+        head_seq=last,
+        now=ctx.now,
+        limit=limit,
+        counts=dict(sorted(counts.items())),
+        open_runs=_by_status(ctx, _OPEN_RUN_COUNTS),
+        open_interactions=_by_status(ctx, _WAITING_INTERACTION_COUNTS),
+        runs=(),
+        interactions=(),
+        contradictions=contradictions,
+    )
+
+
+def _bound(limit: int | None) -> str:
+    return "" if limit is None else f" LIMIT {int(limit)}"
+
+
 @contextmanager
 def overview_parts(store: EventStore, now: int, limit: int | None = LIMIT) -> Iterator[Parts]:
     """The overview at ``now`` with its lists as iterators, each cut at ``limit`` (None: all).
 
     Everything is read in one read transaction, so the counts, the listed
     items and the contradictions describe one head.  Counts come from
-    aggregate queries; the lists hold only ids until an item is read, and
-    only the listed items are diagnosed, so the cost follows ``limit`` and
-    the memory one item, not the number of open runs.
+    aggregate queries and the ``runs`` read model's kept totals (ADR 0094);
+    the lists hold only ids until an item is read, and only the listed items
+    are diagnosed, so the cost follows ``limit`` and the memory one item,
+    not the number of open runs.
     """
-    bound = "" if limit is None else f" LIMIT {int(limit)}"
     with state_at(store, None) as (connection, last):
         ctx = context(connection, now)
-        outside = outside_count(ctx)
-        contradictions = tuple(
-            Contradiction(
-                run_id=row["run_id"],
-                run_status=row["run_status"],
-                queue_status=row["queue_status"],
-            )
-            for row in (ctx.all(_PAIRS + bound) if outside else ())
-        )
-        counts = {**host_counts(ctx), "lifecycleContradictions": outside}
-        head = Overview(
-            head_seq=last,
-            now=ctx.now,
-            limit=limit,
-            counts=dict(sorted(counts.items())),
-            open_runs=_by_status(ctx, _OPEN_RUN_COUNTS),
-            open_interactions=_by_status(ctx, _WAITING_INTERACTION_COUNTS),
-            runs=(),
-            interactions=(),
-            contradictions=contradictions,
-        )
-        run_ids = [row["run_id"] for row in ctx.all(_OPEN_RUN_IDS + bound)]
-        request_ids = [row["request_id"] for row in ctx.all(_WAITING_INTERACTION_IDS + bound)]
+        head = _head(ctx, last, limit)
+        run_ids = [row["run_id"] for row in ctx.all(_OPEN_RUN_IDS + _bound(limit))]
+        request_ids = [
+            row["request_id"] for row in ctx.all(_WAITING_INTERACTION_IDS + _bound(limit))
+        ]
         runs = (
             _waiting(ctx, "run", row, row["run_id"], diagnose_run(store, ctx, row, last))
             for row in _rows(ctx, "SELECT * FROM runs WHERE run_id = ?", run_ids)
