@@ -54,18 +54,22 @@ ENDED: Final = ("completed", "failed", "timed_out", "cancelled")
 _NOT_ENDED: Final = "status IN ('queued', 'running', 'waiting')"
 """The statuses that are not in :data:`ENDED` (the runs table's CHECK allows no other); an
 ``IN`` list lets SQLite read them through ``runs_status_idx``."""
-_UNCONSUMED: Final = "status = 'pending' OR (status = 'settled' AND consumed_at IS NULL)"
+_UNCONSUMED: Final = (
+    "interactive_requests INDEXED BY interactive_requests_open_idx"
+    " WHERE status = 'pending' OR (status = 'settled' AND consumed_at IS NULL)"
+)
+"""The requests not yet consumed, read from the partial index of exactly them: left to choose,
+SQLite read the settled ones by ``status`` and walked every answered request (ADR 0094)."""
 _OPEN_RUN_IDS: Final = f"SELECT run_id FROM runs WHERE {_NOT_ENDED} ORDER BY created_at, run_id"  # noqa: S608 - constants
 _OPEN_RUN_COUNTS: Final = (
     f"SELECT status, count(*) AS n FROM runs WHERE {_NOT_ENDED} GROUP BY status"  # noqa: S608 - constants
 )
 _WAITING_INTERACTION_IDS: Final = (
-    f"SELECT request_id FROM interactive_requests WHERE {_UNCONSUMED}"  # noqa: S608 - constants
+    f"SELECT request_id FROM {_UNCONSUMED}"  # noqa: S608 - constants
     " ORDER BY created_at, request_id"
 )
 _WAITING_INTERACTION_COUNTS: Final = (
-    "SELECT status, count(*) AS n FROM interactive_requests"  # noqa: S608 - constants
-    f" WHERE {_UNCONSUMED} GROUP BY status"
+    f"SELECT status, count(*) AS n FROM {_UNCONSUMED} GROUP BY status"  # noqa: S608 - constants
 )
 
 
