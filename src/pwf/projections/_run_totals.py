@@ -43,8 +43,6 @@ def allowed_pair(run: str, queue: str) -> str:
 
 
 _COLUMNS: Final = ("queue_rows", "listed", "revisions", "contradictions")
-_KEYED: Final = ("run_id", "status")
-"""The columns of both tables a row's share depends on, but for the revision."""
 
 _TABLE: Final = """CREATE TABLE IF NOT EXISTS runs_totals (
   id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -55,6 +53,11 @@ _TABLE: Final = """CREATE TABLE IF NOT EXISTS runs_totals (
 ) STRICT"""
 
 
+def _outside(run: str, queue: str) -> str:
+    """SQL 1 when the pair is outside :data:`ALLOWED_LIFECYCLE`, else 0."""
+    return f"(NOT ({allowed_pair(run, queue)}))"
+
+
 def _run_share(row: str) -> tuple[str, str, str, str]:
     """What a ``runs`` row adds: listed if it has a queue entry, its revision, its pair."""
     return (
@@ -63,7 +66,7 @@ def _run_share(row: str) -> tuple[str, str, str, str]:
         f"{row}.revision",
         (
             f"(SELECT count(*) FROM run_queue q WHERE q.run_id = {row}.run_id"  # noqa: S608 - constants
-            f" AND NOT ({allowed_pair(f'{row}.status', 'q.status')}))"
+            f" AND {_outside(f'{row}.status', 'q.status')})"
         ),
     )
 
@@ -76,57 +79,80 @@ def _queue_share(row: str) -> tuple[str, str, str, str]:
         "0",
         (
             f"(SELECT count(*) FROM runs r WHERE r.run_id = {row}.run_id"  # noqa: S608 - constants
-            f" AND NOT ({allowed_pair('r.status', f'{row}.status')}))"
+            f" AND {_outside('r.status', f'{row}.status')})"
         ),
     )
 
 
-def _fold(name: str, when: str, shares: tuple[str, ...], *, gone: bool = False) -> str:
-    """A trigger adding ``shares`` to the row, made first if there is none.
+def _trigger(name: str, when: str, *statements: str) -> str:
+    body = "".join(f"  {statement};\n" for statement in statements)
+    return f"CREATE TRIGGER IF NOT EXISTS {name} {when} BEGIN\n{body}END"
 
-    With ``gone`` (a deleted row) the row goes when no queue entry and no run
-    is left (every run has a revision of at least 1): a read model without
-    runs has no row, as a fold of a log without runs leaves none.
-    """
+
+def _added(shares: tuple[str, ...]) -> str:
+    """The update adding ``shares`` to the row's columns, in order."""
     added = ", ".join(f"{c} = {c} + {share}" for c, share in zip(_COLUMNS, shares, strict=True))
-    emptied = "  DELETE FROM runs_totals WHERE queue_rows = 0 AND revisions = 0;\n" if gone else ""
-    return (
-        f"CREATE TRIGGER IF NOT EXISTS {name} {when} BEGIN\n"  # noqa: S608 - constants
-        "  INSERT OR IGNORE INTO runs_totals VALUES (1, 0, 0, 0, 0);\n"
-        f"  UPDATE runs_totals SET {added} WHERE id = 1;\n{emptied}"
-        "END"
-    )
+    return f"UPDATE runs_totals SET {added} WHERE id = 1"  # noqa: S608 - constants
+
+
+_FIRST: Final = "INSERT OR IGNORE INTO runs_totals VALUES (1, 0, 0, 0, 0)"
+"""The row, made by the first insert: a change or delete of a row comes after its insert."""
+_EMPTIED: Final = "DELETE FROM runs_totals WHERE queue_rows = 0 AND revisions = 0"
+"""No queue entry and no run left (every run has a revision of at least 1): no row, as a fold
+of a log without runs leaves none."""
 
 
 def _triggers(table: str, share: Callable[[str], tuple[str, ...]]) -> tuple[str, ...]:
-    """Insert adds NEW's share, delete takes OLD's, a change of its key or status does both."""
+    """Insert adds NEW's share, delete takes OLD's, a new ``run_id`` does both."""
     new, old = share("NEW"), share("OLD")
-    columns = ", ".join(_KEYED)
-    differs = " OR ".join(f"NEW.{column} IS NOT OLD.{column}" for column in _KEYED)
     return (
-        _fold(f"{table}_totals_insert", f"AFTER INSERT ON {table}", new),
-        _fold(
+        _trigger(f"{table}_totals_insert", f"AFTER INSERT ON {table}", _FIRST, _added(new)),
+        _trigger(
             f"{table}_totals_delete",
             f"AFTER DELETE ON {table}",
-            tuple(f"-{share}" for share in old),
-            gone=True,
+            _added(tuple(f"-{share}" for share in old)),
+            _EMPTIED,
         ),
-        _fold(
-            f"{table}_totals_update",
-            f"AFTER UPDATE OF {columns} ON {table} WHEN {differs}",
-            tuple(f"{n} - {o}" for n, o in zip(new, old, strict=True)),
+        _trigger(
+            f"{table}_totals_rekey",
+            f"AFTER UPDATE OF run_id ON {table} WHEN NEW.run_id IS NOT OLD.run_id",
+            _added(tuple(f"{n} - {o}" for n, o in zip(new, old, strict=True))),
         ),
     )
 
+
+def _moved(run_new: str, run_old: str, queue_new: str, queue_old: str) -> str:
+    """How a pair's count of contradictions moves when one side's status changes."""
+    return f"{_outside(run_new, queue_new)} - {_outside(run_old, queue_old)}"
+
+
+_SAME_KEY: Final = "NEW.run_id IS OLD.run_id"
 
 TOTALS_DDL: Final = (
     _TABLE,
     *_triggers("runs", _run_share),
-    # A revision alone is the change of nearly every run event: one addition, no lookups.
-    """CREATE TRIGGER IF NOT EXISTS runs_totals_revision AFTER UPDATE OF revision ON runs
-  WHEN NEW.run_id IS OLD.run_id AND NEW.status IS OLD.status BEGIN
-  UPDATE runs_totals SET revisions = revisions + NEW.revision - OLD.revision WHERE id = 1;
-END""",
+    # The changes of every run event, each one update: its status (with its revision) moves
+    # its pair's contradiction, its revision alone the sum.
+    _trigger(
+        "runs_totals_status",
+        f"AFTER UPDATE OF status ON runs WHEN {_SAME_KEY} AND NEW.status IS NOT OLD.status",
+        "UPDATE runs_totals SET revisions = revisions + NEW.revision - OLD.revision,"  # noqa: S608 - constants
+        " contradictions = contradictions + coalesce((SELECT"
+        f" {_moved('NEW.status', 'OLD.status', 'q.status', 'q.status')}"
+        " FROM run_queue q WHERE q.run_id = NEW.run_id), 0) WHERE id = 1",
+    ),
+    _trigger(
+        "runs_totals_revision",
+        f"AFTER UPDATE OF revision ON runs WHEN {_SAME_KEY} AND NEW.status IS OLD.status",
+        "UPDATE runs_totals SET revisions = revisions + NEW.revision - OLD.revision WHERE id = 1",
+    ),
     *_triggers("run_queue", _queue_share),
+    _trigger(
+        "run_queue_totals_status",
+        f"AFTER UPDATE OF status ON run_queue WHEN {_SAME_KEY} AND NEW.status IS NOT OLD.status",
+        "UPDATE runs_totals SET contradictions = contradictions + coalesce((SELECT"  # noqa: S608 - constants
+        f" {_moved('r.status', 'r.status', 'NEW.status', 'OLD.status')}"
+        " FROM runs r WHERE r.run_id = NEW.run_id), 0) WHERE id = 1",
+    ),
 )
 """The table and its triggers, after ``runs`` and ``run_queue`` in the ``runs`` DDL."""
