@@ -59,7 +59,7 @@ _UNCONSUMED: Final = (
     " WHERE status = 'pending' OR (status = 'settled' AND consumed_at IS NULL)"
 )
 """The requests not yet consumed, read from the partial index of exactly them: left to choose,
-SQLite read the settled ones by ``status`` and walked every answered request (ADR 0094)."""
+SQLite read the settled ones by ``status`` and walked every answered request (ADR 0095)."""
 _OPEN_RUN_IDS: Final = f"SELECT run_id FROM runs WHERE {_NOT_ENDED} ORDER BY created_at, run_id"  # noqa: S608 - constants
 _OPEN_RUN_COUNTS: Final = (
     f"SELECT status, count(*) AS n FROM runs WHERE {_NOT_ENDED} GROUP BY status"  # noqa: S608 - constants
