@@ -44,17 +44,19 @@ TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
 INLINE_REASON_BYTES: Final = 16 * 1024
 
 
+def _exists(ctx: Context, sql: str, *params: object) -> bool:
+    return ctx.one(sql, *params) is not None
+
+
 def direct_live(ctx: Context, run_id: str) -> bool:
     """Direct mode's liveness: a worker row starting or running under an unexpired lease."""
-    return (
-        ctx.one(
-            "SELECT 1 FROM run_workers w JOIN run_queue q ON q.run_id = w.run_id"
-            " WHERE w.run_id = ? AND w.status IN ('starting', 'running')"
-            " AND q.owner_worker_epoch = w.worker_epoch AND q.lease_expires_at > ?",
-            run_id,
-            ctx.now,
-        )
-        is not None
+    return _exists(
+        ctx,
+        "SELECT 1 FROM run_workers w JOIN run_queue q ON q.run_id = w.run_id"
+        " WHERE w.run_id = ? AND w.status IN ('starting', 'running')"
+        " AND q.owner_worker_epoch = w.worker_epoch AND q.lease_expires_at > ?",
+        run_id,
+        ctx.now,
     )
 
 
@@ -64,23 +66,18 @@ def direct_live(ctx: Context, run_id: str) -> bool:
 def _origin_turn(ctx: Context, run_id: str) -> bool:
     # The run's own turns lead (workflow_turns_run_idx); ``+m.kind`` keeps SQLite from
     # driving the join from every step message by kind instead (ADR 0077).
-    return (
-        ctx.one(
-            "SELECT 1 FROM workflow_turns t JOIN workflow_messages m"
-            " ON m.workflow_message_id = t.workflow_message_id"
-            " WHERE t.run_id = ? AND t.state = 'started' AND +m.kind IN ('step', 'terminal')",
-            run_id,
-        )
-        is not None
+    return _exists(
+        ctx,
+        "SELECT 1 FROM workflow_turns t JOIN workflow_messages m"
+        " ON m.workflow_message_id = t.workflow_message_id"
+        " WHERE t.run_id = ? AND t.state = 'started' AND +m.kind IN ('step', 'terminal')",
+        run_id,
     )
 
 
 def _pending(ctx: Context, run_id: str) -> bool:
-    return (
-        ctx.one(
-            "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending'", run_id
-        )
-        is not None
+    return _exists(
+        ctx, "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending'", run_id
     )
 
 
