@@ -70,6 +70,9 @@ if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
 
 from bench.harness import fmt_rate
 
+from pwf.readmodel import ReadModel
+from pwf.store.sqlite import SqliteStore
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
@@ -164,6 +167,49 @@ def _progress(head: int, mark: tuple[int, float, float]) -> tuple[int, float, fl
         flush=True,
     )
     return head, wall, cpu
+
+
+def append_floor(source: Path, events: int, *, projections: bool = True) -> float:
+    """CPU seconds per event to append the first ``events`` of ``source`` again to a new file.
+
+    Each event is sealed, written and (with ``projections``) folded into every
+    read model, one ``stage`` per event in batches and transactions as the
+    source has them (fifty runs to a transaction), with what generation sets
+    (``synchronous=OFF``): the command path's writing half,
+    without deciding anything.  What deciding adds is the rest of a
+    generated event's cost.
+    """
+    target = CACHE / "floor.db"
+    _remove(target)
+    subprocess.run([PWF, "init", "--db", str(target)], check=True, capture_output=True)
+    with SqliteStore(source, read_only=True) as source_store:
+        entries = list(source_store.entries(1, events))
+    store = SqliteStore(target, hooks=[ReadModel()] if projections else [])
+    store.connection.execute("PRAGMA synchronous = OFF")
+    started = time.process_time()
+    try:
+        for group in _transactions(entries, GROUP * EVENTS_PER_RUN):
+            with store.transaction() as tx:
+                for before, entry in zip([None, *group], group, strict=False):
+                    if before is not None and before.batch != entry.batch:
+                        tx.new_batch()
+                    tx.stage([entry.event], at=entry.at, actor=entry.actor, cause=entry.cause)
+        return (time.process_time() - started) / max(len(entries), 1)
+    finally:
+        store.close()
+        _remove(target)
+
+
+def _transactions(entries: list[Any], size: int) -> Iterator[list[Any]]:
+    """``entries`` in runs of about ``size``, each ending at the end of a batch."""
+    group: list[Any] = []
+    for entry in entries:
+        if len(group) >= size and group[-1].batch != entry.batch:
+            yield group
+            group = []
+        group.append(entry)
+    if group:
+        yield group
 
 
 def cached_log(events: int, seed: int) -> tuple[Path, int, int, str]:
@@ -657,8 +703,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=None, help="default 5, 3 from 1 000 000")
     parser.add_argument("--generate-only", action="store_true", help="make the cached logs only")
     parser.add_argument("--skip", default="", help="comma-separated: cli, served, web, watchers")
+    parser.add_argument(
+        "--floor", type=int, default=0, help="append this many events of the smallest log again"
+    )
     args = parser.parse_args()
     sizes = sorted(int(size.replace("_", "")) for size in args.sizes.split(",") if size)
+    if args.floor:
+        return _floor(sizes[0], args.seed, args.floor)
     if args.generate_only:
         for size in sizes:
             _, head, runs, obtained = cached_log(size, args.seed)
@@ -666,6 +717,20 @@ def main() -> int:
         return 0
     skip = {name for name in args.skip.split(",") if name}
     print("\n".join(run(sizes, args.seed, args.rounds, skip)), flush=True)
+    return 0
+
+
+def _floor(size: int, seed: int, events: int) -> int:
+    path, head, _, _ = cached_log(size, seed)
+    events = min(events, head)
+    for projections, what in ((False, "the log alone"), (True, "the log and its projections")):
+        per_event = append_floor(path, events, projections=projections)
+        print(
+            f"appending {fmt_rate(events)} events of the log of {fmt_rate(size)} again,"
+            f" {what}: {per_event * 1e6:.0f} us of CPU per event,"
+            f" {fmt_rate(1 / per_event)} events/s",
+            flush=True,
+        )
     return 0
 
 

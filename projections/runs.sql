@@ -1,3 +1,34 @@
+CREATE TRIGGER run_queue_totals_delete AFTER DELETE ON run_queue BEGIN
+  UPDATE runs_totals SET queue_rows = queue_rows + -1, listed = listed + -(SELECT count(*) FROM runs WHERE run_id = OLD.run_id), revisions = revisions + -0, contradictions = contradictions + -(SELECT count(*) FROM runs r WHERE r.run_id = OLD.run_id AND (NOT (CASE r.status WHEN 'queued' THEN OLD.status IN ('queued') WHEN 'running' THEN OLD.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN OLD.status IN ('parked') WHEN 'completed' THEN OLD.status IN ('done') WHEN 'failed' THEN OLD.status IN ('failed') WHEN 'timed_out' THEN OLD.status IN ('failed') WHEN 'cancelled' THEN OLD.status IN ('cancelled') ELSE 0 END))) WHERE id = 1;
+  DELETE FROM runs_totals WHERE queue_rows = 0 AND revisions = 0;
+END;
+CREATE TRIGGER run_queue_totals_insert AFTER INSERT ON run_queue BEGIN
+  INSERT OR IGNORE INTO runs_totals VALUES (1, 0, 0, 0, 0);
+  UPDATE runs_totals SET queue_rows = queue_rows + 1, listed = listed + (SELECT count(*) FROM runs WHERE run_id = NEW.run_id), revisions = revisions + 0, contradictions = contradictions + (SELECT count(*) FROM runs r WHERE r.run_id = NEW.run_id AND (NOT (CASE r.status WHEN 'queued' THEN NEW.status IN ('queued') WHEN 'running' THEN NEW.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN NEW.status IN ('parked') WHEN 'completed' THEN NEW.status IN ('done') WHEN 'failed' THEN NEW.status IN ('failed') WHEN 'timed_out' THEN NEW.status IN ('failed') WHEN 'cancelled' THEN NEW.status IN ('cancelled') ELSE 0 END))) WHERE id = 1;
+END;
+CREATE TRIGGER run_queue_totals_rekey AFTER UPDATE OF run_id ON run_queue WHEN NEW.run_id IS NOT OLD.run_id BEGIN
+  UPDATE runs_totals SET queue_rows = queue_rows + 1 - 1, listed = listed + (SELECT count(*) FROM runs WHERE run_id = NEW.run_id) - (SELECT count(*) FROM runs WHERE run_id = OLD.run_id), revisions = revisions + 0 - 0, contradictions = contradictions + (SELECT count(*) FROM runs r WHERE r.run_id = NEW.run_id AND (NOT (CASE r.status WHEN 'queued' THEN NEW.status IN ('queued') WHEN 'running' THEN NEW.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN NEW.status IN ('parked') WHEN 'completed' THEN NEW.status IN ('done') WHEN 'failed' THEN NEW.status IN ('failed') WHEN 'timed_out' THEN NEW.status IN ('failed') WHEN 'cancelled' THEN NEW.status IN ('cancelled') ELSE 0 END))) - (SELECT count(*) FROM runs r WHERE r.run_id = OLD.run_id AND (NOT (CASE r.status WHEN 'queued' THEN OLD.status IN ('queued') WHEN 'running' THEN OLD.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN OLD.status IN ('parked') WHEN 'completed' THEN OLD.status IN ('done') WHEN 'failed' THEN OLD.status IN ('failed') WHEN 'timed_out' THEN OLD.status IN ('failed') WHEN 'cancelled' THEN OLD.status IN ('cancelled') ELSE 0 END))) WHERE id = 1;
+END;
+CREATE TRIGGER run_queue_totals_status AFTER UPDATE OF status ON run_queue WHEN NEW.run_id IS OLD.run_id AND NEW.status IS NOT OLD.status BEGIN
+  UPDATE runs_totals SET contradictions = contradictions + coalesce((SELECT (NOT (CASE r.status WHEN 'queued' THEN NEW.status IN ('queued') WHEN 'running' THEN NEW.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN NEW.status IN ('parked') WHEN 'completed' THEN NEW.status IN ('done') WHEN 'failed' THEN NEW.status IN ('failed') WHEN 'timed_out' THEN NEW.status IN ('failed') WHEN 'cancelled' THEN NEW.status IN ('cancelled') ELSE 0 END)) - (NOT (CASE r.status WHEN 'queued' THEN OLD.status IN ('queued') WHEN 'running' THEN OLD.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN OLD.status IN ('parked') WHEN 'completed' THEN OLD.status IN ('done') WHEN 'failed' THEN OLD.status IN ('failed') WHEN 'timed_out' THEN OLD.status IN ('failed') WHEN 'cancelled' THEN OLD.status IN ('cancelled') ELSE 0 END)) FROM runs r WHERE r.run_id = NEW.run_id), 0) WHERE id = 1;
+END;
+CREATE TRIGGER runs_totals_delete AFTER DELETE ON runs BEGIN
+  UPDATE runs_totals SET queue_rows = queue_rows + -0, listed = listed + -(SELECT count(*) FROM run_queue WHERE run_id = OLD.run_id), revisions = revisions + -OLD.revision, contradictions = contradictions + -(SELECT count(*) FROM run_queue q WHERE q.run_id = OLD.run_id AND (NOT (CASE OLD.status WHEN 'queued' THEN q.status IN ('queued') WHEN 'running' THEN q.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN q.status IN ('parked') WHEN 'completed' THEN q.status IN ('done') WHEN 'failed' THEN q.status IN ('failed') WHEN 'timed_out' THEN q.status IN ('failed') WHEN 'cancelled' THEN q.status IN ('cancelled') ELSE 0 END))) WHERE id = 1;
+  DELETE FROM runs_totals WHERE queue_rows = 0 AND revisions = 0;
+END;
+CREATE TRIGGER runs_totals_insert AFTER INSERT ON runs BEGIN
+  INSERT OR IGNORE INTO runs_totals VALUES (1, 0, 0, 0, 0);
+  UPDATE runs_totals SET queue_rows = queue_rows + 0, listed = listed + (SELECT count(*) FROM run_queue WHERE run_id = NEW.run_id), revisions = revisions + NEW.revision, contradictions = contradictions + (SELECT count(*) FROM run_queue q WHERE q.run_id = NEW.run_id AND (NOT (CASE NEW.status WHEN 'queued' THEN q.status IN ('queued') WHEN 'running' THEN q.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN q.status IN ('parked') WHEN 'completed' THEN q.status IN ('done') WHEN 'failed' THEN q.status IN ('failed') WHEN 'timed_out' THEN q.status IN ('failed') WHEN 'cancelled' THEN q.status IN ('cancelled') ELSE 0 END))) WHERE id = 1;
+END;
+CREATE TRIGGER runs_totals_rekey AFTER UPDATE OF run_id ON runs WHEN NEW.run_id IS NOT OLD.run_id BEGIN
+  UPDATE runs_totals SET queue_rows = queue_rows + 0 - 0, listed = listed + (SELECT count(*) FROM run_queue WHERE run_id = NEW.run_id) - (SELECT count(*) FROM run_queue WHERE run_id = OLD.run_id), revisions = revisions + NEW.revision - OLD.revision, contradictions = contradictions + (SELECT count(*) FROM run_queue q WHERE q.run_id = NEW.run_id AND (NOT (CASE NEW.status WHEN 'queued' THEN q.status IN ('queued') WHEN 'running' THEN q.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN q.status IN ('parked') WHEN 'completed' THEN q.status IN ('done') WHEN 'failed' THEN q.status IN ('failed') WHEN 'timed_out' THEN q.status IN ('failed') WHEN 'cancelled' THEN q.status IN ('cancelled') ELSE 0 END))) - (SELECT count(*) FROM run_queue q WHERE q.run_id = OLD.run_id AND (NOT (CASE OLD.status WHEN 'queued' THEN q.status IN ('queued') WHEN 'running' THEN q.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN q.status IN ('parked') WHEN 'completed' THEN q.status IN ('done') WHEN 'failed' THEN q.status IN ('failed') WHEN 'timed_out' THEN q.status IN ('failed') WHEN 'cancelled' THEN q.status IN ('cancelled') ELSE 0 END))) WHERE id = 1;
+END;
+CREATE TRIGGER runs_totals_revision AFTER UPDATE OF revision ON runs WHEN NEW.run_id IS OLD.run_id AND NEW.status IS OLD.status BEGIN
+  UPDATE runs_totals SET revisions = revisions + NEW.revision - OLD.revision WHERE id = 1;
+END;
+CREATE TRIGGER runs_totals_status AFTER UPDATE OF status ON runs WHEN NEW.run_id IS OLD.run_id AND NEW.status IS NOT OLD.status BEGIN
+  UPDATE runs_totals SET revisions = revisions + NEW.revision - OLD.revision, contradictions = contradictions + coalesce((SELECT (NOT (CASE NEW.status WHEN 'queued' THEN q.status IN ('queued') WHEN 'running' THEN q.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN q.status IN ('parked') WHEN 'completed' THEN q.status IN ('done') WHEN 'failed' THEN q.status IN ('failed') WHEN 'timed_out' THEN q.status IN ('failed') WHEN 'cancelled' THEN q.status IN ('cancelled') ELSE 0 END)) - (NOT (CASE OLD.status WHEN 'queued' THEN q.status IN ('queued') WHEN 'running' THEN q.status IN ('starting', 'running', 'parked') WHEN 'waiting' THEN q.status IN ('parked') WHEN 'completed' THEN q.status IN ('done') WHEN 'failed' THEN q.status IN ('failed') WHEN 'timed_out' THEN q.status IN ('failed') WHEN 'cancelled' THEN q.status IN ('cancelled') ELSE 0 END)) FROM run_queue q WHERE q.run_id = NEW.run_id), 0) WHERE id = 1;
+END;
 CREATE TABLE run_bindings (
   run_id TEXT PRIMARY KEY,
   origin_session_id TEXT NOT NULL,
@@ -79,6 +110,13 @@ CREATE TABLE runs (
   ),
   CHECK (parent_run_id IS NOT NULL OR restart_number = 0)
 ) STRICT;
+CREATE TABLE runs_totals (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  queue_rows INTEGER NOT NULL CHECK (queue_rows >= 0),
+  listed INTEGER NOT NULL CHECK (listed >= 0),
+  revisions INTEGER NOT NULL CHECK (revisions >= 0),
+  contradictions INTEGER NOT NULL CHECK (contradictions >= 0)
+) STRICT;
 CREATE INDEX run_bindings_session_idx ON run_bindings(origin_session_id);
 CREATE INDEX run_queue_created_idx ON run_queue(created_at, run_id);
 CREATE INDEX run_queue_lease_idx ON run_queue(lease_expires_at)
@@ -87,6 +125,7 @@ CREATE UNIQUE INDEX run_queue_session_active_idx
   ON run_queue(origin_session_id)
   WHERE origin_session_id IS NOT NULL AND status IN ('queued', 'starting', 'running');
 CREATE INDEX run_queue_status_idx ON run_queue(status, created_at);
+CREATE INDEX run_queue_updated_idx ON run_queue(updated_at);
 CREATE INDEX runs_created_idx ON runs(created_at, run_id);
 CREATE INDEX runs_origin_idx ON runs(origin_session_id, created_at);
 CREATE INDEX runs_parent_idx ON runs(parent_run_id);

@@ -59,3 +59,5 @@ CREATE INDEX workflow_turns_run_idx
   ON workflow_turns(run_id, state);
 CREATE INDEX workflow_turns_session_idx
   ON workflow_turns(target_session_id, state, started_at);
+CREATE INDEX workflow_turns_time_idx
+  ON workflow_turns(coalesce(ended_at, started_at));

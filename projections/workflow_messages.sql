@@ -40,3 +40,4 @@ CREATE INDEX workflow_messages_unread_idx
   ON workflow_messages(target_session_id, order_number)
   WHERE status = 'sent' AND kind IN ('terminal', 'followUp')
   AND (latest_turn_state IS NULL OR latest_turn_state = 'started');
+CREATE INDEX workflow_messages_updated_idx ON workflow_messages(updated_at);

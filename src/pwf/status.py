@@ -26,6 +26,7 @@ from pwf.explain import (
     state_at,
 )
 from pwf.views.status import ALLOWED_LIFECYCLE, allowed_pair
+from pwf.views.status import contradictions as outside_count
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -53,18 +54,22 @@ ENDED: Final = ("completed", "failed", "timed_out", "cancelled")
 _NOT_ENDED: Final = "status IN ('queued', 'running', 'waiting')"
 """The statuses that are not in :data:`ENDED` (the runs table's CHECK allows no other); an
 ``IN`` list lets SQLite read them through ``runs_status_idx``."""
-_UNCONSUMED: Final = "status = 'pending' OR (status = 'settled' AND consumed_at IS NULL)"
+_UNCONSUMED: Final = (
+    "interactive_requests INDEXED BY interactive_requests_open_idx"
+    " WHERE status = 'pending' OR (status = 'settled' AND consumed_at IS NULL)"
+)
+"""The requests not yet consumed, read from the partial index of exactly them: left to choose,
+SQLite read the settled ones by ``status`` and walked every answered request (ADR 0095)."""
 _OPEN_RUN_IDS: Final = f"SELECT run_id FROM runs WHERE {_NOT_ENDED} ORDER BY created_at, run_id"  # noqa: S608 - constants
 _OPEN_RUN_COUNTS: Final = (
     f"SELECT status, count(*) AS n FROM runs WHERE {_NOT_ENDED} GROUP BY status"  # noqa: S608 - constants
 )
 _WAITING_INTERACTION_IDS: Final = (
-    f"SELECT request_id FROM interactive_requests WHERE {_UNCONSUMED}"  # noqa: S608 - constants
+    f"SELECT request_id FROM {_UNCONSUMED}"  # noqa: S608 - constants
     " ORDER BY created_at, request_id"
 )
 _WAITING_INTERACTION_COUNTS: Final = (
-    "SELECT status, count(*) AS n FROM interactive_requests"  # noqa: S608 - constants
-    f" WHERE {_UNCONSUMED} GROUP BY status"
+    f"SELECT status, count(*) AS n FROM {_UNCONSUMED} GROUP BY status"  # noqa: S608 - constants
 )
 
 
@@ -78,7 +83,6 @@ _PAIRS: Final = (
     + _OUTSIDE
     + " ORDER BY r.created_at, r.run_id"
 )
-_PAIR_COUNT: Final = "SELECT count(*) " + _OUTSIDE
 
 
 class Waiting(msgspec.Struct, frozen=True, rename="camel"):
@@ -159,42 +163,51 @@ class Parts(NamedTuple):
     interactions: Iterator[Waiting]
 
 
+def _head(ctx: Context, last: int, limit: int | None) -> Overview:
+    """The overview's counts and contradictions, its lists still empty."""
+    outside = outside_count(ctx)
+    contradictions = tuple(
+        Contradiction(
+            run_id=row["run_id"], run_status=row["run_status"], queue_status=row["queue_status"]
+        )
+        for row in (ctx.all(_PAIRS + _bound(limit)) if outside else ())
+    )
+    counts = {**host_counts(ctx), "lifecycleContradictions": outside}
+    return Overview(
+        head_seq=last,
+        now=ctx.now,
+        limit=limit,
+        counts=dict(sorted(counts.items())),
+        open_runs=_by_status(ctx, _OPEN_RUN_COUNTS),
+        open_interactions=_by_status(ctx, _WAITING_INTERACTION_COUNTS),
+        runs=(),
+        interactions=(),
+        contradictions=contradictions,
+    )
+
+
+def _bound(limit: int | None) -> str:
+    return "" if limit is None else f" LIMIT {int(limit)}"
+
+
 @contextmanager
 def overview_parts(store: EventStore, now: int, limit: int | None = LIMIT) -> Iterator[Parts]:
     """The overview at ``now`` with its lists as iterators, each cut at ``limit`` (None: all).
 
     Everything is read in one read transaction, so the counts, the listed
     items and the contradictions describe one head.  Counts come from
-    aggregate queries; the lists hold only ids until an item is read, and
-    only the listed items are diagnosed, so the cost follows ``limit`` and
-    the memory one item, not the number of open runs.
+    aggregate queries and the ``runs`` read model's kept totals (ADR 0094);
+    the lists hold only ids until an item is read, and only the listed items
+    are diagnosed, so the cost follows ``limit`` and the memory one item,
+    not the number of open runs.
     """
-    bound = "" if limit is None else f" LIMIT {int(limit)}"
     with state_at(store, None) as (connection, last):
         ctx = context(connection, now)
-        outside = int(ctx.value(_PAIR_COUNT) or 0)
-        contradictions = tuple(
-            Contradiction(
-                run_id=row["run_id"],
-                run_status=row["run_status"],
-                queue_status=row["queue_status"],
-            )
-            for row in (ctx.all(_PAIRS + bound) if outside else ())
-        )
-        counts = {**host_counts(ctx), "lifecycleContradictions": outside}
-        head = Overview(
-            head_seq=last,
-            now=ctx.now,
-            limit=limit,
-            counts=dict(sorted(counts.items())),
-            open_runs=_by_status(ctx, _OPEN_RUN_COUNTS),
-            open_interactions=_by_status(ctx, _WAITING_INTERACTION_COUNTS),
-            runs=(),
-            interactions=(),
-            contradictions=contradictions,
-        )
-        run_ids = [row["run_id"] for row in ctx.all(_OPEN_RUN_IDS + bound)]
-        request_ids = [row["request_id"] for row in ctx.all(_WAITING_INTERACTION_IDS + bound)]
+        head = _head(ctx, last, limit)
+        run_ids = [row["run_id"] for row in ctx.all(_OPEN_RUN_IDS + _bound(limit))]
+        request_ids = [
+            row["request_id"] for row in ctx.all(_WAITING_INTERACTION_IDS + _bound(limit))
+        ]
         runs = (
             _waiting(ctx, "run", row, row["run_id"], diagnose_run(store, ctx, row, last))
             for row in _rows(ctx, "SELECT * FROM runs WHERE run_id = ?", run_ids)

@@ -78,7 +78,10 @@ class TestDiff:
         expected = (
             "runs: 1 difference\n"
             '  changed: runs[run-1].status: "queued" -> "running"\n'
-            "1 difference in 1 table\n"
+            # running beside a queued entry: the runs' kept totals count it (ADR 0094)
+            "runs_totals: 1 difference\n"
+            "  changed: runs_totals[1].contradictions: 0 -> 1\n"
+            "2 differences in 2 tables\n"
         )
         assert (1, expected) == (result.exit_code, result.stdout)
 
@@ -87,9 +90,13 @@ class TestDiff:
         edit(copy, "UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
         result = run("diff", str(live), str(copy), "--json")
         change = {"key": ["run-1"], "column": "status", "a": "queued", "b": "running"}
+        counted = {"key": [1], "column": "contradictions", "a": 0, "b": 1}  # ADR 0094
         expected = {
             "equal": False,
-            "tables": {"runs": {"onlyInA": [], "onlyInB": [], "changed": [change]}},
+            "tables": {
+                "runs": {"onlyInA": [], "onlyInB": [], "changed": [change]},
+                "runs_totals": {"onlyInA": [], "onlyInB": [], "changed": [counted]},
+            },
         }
         assert 1 == result.exit_code
         assert canonical.encode(expected).decode() + "\n" == result.stdout
@@ -235,7 +242,7 @@ class TestDigest:
         before = run("digest", str(live)).stdout.splitlines()
         after = run("digest", str(copy)).stdout.splitlines()
         moved = [b.split("  ")[1] for a, b in zip(before, after, strict=True) if a != b]
-        assert ["runs", "all"] == moved
+        assert ["runs", "runs_totals", "all"] == moved  # the kept totals count it (ADR 0094)
 
     def test_json_matches_the_lines(self, run: Run, live: Path) -> None:
         """``--json`` prints ``{"all": HEX, "tables": {TABLE: HEX}}``."""

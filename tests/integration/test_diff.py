@@ -105,7 +105,9 @@ class TestDiffDatabases:
         edit(copy, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
         report = diff_databases(live, copy)
         expected = {"runs": [Difference("changed", (RUN,), "status", "waiting", "failed")]}
-        assert (expected, 1) == (report.tables, report.count)
+        # failed beside a parked queue entry: the runs' kept totals count it (ADR 0094)
+        expected["runs_totals"] = [Difference("changed", (1,), "contradictions", 0, 1)]
+        assert (expected, 2) == (report.tables, report.count)
 
     def test_every_changed_column_of_a_row_is_named(self, live: Path, copy: Path) -> None:
         """Two cells of one row are two differences, in the table's column order."""
@@ -121,8 +123,16 @@ class TestDiffDatabases:
 
     def test_a_deleted_row_is_only_in_a(self, live: Path, copy: Path) -> None:
         """A row missing from B is reported by its key, only in A."""
+        connection = sqlite3.connect(live)
+        [revision] = connection.execute("SELECT revision FROM runs").fetchone()
+        connection.close()
         edit(copy, "DELETE FROM runs WHERE run_id = 'run-1'")
-        assert {"runs": [Difference("onlyInA", (RUN,))]} == diff_databases(live, copy).tables
+        totals = [  # the runs' kept totals lose the run (ADR 0094)
+            Difference("changed", (1,), "listed", 1, 0),
+            Difference("changed", (1,), "revisions", revision, 0),
+        ]
+        expected = {"runs": [Difference("onlyInA", (RUN,))], "runs_totals": totals}
+        assert expected == diff_databases(live, copy).tables
 
     def test_an_added_row_is_only_in_b(self, live: Path, copy: Path) -> None:
         """A row only B has is reported by its key, only in B."""
@@ -297,7 +307,8 @@ class TestDigest:
         edit(copy, "UPDATE runs SET status = 'failed' WHERE run_id = 'run-1'")
         before, after = digest_database(live), digest_database(copy)
         moved = {name for name in before.tables if before.tables[name] != after.tables[name]}
-        assert ({"runs"}, True) == (moved, before.all != after.all)
+        # with the runs' kept totals, which count the contradiction it makes (ADR 0094)
+        assert ({"runs", "runs_totals"}, True) == (moved, before.all != after.all)
 
     def test_the_dump_is_canonical_rows_in_key_order(self, live: Path) -> None:
         """A table's digest is SHA-256 over canonical JSON arrays, one per line, in key order."""

@@ -52,25 +52,16 @@ LIVE: Final = frozenset(
 """Values of work in progress: the rows holding them leave it, so they do not pile up."""
 
 BOUNDED_BY_DESIGN: Final[dict[str, str]] = {
-    # HOST §2.8's list revision sums every run's revision and counts every queue row: an
-    # aggregate over the runs, not over the log; pwf holds no running total of it yet, and
-    # a subscription recomputes it only when a run, message or turn changed (ADR 0078).
-    r"coalesce\(sum\(revision\)": "view.runs.page revision: an aggregate over every run",
-    r"^SELECT count\(\*\) FROM run_queue q JOIN runs r USING \(run_id\)$": (
-        "view.runs.page total: a count over a covering index of the runs"
-    ),
+    # HOST §2.8's list revision and total and HOST §3.1's lifecycle contradictions are
+    # kept by the runs read model (runs_totals, ADR 0094): no allowance.
     # channel.status counts every run as its `runs` and `resources` (HOST §2).
     r"^SELECT count\(\*\) FROM runs$": "channel.status counts: a count over a covering index",
-    # A served host.status counts the runs whose status contradicts their queue entry's
-    # (HOST §3.1 lifecycleContradictions): every run's pair, counted by SQLite.
-    r"^SELECT count\(\*\) FROM runs r JOIN run_queue q ON q\.run_id = r\.run_id WHERE NOT": (
-        "served host.status: lifecycle contradictions over every run"
-    ),
     # The web runs page shows "page N of M": the count of the runs its filters select.
     r"^SELECT count\(\*\) AS n FROM runs r": "web runs page total: a count of the filtered runs",
-    r"^SELECT count\(\*\) AS runs, \(SELECT count\(\*\) FROM interactive_requests\)": (
-        "web overview totals: counts of runs, requests and events"
-    ),
+    # The web overview's totals count runs and requests; its events are its first and last
+    # seq (ADR 0094), so a count of the events does not match.
+    r"^SELECT count\(\*\) AS runs, \(SELECT count\(\*\) FROM interactive_requests\)"
+    r" AS requests, \(SELECT coalesce\(max\(seq\)": "web overview totals: counts of runs, requests",
 }
 """Statements whose scan is the answer asked for, each with where it comes from and why."""
 

@@ -206,6 +206,25 @@ def _messages_at_version_2(db: Path) -> None:
         connection.close()
 
 
+def _runs_at_version_2(db: Path) -> None:
+    """Give the file the ``runs`` read model's kept totals of ADR 0094, as its rows make them."""
+    from pwf.projections.run_totals import TOTALS_DDL  # noqa: PLC0415
+
+    connection = sqlite3.connect(db)
+    try:
+        for statement in TOTALS_DDL:
+            connection.execute(statement)
+        connection.execute(
+            "UPDATE runs_totals SET queue_rows = (SELECT count(*) FROM run_queue),"
+            " listed = (SELECT count(*) FROM run_queue JOIN runs USING (run_id)),"
+            " revisions = (SELECT coalesce(sum(revision), 0) FROM runs)"
+        )
+        connection.execute("UPDATE _pwf_checkpoint SET version = 2 WHERE projection = 'runs'")
+        connection.commit()
+    finally:
+        connection.close()
+
+
 def test_a_database_written_before_verifies_its_log_and_is_rebuilt_once(tmp_path: Path) -> None:
     """``main-before-0071.db.gz``: ``run-\\ud800`` started by ``r-\\ud800``, bound as U+FFFD.
 
@@ -222,6 +241,7 @@ def test_a_database_written_before_verifies_its_log_and_is_rebuilt_once(tmp_path
     recorded = (GOLDEN / "main-before-0071.digest").read_bytes()
     assert recorded == _cli("digest", str(db))
     _messages_at_version_2(db)
+    _runs_at_version_2(db)
     result = CliRunner().invoke(cli, ["verify", "--db", str(db), "--json"])
     assert 1 == result.exit_code, result.output
     found = json.loads(result.stdout)

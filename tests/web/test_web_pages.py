@@ -12,6 +12,7 @@ import datetime as dt
 import html
 import json
 import re
+import sqlite3
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -137,6 +138,23 @@ def test_overview_counts_name_the_sets_they_count(world_url: str, world_db: Path
     parts = ", ".join(f"{name} {n}" for name, n in status["openRuns"].items())
     assert f"runs not ended: {total} ({parts})" in text
     assert "waitingRuns above counts the runs whose status is waiting" in text
+
+
+def test_overview_totals_count_the_events_runs_and_interactions(
+    world_url: str, world_db: Path
+) -> None:
+    connection = sqlite3.connect(world_db)
+    try:
+        counted = connection.execute(
+            "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM runs),"
+            " (SELECT count(*) FROM interactive_requests)"
+        ).fetchone()
+    finally:
+        connection.close()
+    _, _, page = get(world_url + "/")
+    events, runs, requests = counted
+    assert events > 10
+    assert f"{events} events, {runs} runs, {requests} interactions." in text_of(page)
 
 
 def test_overview_lists_are_bounded_and_say_how_many_more(tmp_path: Path) -> None:

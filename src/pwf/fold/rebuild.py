@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RebuildReport", "rebuild"]
 
-_CREATE: Final = re.compile(r"^CREATE (UNIQUE INDEX|INDEX|TABLE) ")
+_CREATE: Final = re.compile(r"^CREATE (UNIQUE INDEX|INDEX|TABLE|TRIGGER) ")
 
 
 @dataclass(frozen=True)
@@ -91,11 +91,13 @@ def _swap(connection: sqlite3.Connection) -> int:
     tables = projection_tables(connection, "main")
     names = ", ".join("?" * len(tables))
     # Each table, then its indexes, as the projections' DDL creates them: the scratch file
-    # created its indexes after the fold, but the live schema keeps its order.
+    # created its indexes after the fold, but the live schema keeps its order.  A trigger
+    # (the runs' kept totals, ADR 0094) keeps its own place, after the tables it names.
     query = (
         f"SELECT item.sql FROM main.sqlite_master AS item WHERE item.tbl_name IN ({names})"  # noqa: S608 - placeholders only
-        " AND item.sql IS NOT NULL ORDER BY (SELECT owner.rowid FROM main.sqlite_master AS owner"
-        " WHERE owner.type = 'table' AND owner.name = item.tbl_name),"
+        " AND item.sql IS NOT NULL ORDER BY CASE item.type WHEN 'trigger' THEN item.rowid"
+        " ELSE (SELECT owner.rowid FROM main.sqlite_master AS owner"
+        " WHERE owner.type = 'table' AND owner.name = item.tbl_name) END,"
         " item.type = 'index', item.rowid"
     )
     schema = connection.execute(query, tables).fetchall()
@@ -104,8 +106,19 @@ def _swap(connection: sqlite3.Connection) -> int:
         if not found:
             raise StoreError(f"cannot recreate a projection object: {statement[:60]}")
         connection.execute(qualified)
-    for table in tables:
+    # In the order the DDL made them: a table a trigger writes (the runs' kept totals, ADR
+    # 0094) comes after the tables the trigger watches, and what their copies made it write
+    # is replaced by its own copy.
+    ordered = [
+        name
+        for (name,) in connection.execute(
+            "SELECT name FROM main.sqlite_master WHERE type = 'table' ORDER BY rowid"
+        )
+        if name in tables
+    ]
+    for table in ordered:
         # Same definition on both sides and an empty target: SQLite copies the b-trees whole.
+        connection.execute(f"DELETE FROM live.{quote(table)}")  # noqa: S608 - as below
         connection.execute(
             f"INSERT INTO live.{quote(table)} SELECT * FROM main.{quote(table)}"  # noqa: S608 - names from sqlite_master
         )

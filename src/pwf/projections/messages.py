@@ -72,6 +72,8 @@ DDL: Final = (
     """CREATE INDEX IF NOT EXISTS workflow_messages_read_terminal_idx
   ON workflow_messages(target_session_id, latest_turn_ended_at)
   WHERE status = 'sent' AND kind = 'terminal' AND latest_turn_state = 'ended'""",
+    # pwf's own (ADR 0094): the run list revision's latest message change.
+    "CREATE INDEX IF NOT EXISTS workflow_messages_updated_idx ON workflow_messages(updated_at)",
 )
 
 

@@ -31,6 +31,7 @@ from pwf.events import (
     WorkerMessageRecorded,
 )
 from pwf.projections._sql import Statement, dispatch, json_hash, on
+from pwf.projections.run_totals import TOTALS_DDL
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from pwf.projections._sql import Handler
 
 NAME: Final = "runs"
-VERSION: Final = 1
+VERSION: Final = 2
 
 DDL: Final = (
     """CREATE TABLE IF NOT EXISTS runs (
@@ -118,6 +119,8 @@ DDL: Final = (
     "CREATE INDEX IF NOT EXISTS run_queue_created_idx ON run_queue(created_at, run_id)",
     """CREATE INDEX IF NOT EXISTS run_queue_lease_idx ON run_queue(lease_expires_at)
   WHERE owner_worker_epoch IS NOT NULL""",
+    # pwf's own (ADR 0094): the run list revision's latest queue change.
+    "CREATE INDEX IF NOT EXISTS run_queue_updated_idx ON run_queue(updated_at)",
     """CREATE TABLE IF NOT EXISTS run_bindings (
   run_id TEXT PRIMARY KEY,
   origin_session_id TEXT NOT NULL,
@@ -141,6 +144,8 @@ DDL: Final = (
   created_at INTEGER NOT NULL,
   PRIMARY KEY (run_id, sequence)
 ) STRICT""",
+    # pwf's own (ADR 0094): the run list's totals and contradictions, kept by triggers.
+    *TOTALS_DDL,
 )
 
 

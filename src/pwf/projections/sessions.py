@@ -65,6 +65,9 @@ DDL: Final = (
     # pwf's own (ADR 0077): a run's started turns, for its display and its session's view.
     """CREATE INDEX IF NOT EXISTS workflow_turns_run_idx
   ON workflow_turns(run_id, state)""",
+    # pwf's own (ADR 0094): the run list revision's latest turn start or end.
+    """CREATE INDEX IF NOT EXISTS workflow_turns_time_idx
+  ON workflow_turns(coalesce(ended_at, started_at))""",
     """CREATE TABLE IF NOT EXISTS workflow_follow_ups (
   follow_up_id TEXT PRIMARY KEY,
   run_id TEXT NOT NULL,

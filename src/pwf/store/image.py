@@ -122,8 +122,20 @@ def _events(live: Shape) -> list[Entry]:
 
 
 def finish_image(connection: sqlite3.Connection, live: Shape) -> None:
-    """Add the live file's views and triggers, once the image's tables are all there."""
-    _create(connection, [entry for entry in live.schema if entry[0] in {"view", "trigger"}])
+    """Add the live file's views and triggers, once the image's tables are all there.
+
+    A read model's own triggers (the runs' kept totals, ADR 0094) came with its
+    tables, which the fold made: only the ones the image lacks are added.
+    """
+    held = {name for (name,) in connection.execute("SELECT name FROM main.sqlite_master")}
+    _create(
+        connection,
+        [
+            entry
+            for entry in live.schema
+            if entry[0] in {"view", "trigger"} and entry[1] not in held
+        ],
+    )
 
 
 def _create(connection: sqlite3.Connection, entries: list[Entry]) -> None:

@@ -12,12 +12,12 @@ present with their empty values (docs/served-views.md).
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf import canonical
 from pwf.commands.runs import source_of
 from pwf.commands.views import stored_json, view_text, view_value
-from pwf.views._paging import PAGE_ITEMS, centred_page, forward_page, page_start
+from pwf.views._paging import PAGE_ITEMS, Window, centred_page, forward_page, page_start
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,6 +31,7 @@ __all__ = [
     "display",
     "list_page",
     "list_revision",
+    "list_total",
     "reason_texts",
     "run_view",
 ]
@@ -43,17 +44,19 @@ TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
 INLINE_REASON_BYTES: Final = 16 * 1024
 
 
+def _exists(ctx: Context, sql: str, *params: object) -> bool:
+    return ctx.one(sql, *params) is not None
+
+
 def direct_live(ctx: Context, run_id: str) -> bool:
     """Direct mode's liveness: a worker row starting or running under an unexpired lease."""
-    return (
-        ctx.one(
-            "SELECT 1 FROM run_workers w JOIN run_queue q ON q.run_id = w.run_id"
-            " WHERE w.run_id = ? AND w.status IN ('starting', 'running')"
-            " AND q.owner_worker_epoch = w.worker_epoch AND q.lease_expires_at > ?",
-            run_id,
-            ctx.now,
-        )
-        is not None
+    return _exists(
+        ctx,
+        "SELECT 1 FROM run_workers w JOIN run_queue q ON q.run_id = w.run_id"
+        " WHERE w.run_id = ? AND w.status IN ('starting', 'running')"
+        " AND q.owner_worker_epoch = w.worker_epoch AND q.lease_expires_at > ?",
+        run_id,
+        ctx.now,
     )
 
 
@@ -63,23 +66,18 @@ def direct_live(ctx: Context, run_id: str) -> bool:
 def _origin_turn(ctx: Context, run_id: str) -> bool:
     # The run's own turns lead (workflow_turns_run_idx); ``+m.kind`` keeps SQLite from
     # driving the join from every step message by kind instead (ADR 0077).
-    return (
-        ctx.one(
-            "SELECT 1 FROM workflow_turns t JOIN workflow_messages m"
-            " ON m.workflow_message_id = t.workflow_message_id"
-            " WHERE t.run_id = ? AND t.state = 'started' AND +m.kind IN ('step', 'terminal')",
-            run_id,
-        )
-        is not None
+    return _exists(
+        ctx,
+        "SELECT 1 FROM workflow_turns t JOIN workflow_messages m"
+        " ON m.workflow_message_id = t.workflow_message_id"
+        " WHERE t.run_id = ? AND t.state = 'started' AND +m.kind IN ('step', 'terminal')",
+        run_id,
     )
 
 
 def _pending(ctx: Context, run_id: str) -> bool:
-    return (
-        ctx.one(
-            "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending'", run_id
-        )
-        is not None
+    return _exists(
+        ctx, "SELECT 1 FROM interactive_requests WHERE run_id = ? AND status = 'pending'", run_id
     )
 
 
@@ -93,12 +91,19 @@ def _error_text(ctx: Context, run: Row, queue: Row) -> str | None:
     return None if message is None else str(message)
 
 
-def reason_texts(ctx: Context, run_id: str) -> list[str]:
-    """The failure reasons a run view may show whole as ``reasonContent`` (over 16 KiB)."""
+def _run_and_queue(ctx: Context, run_id: str) -> tuple[Row, Row] | None:
+    """The run's row and its queue entry's, or None when pwf lacks either."""
     run = ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
     queue = ctx.one("SELECT * FROM run_queue WHERE run_id = ?", run_id)
-    if run is None or queue is None:
+    return None if run is None or queue is None else (run, queue)
+
+
+def reason_texts(ctx: Context, run_id: str) -> list[str]:
+    """The failure reasons a run view may show whole as ``reasonContent`` (over 16 KiB)."""
+    found_rows = _run_and_queue(ctx, run_id)
+    if found_rows is None:
         return []
+    run, queue = found_rows
     found = [_error_text(ctx, run, queue), queue["error_message"]]
     return [
         str(text)
@@ -232,17 +237,34 @@ def _queue_view(ctx: Context, run: Row, queue: Row) -> dict[str, object]:
 # ------------------------------------------------------------------ the run list
 
 
+_TOTALS: Final = "SELECT {} FROM runs_totals WHERE id = 1"
+"""A column of the ``runs`` read model's kept totals (ADR 0094); no row while there is no run."""
+
+_REVISION: Final = (
+    "SELECT coalesce((" + _TOTALS.format("queue_rows") + "), 0) AS count,"  # noqa: S608 - constants
+    " coalesce((" + _TOTALS.format("revisions") + "), 0) AS revisions,"
+    " (SELECT coalesce(max(updated_at), 0) FROM run_queue) AS queued,"
+    " (SELECT coalesce(max(updated_at), 0) FROM workflow_messages) AS messages,"
+    " (SELECT coalesce(max(coalesce(ended_at, started_at)), 0) FROM workflow_turns) AS turns"
+)
+"""Each part one lookup: the kept totals by key, each latest time by its index (ADR 0094)."""
+
+
 def list_revision(ctx: Context) -> str:
-    """``count:revisions:queue updated:message updated:turn time``, as §2.8 spells it."""
-    row = ctx.one(
-        "SELECT (SELECT count(*) FROM run_queue) AS count,"
-        " (SELECT coalesce(sum(revision), 0) FROM runs) AS revisions,"
-        " (SELECT coalesce(max(updated_at), 0) FROM run_queue) AS queued,"
-        " (SELECT coalesce(max(updated_at), 0) FROM workflow_messages) AS messages,"
-        " (SELECT coalesce(max(coalesce(ended_at, started_at)), 0) FROM workflow_turns) AS turns"
-    )
+    """``count:revisions:queue updated:message updated:turn time``, as §2.8 spells it.
+
+    The count of queue entries and the sum of the runs' revisions are the
+    kept totals of the ``runs`` read model, so the revision costs the same
+    whatever the number of runs (ADR 0094).
+    """
+    row = ctx.one(_REVISION)
     assert row is not None
     return f"{row['count']}:{row['revisions']}:{row['queued']}:{row['messages']}:{row['turns']}"
+
+
+def list_total(ctx: Context) -> int:
+    """How many queue entries have a run: the run list page's ``total`` (kept, ADR 0094)."""
+    return int(ctx.value(_TOTALS.format("listed")) or 0)
 
 
 def list_page(
@@ -259,31 +281,38 @@ def list_page(
         size,
         cursor,
     )
-    total = int(ctx.value("SELECT count(*) FROM run_queue q JOIN runs r USING (run_id)") or 0)
     return {
         "items": forward_page([row["run_id"] for row in rows], lambda i: _summary(ctx, i, live)),
         "revision": list_revision(ctx),
         "schema": LIST_SCHEMA,
         "start": cursor,
-        "total": total,
+        "total": list_total(ctx),
+    }
+
+
+def _shown(
+    ctx: Context, run: Row, queue: Row, live: Callable[[Context, str], bool]
+) -> dict[str, object]:
+    """The members a run list item and a run view share: display, liveness, manifest."""
+    shown = display(ctx, run, queue, live=live(ctx, run["run_id"]))
+    status = str(shown["status"])
+    return {
+        "display": shown,
+        "live": status in ("running", "waiting"),
+        "manifest": manifest(ctx, run, status),
+        "possiblyInterrupted": queue["status"] == "parked" and status != "paused",
+        "runId": run["run_id"],
     }
 
 
 def _summary(ctx: Context, run_id: str, live: Callable[[Context, str], bool]) -> dict[str, object]:
-    run = ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
-    queue = ctx.one("SELECT * FROM run_queue WHERE run_id = ?", run_id)
-    assert run is not None
-    assert queue is not None
-    shown = display(ctx, run, queue, live=live(ctx, run_id))
-    status = shown["status"]
+    found = _run_and_queue(ctx, run_id)
+    assert found is not None
+    run, queue = found
     return {
+        **_shown(ctx, run, queue, live),
         "createdAt": queue["created_at"],
-        "display": shown,
-        "live": status in ("running", "waiting"),
-        "manifest": manifest(ctx, run, str(status)),
         "originSessionId": run["origin_session_id"],
-        "possiblyInterrupted": queue["status"] == "parked" and status != "paused",
-        "runId": run_id,
         "updatedAt": queue["updated_at"],
         "workflowName": run["workflow_name"],
     }
@@ -298,42 +327,110 @@ def _steps(ctx: Context, run_id: str) -> list[Row]:
     )
 
 
+_STEP: Final = {
+    "attemptId": "attempt_id",
+    "attemptNumber": "attempt_number",
+    "deadlineAt": "deadline_at",
+    "nodeId": "node_id",
+    "outcome": "status",
+    "startedAt": "started_at",
+    "updatedAt": "updated_at",
+}
+_UPDATE: Final = {
+    "attemptId": "attempt_id",
+    "createdAt": "created_at",
+    "requestId": "request_id",
+    "sequence": "sequence",
+}
+_FOLLOW_UP: Final = {
+    "createdAt": "created_at",
+    "followUpId": "follow_up_id",
+    "orderNumber": "order_number",
+    "requestId": "request_id",
+    "sourceType": "source_type",
+    "status": "status",
+}
+"""Each history item's members and the columns of its row they show."""
+
+
+def _members(row: Row, columns: dict[str, str]) -> dict[str, object]:
+    return {member: row[column] for member, column in columns.items()}
+
+
 def _step(ctx: Context, row: Row) -> dict[str, object]:
-    return {
-        "attemptId": row["attempt_id"],
-        "attemptNumber": row["attempt_number"],
-        "deadlineAt": row["deadline_at"],
-        "nodeId": row["node_id"],
-        "outcome": row["status"],
-        "output": view_value(ctx, row["output_hash"]),
-        "startedAt": row["started_at"],
-        "updatedAt": row["updated_at"],
-    }
+    return {**_members(row, _STEP), "output": view_value(ctx, row["output_hash"])}
 
 
 def _update(ctx: Context, row: Row) -> dict[str, object]:
-    return {
-        "attemptId": row["attempt_id"],
-        "createdAt": row["created_at"],
-        "data": view_value(ctx, row["update_hash"]),
-        "requestId": row["request_id"],
-        "sequence": row["sequence"],
-    }
+    return {**_members(row, _UPDATE), "data": view_value(ctx, row["update_hash"])}
 
 
 def _follow_up(ctx: Context, row: Row) -> dict[str, object]:
-    return {
-        "createdAt": row["created_at"],
-        "followUpId": row["follow_up_id"],
-        "orderNumber": row["order_number"],
-        "prompt": view_text(ctx, row["prompt_hash"]),
-        "requestId": row["request_id"],
-        "sourceType": row["source_type"],
-        "status": row["status"],
-    }
+    return {**_members(row, _FOLLOW_UP), "prompt": view_text(ctx, row["prompt_hash"])}
 
 
 EMPTY_WINDOW: Final = {"items": [], "start": 0, "total": 0}
+
+
+def _absent() -> dict[str, object]:
+    """Members describing what pwf does not hold, with their empty values (docs/served-views.md)."""
+    return {
+        "graphHistory": {"steps": [], "transitions": []},
+        "graphStepStart": 0,
+        "graphStepTotal": 0,
+        "graphSteps": [],
+        "session": {
+            "binding": None,
+            "capture": None,
+            "entryPage": dict(EMPTY_WINDOW),
+            "eventPage": dict(EMPTY_WINDOW),
+            "integrity": None,
+            "replayCheckpoint": None,
+        },
+        "settingsScopes": [],
+        "settingsStart": 0,
+        "settingsTotal": 0,
+        "takenTransitionStart": 0,
+        "takenTransitionTotal": 0,
+        "takenTransitions": [],
+        "tracePage": dict(EMPTY_WINDOW),
+    }
+
+
+class _Windows(NamedTuple):
+    """A run view's windows of its steps, updates and follow-ups, and its graph cursor."""
+
+    steps: Window
+    updates: Window
+    follow_ups: Window
+    graph_cursor: int
+
+
+def _windows(ctx: Context, run_id: str, kind: str | None, cursor: int | None) -> _Windows:
+    """The window of ``kind`` around ``cursor``; the others their last windows."""
+
+    def window(name: str, rows: list[Row], project: Callable[[Context, Row], object]) -> Window:
+        at = cursor if kind == name else None
+        return centred_page(rows, len(rows), at, lambda row: project(ctx, row))
+
+    steps = _steps(ctx, run_id)
+    last = max(0, len(steps) - 1)
+    return _Windows(
+        window("steps", steps, _step),
+        window(
+            "updates",
+            ctx.all("SELECT * FROM run_updates WHERE run_id = ? ORDER BY sequence", run_id),
+            _update,
+        ),
+        window(
+            "follow_ups",
+            ctx.all(
+                "SELECT * FROM workflow_follow_ups WHERE run_id = ? ORDER BY order_number", run_id
+            ),
+            _follow_up,
+        ),
+        min(cursor, last) if kind == "steps" and cursor is not None else last,
+    )
 
 
 def run_view(
@@ -347,76 +444,34 @@ def run_view(
     ``page`` is a ``view.page`` request ``(kind, cursor)``: the window of
     that kind is the one around the cursor, the others their last windows.
     """
-    run = ctx.one("SELECT * FROM runs WHERE run_id = ?", run_id)
-    queue = ctx.one("SELECT * FROM run_queue WHERE run_id = ?", run_id)
-    if run is None or queue is None:
+    found = _run_and_queue(ctx, run_id)
+    if found is None:
         return None
-    kind, cursor = page if page is not None else (None, None)
-
-    def at(name: str) -> int | None:
-        return cursor if kind == name else None
-
-    steps = _steps(ctx, run_id)
-    step_page = centred_page(steps, len(steps), at("steps"), lambda row: _step(ctx, row))
-    updates = ctx.all("SELECT * FROM run_updates WHERE run_id = ? ORDER BY sequence", run_id)
-    update_page = centred_page(updates, len(updates), at("updates"), lambda r: _update(ctx, r))
-    follow_ups = ctx.all(
-        "SELECT * FROM workflow_follow_ups WHERE run_id = ? ORDER BY order_number", run_id
-    )
-    follow_page = centred_page(
-        follow_ups, len(follow_ups), at("follow_ups"), lambda r: _follow_up(ctx, r)
-    )
-    graph_cursor = (
-        min(cursor, max(0, len(steps) - 1))
-        if kind == "steps" and cursor is not None
-        else max(0, len(steps) - 1)
-    )
-    shown = display(ctx, run, queue, live=live(ctx, run_id))
-    status = str(shown["status"])
+    run, queue = found
+    windows = _windows(ctx, run_id, *(page if page is not None else (None, None)))
+    follow = windows.follow_ups
     return {
-        "display": shown,
+        **_absent(),
+        **_shown(ctx, run, queue, live),
         "followUpQueue": None
-        if not follow_ups
+        if not follow["total"]
         else {
-            "items": follow_page["items"],
+            "items": follow["items"],
             "runId": run_id,
             "targetSessionId": run["origin_session_id"],
         },
-        "followUpStart": follow_page["start"],
-        "followUpTotal": follow_page["total"],
-        "graphCursor": graph_cursor,
-        "graphHistory": {"steps": [], "transitions": []},
-        "graphStepStart": 0,
-        "graphStepTotal": 0,
-        "graphSteps": [],
-        "live": status in ("running", "waiting"),
-        "manifest": manifest(ctx, run, status),
-        "possiblyInterrupted": queue["status"] == "parked" and status != "paused",
+        "followUpStart": follow["start"],
+        "followUpTotal": follow["total"],
+        "graphCursor": windows.graph_cursor,
         "queue": _queue_view(ctx, run, queue),
         "revision": run["revision"],
-        "runId": run_id,
         "schema": RUN_VIEW_SCHEMA,
-        "session": {
-            "binding": None,
-            "capture": None,
-            "entryPage": dict(EMPTY_WINDOW),
-            "eventPage": dict(EMPTY_WINDOW),
-            "integrity": None,
-            "replayCheckpoint": None,
-        },
-        "settingsScopes": [],
-        "settingsStart": 0,
-        "settingsTotal": 0,
-        "state": _state(ctx, run, step_page["items"], update_page["items"]),
-        "stepStart": step_page["start"],
-        "stepTotal": step_page["total"],
-        "takenTransitionStart": 0,
-        "takenTransitionTotal": 0,
-        "takenTransitions": [],
-        "tracePage": dict(EMPTY_WINDOW),
-        "updateStart": update_page["start"],
-        "updateTotal": update_page["total"],
-        "updates": update_page["items"],
+        "state": _state(ctx, run, windows.steps["items"], windows.updates["items"]),
+        "stepStart": windows.steps["start"],
+        "stepTotal": windows.steps["total"],
+        "updateStart": windows.updates["start"],
+        "updateTotal": windows.updates["total"],
+        "updates": windows.updates["items"],
         "workflow": view_value(ctx, run["definition_snapshot_hash"]),
     }
 

@@ -8,9 +8,10 @@ effects, so their counts are 0.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pwf.isotime import iso_utc
+from pwf.projections.run_totals import ALLOWED_LIFECYCLE, allowed_pair
 
 if TYPE_CHECKING:
     from pwf.commands import Context
@@ -23,17 +24,6 @@ __all__ = [
     "served_host_status",
     "state_counts",
 ]
-
-ALLOWED_LIFECYCLE: Final = {
-    "queued": ("queued",),
-    "running": ("starting", "running", "parked"),
-    "waiting": ("parked",),
-    "completed": ("done",),
-    "failed": ("failed",),
-    "timed_out": ("failed",),
-    "cancelled": ("cancelled",),
-}
-"""Run status -> the queue statuses allowed with it (HOST §3.1 ``lifecycleContradictions``)."""
 
 
 class Live(NamedTuple):
@@ -72,28 +62,13 @@ def state_counts(ctx: Context) -> dict[str, int]:
     }
 
 
-def allowed_pair(run: str, queue: str) -> str:
-    """SQL true when ``run``'s status and ``queue``'s are a pair of :data:`ALLOWED_LIFECYCLE`."""
-    cases = " ".join(
-        f"WHEN '{status}' THEN {queue} IN ({', '.join(repr(q) for q in allowed)})"
-        for status, allowed in ALLOWED_LIFECYCLE.items()
-    )
-    return f"CASE {run} {cases} ELSE 0 END"
-
-
-_CONTRADICTIONS: Final = (
-    "SELECT count(*) FROM runs r JOIN run_queue q ON q.run_id = r.run_id"  # noqa: S608 - constants
-    f" WHERE NOT ({allowed_pair('r.status', 'q.status')})"
-)
-
-
 def contradictions(ctx: Context) -> int:
-    """Run/queue pairs outside the allowed lifecycle table.
+    """Run/queue pairs outside the allowed lifecycle table, as HOST §3.1 defines them.
 
-    Every run's pair is looked at, counted by SQLite rather than row by row
-    in Python: an aggregate over the runs, as HOST §3.1 defines it.
+    Every run's pair counts; the ``runs`` read model keeps the count as its
+    rows change (``runs_totals``, ADR 0094), so this is one lookup.
     """
-    return _count(ctx, _CONTRADICTIONS)
+    return _count(ctx, "SELECT contradictions FROM runs_totals WHERE id = 1")
 
 
 def _iso(ms: int | None) -> str | None:

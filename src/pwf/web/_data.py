@@ -67,6 +67,15 @@ def _blob(store: EventStore, digest: bytes | None) -> str | None:
 # --------------------------------------------------------------------------- overview
 
 
+_TOTALS: Final = (
+    "SELECT count(*) AS runs, (SELECT count(*) FROM interactive_requests) AS requests,"
+    " (SELECT coalesce(max(seq), 0) FROM events) - (SELECT coalesce(min(seq) - 1, 0) FROM events)"
+    " AS events FROM runs"
+)
+"""The overview's totals.  A log's seqs follow without a gap (its chain, ``pwf log verify``),
+so its first and last seq count its events: two lookups, where a count walked every event."""
+
+
 def overview_page(view: View, now: int | None) -> dict[str, Any]:
     """``pwf status``: counts, the open runs and interactions with their diagnosis, since when.
 
@@ -82,11 +91,7 @@ def overview_page(view: View, now: int | None) -> dict[str, Any]:
         row = _one(store, "SELECT at FROM events WHERE seq = ?", view.seq)
         now, clock = (0 if row is None else int(row["at"])), "seq"
     found = overview(store, now)
-    totals = _one(
-        store,
-        "SELECT count(*) AS runs, (SELECT count(*) FROM interactive_requests) AS requests,"
-        " (SELECT count(*) FROM events) AS events FROM runs",
-    )
+    totals = _one(store, _TOTALS)
     return {
         "overview": found,
         "waiting": [*found.interactions, *found.runs],
