@@ -102,19 +102,6 @@ _TURN_ENDED: Final = (
 )
 
 
-def _sent(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, MessageSent)
-    return [(_SENT, (event.pi_session_entry_id, entry.at, event.workflow_message_id))]
-
-
-def _turn_started(entry: Entry) -> list[Statement]:
-    event, at = entry.event, entry.at
-    assert isinstance(event, TurnStarted)
-    turn = event.workflow_turn_id
-    return [(_TURN_STARTED, (turn, at, event.workflow_message_id, at, at, turn))]
-
-
 HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
     [
         on(
@@ -132,9 +119,24 @@ HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
                 at,
             ),
         ),
-        (MessageSent, _sent),
+        on(
+            MessageSent,
+            _SENT,
+            lambda event, at: (event.pi_session_entry_id, at, event.workflow_message_id),
+        ),
         on(MessageCancelled, _CANCELLED, lambda event, at: (at, event.workflow_message_id)),
-        (TurnStarted, _turn_started),
+        on(
+            TurnStarted,
+            _TURN_STARTED,
+            lambda event, at: (
+                event.workflow_turn_id,
+                at,
+                event.workflow_message_id,
+                at,
+                at,
+                event.workflow_turn_id,
+            ),
+        ),
         on(
             TurnEnded,
             _TURN_ENDED,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pwf import canonical
 from pwf.events import RunReserved
-from pwf.projections._sql import Statement, dispatch
+from pwf.projections._sql import Statement, dispatch, each
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -57,16 +57,14 @@ def source_rows(source: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _reserved(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunReserved)
+def _reserved(event: RunReserved, _at: int) -> list[Statement]:
     source = canonical.decode(event.workflow_source)
     if not isinstance(source, dict):
         return []  # reserved with text, before sources were objects
     return [(_INSERT, (event.run_id, *row)) for row in source_rows(source)]
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = {RunReserved: _reserved}
+HANDLERS: Final[Mapping[type[Event], Handler]] = dict([each(RunReserved, _reserved)])
 """Each event class this read model folds, with its handler."""
 
 
