@@ -22,6 +22,7 @@ __all__ = [
     "Statement",
     "dispatch",
     "each",
+    "handlers",
     "json_hash",
     "on",
     "quoted_list",
@@ -89,6 +90,11 @@ def each(kind: type[E], fold: Callable[[E, int], list[Statement]]) -> tuple[type
 def quoted_list(values: tuple[str, ...]) -> str:
     """``'a', 'b'`` for a CHECK list built from constants."""
     return ", ".join(f"'{value}'" for value in values)
+
+
+def handlers(*items: tuple[type[Event], Handler]) -> Mapping[type[Event], Handler]:
+    """A read model's ``HANDLERS``: each event class it folds, with its handler."""
+    return dict(items)
 
 
 def json_hash(value: msgspec.Raw | msgspec.UnsetType) -> bytes | None:

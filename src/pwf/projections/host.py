@@ -11,13 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import HostClaimed, HostReleased, HostRenewed
-from pwf.projections._sql import each
+from pwf.projections._sql import each, handlers
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Event
-    from pwf.projections._sql import Handler, Statement
+    from pwf.projections._sql import Statement
 
 TABLE: Final = (
     """CREATE TABLE IF NOT EXISTS host_state (
@@ -86,11 +83,9 @@ def _released(event: HostReleased, _at: int) -> list[Statement]:
     return [_CREATE, (_RELEASED, (event.epoch,))]
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
-    [
-        each(HostClaimed, _claimed),
-        each(HostRenewed, _renewed),
-        each(HostReleased, _released),
-    ]
+HANDLERS: Final = handlers(
+    each(HostClaimed, _claimed),
+    each(HostRenewed, _renewed),
+    each(HostReleased, _released),
 )
 """The host events and their handlers; :mod:`pwf.projections.workers` folds them."""

@@ -16,6 +16,7 @@ from pwf.events import (
     AttemptChanged,
     AttemptStarted,
     DeadlineShifted,
+    Entry,
     InteractionTimeoutStarted,
     RunClaimed,
     RunFinished,
@@ -30,13 +31,10 @@ from pwf.events import (
     WorkerEnded,
     WorkerMessageRecorded,
 )
-from pwf.projections._sql import Statement, dispatch, each, json_hash, on
+from pwf.projections._sql import Statement, dispatch, each, handlers, json_hash, on
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+    from collections.abc import Callable
 
 NAME: Final = "runs"
 VERSION: Final = 1
@@ -330,40 +328,38 @@ def _bumped(event: AttemptStarted | AttemptChanged | DeadlineShifted, at: int) -
     return [(_BUMP_RUN, (at, event.run_id))]
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
-    [
-        each(RunReserved, _reserved),
-        each(RunClaimed, _claimed),
-        each(RunStarted, _running(_QUEUE_RUNNING)),
-        each(RunWaiting, _waiting),
-        on(RunPaused, _RUN_PAUSED, lambda event, at: (event.paused_at, at, event.run_id)),
-        on(RunResumed, _RUN_RESUMED, lambda event, at: (event.detail, at, event.run_id)),
-        each(RunFinished, _finished),
-        each(RunQueueDoneForContinuation, _continued),
-        on(
-            RunUpdatePublished,
-            _UPDATE,
-            lambda event, at: (
-                event.run_id,
-                event.sequence,
-                event.request_id,
-                event.attempt_id,
-                json_hash(event.update),
-                at,
-            ),
+HANDLERS: Final = handlers(
+    each(RunReserved, _reserved),
+    each(RunClaimed, _claimed),
+    each(RunStarted, _running(_QUEUE_RUNNING)),
+    each(RunWaiting, _waiting),
+    on(RunPaused, _RUN_PAUSED, lambda event, at: (event.paused_at, at, event.run_id)),
+    on(RunResumed, _RUN_RESUMED, lambda event, at: (event.detail, at, event.run_id)),
+    each(RunFinished, _finished),
+    each(RunQueueDoneForContinuation, _continued),
+    on(
+        RunUpdatePublished,
+        _UPDATE,
+        lambda event, at: (
+            event.run_id,
+            event.sequence,
+            event.request_id,
+            event.attempt_id,
+            json_hash(event.update),
+            at,
         ),
-        on(WorkerEnded, _WORKER_ENDED, lambda event, at: (at, event.run_id, event.worker_epoch)),
-        each(WorkerMessageRecorded, _worker_message),
-        on(
-            RunLeaseRenewed,
-            _LEASE,
-            lambda event, _at: (event.lease_expires_at, event.run_id, event.worker_epoch),
-        ),
-        each(InteractionTimeoutStarted, _running(_QUEUE_RESTARTED)),
-        each(AttemptStarted, _bumped),
-        each(AttemptChanged, _bumped),
-        each(DeadlineShifted, _bumped),
-    ]
+    ),
+    on(WorkerEnded, _WORKER_ENDED, lambda event, at: (at, event.run_id, event.worker_epoch)),
+    each(WorkerMessageRecorded, _worker_message),
+    on(
+        RunLeaseRenewed,
+        _LEASE,
+        lambda event, _at: (event.lease_expires_at, event.run_id, event.worker_epoch),
+    ),
+    each(InteractionTimeoutStarted, _running(_QUEUE_RESTARTED)),
+    each(AttemptStarted, _bumped),
+    each(AttemptChanged, _bumped),
+    each(DeadlineShifted, _bumped),
 )
 """Each event class this read model folds, with its handler."""
 
