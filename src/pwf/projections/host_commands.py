@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, get_args
 
+from pwf.errors import Outcome
 from pwf.events import CommandRecorded, Entry
 from pwf.projections._sql import (
     Statement,
@@ -28,9 +29,7 @@ OPERATIONS: Final = (
     "controller.delete",
     "host.status", "host.stop", "state.backup", "state.prune",
 )  # fmt: skip
-OUTCOMES: Final = (
-    "accepted", "adopted", "rejected", "conflict", "notFound", "claimLost", "unavailable",
-)  # fmt: skip
+OUTCOMES: Final = get_args(Outcome)
 
 DDL: Final = (
     f"""CREATE TABLE IF NOT EXISTS host_commands (

@@ -17,12 +17,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, get_args
 
 import msgspec
 
 from pwf import canonical
-from pwf.errors import CanonicalError, LineError, ProtocolError
+from pwf.errors import CanonicalError, LineError, Outcome, ProtocolError
 from pwf.protocol.wire import CLIENT_SCHEMA, MAX_PROTOCOL_MESSAGE_BYTES
 
 if TYPE_CHECKING:
@@ -67,9 +67,7 @@ MAX_OPAQUE_ID_BYTES: Final = 256
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 """JavaScript's ``Number.MAX_SAFE_INTEGER``: revisions must not exceed it."""
 
-OUTCOMES: Final = frozenset(
-    {"accepted", "adopted", "rejected", "conflict", "notFound", "claimLost", "unavailable"}
-)
+OUTCOMES: Final = frozenset(get_args(Outcome))
 
 EVENT_NAMES: Final = frozenset(
     {"runs", "run_snapshot", "run_patch", "run_page", "session_snapshot", "unavailable"}
