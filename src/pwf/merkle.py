@@ -224,16 +224,20 @@ def consistency_path(lookup: Callable[[int, int], bytes], old: int, new: int) ->
     return path
 
 
-def _up_to_a_right_child(fn: int, sn: int) -> tuple[int, int]:
-    """The verifiers' climb past left children (RFC 9162 §2.1.3.2, §2.1.4.2).
+def _up(fn: int, sn: int) -> tuple[bool, int, int]:
+    """One level of the verifiers' walk (RFC 9162 §2.1.3.2, §2.1.4.2).
 
-    "If LSB(fn) is not set, then right-shift both fn and sn equally until
-    either LSB(fn) is set or fn is 0."
+    Whether the path's next hash is a left sibling ("if LSB(fn) is set, or if
+    fn is equal to sn"), and ``fn`` and ``sn`` one level up: past left children
+    first in that case ("right-shift both fn and sn equally until either
+    LSB(fn) is set or fn is 0"), then right-shifted once.
     """
-    while not fn & 1 and fn != 0:
-        fn >>= 1
-        sn >>= 1
-    return fn, sn
+    left = bool(fn & 1) or fn == sn
+    if left:
+        while not fn & 1 and fn != 0:
+            fn >>= 1
+            sn >>= 1
+    return left, fn >> 1, sn >> 1
 
 
 def verify_inclusion(
@@ -246,13 +250,8 @@ def verify_inclusion(
     for sibling in path:
         if len(sibling) != HASH_SIZE or sn == 0:
             return False
-        if fn & 1 or fn == sn:
-            result = node_hash(sibling, result)
-            fn, sn = _up_to_a_right_child(fn, sn)
-        else:
-            result = node_hash(result, sibling)
-        fn >>= 1
-        sn >>= 1
+        left, fn, sn = _up(fn, sn)
+        result = node_hash(sibling, result) if left else node_hash(result, sibling)
     return sn == 0 and result == root
 
 
@@ -277,12 +276,10 @@ def verify_consistency(
     for item in items[1:]:
         if sn == 0:
             return False
-        if fn & 1 or fn == sn:
+        left, fn, sn = _up(fn, sn)
+        if left:
             first = node_hash(item, first)
             second = node_hash(item, second)
-            fn, sn = _up_to_a_right_child(fn, sn)
         else:
             second = node_hash(second, item)
-        fn >>= 1
-        sn >>= 1
     return first == old_root and second == new_root and sn == 0

@@ -269,6 +269,25 @@ class TestNonCanonical:
         assert {"large": 10**20} == parse_response(good).receipt
 
 
+class TestRefusalWords:
+    def test_refusals_are_worded_as_the_client_protocol(self):
+        """Too deep, not canonical, not an object, no canonical form: each names the client."""
+        deep = b'{"payload":' + b"[" * 128 + b"]" * 128 + b"}"
+        assert "Client protocol message nests deeper than 128 levels" == refusal(deep)
+        assert refusal(b"{ }").startswith("Client protocol message must use canonical JSON: ")
+        assert "Client protocol message must be an object" == refusal(b"[]")
+        bad = ClientRequest(
+            request_id="r",
+            client_id="c",
+            operation="host.status",
+            idempotency_key="k",
+            payload={"n": float("nan")},
+        )
+        with pytest.raises(ProtocolError) as caught:
+            encode_request(bad)
+        assert str(caught.value).startswith("Client protocol message has no canonical JSON form: ")
+
+
 class TestFingerprint:
     def test_a7_fingerprint_ignores_request_id_only(self):
         """Scenario 7: requestId does not count, the payload does."""

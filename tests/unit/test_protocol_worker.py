@@ -181,6 +181,26 @@ class TestParseWorkerMessage:
         with pytest.raises(ProtocolError, match="must be a canonical JSON object"):
             parse_worker_message(b"[]")
 
+    def test_refusals_are_worded_as_the_worker_protocol(self):
+        """Too deep, not canonical, not an object, no canonical form: each names the worker."""
+        deep = b'{"payload":' + b"[" * 128 + b"]" * 128 + b"}"
+        with pytest.raises(ProtocolError) as caught:
+            parse_worker_message(deep)
+        assert "Worker protocol message nests deeper than 128 levels" == str(caught.value)
+        with pytest.raises(ProtocolError) as caught:
+            parse_worker_message(b"{ }")
+        assert str(caught.value).startswith(
+            "Worker protocol message must be a canonical JSON object: "
+        )
+        with pytest.raises(ProtocolError) as caught:
+            parse_worker_message(b"[]")
+        assert "Worker protocol message must be a canonical JSON object" == str(caught.value)
+        with pytest.raises(ProtocolError) as caught:
+            encode_worker_response(
+                WorkerResponse(message_id="m", outcome="accepted", result=float("nan"))
+            )
+        assert str(caught.value).startswith("Worker protocol message has no canonical JSON form: ")
+
     def test_line_limit_counts_the_newline(self):
         """A message of 1 MiB - 1 bytes parses; one of exactly 1 MiB does not."""
         empty = len(line(message(payload={"pad": ""})))

@@ -28,6 +28,7 @@ from pwf.events._base import (
     OpaqueId,
     SafeInt,
     Sealed,
+    entry_of,
     one_of,
     seal,
 )
@@ -338,15 +339,5 @@ def _envelope(body: bytes) -> Envelope:
 
 
 def _entry(envelope: Envelope) -> Entry:
-    return Entry(
-        seq=envelope.seq,
-        batch=envelope.batch,
-        at=envelope.at,
-        type=envelope.type,
-        actor=envelope.actor,
-        cause=envelope.cause,
-        event=_decode_data(envelope.type, envelope.data),
-        event_id=envelope.event_id,
-        content_hash=envelope.content_hash,
-        prev_hash=envelope.prev_hash,
-    )
+    event = _decode_data(envelope.type, envelope.data)
+    return entry_of(envelope, event, envelope.content_hash)

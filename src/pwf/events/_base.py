@@ -186,19 +186,23 @@ def seal(  # noqa: PLR0913 - the envelope has this many members
         body = canonical.encode(msgspec.structs.replace(draft, content_hash=content_hash))
     if len(body) > MAX_EVENT_BYTES:
         raise InputError(f"{event.TAG} event of {len(body)} bytes exceeds {MAX_EVENT_BYTES} bytes")
-    entry = Entry(
-        seq=seq,
-        batch=batch,
-        at=at,
-        type=event.TAG,
-        actor=actor,
-        cause=cause,
+    return Sealed(entry=entry_of(draft, event, content_hash), body=body)
+
+
+def entry_of(envelope: _Sealing | Envelope, event: Event, content_hash: str) -> Entry:
+    """The entry of an envelope, as sealed or as read back, with its typed event."""
+    return Entry(
+        seq=envelope.seq,
+        batch=envelope.batch,
+        at=envelope.at,
+        type=envelope.type,
+        actor=envelope.actor,
+        cause=envelope.cause,
         event=event,
-        event_id=event_id,
+        event_id=envelope.event_id,
         content_hash=content_hash,
-        prev_hash=prev_hash,
+        prev_hash=envelope.prev_hash,
     )
-    return Sealed(entry=entry, body=body)
 
 
 _DATA: Final = b',"data":'

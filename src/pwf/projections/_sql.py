@@ -17,7 +17,17 @@ if TYPE_CHECKING:
     Handler: TypeAlias = Callable[[Entry], "list[Statement]"]
     """Folds an event of one class into one read model."""
 
-__all__ = ["Sql", "Statement", "dispatch", "json_hash", "on", "quoted_list", "text_hash"]
+__all__ = [
+    "Sql",
+    "Statement",
+    "dispatch",
+    "each",
+    "handlers",
+    "json_hash",
+    "on",
+    "quoted_list",
+    "text_hash",
+]
 
 E = TypeVar("E", bound="Event")
 
@@ -50,7 +60,7 @@ def on(
 
     The shape of most projectors: one statement whose values are the event's
     fields and the entry's time.  Handlers that emit several statements, or
-    none, stay functions.
+    none, are given to :func:`each`.
     """
 
     def handle(entry: Entry) -> list[Statement]:
@@ -61,9 +71,30 @@ def on(
     return kind, handle
 
 
+def each(kind: type[E], fold: Callable[[E, int], list[Statement]]) -> tuple[type[Event], Handler]:
+    """A ``HANDLERS`` item: each event of ``kind`` folds into ``fold(event, at)``'s statements.
+
+    For handlers that emit several statements, or none: ``fold`` gets the
+    event already narrowed to ``kind`` and the entry's time, as :func:`on`'s
+    ``params`` does.
+    """
+
+    def handle(entry: Entry) -> list[Statement]:
+        event = entry.event
+        assert isinstance(event, kind)
+        return fold(event, entry.at)
+
+    return kind, handle
+
+
 def quoted_list(values: tuple[str, ...]) -> str:
     """``'a', 'b'`` for a CHECK list built from constants."""
     return ", ".join(f"'{value}'" for value in values)
+
+
+def handlers(*items: tuple[type[Event], Handler]) -> Mapping[type[Event], Handler]:
+    """A read model's ``HANDLERS``: each event class it folds, with its handler."""
+    return dict(items)
 
 
 def json_hash(value: msgspec.Raw | msgspec.UnsetType) -> bytes | None:

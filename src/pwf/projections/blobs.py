@@ -15,13 +15,10 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from pwf.canonical import utf8
-from pwf.events import EVENT_TYPES
-from pwf.projections._sql import Statement, dispatch
+from pwf.events import EVENT_TYPES, Entry
+from pwf.projections._sql import Statement, dispatch, handlers
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
     from pwf.projections._sql import Handler
 
 NAME: Final = "blobs"
@@ -84,11 +81,13 @@ def _handler(json_names: tuple[str, ...], text_names: tuple[str, ...]) -> Handle
     return store
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = {
-    cls: _handler(tuple(cls.JSON_BLOBS), tuple(cls.TEXT_BLOBS))
-    for cls in EVENT_TYPES
-    if cls.JSON_BLOBS or cls.TEXT_BLOBS
-}
+HANDLERS: Final = handlers(
+    *(
+        (cls, _handler(tuple(cls.JSON_BLOBS), tuple(cls.TEXT_BLOBS)))
+        for cls in EVENT_TYPES
+        if cls.JSON_BLOBS or cls.TEXT_BLOBS
+    )
+)
 """Every event class with blob-valued fields, with its handler."""
 
 

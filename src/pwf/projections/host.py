@@ -11,12 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.events import HostClaimed, HostReleased, HostRenewed
+from pwf.projections._sql import each, handlers
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler, Statement
+    from pwf.projections._sql import Statement
 
 TABLE: Final = (
     """CREATE TABLE IF NOT EXISTS host_state (
@@ -58,9 +56,7 @@ _RELEASED: Final = (
 )
 
 
-def _claimed(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, HostClaimed)
+def _claimed(event: HostClaimed, at: int) -> list[Statement]:
     return [
         _CREATE,
         (
@@ -71,29 +67,25 @@ def _claimed(entry: Entry) -> list[Statement]:
                 bytes.fromhex(event.token_hash),
                 event.pid,
                 event.process_start_identity,
-                entry.at,
-                entry.at,
+                at,
+                at,
                 event.expires_at,
             ),
         ),
     ]
 
 
-def _renewed(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, HostRenewed)
-    return [_CREATE, (_RENEWED, (entry.at, event.expires_at, event.epoch))]
+def _renewed(event: HostRenewed, at: int) -> list[Statement]:
+    return [_CREATE, (_RENEWED, (at, event.expires_at, event.epoch))]
 
 
-def _released(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, HostReleased)
+def _released(event: HostReleased, _at: int) -> list[Statement]:
     return [_CREATE, (_RELEASED, (event.epoch,))]
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = {
-    HostClaimed: _claimed,
-    HostRenewed: _renewed,
-    HostReleased: _released,
-}
+HANDLERS: Final = handlers(
+    each(HostClaimed, _claimed),
+    each(HostRenewed, _renewed),
+    each(HostReleased, _released),
+)
 """The host events and their handlers; :mod:`pwf.projections.workers` folds them."""

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final, get_args
 
-from pwf.events import CommandRecorded
-from pwf.projections._sql import Statement, dispatch, json_hash, on, quoted_list, text_hash
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+from pwf.errors import Outcome
+from pwf.events import CommandRecorded, Entry
+from pwf.projections._sql import (
+    Statement,
+    dispatch,
+    handlers,
+    json_hash,
+    on,
+    quoted_list,
+    text_hash,
+)
 
 NAME: Final = "host_commands"
 VERSION: Final = 1
@@ -26,9 +29,7 @@ OPERATIONS: Final = (
     "controller.delete",
     "host.status", "host.stop", "state.backup", "state.prune",
 )  # fmt: skip
-OUTCOMES: Final = (
-    "accepted", "adopted", "rejected", "conflict", "notFound", "claimLost", "unavailable",
-)  # fmt: skip
+OUTCOMES: Final = get_args(Outcome)
 
 DDL: Final = (
     f"""CREATE TABLE IF NOT EXISTS host_commands (
@@ -58,28 +59,26 @@ _INSERT: Final = (
 )
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
-    [
-        on(
-            CommandRecorded,
-            _INSERT,
-            lambda event, at: (
-                event.request_id,
-                event.client_id,
-                event.operation,
-                event.idempotency_key,
-                bytes.fromhex(event.fingerprint),
-                event.run_id,
-                event.revision,
-                event.outcome,
-                json_hash(event.receipt),
-                text_hash(event.error),
-                event.host_epoch,
-                at,
-                at,
-            ),
+HANDLERS: Final = handlers(
+    on(
+        CommandRecorded,
+        _INSERT,
+        lambda event, at: (
+            event.request_id,
+            event.client_id,
+            event.operation,
+            event.idempotency_key,
+            bytes.fromhex(event.fingerprint),
+            event.run_id,
+            event.revision,
+            event.outcome,
+            json_hash(event.receipt),
+            text_hash(event.error),
+            event.host_epoch,
+            at,
+            at,
         ),
-    ]
+    ),
 )
 """Each event class this read model folds, with its handler."""
 

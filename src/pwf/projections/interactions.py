@@ -5,9 +5,10 @@ Revisions and outcomes come from the events; the projector only copies them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from pwf.events import (
+    Entry,
     InteractionCancelled,
     InteractionConsumed,
     InteractionRequested,
@@ -16,13 +17,7 @@ from pwf.events import (
     SubmissionFinished,
     SubmissionRecorded,
 )
-from pwf.projections._sql import Statement, dispatch, json_hash, on
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on
 
 NAME: Final = "interactions"
 VERSION: Final = 1
@@ -114,60 +109,58 @@ _FINISHED: Final = (
 )
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
-    (
-        on(
-            InteractionRequested,
-            _REQUESTED,
-            lambda event, at: (
-                event.request_id,
-                event.run_id,
-                event.attempt_id,
-                event.target_session_id,
-                event.kind,
-                json_hash(event.contract),
-                event.revision,
-                at,
-                at,
-            ),
+HANDLERS: Final = handlers(
+    on(
+        InteractionRequested,
+        _REQUESTED,
+        lambda event, at: (
+            event.request_id,
+            event.run_id,
+            event.attempt_id,
+            event.target_session_id,
+            event.kind,
+            json_hash(event.contract),
+            event.revision,
+            at,
+            at,
         ),
-        on(
-            InteractionSettled,
-            _SETTLED,
-            lambda event, at: (event.revision, event.submission_id, at, at, event.request_id),
+    ),
+    on(
+        InteractionSettled,
+        _SETTLED,
+        lambda event, at: (event.revision, event.submission_id, at, at, event.request_id),
+    ),
+    on(
+        InteractionRevised,
+        _REVISED,
+        lambda event, at: (event.revision, event.unproductive_turn_ends, at, event.request_id),
+    ),
+    on(
+        InteractionCancelled,
+        _CANCELLED,
+        lambda event, at: (event.revision, at, event.request_id),
+    ),
+    on(InteractionConsumed, _CONSUMED, lambda event, at: (at, at, event.request_id)),
+    on(
+        SubmissionRecorded,
+        _SUBMITTED,
+        lambda event, at: (
+            event.submission_id,
+            event.request_id,
+            event.idempotency_key,
+            event.request_revision,
+            json_hash(event.payload),
+            event.outcome,
+            json_hash(event.receipt),
+            at,
+            at,
         ),
-        on(
-            InteractionRevised,
-            _REVISED,
-            lambda event, at: (event.revision, event.unproductive_turn_ends, at, event.request_id),
-        ),
-        on(
-            InteractionCancelled,
-            _CANCELLED,
-            lambda event, at: (event.revision, at, event.request_id),
-        ),
-        on(InteractionConsumed, _CONSUMED, lambda event, at: (at, at, event.request_id)),
-        on(
-            SubmissionRecorded,
-            _SUBMITTED,
-            lambda event, at: (
-                event.submission_id,
-                event.request_id,
-                event.idempotency_key,
-                event.request_revision,
-                json_hash(event.payload),
-                event.outcome,
-                json_hash(event.receipt),
-                at,
-                at,
-            ),
-        ),
-        on(
-            SubmissionFinished,
-            _FINISHED,
-            lambda event, at: (event.outcome, json_hash(event.receipt), at, event.submission_id),
-        ),
-    )
+    ),
+    on(
+        SubmissionFinished,
+        _FINISHED,
+        lambda event, at: (event.outcome, json_hash(event.receipt), at, event.submission_id),
+    ),
 )
 """Each event class this read model folds, with its handler."""
 

@@ -10,16 +10,10 @@ still be either, not walks of a session's history (ADR 0085).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from pwf.events import MessageCancelled, MessageCreated, MessageSent, TurnEnded, TurnStarted
-from pwf.projections._sql import Statement, dispatch, json_hash, on
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+from pwf.events import Entry, MessageCancelled, MessageCreated, MessageSent, TurnEnded, TurnStarted
+from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on
 
 NAME: Final = "workflow_messages"
 VERSION: Final = 2
@@ -104,45 +98,45 @@ _TURN_ENDED: Final = (
 )
 
 
-def _sent(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, MessageSent)
-    return [(_SENT, (event.pi_session_entry_id, entry.at, event.workflow_message_id))]
-
-
-def _turn_started(entry: Entry) -> list[Statement]:
-    event, at = entry.event, entry.at
-    assert isinstance(event, TurnStarted)
-    turn = event.workflow_turn_id
-    return [(_TURN_STARTED, (turn, at, event.workflow_message_id, at, at, turn))]
-
-
-HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
-    [
-        on(
-            MessageCreated,
-            _CREATED,
-            lambda event, at: (
-                event.workflow_message_id,
-                event.run_id,
-                event.target_session_id,
-                event.kind,
-                event.source_id,
-                json_hash(event.content),
-                event.order_number,
-                at,
-                at,
-            ),
+HANDLERS: Final = handlers(
+    on(
+        MessageCreated,
+        _CREATED,
+        lambda event, at: (
+            event.workflow_message_id,
+            event.run_id,
+            event.target_session_id,
+            event.kind,
+            event.source_id,
+            json_hash(event.content),
+            event.order_number,
+            at,
+            at,
         ),
-        (MessageSent, _sent),
-        on(MessageCancelled, _CANCELLED, lambda event, at: (at, event.workflow_message_id)),
-        (TurnStarted, _turn_started),
-        on(
-            TurnEnded,
-            _TURN_ENDED,
-            lambda event, at: (at, event.workflow_message_id, event.workflow_turn_id),
+    ),
+    on(
+        MessageSent,
+        _SENT,
+        lambda event, at: (event.pi_session_entry_id, at, event.workflow_message_id),
+    ),
+    on(MessageCancelled, _CANCELLED, lambda event, at: (at, event.workflow_message_id)),
+    on(
+        TurnStarted,
+        _TURN_STARTED,
+        lambda event, at: (
+            event.workflow_turn_id,
+            at,
+            event.workflow_message_id,
+            at,
+            at,
+            event.workflow_turn_id,
         ),
-    ]
+    ),
+    on(
+        TurnEnded,
+        _TURN_ENDED,
+        lambda event, at: (at, event.workflow_message_id, event.workflow_turn_id),
+    ),
 )
 """Each event class this read model folds, with its handler."""
 

@@ -6,16 +6,10 @@ the timeout accounting move it later.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from pwf.events import AttemptChanged, AttemptStarted, DeadlineShifted
-from pwf.projections._sql import Statement, dispatch, json_hash, on
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+from pwf.events import AttemptChanged, AttemptStarted, DeadlineShifted, Entry
+from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on
 
 NAME: Final = "node_attempts"
 VERSION: Final = 1
@@ -55,33 +49,31 @@ _CHANGED: Final = (
 )
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
-    [
-        on(
-            AttemptStarted,
-            _STARTED,
-            lambda event, at: (
-                event.attempt_id,
-                event.run_id,
-                event.node_id,
-                event.attempt_number,
-                at,
-                event.deadline_at,
-                at,
-                at,
-            ),
+HANDLERS: Final = handlers(
+    on(
+        AttemptStarted,
+        _STARTED,
+        lambda event, at: (
+            event.attempt_id,
+            event.run_id,
+            event.node_id,
+            event.attempt_number,
+            at,
+            event.deadline_at,
+            at,
+            at,
         ),
-        on(
-            DeadlineShifted,
-            _SHIFTED,
-            lambda event, at: (event.to_deadline, event.to_started_at, at, event.attempt_id),
-        ),
-        on(
-            AttemptChanged,
-            _CHANGED,
-            lambda event, at: (event.status, json_hash(event.output), at, event.attempt_id),
-        ),
-    ]
+    ),
+    on(
+        DeadlineShifted,
+        _SHIFTED,
+        lambda event, at: (event.to_deadline, event.to_started_at, at, event.attempt_id),
+    ),
+    on(
+        AttemptChanged,
+        _CHANGED,
+        lambda event, at: (event.status, json_hash(event.output), at, event.attempt_id),
+    ),
 )
 """Each event class this read model folds, with its handler."""
 

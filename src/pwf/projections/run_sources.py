@@ -11,17 +11,11 @@ gains the empty table.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from pwf import canonical
-from pwf.events import RunReserved
-from pwf.projections._sql import Statement, dispatch
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+from pwf.events import Entry, RunReserved
+from pwf.projections._sql import Statement, dispatch, each, handlers
 
 NAME: Final = "run_sources"
 VERSION: Final = 1
@@ -57,16 +51,14 @@ def source_rows(source: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _reserved(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunReserved)
+def _reserved(event: RunReserved, _at: int) -> list[Statement]:
     source = canonical.decode(event.workflow_source)
     if not isinstance(source, dict):
         return []  # reserved with text, before sources were objects
     return [(_INSERT, (event.run_id, *row)) for row in source_rows(source)]
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = {RunReserved: _reserved}
+HANDLERS: Final = handlers(each(RunReserved, _reserved))
 """Each event class this read model folds, with its handler."""
 
 

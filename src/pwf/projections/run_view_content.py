@@ -8,19 +8,13 @@ as its raw UTF-8 text (``text/plain``), anything else as canonical JSON.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import msgspec
 
 from pwf import canonical
-from pwf.events import RunFinished, RunReserved
-from pwf.projections._sql import Statement, dispatch
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+from pwf.events import Entry, RunFinished, RunReserved
+from pwf.projections._sql import Statement, dispatch, each, handlers
 
 NAME: Final = "run_view_content"
 VERSION: Final = 1
@@ -71,21 +65,15 @@ def _store(run_id: str, value: msgspec.Raw | msgspec.UnsetType, at: int) -> list
     ]
 
 
-def _reserved(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunReserved)
-    return _store(event.run_id, event.input, entry.at)
+def _reserved(event: RunReserved, at: int) -> list[Statement]:
+    return _store(event.run_id, event.input, at)
 
 
-def _finished(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunFinished)
-    return _store(event.run_id, event.final_output, entry.at) + _store(
-        event.run_id, event.error, entry.at
-    )
+def _finished(event: RunFinished, at: int) -> list[Statement]:
+    return _store(event.run_id, event.final_output, at) + _store(event.run_id, event.error, at)
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = {RunReserved: _reserved, RunFinished: _finished}
+HANDLERS: Final = handlers(each(RunReserved, _reserved), each(RunFinished, _finished))
 """Each event class this read model folds, with its handler."""
 
 

@@ -16,6 +16,7 @@ from pwf.events import (
     AttemptChanged,
     AttemptStarted,
     DeadlineShifted,
+    Entry,
     InteractionTimeoutStarted,
     RunClaimed,
     RunFinished,
@@ -30,14 +31,11 @@ from pwf.events import (
     WorkerEnded,
     WorkerMessageRecorded,
 )
-from pwf.projections._sql import Statement, dispatch, json_hash, on
+from pwf.projections._sql import Statement, dispatch, each, handlers, json_hash, on
 from pwf.projections.run_totals import TOTALS_DDL
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+    from collections.abc import Callable
 
 NAME: Final = "runs"
 VERSION: Final = 2
@@ -222,10 +220,7 @@ _LEASE: Final = (
 )
 
 
-def _reserved(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunReserved)
-    at = entry.at
+def _reserved(event: RunReserved, at: int) -> list[Statement]:
     fingerprint = event.parent_terminal_fingerprint
     source = canonical.decode(event.workflow_source)
     statements: list[Statement] = [
@@ -264,10 +259,8 @@ def _reserved(entry: Entry) -> list[Statement]:
     return statements
 
 
-def _claimed(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunClaimed)
-    at, run_id = entry.at, event.run_id
+def _claimed(event: RunClaimed, at: int) -> list[Statement]:
+    run_id = event.run_id
     return [
         (_BUMP_RUN, (at, run_id)),
         (
@@ -277,22 +270,20 @@ def _claimed(entry: Entry) -> list[Statement]:
     ]
 
 
-def _running(queue_sql: str) -> Handler:
+def _running(
+    queue_sql: str,
+) -> Callable[[RunStarted | InteractionTimeoutStarted, int], list[Statement]]:
     """The run runs again with the event's detail, and its queue entry moves by ``queue_sql``."""
 
-    def handle(entry: Entry) -> list[Statement]:
-        event = entry.event
-        assert isinstance(event, RunStarted | InteractionTimeoutStarted)
-        at, run_id = entry.at, event.run_id
+    def fold(event: RunStarted | InteractionTimeoutStarted, at: int) -> list[Statement]:
+        run_id = event.run_id
         return [(_RUN_RUNNING, (event.detail, at, run_id)), (queue_sql, (at, run_id))]
 
-    return handle
+    return fold
 
 
-def _waiting(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunWaiting)
-    at, run_id = entry.at, event.run_id
+def _waiting(event: RunWaiting, at: int) -> list[Statement]:
+    run_id = event.run_id
     statements: list[Statement] = [
         (_RUN_WAITING, (event.detail, at, at, run_id)),
         (_QUEUE_PARKED, (at, run_id)),
@@ -302,10 +293,8 @@ def _waiting(entry: Entry) -> list[Statement]:
     return statements
 
 
-def _finished(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunFinished)
-    at, run_id = entry.at, event.run_id
+def _finished(event: RunFinished, at: int) -> list[Statement]:
+    run_id = event.run_id
     return [
         (
             _RUN_FINISHED,
@@ -324,10 +313,8 @@ def _finished(entry: Entry) -> list[Statement]:
     ]
 
 
-def _continued(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, RunQueueDoneForContinuation)
-    at, run_id = entry.at, event.run_id
+def _continued(event: RunQueueDoneForContinuation, at: int) -> list[Statement]:
+    run_id = event.run_id
     return [
         (_BUMP_RUN, (at, run_id)),
         (_QUEUE_DONE, (at, run_id)),
@@ -335,55 +322,49 @@ def _continued(entry: Entry) -> list[Statement]:
     ]
 
 
-def _worker_message(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, WorkerMessageRecorded)
+def _worker_message(event: WorkerMessageRecorded, _at: int) -> list[Statement]:
     lease = event.lease_expires_at
     if lease is None:
         return []
     return [(_LEASE, (lease, event.run_id, event.worker_epoch))]
 
 
-def _bumped(entry: Entry) -> list[Statement]:
-    event = entry.event
-    assert isinstance(event, AttemptStarted | AttemptChanged | DeadlineShifted)
-    return [(_BUMP_RUN, (entry.at, event.run_id))]
+def _bumped(event: AttemptStarted | AttemptChanged | DeadlineShifted, at: int) -> list[Statement]:
+    return [(_BUMP_RUN, (at, event.run_id))]
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
-    [
-        (RunReserved, _reserved),
-        (RunClaimed, _claimed),
-        (RunStarted, _running(_QUEUE_RUNNING)),
-        (RunWaiting, _waiting),
-        on(RunPaused, _RUN_PAUSED, lambda event, at: (event.paused_at, at, event.run_id)),
-        on(RunResumed, _RUN_RESUMED, lambda event, at: (event.detail, at, event.run_id)),
-        (RunFinished, _finished),
-        (RunQueueDoneForContinuation, _continued),
-        on(
-            RunUpdatePublished,
-            _UPDATE,
-            lambda event, at: (
-                event.run_id,
-                event.sequence,
-                event.request_id,
-                event.attempt_id,
-                json_hash(event.update),
-                at,
-            ),
+HANDLERS: Final = handlers(
+    each(RunReserved, _reserved),
+    each(RunClaimed, _claimed),
+    each(RunStarted, _running(_QUEUE_RUNNING)),
+    each(RunWaiting, _waiting),
+    on(RunPaused, _RUN_PAUSED, lambda event, at: (event.paused_at, at, event.run_id)),
+    on(RunResumed, _RUN_RESUMED, lambda event, at: (event.detail, at, event.run_id)),
+    each(RunFinished, _finished),
+    each(RunQueueDoneForContinuation, _continued),
+    on(
+        RunUpdatePublished,
+        _UPDATE,
+        lambda event, at: (
+            event.run_id,
+            event.sequence,
+            event.request_id,
+            event.attempt_id,
+            json_hash(event.update),
+            at,
         ),
-        on(WorkerEnded, _WORKER_ENDED, lambda event, at: (at, event.run_id, event.worker_epoch)),
-        (WorkerMessageRecorded, _worker_message),
-        on(
-            RunLeaseRenewed,
-            _LEASE,
-            lambda event, _at: (event.lease_expires_at, event.run_id, event.worker_epoch),
-        ),
-        (InteractionTimeoutStarted, _running(_QUEUE_RESTARTED)),
-        (AttemptStarted, _bumped),
-        (AttemptChanged, _bumped),
-        (DeadlineShifted, _bumped),
-    ]
+    ),
+    on(WorkerEnded, _WORKER_ENDED, lambda event, at: (at, event.run_id, event.worker_epoch)),
+    each(WorkerMessageRecorded, _worker_message),
+    on(
+        RunLeaseRenewed,
+        _LEASE,
+        lambda event, _at: (event.lease_expires_at, event.run_id, event.worker_epoch),
+    ),
+    each(InteractionTimeoutStarted, _running(_QUEUE_RESTARTED)),
+    each(AttemptStarted, _bumped),
+    each(AttemptChanged, _bumped),
+    each(DeadlineShifted, _bumped),
 )
 """Each event class this read model folds, with its handler."""
 

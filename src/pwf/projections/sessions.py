@@ -6,25 +6,20 @@ process-local coordinator map, so fencing replays deterministically.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from pwf.events import (
     BranchReported,
     CoordinatorAttached,
     CoordinatorDetached,
+    Entry,
     FollowUpClosed,
     FollowUpQueued,
     TerminalCleared,
     TurnEnded,
     TurnStarted,
 )
-from pwf.projections._sql import Statement, dispatch, on, text_hash
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+from pwf.projections._sql import Statement, dispatch, handlers, on, text_hash
 
 NAME: Final = "sessions"
 VERSION: Final = 1
@@ -140,75 +135,71 @@ _CLEARED: Final = (
 )
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
-    [
-        on(
-            CoordinatorAttached,
-            _ATTACHED,
-            lambda event, at: (
-                event.target_session_id,
-                event.coordinator_epoch,
-                event.connection_id,
-                at,
-            ),
+HANDLERS: Final = handlers(
+    on(
+        CoordinatorAttached,
+        _ATTACHED,
+        lambda event, at: (
+            event.target_session_id,
+            event.coordinator_epoch,
+            event.connection_id,
+            at,
         ),
-        on(
-            CoordinatorDetached,
-            _DETACHED,
-            lambda event, _at: (event.target_session_id, event.coordinator_epoch),
+    ),
+    on(
+        CoordinatorDetached,
+        _DETACHED,
+        lambda event, _at: (event.target_session_id, event.coordinator_epoch),
+    ),
+    on(
+        BranchReported,
+        _REPORTED,
+        lambda event, at: (at, event.target_session_id, event.coordinator_epoch),
+    ),
+    on(
+        TurnStarted,
+        _TURN_STARTED,
+        lambda event, at: (
+            event.workflow_turn_id,
+            event.workflow_message_id,
+            event.run_id,
+            event.target_session_id,
+            at,
         ),
-        on(
-            BranchReported,
-            _REPORTED,
-            lambda event, at: (at, event.target_session_id, event.coordinator_epoch),
+    ),
+    on(
+        TurnEnded,
+        _TURN_ENDED,
+        lambda event, at: (
+            event.stop_reason,
+            event.response_session_entry_id,
+            at,
+            event.workflow_turn_id,
         ),
-        on(
-            TurnStarted,
-            _TURN_STARTED,
-            lambda event, at: (
-                event.workflow_turn_id,
-                event.workflow_message_id,
-                event.run_id,
-                event.target_session_id,
-                at,
-            ),
+    ),
+    on(
+        FollowUpQueued,
+        _QUEUED,
+        lambda event, at: (
+            event.follow_up_id,
+            event.run_id,
+            event.request_id,
+            event.order_number,
+            event.target_session_id,
+            event.actor_type,
+            event.actor_id,
+            event.source_type,
+            text_hash(event.prompt),
+            at,
+            at,
         ),
-        on(
-            TurnEnded,
-            _TURN_ENDED,
-            lambda event, at: (
-                event.stop_reason,
-                event.response_session_entry_id,
-                at,
-                event.workflow_turn_id,
-            ),
-        ),
-        on(
-            FollowUpQueued,
-            _QUEUED,
-            lambda event, at: (
-                event.follow_up_id,
-                event.run_id,
-                event.request_id,
-                event.order_number,
-                event.target_session_id,
-                event.actor_type,
-                event.actor_id,
-                event.source_type,
-                text_hash(event.prompt),
-                at,
-                at,
-            ),
-        ),
-        on(
-            FollowUpClosed,
-            _CLOSED,
-            lambda event, at: (event.status, text_hash(event.reason), at, event.follow_up_id),
-        ),
-        on(
-            TerminalCleared, _CLEARED, lambda event, at: (event.target_session_id, event.run_id, at)
-        ),
-    ]
+    ),
+    on(
+        FollowUpClosed,
+        _CLOSED,
+        lambda event, at: (event.status, text_hash(event.reason), at, event.follow_up_id),
+    ),
+    on(TerminalCleared, _CLEARED, lambda event, at: (event.target_session_id, event.run_id, at)),
 )
 """Each event class this read model folds, with its handler."""
 

@@ -7,17 +7,18 @@ before served hosts existed keeps its checkpoint rows and verifies unchanged.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from pwf.events import RunClaimed, RunStarted, WorkerAttached, WorkerEnded, WorkerMessageRecorded
+from pwf.events import (
+    Entry,
+    RunClaimed,
+    RunStarted,
+    WorkerAttached,
+    WorkerEnded,
+    WorkerMessageRecorded,
+)
 from pwf.projections import host
-from pwf.projections._sql import Statement, dispatch, json_hash, on, text_hash
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pwf.events import Entry, Event
-    from pwf.projections._sql import Handler
+from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on, text_hash
 
 NAME: Final = "workers"
 VERSION: Final = 1
@@ -79,56 +80,54 @@ _MESSAGE: Final = (
 )
 
 
-HANDLERS: Final[Mapping[type[Event], Handler]] = dict(
-    [
-        on(
-            RunClaimed,
-            _CLAIMED,
-            lambda event, at: (
-                event.worker_epoch,
-                event.run_id,
-                event.generation,
-                event.host_epoch,
-                json_hash(event.launch),
-                at,
-            ),
+HANDLERS: Final = handlers(
+    on(
+        RunClaimed,
+        _CLAIMED,
+        lambda event, at: (
+            event.worker_epoch,
+            event.run_id,
+            event.generation,
+            event.host_epoch,
+            json_hash(event.launch),
+            at,
         ),
-        on(RunStarted, _STARTED, lambda event, at: (at, event.worker_epoch)),
-        on(
-            WorkerEnded,
-            _ENDED,
-            lambda event, at: (
-                event.status,
-                at,
-                event.exit_code,
-                event.signal,
-                text_hash(event.diagnostic),
-                event.worker_epoch,
-            ),
+    ),
+    on(RunStarted, _STARTED, lambda event, at: (at, event.worker_epoch)),
+    on(
+        WorkerEnded,
+        _ENDED,
+        lambda event, at: (
+            event.status,
+            at,
+            event.exit_code,
+            event.signal,
+            text_hash(event.diagnostic),
+            event.worker_epoch,
         ),
-        on(
-            WorkerAttached,
-            _ATTACHED,
-            lambda event, _at: (event.pid, event.start_identity, event.worker_epoch),
+    ),
+    on(
+        WorkerAttached,
+        _ATTACHED,
+        lambda event, _at: (event.pid, event.start_identity, event.worker_epoch),
+    ),
+    on(
+        WorkerMessageRecorded,
+        _MESSAGE,
+        lambda event, at: (
+            event.worker_epoch,
+            event.message_id,
+            event.run_id,
+            event.operation,
+            bytes.fromhex(event.fingerprint),
+            event.outcome,
+            event.revision,
+            json_hash(event.result),
+            text_hash(event.error),
+            at,
         ),
-        on(
-            WorkerMessageRecorded,
-            _MESSAGE,
-            lambda event, at: (
-                event.worker_epoch,
-                event.message_id,
-                event.run_id,
-                event.operation,
-                bytes.fromhex(event.fingerprint),
-                event.outcome,
-                event.revision,
-                json_hash(event.result),
-                text_hash(event.error),
-                at,
-            ),
-        ),
-        *host.HANDLERS.items(),
-    ]
+    ),
+    *host.HANDLERS.items(),
 )
 """Each event class this read model folds, with its handler."""
 

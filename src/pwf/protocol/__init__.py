@@ -8,6 +8,8 @@ the I/O.
 * :mod:`pwf.protocol.worker`: the worker launch, message and response schemas (DOMAIN §14).
 * :mod:`pwf.protocol.framing`: :class:`~pwf.protocol.framing.FrameDecoder`.
 * :mod:`pwf.protocol.wire`: the constants both ends share (schema, version, limits).
+* :mod:`pwf.protocol._lines`: reading and writing one canonical JSON object a line, the
+  rule both protocols share, worded by each.
 
 The package itself imports nothing, so the light client of ``pwf call``
 reads :mod:`pwf.protocol.wire` without loading the parser.

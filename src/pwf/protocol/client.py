@@ -17,12 +17,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, get_args
 
 import msgspec
 
 from pwf import canonical
-from pwf.errors import CanonicalError, LineError, ProtocolError
+from pwf.errors import Outcome, ProtocolError
+from pwf.protocol._lines import MAX_MESSAGE_DEPTH, Dialect, encode_object, read_object
 from pwf.protocol.wire import CLIENT_SCHEMA, MAX_PROTOCOL_MESSAGE_BYTES
 
 if TYPE_CHECKING:
@@ -58,18 +59,13 @@ __all__ = [
     "request_fingerprint",
 ]
 
-MAX_MESSAGE_DEPTH: Final = 128
-"""Deepest array/object nesting a message may have; events add a few levels and must verify."""
-
 MAX_OPAQUE_ID_BYTES: Final = 256
 """Opaque ids are non-empty text of at most this many UTF-8 bytes."""
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 """JavaScript's ``Number.MAX_SAFE_INTEGER``: revisions must not exceed it."""
 
-OUTCOMES: Final = frozenset(
-    {"accepted", "adopted", "rejected", "conflict", "notFound", "claimLost", "unavailable"}
-)
+OUTCOMES: Final = frozenset(get_args(Outcome))
 
 EVENT_NAMES: Final = frozenset(
     {"runs", "run_snapshot", "run_patch", "run_page", "session_snapshot", "unavailable"}
@@ -129,6 +125,13 @@ VIEW_OPERATIONS: Final = frozenset(
 
 TOO_LARGE: Final = "Client protocol message exceeds 1 MiB"
 """The one error text for every size refusal, as the original words it."""
+_DIALECT: Final = Dialect(
+    name="Client",
+    limit=MAX_PROTOCOL_MESSAGE_BYTES,
+    too_large=TOO_LARGE,
+    not_canonical="Client protocol message must use canonical JSON",
+    not_object="Client protocol message must be an object",
+)
 
 _TYPES: Final = frozenset({"hello", "request", "response", "event"})
 _BREAKS: Final = re.compile(r"[\r\n\t]+")
@@ -203,21 +206,6 @@ def _shown(text: str) -> str:
     """A wire value fit for a one-line error message."""
     line = _BREAKS.sub(" ", text)
     return line if len(line) <= _SHOWN_CHARS else line[: _SHOWN_CHARS - 3] + "..."
-
-
-def _object(line: bytes) -> dict[str, object]:
-    """Parse a message that must be one canonical JSON object of at most 1 MiB."""
-    if len(line) > MAX_PROTOCOL_MESSAGE_BYTES:
-        raise ProtocolError(TOO_LARGE)
-    if canonical.nesting_depth(line, MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
-        raise ProtocolError(f"Client protocol message nests deeper than {MAX_MESSAGE_DEPTH} levels")
-    try:
-        value = canonical.parse_line(line)
-    except LineError as error:
-        raise ProtocolError(f"Client protocol message must use canonical JSON: {error}") from error
-    if not isinstance(value, dict):
-        raise ProtocolError("Client protocol message must be an object")
-    return value
 
 
 def _header(members: Mapping[str, object], kind: str, allowed: frozenset[str]) -> None:
@@ -397,7 +385,7 @@ def parse_message(line: bytes) -> ClientMessage:
     Raises:
         ProtocolError: the line is too long, not canonical, or not a valid message.
     """
-    members = _object(line)
+    members = read_object(line, _DIALECT)
     if members.get("schema") != CLIENT_SCHEMA:
         raise ProtocolError("Invalid client protocol schema")
     kind = members.get("type")
@@ -413,7 +401,7 @@ def parse_hello(line: bytes) -> ClientHello:
     Raises:
         ProtocolError: the line is not a valid hello.
     """
-    return _read_hello(_object(line))
+    return _read_hello(read_object(line, _DIALECT))
 
 
 def parse_request(line: bytes) -> ClientRequest:
@@ -425,7 +413,7 @@ def parse_request(line: bytes) -> ClientRequest:
     Raises:
         ProtocolError: the line is not a valid request (DOMAIN §6: no response is sent).
     """
-    request = _read_request(_object(line))
+    request = _read_request(read_object(line, _DIALECT))
     fingerprint = _line_fingerprint(line, request.request_id)
     if fingerprint is not None:
         request.__dict__["fingerprint"] = fingerprint  # what the cached property would compute
@@ -464,7 +452,7 @@ def parse_response(line: bytes) -> ClientResponse:
     Raises:
         ProtocolError: the line is not a valid response.
     """
-    return _read_response(_object(line))
+    return _read_response(read_object(line, _DIALECT))
 
 
 def parse_event(line: bytes) -> ClientEvent:
@@ -473,7 +461,7 @@ def parse_event(line: bytes) -> ClientEvent:
     Raises:
         ProtocolError: the line is not a valid event.
     """
-    return _read_event(_object(line))
+    return _read_event(read_object(line, _DIALECT))
 
 
 def request_fingerprint(members: Mapping[str, object]) -> str:
@@ -514,23 +502,10 @@ def _wire(message: msgspec.Struct) -> dict[str, object]:
     return members
 
 
-def _encode(members: dict[str, object]) -> bytes:
-    """Canonical bytes of checked members, at most 1 MiB."""
-    try:
-        data = canonical.encode(members)
-    except CanonicalError as error:
-        raise ProtocolError(
-            f"Client protocol message has no canonical JSON form: {error}"
-        ) from error
-    if len(data) > MAX_PROTOCOL_MESSAGE_BYTES:
-        raise ProtocolError(TOO_LARGE)
-    return data
-
-
 def _checked(message: msgspec.Struct, reader: Callable[[Mapping[str, object]], object]) -> bytes:
     members = _wire(message)
     reader(members)
-    return _encode(members)
+    return encode_object(members, _DIALECT)
 
 
 def encode_hello(hello: ClientHello) -> bytes:
@@ -563,7 +538,7 @@ def encode_response(response: ClientResponse) -> bytes:
         ProtocolError: the response is invalid or exceeds 1 MiB.
     """
     if _well_formed(response):
-        return _encode(_wire(response))
+        return encode_object(_wire(response), _DIALECT)
     return _checked(response, _read_response)
 
 

@@ -567,6 +567,9 @@ class Types(NamedTuple):
     receipt: type[msgspec.Struct] | None
 
 
+_NOT_YET: Final = Types(None, None)
+"""An operation this pwf does not implement yet: any payload, no receipt."""
+
 OPERATION_TYPES: Final[dict[str, Types]] = {
     "host.status": Types(Empty, HostStatus),
     "host.stop": Types(Empty, Stopping),
@@ -599,20 +602,15 @@ OPERATION_TYPES: Final[dict[str, Types]] = {
     "state.backup": Types(StateBackup, BackedUp),
     "state.prune": Types(StatePrune, Pruned),
     "channel.status": Types(Empty, ChannelStatus),
-    **{
-        name: Types(None, None)
-        for name in (
-            "run.changeSettings",
-            "session.record",
-            "channel.reload",
-            "channel.recover",
-            "controller.list",
-            "controller.get",
-            "controller.apply",
-            "controller.reconcile",
-            "controller.delete",
-        )
-    },
+    "run.changeSettings": _NOT_YET,
+    "session.record": _NOT_YET,
+    "channel.reload": _NOT_YET,
+    "channel.recover": _NOT_YET,
+    "controller.list": _NOT_YET,
+    "controller.get": _NOT_YET,
+    "controller.apply": _NOT_YET,
+    "controller.reconcile": _NOT_YET,
+    "controller.delete": _NOT_YET,
 }
 """The types of each of the 40 operations; None where this pwf does not implement it yet."""
 

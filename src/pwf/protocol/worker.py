@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Final, TypeGuard
 import msgspec
 
 from pwf import canonical
-from pwf.errors import CanonicalError, LineError, ProtocolError
-from pwf.protocol.client import MAX_MESSAGE_DEPTH, MAX_PROTOCOL_MESSAGE_BYTES, MAX_SAFE_INTEGER
+from pwf.errors import ProtocolError
+from pwf.protocol._lines import Dialect, encode_object, read_object
+from pwf.protocol.client import MAX_SAFE_INTEGER
+from pwf.protocol.wire import MAX_FRAMED_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -80,6 +82,14 @@ KINDS: Final = frozenset(
 WORKER_OUTCOMES: Final = frozenset({"accepted", "adopted", "rejected", "claimLost"})
 
 TOO_LARGE: Final = "Worker protocol message exceeds 1 MiB"
+_DIALECT: Final = Dialect(
+    name="Worker",
+    limit=MAX_FRAMED_MESSAGE_BYTES,
+    too_large=TOO_LARGE,
+    not_canonical="Worker protocol message must be a canonical JSON object",
+    not_object="Worker protocol message must be a canonical JSON object",
+)
+"""A worker's line counts its newline: the message itself is at most 1 MiB - 1 bytes."""
 
 
 class WorkerMessage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -133,23 +143,6 @@ def _utf16_length(text: str) -> int:
     return len(text) + sum(char > "\uffff" for char in text)
 
 
-def _object(line: bytes) -> dict[str, object]:
-    """Parse a line (without newline) that must be one canonical JSON object."""
-    if len(line) + 1 > MAX_PROTOCOL_MESSAGE_BYTES:
-        raise ProtocolError(TOO_LARGE)
-    if canonical.nesting_depth(line, MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
-        raise ProtocolError(f"Worker protocol message nests deeper than {MAX_MESSAGE_DEPTH} levels")
-    try:
-        value = canonical.parse_line(line)
-    except LineError as error:
-        raise ProtocolError(
-            f"Worker protocol message must be a canonical JSON object: {error}"
-        ) from error
-    if not isinstance(value, dict):
-        raise ProtocolError("Worker protocol message must be a canonical JSON object")
-    return value
-
-
 def _is_text(value: object) -> TypeGuard[str]:
     """Tell whether a value is non-empty text of at most 256 UTF-16 code units."""
     return isinstance(value, str) and 0 < _utf16_length(value) <= MAX_WORKER_TEXT_UNITS
@@ -194,19 +187,6 @@ def _payload(members: Mapping[str, object]) -> object:
     return members["payload"]
 
 
-def _encode(members: dict[str, object]) -> bytes:
-    """Canonical bytes of checked members whose line fits in 1 MiB."""
-    try:
-        data = canonical.encode(members)
-    except CanonicalError as error:
-        raise ProtocolError(
-            f"Worker protocol message has no canonical JSON form: {error}"
-        ) from error
-    if len(data) + 1 > MAX_PROTOCOL_MESSAGE_BYTES:
-        raise ProtocolError(TOO_LARGE)
-    return data
-
-
 # --------------------------------------------------------------------------- messages
 
 
@@ -239,7 +219,7 @@ def parse_worker_message(line: bytes) -> WorkerMessage:
     Raises:
         ProtocolError: the line is too long, not canonical, or not a valid message.
     """
-    return _read_message(_object(line), hashlib.sha256(line).hexdigest())
+    return _read_message(read_object(line, _DIALECT), hashlib.sha256(line).hexdigest())
 
 
 # --------------------------------------------------------------------------- responses
@@ -299,7 +279,7 @@ def encode_worker_response(response: WorkerResponse) -> bytes:
     """
     members = _response_members(response)
     _read_response(members)
-    return _encode(members)
+    return encode_object(members, _DIALECT)
 
 
 def parse_worker_response(line: bytes) -> WorkerResponse:
@@ -308,7 +288,7 @@ def parse_worker_response(line: bytes) -> WorkerResponse:
     Raises:
         ProtocolError: the line is too long, not canonical, or not a valid response.
     """
-    return _read_response(_object(line))
+    return _read_response(read_object(line, _DIALECT))
 
 
 # --------------------------------------------------------------------------- launch
@@ -325,7 +305,7 @@ def encode_launch(envelope: LaunchEnvelope) -> bytes:
         for field in msgspec.structs.fields(envelope)
     }
     _check_launch(wire)
-    return _encode(wire)
+    return encode_object(wire, _DIALECT)
 
 
 def _check_launch(members: Mapping[str, object]) -> None:
@@ -371,7 +351,7 @@ def parse_launch(line: bytes) -> LaunchEnvelope:
     Raises:
         ProtocolError: the bytes are not canonical JSON or not a valid envelope.
     """
-    members = _object(line)
+    members = read_object(line, _DIALECT)
     names = {field.encode_name for field in msgspec.structs.fields(LaunchEnvelope)}
     if set(members) != names:
         raise ProtocolError("Worker launch envelope members are invalid")
