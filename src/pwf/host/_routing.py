@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.commands import Context
+    from pwf.commands.catalogue import Operation
     from pwf.host import Host
     from pwf.store import EventStore, StoreTransaction
     from pwf.views.status import Live
@@ -55,26 +56,22 @@ def decide(
     if request.operation in FILE_MAINTENANCE:
         return maintain(host, request, operation.handler, now), None
     if operation.route in (Route.EXECUTED, Route.MAINTENANCE):
-        recorded = _recorded(
-            host, request, operation.route, operation.handler, now, connection=connection
-        )
-        return recorded, None
+        return _recorded(host, request, operation, now, connection), None
     if request.operation in ("state.status", "state.verify"):
         return _state_read(host, request, now), None
     handler = READS.get(request.operation, operation.handler)
     return _direct(host, request, handler, now, connection)
 
 
-def _recorded(  # noqa: PLR0913 - the request, its route and handler, and what it came with
+def _recorded(
     host: Host[EventStore],
     request: ClientRequest,
-    route: Route,
-    handler: Callable[[Context, ClientRequest], Result],
+    operation: Operation,
     now: int,
-    *,
     connection: str | None,
 ) -> ClientResponse:
-    """Adopt or execute; a blob conflict found while recording refuses the request."""
+    """Adopt or execute ``operation``; a blob conflict found while recording refuses the request."""
+    route, handler = operation
     if request.operation == "host.status" and host.status_live is not None:
         handler = _served_status(host.status_live)
     try:
