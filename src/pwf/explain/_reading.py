@@ -14,7 +14,7 @@ from pwf.fold.bulk import rebuild_into
 from pwf.readmodel import RowReader
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from pwf.commands import Reader, Row
     from pwf.events import Entry
@@ -101,14 +101,27 @@ def cause_of(entry: Entry) -> Cause | None:
     )
 
 
-def values(row: Row | None, **names: str) -> dict[str, object] | None:
-    """Chosen columns of a row as a JSON object (``camelName="column"``); BLOBs as hex."""
+def values(
+    row: Row | None, columns: str, shown_as: Mapping[str, str] | None = None
+) -> dict[str, object] | None:
+    """Chosen columns of a row as a JSON object; BLOBs as hex.
+
+    ``columns`` names them space-separated, in the object's order; each is
+    shown under its camelCase name unless ``shown_as`` gives another.
+    """
     if row is None:
         return None
+    names = {} if shown_as is None else shown_as
+    shown = {names.get(column, _camel(column)): row[column] for column in columns.split()}
     return {
-        name: value.hex() if isinstance(value := row[column], bytes) else value
-        for name, column in names.items()
+        name: value.hex() if isinstance(value, bytes) else value for name, value in shown.items()
     }
+
+
+def _camel(column: str) -> str:
+    """``status_detail`` -> ``statusDetail``."""
+    head, *rest = column.split("_")
+    return head + "".join(word.capitalize() for word in rest)
 
 
 def context(reader: Reader, now: int) -> Context:
