@@ -19,13 +19,13 @@ import msgspec
 
 from pwf.commands import Context, refuse
 from pwf.commands.rows import PrunedRunRow, Query
+from pwf.commands.runs import TERMINAL
 from pwf.isotime import MS_PER_DAY, days_from_epoch, iso_utc
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
-    "TERMINAL",
     "Cutoff",
     "PruneOptions",
     "Selection",
@@ -35,7 +35,6 @@ __all__ = [
     "select",
 ]
 
-TERMINAL: Final = frozenset({"completed", "failed", "timed_out", "cancelled"})
 _BUSY_QUEUE: Final = "'queued', 'starting', 'running', 'parked'"
 _MAX_TIME: Final = 8_640_000_000_000_000
 """ECMAScript's largest time value (±100 000 000 days from the epoch)."""
