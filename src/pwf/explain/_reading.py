@@ -6,6 +6,8 @@ import sqlite3
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias
 
+import msgspec
+
 from pwf._sqlite import exact_text
 from pwf.commands import Context
 from pwf.errors import InputError
@@ -88,17 +90,9 @@ def clock(store: EventStore, last: int, now: int | None) -> int:
 
 
 def cause_of(entry: Entry) -> Cause | None:
-    """The report's form of an entry's cause, if it has one."""
+    """The report's form of an entry's cause, if it has one: the members it shows, by name."""
     cause = entry.cause
-    if cause is None:
-        return None
-    return Cause(
-        operation=cause.operation,
-        request_id=cause.request_id,
-        client_id=cause.client_id,
-        worker_epoch=cause.worker_epoch,
-        message_id=cause.message_id,
-    )
+    return None if cause is None else msgspec.convert(cause, Cause, from_attributes=True)
 
 
 def values(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from pwf import canonical
 from pwf.commands import Context
 from pwf.errors import CommandError
@@ -44,14 +46,12 @@ def context(  # noqa: PLR0913 - the transaction and everything a decider is give
 
 
 def cause_of(request: ClientRequest) -> Cause:
-    """What the events a client request stages say caused them."""
-    return Cause(
-        operation=request.operation,
-        request_id=request.request_id,
-        client_id=request.client_id,
-        idempotency_key=request.idempotency_key,
-        fingerprint=request.fingerprint,
-    )
+    """What the events a client request stages say caused them.
+
+    The cause takes the request's members of the same name: its operation,
+    request id, client id, idempotency key and fingerprint.
+    """
+    return msgspec.convert(request, Cause, from_attributes=True)
 
 
 def refused(request: ClientRequest, error: str, outcome: str = "rejected") -> ClientResponse:
