@@ -19,7 +19,7 @@ import msgspec
 
 from pwf.commands import Context, refuse
 from pwf.commands.rows import PrunedRunRow, Query
-from pwf.commands.runs import TERMINAL
+from pwf.commands.runs import LIVE_QUEUE, TERMINAL
 from pwf.isotime import MS_PER_DAY, days_from_epoch, iso_utc
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ __all__ = [
     "select",
 ]
 
-_BUSY_QUEUE: Final = "'queued', 'starting', 'running', 'parked'"
+_LIVE_QUEUE: Final = ", ".join(f"'{status}'" for status in LIVE_QUEUE)
 _MAX_TIME: Final = 8_640_000_000_000_000
 """ECMAScript's largest time value (±100 000 000 days from the epoch)."""
 
@@ -227,7 +227,7 @@ def _blocker(ctx: Context, runs: dict[str, _Run], members: Iterable[str], now: i
     marks = ", ".join("?" * len(ids))
     queue = ctx.one(
         f"SELECT run_id, status FROM run_queue WHERE run_id IN ({marks})"  # noqa: S608 - placeholders only
-        f" AND status IN ({_BUSY_QUEUE}) ORDER BY run_id LIMIT 1",
+        f" AND status IN ({_LIVE_QUEUE}) ORDER BY run_id LIMIT 1",
         *ids,
     )
     if queue is not None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest
 
 __all__ = [
+    "LIVE_QUEUE",
     "host_status",
     "host_stop",
     "live_owner",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 TERMINAL: Final[tuple[TerminalStatus, ...]] = ("completed", "failed", "timed_out", "cancelled")
+LIVE_QUEUE: Final = ("queued", "starting", "running", "parked")
+"""The queue statuses of a run still under way: all but ``done``, ``failed``, ``cancelled``."""
 
 
 class RunTemplate(TypedDict):
