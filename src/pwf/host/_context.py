@@ -8,7 +8,8 @@ refusal is one ``ClientResponse`` with a collapsed error line.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import sqlite3
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -19,13 +20,14 @@ from pwf.events import Cause
 from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Callable
 
     from pwf.events import Actor
     from pwf.store import StoreTransaction
 
-__all__ = ["cause_of", "context", "json_value", "refusal", "refused", "text_value"]
+__all__ = ["cause_of", "context", "guarded", "json_value", "refusal", "refused", "text_value"]
+
+T = TypeVar("T")
 
 
 def context(  # noqa: PLR0913 - the transaction and everything a decider is given
@@ -70,6 +72,19 @@ def refusal(error: CommandError | sqlite3.IntegrityError) -> CommandError:
     if isinstance(error, CommandError):  # a blob conflict too (BlobConflictError)
         return error
     return CommandError(f"Workflow state constraint failed: {error}")
+
+
+def guarded(tx: StoreTransaction, decide: Callable[[], T]) -> T | CommandError:
+    """Run ``decide`` in a savepoint of ``tx``; a refusal is returned, its events undone.
+
+    A projection constraint that fired is a refusal too (:func:`refusal`);
+    any other error goes on to end the transaction.
+    """
+    try:
+        with tx.savepoint():
+            return decide()
+    except (CommandError, sqlite3.IntegrityError) as error:
+        return refusal(error)
 
 
 def json_value(value: bytes | None) -> object:

@@ -8,13 +8,12 @@ nothing recorded in ``host_commands``), in the original's order.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import TYPE_CHECKING
 
 from pwf.commands import Result
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
 from pwf.errors import AnswerTooLargeError, BlobConflictError, CommandError, ProtocolError
-from pwf.host._context import cause_of, context, refusal, refused
+from pwf.host._context import cause_of, context, guarded, refused
 from pwf.host._maintenance import FILE_MAINTENANCE, maintain, not_on_shared_log
 from pwf.host._recording import adopt_or_execute
 from pwf.host.statereads import state_read
@@ -110,12 +109,10 @@ def _direct(
 
     def direct(tx: StoreTransaction) -> Result | ClientResponse:
         ctx = context(tx, now, host.actor, cause_of(request), host.mint, connection=connection)
-        try:
-            with tx.savepoint():
-                return handler(ctx, request)
-        except (CommandError, sqlite3.IntegrityError) as error:
-            error = refusal(error)
-            return refused(request, str(error), error.outcome)
+        result = guarded(tx, lambda: handler(ctx, request))
+        if isinstance(result, CommandError):
+            return refused(request, str(result), result.outcome)
+        return result
 
     result = host.run(Repeatable(direct))  # a refusal or a result: nothing outside the store
     if isinstance(result, ClientResponse):
