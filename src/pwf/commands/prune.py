@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from pwf.commands import Context, refuse
+from pwf.commands.payload import members_or_none
 from pwf.commands.rows import PrunedRunRow, Query
 from pwf.commands.runs import LIVE_QUEUE, TERMINAL
 from pwf.isotime import MS_PER_DAY, days_from_epoch, iso_utc
@@ -122,7 +123,7 @@ def _days_in(year: int, month: int) -> int:
 
 def prune_options(payload: object) -> PruneOptions:
     """Check ``{before, apply, backupPath?}`` in the original's order, with its messages."""
-    values = payload if isinstance(payload, dict) else {}
+    values = members_or_none(payload)
     before = values.get("before")
     cutoff = parse_cutoff(before) if isinstance(before, str) else None
     if cutoff is None or not isinstance(before, str):

@@ -13,7 +13,14 @@ import msgspec
 
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
-from pwf.commands.payload import absolute_path, members, optional_text, positive_int, text
+from pwf.commands.payload import (
+    absolute_path,
+    members,
+    members_or_none,
+    optional_text,
+    positive_int,
+    text,
+)
 from pwf.commands.rows import QUEUE, RUN, Query, QueueRow, ReservedRow, RunListRow, RunRow
 from pwf.commands.sources import normalised_source, stored_source
 from pwf.commands.views import host_counts, json_bytes, run_view
@@ -297,7 +304,7 @@ def run_status(ctx: Context, request: ClientRequest) -> Result:
 
 def run_list(ctx: Context, request: ClientRequest) -> Result:
     """``run.list``: the newest runs, at most ``limit`` (100 unless a safe positive integer)."""
-    payload = request.payload if isinstance(request.payload, dict) else {}
+    payload = members_or_none(request.payload)
     limit = positive_int(payload.get("limit")) or 100
     runs = [
         {
