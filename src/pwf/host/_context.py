@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.events import Actor
+    from pwf.protocol.worker import WorkerMessage
     from pwf.store import StoreTransaction
 
 __all__ = ["cause_of", "context", "guarded", "json_value", "refusal", "refused", "text_value"]
@@ -47,13 +48,14 @@ def context(  # noqa: PLR0913 - the transaction and everything a decider is give
     return Context(tx.reader(), stage, now, mint, connection=connection)
 
 
-def cause_of(request: ClientRequest) -> Cause:
-    """What the events a client request stages say caused them.
+def cause_of(source: ClientRequest | WorkerMessage) -> Cause:
+    """What the events a client request or a worker message stages say caused them.
 
-    The cause takes the request's members of the same name: its operation,
-    request id, client id, idempotency key and fingerprint.
+    The cause takes the members of the same name: the operation and the
+    fingerprint, and a request's id, client id and idempotency key, or a
+    message's worker epoch and message id.
     """
-    return msgspec.convert(request, Cause, from_attributes=True)
+    return msgspec.convert(source, Cause, from_attributes=True)
 
 
 def refused(request: ClientRequest, error: str, outcome: str = "rejected") -> ClientResponse:
