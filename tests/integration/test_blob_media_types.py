@@ -5,7 +5,12 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+import pytest
+
 from pwf import canonical
+from pwf.commands import Context
+from pwf.commands.views import view_text
+from pwf.errors import CommandError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -127,3 +132,21 @@ def test_a_conflict_in_the_recorded_outcome_refuses_the_whole_batch(tmp_path: Pa
 def canonical_text(value: object) -> str:
     """The canonical JSON of ``value`` as text, which a prompt may spell."""
     return canonical.encode(value).decode()
+
+
+def test_reading_text_requires_text_plain(tmp_path: Path) -> None:
+    """A text column whose blob is stored as JSON cannot be read as text (a follow-up's prompt)."""
+    fx, epoch = _session_run(tmp_path / "s.db")
+    assert "accepted" == _queue(fx, epoch, "hello", "fu-1").outcome  # type: ignore[attr-defined]
+    prompt_hash = bytes(fx.existing("workflow_follow_ups", run_id="run-9")["prompt_hash"])
+    ctx = Context(fx.store.reader(), _never, 4000)
+    assert "hello" == view_text(ctx, prompt_hash)
+    statement = "UPDATE blobs SET media_type = 'application/json' WHERE blob_hash = x'{}'"
+    edit(fx.store.path, statement.format(prompt_hash.hex()))
+    with pytest.raises(CommandError, match=r"^Text blob is missing or has the wrong media type$"):
+        view_text(Context(fx.store.reader(), _never, 4000), prompt_hash)
+    fx.close()
+
+
+def _never(_events: object) -> object:
+    raise AssertionError("reading a view stages nothing")

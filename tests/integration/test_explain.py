@@ -398,6 +398,21 @@ class TestTimeline:
         assert state["coordinator"]["branchReported"] is True
         assert M2 == state["nextMessageId"]
 
+    def test_state_members_keep_their_names_and_order(self, fx: Fixture) -> None:
+        """Rows show their columns camelCased, in a fixed order; ``status_detail`` as ``detail``."""
+        state = explain_interaction(fx.store, REQUEST).state
+        request, run = state["request"], state["run"]
+        assert isinstance(request, dict)
+        assert isinstance(run, dict)
+        assert [
+            "requestId", "runId", "attemptId", "targetSessionId", "kind", "revision", "status",
+            "unproductiveTurnEnds", "acceptedSubmissionId", "createdAt", "settledAt", "consumedAt",
+        ] == list(request)  # fmt: skip
+        assert [
+            "runId", "status", "paused", "detail", "originSessionId", "parentRunId", "queue"
+        ] == list(run)  # fmt: skip
+        assert ["status", "generation", "ownerWorkerEpoch", "leaseExpiresAt"] == list(run["queue"])
+
 
 class TestAtSeq:
     """--at folds the log up to a seq and explains as of then."""

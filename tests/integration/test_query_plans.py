@@ -761,7 +761,7 @@ def test_the_open_message_and_retained_terminal_do_not_walk_what_was_read(
 
 def test_the_live_queue_statuses_are_all_but_the_finished_ones() -> None:
     """The reservation names the live statuses: exactly the queue's others (ADR 0085)."""
-    from pwf.commands.sessionview import LIVE_QUEUE  # noqa: PLC0415
+    from pwf.commands.runs import LIVE_QUEUE  # noqa: PLC0415
     from pwf.projections.runs import DDL  # noqa: PLC0415
 
     table = next(d for d in DDL if "CREATE TABLE IF NOT EXISTS run_queue" in d)

@@ -208,12 +208,17 @@ def test_e38_end_reports_are_idempotent(fx: Fixture) -> None:
 
     assert ("accepted", first.receipt) == (same.outcome, same.receipt)
     assert isinstance(same.receipt, dict)
-    assert ("ended", "completed", "e-7", 20000) == (
-        same.receipt["state"],
-        same.receipt["stopReason"],
-        same.receipt["responseSessionEntryId"],
-        same.receipt["endedAt"],
-    )
+    assert {
+        "workflowTurnId": "t-1",
+        "workflowMessageId": M1,
+        "runId": "run-1",
+        "targetSessionId": "s-1",
+        "state": "ended",
+        "startedAt": 5000,
+        "endedAt": 20000,
+        "stopReason": "completed",
+        "responseSessionEntryId": "e-7",
+    } == same.receipt
     assert ("rejected", "Workflow turn end report conflicts with its saved result") == (
         other.outcome,
         other.error,

@@ -16,7 +16,7 @@ from pwf.commands import Context, Result, refuse
 from pwf.commands.ids import interaction_request_id, notification_id
 from pwf.commands.interactions import create_request, finish_validation, get_request
 from pwf.commands.messages import ensure
-from pwf.commands.payload import members, positive_int, text
+from pwf.commands.payload import members, members_or_none, positive_int, text
 from pwf.commands.rows import (
     ATTEMPT,
     AttemptRow,
@@ -120,7 +120,7 @@ def node_started(ctx: Context, message: WorkerMessage) -> Result:
 def node_finished(ctx: Context, message: WorkerMessage) -> Result:
     """``node.finished``: the attempt completed; a settled request of it is consumed."""
     attempt = _unfinished(ctx, message)
-    payload = message.payload if isinstance(message.payload, dict) else {}
+    payload = members_or_none(message.payload)
     ctx.emit(
         AttemptChanged(
             run_id=message.run_id,
@@ -138,7 +138,7 @@ def node_finished(ctx: Context, message: WorkerMessage) -> Result:
 def node_failed(ctx: Context, message: WorkerMessage) -> Result:
     """``node.failed``: the attempt failed (or timed out)."""
     attempt = _unfinished(ctx, message)
-    payload = message.payload if isinstance(message.payload, dict) else {}
+    payload = members_or_none(message.payload)
     status: Literal["timed_out", "failed"] = (
         "timed_out" if payload.get("timedOut") is True else "failed"
     )
@@ -205,7 +205,7 @@ def _request_and_park(
 
 
 def _validating(ctx: Context, message: WorkerMessage) -> SubmissionOfAttemptRow:
-    payload = message.payload if isinstance(message.payload, dict) else {}
+    payload = members_or_none(message.payload)
     wanted = payload.get("submissionId")
     for row in ctx.fetch_all(_SUBMISSIONS, message.run_id):
         if row.submission_id == wanted or (wanted is None and row.outcome == "validating"):

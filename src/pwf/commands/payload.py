@@ -6,7 +6,14 @@ from typing import Final
 
 from pwf.commands import refuse
 
-__all__ = ["absolute_path", "members", "optional_text", "positive_int", "text"]
+__all__ = [
+    "absolute_path",
+    "members",
+    "members_or_none",
+    "optional_text",
+    "positive_int",
+    "text",
+]
 
 _MAX_SAFE: Final = 2**53 - 1
 
@@ -16,6 +23,11 @@ def members(payload: object, name: str = "payload") -> dict[str, object]:
     if not isinstance(payload, dict):
         raise refuse(f"{name} must be an object")
     return payload
+
+
+def members_or_none(payload: object) -> dict[str, object]:
+    """The payload's members when it is an object, else none (where it is read leniently)."""
+    return payload if isinstance(payload, dict) else {}
 
 
 def text(values: dict[str, object], name: str) -> str:

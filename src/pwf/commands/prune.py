@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from pwf.commands import Context, refuse
+from pwf.commands.payload import members_or_none
 from pwf.commands.rows import PrunedRunRow, Query
+from pwf.commands.runs import LIVE_QUEUE, TERMINAL
 from pwf.isotime import MS_PER_DAY, days_from_epoch, iso_utc
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
-    "TERMINAL",
     "Cutoff",
     "PruneOptions",
     "Selection",
@@ -35,8 +36,7 @@ __all__ = [
     "select",
 ]
 
-TERMINAL: Final = frozenset({"completed", "failed", "timed_out", "cancelled"})
-_BUSY_QUEUE: Final = "'queued', 'starting', 'running', 'parked'"
+_LIVE_QUEUE: Final = ", ".join(f"'{status}'" for status in LIVE_QUEUE)
 _MAX_TIME: Final = 8_640_000_000_000_000
 """ECMAScript's largest time value (±100 000 000 days from the epoch)."""
 
@@ -123,7 +123,7 @@ def _days_in(year: int, month: int) -> int:
 
 def prune_options(payload: object) -> PruneOptions:
     """Check ``{before, apply, backupPath?}`` in the original's order, with its messages."""
-    values = payload if isinstance(payload, dict) else {}
+    values = members_or_none(payload)
     before = values.get("before")
     cutoff = parse_cutoff(before) if isinstance(before, str) else None
     if cutoff is None or not isinstance(before, str):
@@ -228,7 +228,7 @@ def _blocker(ctx: Context, runs: dict[str, _Run], members: Iterable[str], now: i
     marks = ", ".join("?" * len(ids))
     queue = ctx.one(
         f"SELECT run_id, status FROM run_queue WHERE run_id IN ({marks})"  # noqa: S608 - placeholders only
-        f" AND status IN ({_BUSY_QUEUE}) ORDER BY run_id LIMIT 1",
+        f" AND status IN ({_LIVE_QUEUE}) ORDER BY run_id LIMIT 1",
         *ids,
     )
     if queue is not None:

@@ -13,7 +13,14 @@ import msgspec
 
 from pwf import canonical
 from pwf.commands import Context, Result, refuse
-from pwf.commands.payload import absolute_path, members, optional_text, positive_int, text
+from pwf.commands.payload import (
+    absolute_path,
+    members,
+    members_or_none,
+    optional_text,
+    positive_int,
+    text,
+)
 from pwf.commands.rows import QUEUE, RUN, Query, QueueRow, ReservedRow, RunListRow, RunRow
 from pwf.commands.sources import normalised_source, stored_source
 from pwf.commands.views import host_counts, json_bytes, run_view
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest
 
 __all__ = [
+    "LIVE_QUEUE",
     "host_status",
     "host_stop",
     "live_owner",
@@ -41,6 +49,8 @@ __all__ = [
 ]
 
 TERMINAL: Final[tuple[TerminalStatus, ...]] = ("completed", "failed", "timed_out", "cancelled")
+LIVE_QUEUE: Final = ("queued", "starting", "running", "parked")
+"""The queue statuses of a run still under way: all but ``done``, ``failed``, ``cancelled``."""
 
 
 class RunTemplate(TypedDict):
@@ -294,7 +304,7 @@ def run_status(ctx: Context, request: ClientRequest) -> Result:
 
 def run_list(ctx: Context, request: ClientRequest) -> Result:
     """``run.list``: the newest runs, at most ``limit`` (100 unless a safe positive integer)."""
-    payload = request.payload if isinstance(request.payload, dict) else {}
+    payload = members_or_none(request.payload)
     limit = positive_int(payload.get("limit")) or 100
     runs = [
         {

@@ -24,7 +24,14 @@ from pwf.commands.rows import (
     fields,
     select,
 )
-from pwf.commands.runs import TERMINAL, get_run, reserve, revision_of, template_of
+from pwf.commands.runs import (
+    LIVE_QUEUE,
+    TERMINAL,
+    get_run,
+    reserve,
+    revision_of,
+    template_of,
+)
 from pwf.commands.sessions import attach, coordinator, session_check
 from pwf.commands.turns import latest_turn, open_message
 from pwf.commands.views import json_bytes, stored_json
@@ -47,8 +54,6 @@ __all__ = [
 ]
 
 RETAIN_MS: Final = 60_000
-LIVE_QUEUE: Final = ("queued", "starting", "running", "parked")
-"""The queue statuses of a run still under way: all but ``done``, ``failed``, ``cancelled``."""
 RESTART_LIMIT: Final = 3
 
 

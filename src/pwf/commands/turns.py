@@ -105,20 +105,8 @@ def latest_turn(ctx: Context, message_id: str) -> TurnRow | None:
 
 
 def turn_record(row: TurnRow) -> dict[str, object]:
-    """A turn as receipts show it."""
-    return receipt(
-        Turn(
-            ended_at=row.ended_at,
-            response_session_entry_id=row.response_session_entry_id,
-            run_id=row.run_id,
-            started_at=row.started_at,
-            state=row.state,
-            stop_reason=row.stop_reason,
-            target_session_id=row.target_session_id,
-            workflow_message_id=row.workflow_message_id,
-            workflow_turn_id=row.workflow_turn_id,
-        )
-    )
+    """A turn as receipts show it: the receipt's fields are the row's columns, name for name."""
+    return receipt(Turn(**row._asdict()))
 
 
 def message_of(ctx: Context, message_id: str) -> MessageRow | None:

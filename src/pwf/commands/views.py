@@ -46,11 +46,18 @@ def json_bytes(ctx: Context, blob_hash: bytes | None) -> bytes | None:
     Raises:
         CommandError: the hash names no blob, or one stored as text.
     """
-    if blob_hash is None:
-        return None
+    return None if blob_hash is None else _content(ctx, blob_hash, "application/json", NOT_JSON)
+
+
+def _content(ctx: Context, blob_hash: bytes, media_type: str, refusal: str) -> bytes:
+    """The bytes of the blob ``blob_hash`` names, which must be stored as ``media_type``.
+
+    Raises:
+        CommandError: ``refusal``, when there is no such blob or it has another media type.
+    """
     row = ctx.fetch(_BLOB, blob_hash)
-    if row is None or row.media_type != "application/json":
-        raise refuse(NOT_JSON)
+    if row is None or row.media_type != media_type:
+        raise refuse(refusal)
     return row.content
 
 
@@ -77,10 +84,8 @@ def view_text(ctx: Context, blob_hash: bytes | None) -> object:
     """
     if blob_hash is None:
         return None
-    row = ctx.fetch(_BLOB, blob_hash)
-    if row is None or row.media_type != "text/plain":
-        raise refuse(NOT_TEXT)
-    return _shown(canonical.encode(row.content.decode()))
+    content = _content(ctx, blob_hash, "text/plain", NOT_TEXT)
+    return _shown(canonical.encode(content.decode()))
 
 
 def _shown(raw: bytes) -> object:

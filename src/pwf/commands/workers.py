@@ -24,7 +24,7 @@ from pwf.commands.nodes import (
     node_started,
     notification_request,
 )
-from pwf.commands.payload import members, text
+from pwf.commands.payload import members, members_or_none, text
 from pwf.commands.rows import (
     AnsweredRow,
     CandidateRow,
@@ -256,7 +256,7 @@ _CANDIDATE: Final = Query(
 
 def worker_exiting(ctx: Context, message: WorkerMessage) -> Result:
     """``worker.exiting``: end the worker; an unfinished validation is rejected (§9.3)."""
-    payload = message.payload if isinstance(message.payload, dict) else {}
+    payload = members_or_none(message.payload)
     outcome = payload.get("outcome") if isinstance(payload.get("outcome"), str) else "exited"
     code = payload.get("exitCode")
     ctx.emit(

@@ -38,6 +38,16 @@ Rule: TypeAlias = "tuple[str, Callable[[Facts], Finding | None], bool]"
 """(name, check, final): a final rule that holds ends the evaluation."""
 
 
+def _created(facts: Facts, message: Row) -> int | None:
+    """The seq of the event that created ``message``."""
+    return facts.log.last(MessageCreated, workflow_message_id=message["workflow_message_id"])
+
+
+def _submitted(facts: Facts, submission: Row) -> int | None:
+    """The seq of the event that recorded ``submission``."""
+    return facts.log.last(SubmissionRecorded, submission_id=submission["submission_id"])
+
+
 def _consumed(facts: Facts) -> Finding | None:
     if facts.request["status"] != "settled" or facts.request["consumed_at"] is None:
         return None
@@ -120,7 +130,7 @@ def _validating_in_worker(facts: Facts) -> Finding | None:
     worker = facts.live_worker
     if not facts.pending or submission is None or worker is None:
         return None
-    since = facts.log.last(SubmissionRecorded, submission_id=submission["submission_id"])
+    since = _submitted(facts, submission)
     return find(
         "validating-in-worker",
         f"submission {submission['submission_id']} is being validated by worker {worker}",
@@ -132,7 +142,7 @@ def _validating_awaiting_worker(facts: Facts) -> Finding | None:
     submission = _validating(facts)
     if not facts.pending or submission is None:
         return None
-    since = facts.log.last(SubmissionRecorded, submission_id=submission["submission_id"])
+    since = _submitted(facts, submission)
     return find(
         "validating-awaiting-worker",
         f"submission {submission['submission_id']} is validating and no live worker holds"
@@ -170,7 +180,7 @@ def _no_coordinator(facts: Facts) -> Finding | None:
     message = _needs_session(facts)
     if message is None or facts.coordinator is not None:
         return None
-    created = facts.log.last(MessageCreated, workflow_message_id=message["workflow_message_id"])
+    created = _created(facts, message)
     detached = facts.log.last(CoordinatorDetached, target_session_id=facts.session_id)
     since = max((seq for seq in (created, detached) if seq is not None), default=None)
     return find(
@@ -206,7 +216,7 @@ def _message_blocked(facts: Facts) -> Finding | None:
         return None
     if nxt["order_number"] > message["order_number"]:
         return None
-    since = facts.log.last(MessageCreated, workflow_message_id=message["workflow_message_id"])
+    since = _created(facts, message)
     return find(
         "message-blocked",
         f"message {short(message['workflow_message_id'])} is pending behind"
@@ -226,7 +236,7 @@ def _message_not_delivered(facts: Facts) -> Finding | None:
         return None
     if nxt["workflow_message_id"] != message["workflow_message_id"]:
         return None
-    since = facts.log.last(MessageCreated, workflow_message_id=message["workflow_message_id"])
+    since = _created(facts, message)
     return find(
         "message-not-delivered",
         f"{message['kind']} message {short(message['workflow_message_id'])} is the session's"

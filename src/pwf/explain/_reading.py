@@ -6,6 +6,8 @@ import sqlite3
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias
 
+import msgspec
+
 from pwf._sqlite import exact_text
 from pwf.commands import Context
 from pwf.errors import InputError
@@ -14,7 +16,7 @@ from pwf.fold.bulk import rebuild_into
 from pwf.readmodel import RowReader
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from pwf.commands import Reader, Row
     from pwf.events import Entry
@@ -88,27 +90,32 @@ def clock(store: EventStore, last: int, now: int | None) -> int:
 
 
 def cause_of(entry: Entry) -> Cause | None:
-    """The report's form of an entry's cause, if it has one."""
+    """The report's form of an entry's cause, if it has one: the members it shows, by name."""
     cause = entry.cause
-    if cause is None:
-        return None
-    return Cause(
-        operation=cause.operation,
-        request_id=cause.request_id,
-        client_id=cause.client_id,
-        worker_epoch=cause.worker_epoch,
-        message_id=cause.message_id,
-    )
+    return None if cause is None else msgspec.convert(cause, Cause, from_attributes=True)
 
 
-def values(row: Row | None, **names: str) -> dict[str, object] | None:
-    """Chosen columns of a row as a JSON object (``camelName="column"``); BLOBs as hex."""
+def values(
+    row: Row | None, columns: str, shown_as: Mapping[str, str] | None = None
+) -> dict[str, object] | None:
+    """Chosen columns of a row as a JSON object; BLOBs as hex.
+
+    ``columns`` names them space-separated, in the object's order; each is
+    shown under its camelCase name unless ``shown_as`` gives another.
+    """
     if row is None:
         return None
+    names = {} if shown_as is None else shown_as
+    shown = {names.get(column, _camel(column)): row[column] for column in columns.split()}
     return {
-        name: value.hex() if isinstance(value := row[column], bytes) else value
-        for name, column in names.items()
+        name: value.hex() if isinstance(value, bytes) else value for name, value in shown.items()
     }
+
+
+def _camel(column: str) -> str:
+    """``status_detail`` -> ``statusDetail``."""
+    head, *rest = column.split("_")
+    return head + "".join(word.capitalize() for word in rest)
 
 
 def context(reader: Reader, now: int) -> Context:

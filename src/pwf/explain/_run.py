@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.commands.ids import terminal_source_id
+from pwf.commands.runs import TERMINAL
 from pwf.events import (
     InteractionRequested,
     InteractionTimeoutStarted,
@@ -27,9 +28,7 @@ if TYPE_CHECKING:
     from pwf.commands import Context, Row
     from pwf.explain._facts import Log
 
-__all__ = ["RUN_RULES", "TERMINAL", "RunFacts"]
-
-TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
+__all__ = ["RUN_RULES", "RunFacts"]
 
 
 class RunFacts(Seen):

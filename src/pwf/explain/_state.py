@@ -47,18 +47,8 @@ def interaction_state(facts: Facts) -> dict[str, object]:
 def _request_state(request: Row) -> dict[str, object] | None:
     return values(
         request,
-        requestId="request_id",
-        runId="run_id",
-        attemptId="attempt_id",
-        targetSessionId="target_session_id",
-        kind="kind",
-        revision="revision",
-        status="status",
-        unproductiveTurnEnds="unproductive_turn_ends",
-        acceptedSubmissionId="accepted_submission_id",
-        createdAt="created_at",
-        settledAt="settled_at",
-        consumedAt="consumed_at",
+        "request_id run_id attempt_id target_session_id kind revision status"
+        " unproductive_turn_ends accepted_submission_id created_at settled_at consumed_at",
     )
 
 
@@ -80,66 +70,31 @@ def _message_states(request: Row, messages: Sequence[Row]) -> list[dict[str, obj
 
 def _turn_state(turn: Row) -> dict[str, object] | None:
     return values(
-        turn,
-        workflowTurnId="workflow_turn_id",
-        workflowMessageId="workflow_message_id",
-        state="state",
-        stopReason="stop_reason",
-        startedAt="started_at",
-        endedAt="ended_at",
+        turn, "workflow_turn_id workflow_message_id state stop_reason started_at ended_at"
     )
 
 
 def _submission_state(submission: Row) -> dict[str, object] | None:
-    return values(
-        submission,
-        submissionId="submission_id",
-        requestRevision="request_revision",
-        outcome="outcome",
-        submittedAt="submitted_at",
-    )
+    return values(submission, "submission_id request_revision outcome submitted_at")
 
 
 def _attempt_state(attempt: Row | None) -> dict[str, object] | None:
-    return values(
-        attempt,
-        attemptId="attempt_id",
-        nodeId="node_id",
-        attemptNumber="attempt_number",
-        status="status",
-        startedAt="started_at",
-        deadlineAt="deadline_at",
-    )
+    return values(attempt, "attempt_id node_id attempt_number status started_at deadline_at")
 
 
 def _run_state(run: Row | None, queue: Row | None) -> dict[str, object] | None:
     state = values(
         run,
-        runId="run_id",
-        status="status",
-        paused="paused",
-        detail="status_detail",
-        originSessionId="origin_session_id",
-        parentRunId="parent_run_id",
+        "run_id status paused status_detail origin_session_id parent_run_id",
+        {"status_detail": "detail"},
     )
     if state is not None:
-        state["queue"] = values(
-            queue,
-            status="status",
-            generation="generation",
-            ownerWorkerEpoch="owner_worker_epoch",
-            leaseExpiresAt="lease_expires_at",
-        )
+        state["queue"] = values(queue, "status generation owner_worker_epoch lease_expires_at")
     return state
 
 
 def _coordinator_state(row: Row | None) -> dict[str, object] | None:
-    state = values(
-        row,
-        coordinatorEpoch="coordinator_epoch",
-        connectionId="connection_id",
-        branchReported="branch_reported",
-    )
+    state = values(row, "coordinator_epoch connection_id branch_reported")
     if state is not None:
         state["branchReported"] = bool(state["branchReported"])
     return state
@@ -165,15 +120,8 @@ def run_full_state(facts: RunFacts) -> dict[str, object]:
     return {
         "run": _run_state(facts.run, facts.queue),
         "attempts": [_attempt_state(row) for row in attempts],
-        "interactions": [
-            values(r, requestId="request_id", kind="kind", revision="revision", status="status")
-            for r in requests
-        ],
-        "checkpoint": values(
-            facts.checkpoint, nodeId="node_id", continuationRunId="continuation_run_id"
-        ),
-        "terminalMessage": values(
-            facts.terminal, workflowMessageId="workflow_message_id", status="status"
-        ),
+        "interactions": [values(r, "request_id kind revision status") for r in requests],
+        "checkpoint": values(facts.checkpoint, "node_id continuation_run_id"),
+        "terminalMessage": values(facts.terminal, "workflow_message_id status"),
         "coordinator": _coordinator_state(coordinator),
     }

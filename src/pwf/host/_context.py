@@ -8,7 +8,10 @@ refusal is one ``ClientResponse`` with a collapsed error line.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import sqlite3
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
 
 from pwf import canonical
 from pwf.commands import Context
@@ -17,13 +20,15 @@ from pwf.events import Cause
 from pwf.protocol.client import ClientRequest, ClientResponse, collapse_error
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Callable
 
     from pwf.events import Actor
+    from pwf.protocol.worker import WorkerMessage
     from pwf.store import StoreTransaction
 
-__all__ = ["cause_of", "context", "json_value", "refusal", "refused", "text_value"]
+__all__ = ["cause_of", "context", "guarded", "json_value", "refusal", "refused", "text_value"]
+
+T = TypeVar("T")
 
 
 def context(  # noqa: PLR0913 - the transaction and everything a decider is given
@@ -43,15 +48,14 @@ def context(  # noqa: PLR0913 - the transaction and everything a decider is give
     return Context(tx.reader(), stage, now, mint, connection=connection)
 
 
-def cause_of(request: ClientRequest) -> Cause:
-    """What the events a client request stages say caused them."""
-    return Cause(
-        operation=request.operation,
-        request_id=request.request_id,
-        client_id=request.client_id,
-        idempotency_key=request.idempotency_key,
-        fingerprint=request.fingerprint,
-    )
+def cause_of(source: ClientRequest | WorkerMessage) -> Cause:
+    """What the events a client request or a worker message stages say caused them.
+
+    The cause takes the members of the same name: the operation and the
+    fingerprint, and a request's id, client id and idempotency key, or a
+    message's worker epoch and message id.
+    """
+    return msgspec.convert(source, Cause, from_attributes=True)
 
 
 def refused(request: ClientRequest, error: str, outcome: str = "rejected") -> ClientResponse:
@@ -70,6 +74,19 @@ def refusal(error: CommandError | sqlite3.IntegrityError) -> CommandError:
     if isinstance(error, CommandError):  # a blob conflict too (BlobConflictError)
         return error
     return CommandError(f"Workflow state constraint failed: {error}")
+
+
+def guarded(tx: StoreTransaction, decide: Callable[[], T]) -> T | CommandError:
+    """Run ``decide`` in a savepoint of ``tx``; a refusal is returned, its events undone.
+
+    A projection constraint that fired is a refusal too (:func:`refusal`);
+    any other error goes on to end the transaction.
+    """
+    try:
+        with tx.savepoint():
+            return decide()
+    except (CommandError, sqlite3.IntegrityError) as error:
+        return refusal(error)
 
 
 def json_value(value: bytes | None) -> object:

@@ -9,7 +9,6 @@ operation ends with ``command.recorded`` (D6).
 
 from __future__ import annotations
 
-import sqlite3
 from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
@@ -17,7 +16,7 @@ from pwf.commands import Context, Result
 from pwf.commands.catalogue import Route
 from pwf.errors import CommandError
 from pwf.events import CommandRecorded
-from pwf.host._context import cause_of, context, json_value, refusal, refused, text_value
+from pwf.host._context import cause_of, context, guarded, json_value, refused, text_value
 from pwf.protocol.client import ClientRequest, ClientResponse
 from pwf.store.unit import OnceOnly, Repeatable
 
@@ -56,6 +55,13 @@ def adopt_or_execute(  # noqa: PLR0913 - the request, its route and handler, and
     session commands check that it is their coordinator's (DOMAIN §5.13).
     """
 
+    def executed(ctx: Context) -> Result:
+        """The handler's result, its file work (an effect) done inside the savepoint."""
+        result = handler(ctx, request)
+        if result.effect is not None:
+            host.effect(*result.effect)
+        return result
+
     def decide(tx: StoreTransaction) -> ClientResponse:
         ctx = context(tx, now, host.actor, cause_of(request), host.mint, connection=connection)
         closed = host.gate(ctx) if host.gate is not None else None
@@ -66,16 +72,11 @@ def adopt_or_execute(  # noqa: PLR0913 - the request, its route and handler, and
             return stored
         if closed is not None:
             return refused(request, closed, "unavailable")
-        try:
-            with tx.savepoint():
-                result = handler(ctx, request)
-                if result.effect is not None:
-                    host.effect(*result.effect)
-        except (CommandError, sqlite3.IntegrityError) as error:
-            error = refusal(error)
+        result = guarded(tx, lambda: executed(ctx))
+        if isinstance(result, CommandError):
             if route is Route.EXECUTED:
-                return refused(request, str(error), error.outcome)
-            result = Result(outcome="rejected", error=str(error))
+                return refused(request, str(result), result.outcome)
+            result = Result(outcome="rejected", error=str(result))
         return record(ctx, request, result, host.host_epoch)
 
     # A maintenance command may ask for file work (an effect): it runs once.

@@ -8,13 +8,12 @@ nothing recorded in ``host_commands``), in the original's order.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import TYPE_CHECKING
 
 from pwf.commands import Result
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
 from pwf.errors import AnswerTooLargeError, BlobConflictError, CommandError, ProtocolError
-from pwf.host._context import cause_of, context, refusal, refused
+from pwf.host._context import cause_of, context, guarded, refused
 from pwf.host._maintenance import FILE_MAINTENANCE, maintain, not_on_shared_log
 from pwf.host._recording import adopt_or_execute
 from pwf.host.statereads import state_read
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.commands import Context
+    from pwf.commands.catalogue import Operation
     from pwf.host import Host
     from pwf.store import EventStore, StoreTransaction
     from pwf.views.status import Live
@@ -55,26 +55,22 @@ def decide(
     if request.operation in FILE_MAINTENANCE:
         return maintain(host, request, operation.handler, now), None
     if operation.route in (Route.EXECUTED, Route.MAINTENANCE):
-        recorded = _recorded(
-            host, request, operation.route, operation.handler, now, connection=connection
-        )
-        return recorded, None
+        return _recorded(host, request, operation, now, connection), None
     if request.operation in ("state.status", "state.verify"):
         return _state_read(host, request, now), None
     handler = READS.get(request.operation, operation.handler)
     return _direct(host, request, handler, now, connection)
 
 
-def _recorded(  # noqa: PLR0913 - the request, its route and handler, and what it came with
+def _recorded(
     host: Host[EventStore],
     request: ClientRequest,
-    route: Route,
-    handler: Callable[[Context, ClientRequest], Result],
+    operation: Operation,
     now: int,
-    *,
     connection: str | None,
 ) -> ClientResponse:
-    """Adopt or execute; a blob conflict found while recording refuses the request."""
+    """Adopt or execute ``operation``; a blob conflict found while recording refuses the request."""
+    route, handler = operation
     if request.operation == "host.status" and host.status_live is not None:
         handler = _served_status(host.status_live)
     try:
@@ -113,12 +109,10 @@ def _direct(
 
     def direct(tx: StoreTransaction) -> Result | ClientResponse:
         ctx = context(tx, now, host.actor, cause_of(request), host.mint, connection=connection)
-        try:
-            with tx.savepoint():
-                return handler(ctx, request)
-        except (CommandError, sqlite3.IntegrityError) as error:
-            error = refusal(error)
-            return refused(request, str(error), error.outcome)
+        result = guarded(tx, lambda: handler(ctx, request))
+        if isinstance(result, CommandError):
+            return refused(request, str(result), result.outcome)
+        return result
 
     result = host.run(Repeatable(direct))  # a refusal or a result: nothing outside the store
     if isinstance(result, ClientResponse):

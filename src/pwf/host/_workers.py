@@ -19,7 +19,7 @@ from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, ru
 from pwf.errors import BlobConflictError, CommandError
 from pwf.events import Actor, Cause, WorkerMessageRecorded, one_of
 from pwf.events.runs import WORKER_OUTCOME_MEMBERS
-from pwf.host._context import context, refusal
+from pwf.host._context import cause_of, context, guarded, refusal
 from pwf.projections.blobs import BLOB_CONFLICT
 from pwf.protocol.worker import WorkerResponse
 
@@ -87,22 +87,16 @@ def _answer(
     host: Host[EventStore], message: WorkerMessage, now: int, facts: ProcessFacts | None
 ) -> WorkerResponse:
     with host.transaction() as tx:
-        cause = Cause(
-            operation=message.operation,
-            worker_epoch=message.worker_epoch,
-            message_id=message.message_id,
-            fingerprint=message.fingerprint,
-        )
-        ctx = context(tx, now, Actor(type="system", id=message.worker_epoch), cause)
+        ctx = context(tx, now, Actor(type="system", id=message.worker_epoch), cause_of(message))
         early = check_worker(ctx, message)
         if early is not None:
             return early
-        try:
-            with tx.savepoint():
-                outcome, result = _result(ctx, message, facts)
-        except (CommandError, sqlite3.IntegrityError) as error:
-            error = refusal(error)
-            outcome, result = "rejected", Result(outcome="rejected", error=str(error))
+        answered = guarded(tx, lambda: _result(ctx, message, facts))
+        if isinstance(answered, CommandError):
+            outcome: WorkerOutcome = "rejected"
+            result = Result(outcome="rejected", error=str(answered))
+        else:
+            outcome, result = answered
         revision = _record(ctx, message, result, outcome, now)
     return WorkerResponse(
         message_id=message.message_id,

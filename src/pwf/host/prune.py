@@ -169,7 +169,7 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
         )
         if not isinstance(planned, _Plan):
             return planned
-        result = _applied(store, recording, planned, now=now, actor=actor, cause=cause)
+        result = _applied(_Compaction(store, recording, planned, now, actor, cause))
         return recording.finish(store, request, result)
 
 
@@ -179,6 +179,18 @@ class _Plan:
 
     destination: Path
     selected: tuple[Selection, list[tuple[object, ...]]]
+
+
+@dataclass(frozen=True)
+class _Compaction:
+    """What each step of an applied prune works with: the log, its recording, the plan, who asks."""
+
+    store: LogFile
+    recording: Recording
+    plan: _Plan
+    now: int
+    actor: Actor
+    cause: Cause
 
 
 def _planned(
@@ -215,23 +227,13 @@ def _planned(
     return _Plan(destination, (selection, selection_signature(tx.reader(), selection)))
 
 
-def _applied(  # noqa: PLR0913 - the compaction's whole context
-    store: LogFile,
-    recording: Recording,
-    plan: _Plan,
-    *,
-    now: int,
-    actor: Actor,
-    cause: Cause,
-) -> Result:
+def _applied(job: _Compaction) -> Result:
     """The backup, then the compaction and its checkpoint; the first rejection ends it."""
-    result = _backed_up(store, plan.destination)
+    result = _backed_up(job.store, job.plan.destination)
     if result is None:
-        result = _compacted(
-            store, recording, plan.destination, plan.selected, now=now, actor=actor, cause=cause
-        )
+        result = _compacted(job)
     if result.outcome == "accepted":
-        result = _settled(store, result)
+        result = _settled(job.store, result)
     return result
 
 
@@ -293,16 +295,7 @@ ROUNDS: Final = 5
 """At most this many catch-ups of the backup and the scratch file outside the write lock."""
 
 
-def _compacted(  # noqa: PLR0913 - the compaction's whole context
-    store: LogFile,
-    recording: Recording,
-    destination: Path,
-    selected: tuple[Selection, list[tuple[object, ...]]],
-    *,
-    now: int,
-    actor: Actor,
-    cause: Cause,
-) -> Result:
+def _compacted(job: _Compaction) -> Result:
     """Prepare the compaction off the lock, then under it catch up, check, compact; the report.
 
     The backup's kept events are folded into a scratch file while writers
@@ -311,9 +304,10 @@ def _compacted(  # noqa: PLR0913 - the compaction's whole context
     the compacted image, for the events committed since, the selection's
     check and the sealing (ADR 0047, 0051).
     """
-    selection = selected[0]
+    store, destination = job.store, job.plan.destination
+    selection = job.plan.selected[0]
     if not selection.runs:
-        return _unchanged_log(store, recording, destination, selected)
+        return _unchanged_log(job)
     try:
         with prepared(store, frozenset(selection.runs)) as scratch:
             scratch.extend(destination)
@@ -324,44 +318,39 @@ def _compacted(  # noqa: PLR0913 - the compaction's whole context
                 catch_up(store, destination, head)
                 scratch.extend(destination)
             scratch.read_ahead()
-            return _swapped(
-                store, recording, destination, scratch, selected, now=now, actor=actor, cause=cause
-            )
+            return _swapped(job, scratch)
     except PwfError as error:
         return Result(outcome="rejected", error=f"compaction failed: {error}")
 
 
-def _swapped(  # noqa: PLR0913 - the compaction's whole context
-    store: LogFile,
-    recording: Recording,
-    destination: Path,
-    scratch: Prepared,
-    selected: tuple[Selection, list[tuple[object, ...]]],
-    *,
-    now: int,
-    actor: Actor,
-    cause: Cause,
-) -> Result:
+def _swapped(job: _Compaction, scratch: Prepared) -> Result:
     """Under the write lock: catch the backup up, check the selection, seal and install the image.
 
     The lock is the one SQLite's backup API takes to install the image
     (ADR 0051): everything here runs in it, before the image is copied.
     """
+    destination, selected = job.plan.destination, job.plan.selected
     selection = selected[0]
 
     def under_lock(tx: FileTransaction, image: sqlite3.Connection) -> tuple[int, Tally, Tally]:
-        ctx = recording.open(tx)
+        ctx = job.recording.open(tx)
         catch_up(tx.store, destination, tx.head)
         _unchanged(tx.reader(), select(ctx, selection.cutoff), selected)
-        size = database_bytes(store.path)
+        size = database_bytes(job.store.path)
         before = tally(tx.reader())
         scratch.seal(
-            tx, image, destination, cutoff=selection.cutoff, at=now, actor=actor, cause=cause
+            tx,
+            image,
+            destination,
+            cutoff=selection.cutoff,
+            at=job.now,
+            actor=job.actor,
+            cause=job.cause,
         )
         return size, before, tally(RowReader(image))
 
     try:
-        size, before, after = scratch.install(store, under_lock)
+        size, before, after = scratch.install(job.store, under_lock)
     except CommandError as error:
         return Result(outcome="rejected", error=str(error))
     receipt = report(
@@ -370,16 +359,12 @@ def _swapped(  # noqa: PLR0913 - the compaction's whole context
     return Result(receipt=receipt)
 
 
-def _unchanged_log(
-    store: LogFile,
-    recording: Recording,
-    destination: Path,
-    selected: tuple[Selection, list[tuple[object, ...]]],
-) -> Result:
+def _unchanged_log(job: _Compaction) -> Result:
     """Nothing selected: the log stays as it is; the selection is checked all the same."""
+    store, destination, selected = job.store, job.plan.destination, job.plan.selected
     selection = selected[0]
     with store.transaction() as tx:
-        ctx = recording.open(tx)
+        ctx = job.recording.open(tx)
         try:
             with tx.savepoint():
                 catch_up(store, destination, tx.head)
