@@ -18,6 +18,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Self
 
+from pwf._closing import Closing
 from pwf.errors import PwfError
 from pwf.protocol.wire import CLIENT_SCHEMA, MAX_PROTOCOL_MESSAGE_BYTES, PACKAGE_VERSION
 
@@ -97,7 +98,7 @@ def socket_path(db: str | os.PathLike[str]) -> Path:
     return Path(os.path.abspath(db)).parent / "host" / "host.sock"  # noqa: PTH100 - as path.resolve
 
 
-class HostClient:
+class HostClient(Closing):
     """One connection to a served host."""
 
     def __init__(self, sock: socket.socket) -> None:
@@ -246,14 +247,6 @@ class HostClient:
     def close(self) -> None:
         """Close the connection."""
         self._sock.close()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Close the connection."""
-        self.close()
 
     def _receive(self) -> None:
         line = self._read_line()

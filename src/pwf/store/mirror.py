@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
+from pwf._closing import Closing
 from pwf.errors import ChainError, StoreError
 from pwf.store import EMPTY, Head, VerifyReport, origin_of
 from pwf.store.rows import BODY, COLUMNS, check_event, check_link
@@ -57,7 +58,7 @@ class _Stale(Exception):  # noqa: N818 - a decision, not an error: it is made ag
     """
 
 
-class MirroredStore:
+class MirroredStore(Closing):
     """A shared log of record in PostgreSQL and a local projection file caught up from it.
 
     Composed, not a SQLite store with a flag: the local
@@ -206,14 +207,6 @@ class MirroredStore:
         """Close the local file, then the connection to the shared log."""
         self.local.close()
         self.shared.close()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Close on exit."""
-        self.close()
 
 
 class Mirror:

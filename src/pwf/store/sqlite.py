@@ -15,8 +15,9 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Self, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from pwf._closing import Closing
 from pwf._sqlite import exact_text
 from pwf.errors import (
     InputError,
@@ -61,7 +62,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class SqliteStore(SqliteFile):
+class SqliteStore(Closing, SqliteFile):
     """A hash-chained event log in one SQLite file (WAL, ``synchronous=FULL`` by default).
 
     Its reads of the log are :class:`~pwf.store.sqlite_reads.SqliteReads`' and
@@ -185,14 +186,6 @@ class SqliteStore(SqliteFile):
             self.checkpointer.close()  # first: the last connection to close checkpoints
             self.checkpointer = None
         self.connection.close()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Close the connection."""
-        self.close()
 
     @contextmanager
     def _immediate(self) -> Iterator[sqlite3.Connection]:

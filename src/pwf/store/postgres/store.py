@@ -10,10 +10,11 @@ with their SQL in the module of their job.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 import psycopg
 
+from pwf._closing import Closing
 from pwf.errors import StoreError
 from pwf.store.postgres import append, reads
 from pwf.store.postgres.edge import shown_url, translate_error
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore:
+class PostgresStore(Closing):
     """A hash-chained event log in one PostgreSQL database, shared by any number of hosts."""
 
     def __init__(self, url: str, *, create: bool = False, connect_timeout: int = 10) -> None:
@@ -63,14 +64,6 @@ class PostgresStore:
     def close(self) -> None:
         """Close the connection."""
         self.connection.close()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Close the connection."""
-        self.close()
 
     def transaction(
         self, *, after: int | None = None, early: bool = False
