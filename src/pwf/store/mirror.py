@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from pwf._closing import Closing
 from pwf.errors import ChainError, StoreError
-from pwf.store import EMPTY, Head, VerifyReport, origin_of
+from pwf.store import EMPTY, AppendsAlone, Head, VerifyReport, origin_of
 from pwf.store.rows import BODY, COLUMNS, check_event, check_link
 from pwf.store.sqlite import SqliteStore, SqliteTransaction, Synchronous, translate_error
 from pwf.store.unit import Repeatable, repeatable, run_all
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from pathlib import Path
 
-    from pwf.events import Actor, Cause, Entry, Event, Sealed
+    from pwf.events import Entry
     from pwf.sqlreader import RowReader
     from pwf.store import AppendHook, StoredEvent
     from pwf.store.postgres import PostgresStore, PostgresTransaction
@@ -58,7 +58,7 @@ class _Stale(Exception):  # noqa: N818 - a decision, not an error: it is made ag
     """
 
 
-class MirroredStore(Closing):
+class MirroredStore(AppendsAlone, Closing):
     """A shared log of record in PostgreSQL and a local projection file caught up from it.
 
     Composed, not a SQLite store with a flag: the local
@@ -161,13 +161,6 @@ class MirroredStore(Closing):
     def _before_local_commit(self) -> None:
         if self.before_local_commit is not None:
             self.before_local_commit()
-
-    def append(
-        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
-    ) -> list[Sealed]:
-        """Append one batch atomically through the shared log and return it sealed."""
-        with self.transaction() as tx:
-            return tx.append(events, at=at, actor=actor, cause=cause)
 
     def head(self) -> Head:
         """The local copy's tip (the shared log's, as of the last catch-up or write)."""

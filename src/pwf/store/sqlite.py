@@ -23,6 +23,7 @@ from pwf.errors import (
     InputError,
     NotPwfDatabaseError,
 )
+from pwf.store import AppendsAlone
 from pwf.store.sqlite_file import SqliteFile
 from pwf.store.sqlite_schema import (
     APPLICATION_ID,
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from contextlib import AbstractContextManager
 
-    from pwf.events import Actor, Cause, Event, Sealed
     from pwf.store import AppendHook, Head
     from pwf.store.sqlite_checkpoint import Checkpointer
     from pwf.store.tree import Tree
@@ -62,7 +62,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class SqliteStore(Closing, SqliteFile):
+class SqliteStore(AppendsAlone, Closing, SqliteFile):
     """A hash-chained event log in one SQLite file (WAL, ``synchronous=FULL`` by default).
 
     Its reads of the log are :class:`~pwf.store.sqlite_reads.SqliteReads`' and
@@ -226,18 +226,6 @@ class SqliteStore(Closing, SqliteFile):
         from pwf.store.sqlite_unit import run_group  # noqa: PLC0415 - a served host's only
 
         return run_group(self, works, observe)
-
-    def append(
-        self,
-        events: Sequence[Event],
-        *,
-        at: int,
-        actor: Actor,
-        cause: Cause | None = None,
-    ) -> list[Sealed]:
-        """Append one batch atomically and return it sealed."""
-        with self.transaction() as tx:
-            return tx.append(events, at=at, actor=actor, cause=cause)
 
 
 def _connect(
