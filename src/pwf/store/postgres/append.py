@@ -244,25 +244,11 @@ def locked(
     in the same round trip, so the next writer works while this one's
     flush runs, and concurrent flushes are done as one.
     """
-    connection = store.connection
-    try:
-        head, prefetched = _begin(connection, after=after, early=early)
+    with _undone_on_error(store):
+        head, prefetched = _begin(store.connection, after=after, early=early)
         transaction = PostgresTransaction(store, head, prefetched)
-    except psycopg.Error as error:
-        _rollback(connection)
-        raise translate_error(error, store.path) from None
-    except BaseException:
-        _rollback(connection)
-        raise
-    try:
         yield transaction
         _commit(transaction, early=early)
-    except psycopg.Error as error:
-        _rollback(connection)
-        raise translate_error(error, store.path) from None
-    except BaseException:
-        _rollback(connection)
-        raise
 
 
 def _begin(
@@ -342,31 +328,26 @@ def commit_if_head(
     """
     connection = store.connection
     check = (expected.seq, expected.content_hash, expected.batch)
-    try:
-        if not rows:
-            connection.execute(_AT_HEAD, check, prepare=True)  # as :func:`_pipelined` does
-            return True
-        transaction = PostgresTransaction(store, expected)
-        if len(rows) <= _ONE_STATEMENT:  # held back: checks the rows continue ``expected``
-            transaction.write_rows(rows, last_write=True)
-        pending = transaction.take_pending()
-        lock = (f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", None)
-        if pending is not None:  # one implicit transaction, committed at the pipeline's end
-            _pipelined(connection, [lock, (_AT_HEAD, check), pending[:2]])
-            return True
-        # Too many rows for one statement (an import's size): in a transaction of its own.
-        _pipelined(connection, [("BEGIN", None), lock, (_AT_HEAD, check)])
-        transaction.write_rows(rows)
-        _commit(transaction, early=False)
-    except psycopg.errors.DivisionByZero:
-        _rollback(connection)
-        return False
-    except psycopg.Error as error:
-        _rollback(connection)
-        raise translate_error(error, store.path) from None
-    except BaseException:
-        _rollback(connection)
-        raise
+    with _undone_on_error(store):
+        try:
+            if not rows:
+                connection.execute(_AT_HEAD, check, prepare=True)  # as :func:`_pipelined` does
+                return True
+            transaction = PostgresTransaction(store, expected)
+            if len(rows) <= _ONE_STATEMENT:  # held back: checks the rows continue ``expected``
+                transaction.write_rows(rows, last_write=True)
+            pending = transaction.take_pending()
+            lock = (f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", None)
+            if pending is not None:  # one implicit transaction, committed at the pipeline's end
+                _pipelined(connection, [lock, (_AT_HEAD, check), pending[:2]])
+                return True
+            # Too many rows for one statement (an import's size): in a transaction of its own.
+            _pipelined(connection, [("BEGIN", None), lock, (_AT_HEAD, check)])
+            transaction.write_rows(rows)
+            _commit(transaction, early=False)
+        except psycopg.errors.DivisionByZero:
+            _rollback(connection)
+            return False
     return True
 
 
@@ -407,6 +388,19 @@ def flush(connection: psycopg.Connection[TupleRow], where: str) -> None:
         connection.execute(FLUSH)
     except psycopg.Error as error:
         raise translate_error(error, where) from None
+
+
+@contextmanager
+def _undone_on_error(store: PostgresStore) -> Iterator[None]:
+    """Roll back the connection's transaction if the block raises; PostgreSQL's errors as pwf's."""
+    try:
+        yield
+    except psycopg.Error as error:
+        _rollback(store.connection)
+        raise translate_error(error, store.path) from None
+    except BaseException:
+        _rollback(store.connection)
+        raise
 
 
 def _rollback(connection: psycopg.Connection[TupleRow]) -> None:
