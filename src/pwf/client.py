@@ -16,7 +16,7 @@ import socket
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, BinaryIO, Final, Self
 
 from pwf._closing import Closing
 from pwf.errors import PwfError
@@ -34,12 +34,16 @@ __all__ = [
     "WatchRefusedError",
     "call",
     "default_db",
+    "message_lines",
     "request_message",
     "socket_path",
 ]
 
 CONNECT_SECONDS: Final = 2.0
 """The original client waits this long for the connection and again for the hello."""
+
+_READ_LIMIT: Final = MAX_PROTOCOL_MESSAGE_BYTES + 1
+"""A longer line cannot be a message: read this much and let the parser refuse it."""
 
 
 class HostUnavailableError(PwfError):
@@ -52,6 +56,25 @@ class HelloError(PwfError):
 
 class WatchRefusedError(PwfError):
     """The host answered a watch request with another outcome than ``accepted``."""
+
+
+def message_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """Number the lines of ``stream`` (``pwf call``'s, ``pwf request``'s) without their newline.
+
+    Empty lines are skipped.  A line too long to be a message is cut after
+    :data:`_READ_LIMIT` bytes and the rest of it is discarded, so memory
+    stays bounded; the parser refuses the cut line for its length.
+    """
+    number = 0
+    while chunk := stream.readline(_READ_LIMIT):
+        number += 1
+        if chunk.endswith(b"\n"):
+            chunk = chunk[:-1]
+        elif len(chunk) == _READ_LIMIT:
+            while (rest := stream.readline(_READ_LIMIT)) and not rest.endswith(b"\n"):
+                pass
+        if chunk:
+            yield number, chunk
 
 
 def request_message(  # noqa: PLR0913 - the members of a request, all optional but two
