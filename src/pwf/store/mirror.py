@@ -84,15 +84,26 @@ class MirroredStore(AppendsAlone, Closing):
         durable once PostgreSQL commits, and a local commit lost to a power
         cut is folded again from the log at the next catch-up.
 
+        The store owns ``log`` from here: :meth:`close` closes it, and so
+        does a failure to open the file.
+
         Raises:
             StoreError: the file belongs to another log, or is ahead of this one.
         """
         self.shared = Mirror(log)
         self.before_local_commit: Callable[[], None] | None = None
         """Called between the shared log's commit and the file's (tests kill there)."""
-        local = SqliteStore(
-            path, create=True, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, hooks=hooks
-        )
+        try:
+            local = SqliteStore(
+                path,
+                create=True,
+                synchronous=synchronous,
+                busy_timeout_ms=busy_timeout_ms,
+                hooks=hooks,
+            )
+        except BaseException:
+            log.close()
+            raise
         self.local = local
         try:
             local.install(
@@ -100,7 +111,7 @@ class MirroredStore(AppendsAlone, Closing):
                 lambda connection: self.shared.bind(connection, local.path),
             )
         except BaseException:
-            local.close()
+            self.close()
             raise
 
     @property
