@@ -28,7 +28,6 @@ from pwf.store.sqlite_file import SqliteFile
 from pwf.store.sqlite_schema import (
     APPLICATION_ID,
     FORMAT,
-    HEAD_UPSERT,
     SCHEMA,
     Synchronous,
     prepare_file,
@@ -48,9 +47,7 @@ if TYPE_CHECKING:
     from pwf.store.unit import Observe, Outcome, Work
 
 __all__ = [
-    "APPLICATION_ID",
     "FORMAT",
-    "HEAD_UPSERT",
     "SCHEMA",
     "SqliteStore",
     "SqliteTransaction",
