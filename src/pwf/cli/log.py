@@ -36,7 +36,14 @@ from pwf.cli._output import (
 )
 from pwf.cli._progress import activity
 from pwf.cli._times import resolve_format, shown
-from pwf.cli.audit import check_checkpoint, checkpoint_command, keygen, receipt, sqlite_file
+from pwf.cli.audit import (
+    check_checkpoint,
+    checkpoint_command,
+    keygen,
+    receipt,
+    sqlite_file,
+    trust_options,
+)
 from pwf.cli.audit import prove as prove_command
 from pwf.cli.diff import log_diff
 from pwf.config import Settings
@@ -380,13 +387,10 @@ def _follow(store: EventStore, seq: int, shape: Shape, interval: float, about: _
     "checkpoint",
     "Also check this signed checkpoint (needs --vkey): its root is this log's at its size.",
 )
-@click.option("--vkey", "vkey", default=None, help="The log's verifier key, for --checkpoint.")
-@click.option("--witness", "witnesses", multiple=True, help="A witness's verifier key (repeat).")
-@click.option(
-    "--quorum",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Witness cosignatures the checkpoint needs (default: every --witness).",
+@trust_options(
+    vkey_help="The log's verifier key, for --checkpoint.",
+    quorum_help="Witness cosignatures the checkpoint needs (default: every --witness).",
+    required=False,
 )
 @json_option
 def verify(  # noqa: PLR0913 - one option and one report each
