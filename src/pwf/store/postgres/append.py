@@ -21,7 +21,7 @@ import msgspec
 import psycopg
 
 from pwf.errors import ChainError
-from pwf.events import Actor, Cause, CommandRecorded, Entry, Event, Sealed, open_body
+from pwf.events import CommandRecorded, Entry, Sealed, open_body
 from pwf.store import Head
 from pwf.store.postgres.edge import as_bytes, translate_error
 from pwf.store.postgres.reads import HEAD, PREFETCH, head_of
@@ -29,7 +29,7 @@ from pwf.store.postgres.schema import LOCK_KEY
 from pwf.store.postgres.tree import load as load_tree
 from pwf.store.postgres.tree import tree_rows
 from pwf.store.rows import BODY, COLUMNS, columns, shared_row, shared_text
-from pwf.store.sealing import seal_batch
+from pwf.store.sealing import Batches
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -68,7 +68,7 @@ Looked up at each use, so a test can replace it with a barrier that fails.
 """
 
 
-class PostgresTransaction:
+class PostgresTransaction(Batches):
     """The advisory lock is held; appends seal against the head read inside it."""
 
     def __init__(
@@ -99,25 +99,6 @@ class PostgresTransaction:
         when it returns.
         """
 
-    @property
-    def head(self) -> Head:
-        """The log's tip as seen inside the transaction."""
-        return self._head
-
-    def append(
-        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
-    ) -> list[Sealed]:
-        """Seal and write one batch."""
-        return self._seal_and_write(events, self._head.batch + 1, at, actor, cause)
-
-    def stage(
-        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
-    ) -> list[Sealed]:
-        """Add events to this transaction's one open batch."""
-        if self._staged_batch is None:
-            self._staged_batch = self._head.batch + 1
-        return self._seal_and_write(events, self._staged_batch, at, actor, cause)
-
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """Undo everything written inside the block if it raises, keep the rest."""
@@ -130,14 +111,9 @@ class PostgresTransaction:
             self._head, self._staged_batch = head, staged
             raise
 
-    def _seal_and_write(
-        self, events: Sequence[Event], batch: int, at: int, actor: Actor, cause: Cause | None
-    ) -> list[Sealed]:
-        if not events:
-            return []
-        sealed = seal_batch(events, self._head, batch, at=at, actor=actor, cause=cause)
+    def _write(self, sealed: list[Sealed]) -> None:
+        """Write the sealed batch's rows (:meth:`write_rows`)."""
         self.write_rows([(*columns(item.entry), item.body) for item in sealed])
-        return sealed
 
     def write_rows(self, rows: Sequence[tuple[object, ...]], *, last_write: bool = False) -> None:
         """Insert rows of :data:`~pwf.store.rows.COLUMNS` that continue the head, and move it.
