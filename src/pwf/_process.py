@@ -1,4 +1,4 @@
-"""One function run in a second process (forked on Linux, spawned elsewhere); imports errors only.
+"""One function run in a second process (forked on Linux, else spawned); imports errors, _closing.
 
 The chain walk and the fold split their work with a second process: the
 caller does its own share meanwhile, then takes the other's result.  It is
@@ -13,8 +13,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from typing import TYPE_CHECKING, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
+from pwf._closing import Closing
 from pwf.errors import StoreError
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def can_fork() -> bool:
     return not multiprocessing.current_process().daemon
 
 
-class Forked(Generic[T]):
+class Forked(Closing, Generic[T]):
     """``target(*args)`` running in a process of its own, started at once."""
 
     def __init__(self, target: Callable[..., T], *args: object) -> None:
@@ -84,14 +85,6 @@ class Forked(Generic[T]):
             self._process.terminate()
         self._process.join()
         self._receiver.close()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that stops the forked process on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Stop the forked process."""
-        self.close()
 
 
 def _run(sender: Connection, target: Callable[..., object], args: tuple[object, ...]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Self
 
 from pwf import _sqlite
+from pwf._closing import Closing
 from pwf.errors import InputError
 from pwf.host import Host
 from pwf.protocol.client import (
@@ -62,7 +63,7 @@ def _events(
             yield entry
 
 
-class _Opened:
+class _Opened(Closing):
     """A database file opened in this process: its head, its typed events, closing it."""
 
     _opened: EventStore
@@ -89,14 +90,6 @@ class _Opened:
     def close(self) -> None:
         """Close the file."""
         self._opened.close()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Close the file."""
-        self.close()
 
 
 class LogReader(_Opened):

@@ -20,10 +20,11 @@ from pwf.client import (
     HostClient,
     HostUnavailableError,
     default_db,
+    message_lines,
     socket_path,
     wait_for_host,
 )
-from pwf.protocol.wire import MAX_FRAMED_MESSAGE_BYTES, MAX_PROTOCOL_MESSAGE_BYTES
+from pwf.protocol.wire import MAX_FRAMED_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -55,7 +56,6 @@ Options:
                        (key order, spacing, number forms); says so once on stderr.
   -h, --help           Show this message and exit.
 """
-_READ_LIMIT: Final = MAX_PROTOCOL_MESSAGE_BYTES + 1
 _REFUSED_AFTER: Final = 2
 """A line on which a reachable host closed the connection this many times is refused."""
 
@@ -110,16 +110,10 @@ def _options(argv: list[str]) -> _Options:
 
 
 def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    number = 0
-    while chunk := stream.readline(_READ_LIMIT):
-        number += 1
-        if chunk.endswith(b"\n"):
-            chunk = chunk[:-1]
-        elif len(chunk) == _READ_LIMIT:
-            while (rest := stream.readline(_READ_LIMIT)) and not rest.endswith(b"\n"):
-                pass
-        if chunk and not chunk.startswith(b"#"):
-            yield number, chunk
+    """The numbered request lines of ``stream``: comment lines (``#``) are skipped."""
+    for number, line in message_lines(stream):
+        if not line.startswith(b"#"):
+            yield number, line
 
 
 def _request_id(line: bytes) -> str:

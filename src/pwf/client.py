@@ -16,8 +16,9 @@ import socket
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, BinaryIO, Final, Self
 
+from pwf._closing import Closing
 from pwf.errors import PwfError
 from pwf.protocol.wire import CLIENT_SCHEMA, MAX_PROTOCOL_MESSAGE_BYTES, PACKAGE_VERSION
 
@@ -33,12 +34,16 @@ __all__ = [
     "WatchRefusedError",
     "call",
     "default_db",
+    "message_lines",
     "request_message",
     "socket_path",
 ]
 
 CONNECT_SECONDS: Final = 2.0
 """The original client waits this long for the connection and again for the hello."""
+
+_READ_LIMIT: Final = MAX_PROTOCOL_MESSAGE_BYTES + 1
+"""A longer line cannot be a message: read this much and let the parser refuse it."""
 
 
 class HostUnavailableError(PwfError):
@@ -51,6 +56,25 @@ class HelloError(PwfError):
 
 class WatchRefusedError(PwfError):
     """The host answered a watch request with another outcome than ``accepted``."""
+
+
+def message_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """Number the lines of ``stream`` (``pwf call``'s, ``pwf request``'s) without their newline.
+
+    Empty lines are skipped.  A line too long to be a message is cut after
+    :data:`_READ_LIMIT` bytes and the rest of it is discarded, so memory
+    stays bounded; the parser refuses the cut line for its length.
+    """
+    number = 0
+    while chunk := stream.readline(_READ_LIMIT):
+        number += 1
+        if chunk.endswith(b"\n"):
+            chunk = chunk[:-1]
+        elif len(chunk) == _READ_LIMIT:
+            while (rest := stream.readline(_READ_LIMIT)) and not rest.endswith(b"\n"):
+                pass
+        if chunk:
+            yield number, chunk
 
 
 def request_message(  # noqa: PLR0913 - the members of a request, all optional but two
@@ -97,7 +121,7 @@ def socket_path(db: str | os.PathLike[str]) -> Path:
     return Path(os.path.abspath(db)).parent / "host" / "host.sock"  # noqa: PTH100 - as path.resolve
 
 
-class HostClient:
+class HostClient(Closing):
     """One connection to a served host."""
 
     def __init__(self, sock: socket.socket) -> None:
@@ -246,14 +270,6 @@ class HostClient:
     def close(self) -> None:
         """Close the connection."""
         self._sock.close()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Close the connection."""
-        self.close()
 
     def _receive(self) -> None:
         line = self._read_line()

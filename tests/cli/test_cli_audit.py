@@ -116,6 +116,18 @@ def test_prove_refuses_bad_input_in_one_line(audited: tuple[Path, Path, str]) ->
         assert 1 == len(result.stderr.splitlines()), result.stderr
 
 
+def test_proof_verify_needs_the_logs_key_and_checkpoint_needs_vkey(tmp_path: Path) -> None:
+    """``--vkey`` is required by `pwf proof verify` and paired with --checkpoint in `log verify`."""
+    proof = tmp_path / "proof.json"
+    proof.write_text("{}", encoding="utf-8")
+    result = _pwf("proof", "verify", str(proof))
+    assert 2 == result.returncode
+    assert b"Missing option '--vkey'" in result.stderr
+    result = _pwf("log", "verify", "--db", str(tmp_path / "none.db"), "--vkey", "k")
+    assert 0 != result.returncode
+    assert b"--checkpoint and --vkey go together" in result.stderr
+
+
 def _flipped(data: bytes, at: int, bit: int) -> bytes:
     return data[:at] + bytes([data[at] ^ (1 << bit)]) + data[at + 1 :]
 

@@ -286,7 +286,7 @@ def test_a_log_file_copies_one_committed_state_of_itself(
 
 def test_a_log_file_s_shape_is_pwf_s(stores: Stores) -> None:
     """``shape`` gives the file's marks and schema, which a compacted image copies."""
-    from pwf.store.sqlite import APPLICATION_ID  # noqa: PLC0415
+    from pwf.store.sqlite_schema import APPLICATION_ID  # noqa: PLC0415
 
     log = stores.open().log_file
     if log is None:

@@ -7,6 +7,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from pwf import merkle
 from pwf.errors import ChainError, StoreError
 from pwf.events import Actor, Event, Sealed
 from pwf.store import Head
@@ -257,6 +258,33 @@ class TestCommitIfHead:
             store.append([command(size + 1)], at=AT, actor=ACTOR)
             assert head.seq + 1 == store.head().seq
             assert store.verify().ok
+
+
+def test_verify_names_the_seq_that_completed_a_changed_tree_node(pg_url: str, command: Any) -> None:
+    """The shared log's Merkle tree is checked as the file's is: a changed node, an extra one."""
+    with PostgresStore(pg_url, create=True) as store:
+        store.append([command(n) for n in range(1, 33)], at=AT, actor=ACTOR)
+        assert store.verify().ok
+        second = merkle.stored_position(4, 1)  # leaves 16-31: completed by seq 32
+        node = "SELECT hash FROM _pwf_tree WHERE pos = %s"
+        change = "UPDATE _pwf_tree SET hash = %s WHERE pos = %s"
+        with psycopg.connect(pg_url, autocommit=True) as connection:
+            kept = connection.execute(node, (second,)).fetchone()
+            assert kept is not None
+            connection.execute(change, (bytes(32), second))
+        report = store.verify()
+        said = f"the Merkle tree's node at position {second}, completed by this event,"
+        assert (32, f"{said} is not the log's") == (report.first_bad_seq, report.reason)
+        with psycopg.connect(pg_url, autocommit=True) as connection:
+            connection.execute(change, (kept[0], second))
+            connection.execute(
+                "INSERT INTO _pwf_tree (pos, hash) VALUES (%s, %s)", (10**6, bytes(32))
+            )
+        report = store.verify()
+        assert (33, "the Merkle tree holds nodes past the log's last event") == (
+            report.first_bad_seq,
+            report.reason,
+        )
 
 
 def _rows(head: Head, event: Event) -> list[tuple[object, ...]]:

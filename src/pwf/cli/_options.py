@@ -243,18 +243,14 @@ def upgrade_views(store: EventStore) -> None:
 def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) -> EventStore:
     from pwf.store.opening import open_mirror  # noqa: PLC0415 - an optional extra
 
-    try:
-        store = open_mirror(
-            settings.db,
-            log,
-            synchronous=settings.synchronous if os.environ.get("PWF_SYNCHRONOUS") else "NORMAL",
-            busy_timeout_ms=settings.busy_timeout_ms,
-            hooks=[read_model],
-            install=read_model.install,
-        )
-    except BaseException:
-        log.close()
-        raise
+    store = open_mirror(
+        settings.db,
+        log,
+        synchronous=settings.synchronous if os.environ.get("PWF_SYNCHRONOUS") else "NORMAL",
+        busy_timeout_ms=settings.busy_timeout_ms,
+        hooks=[read_model],
+        install=read_model.install,
+    )
     context = click.get_current_context(silent=True)
     if context is None or not context.meta.get(CATCH_UP_KEY):
         try:

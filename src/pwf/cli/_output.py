@@ -10,13 +10,14 @@ and as raw epoch milliseconds in JSON and NL-JSON (ADR 0035).
 from __future__ import annotations
 
 import csv
+import functools
 import sys
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import click
 
 from pwf import canonical
-from pwf.cli._options import echo_json
+from pwf.cli._options import echo_json, json_flag
 from pwf.cli._times import TIME, resolve_format, shown, time_format_option
 
 if TYPE_CHECKING:
@@ -27,13 +28,16 @@ if TYPE_CHECKING:
 __all__ = [
     "Form",
     "Shape",
+    "Window",
     "is_time_column",
+    "listing",
     "output_form",
     "output_options",
     "page_options",
     "pick_columns",
     "print_rows",
     "range_options",
+    "shaped",
     "with_options",
 ]
 
@@ -113,6 +117,48 @@ def with_options(command: F, *groups: Sequence[Callable[[F], F]]) -> F:
         for option in reversed(group):
             command = option(command)
     return command
+
+
+def shaped(command: F) -> F:
+    """The output options and ``--json``, handed to ``command`` as one ``shape``."""
+
+    @functools.wraps(command)
+    def run(  # noqa: PLR0913 - the output options, gathered here once
+        *,
+        columns: str | None,
+        time_format: str | None,
+        as_json: bool,
+        as_nl: bool,
+        as_csv: bool,
+        as_tsv: bool,
+        **rest: object,
+    ) -> object:
+        flags = {"as_json": as_json, "as_nl": as_nl, "as_csv": as_csv, "as_tsv": as_tsv}
+        return command(shape=Shape.of(columns, time_format, **flags), **rest)
+
+    return with_options(run, output_options, (json_flag,))
+
+
+class Window(NamedTuple):
+    """Which rows of a listing print: ``--since/--until`` and ``--limit/--offset``."""
+
+    since: int | None
+    until: int | None
+    limit: int | None
+    offset: int
+
+
+def listing(command: F) -> F:
+    """The range, page and output options, handed to ``command`` as ``window`` and ``shape``."""
+    inner = shaped(command)
+
+    @functools.wraps(inner)
+    def run(
+        *, since: int | None, until: int | None, limit: int | None, offset: int, **rest: object
+    ) -> object:
+        return inner(window=Window(since, until, limit, offset), **rest)
+
+    return with_options(run, range_options, page_options)
 
 
 def output_form(**flags: bool) -> Form:

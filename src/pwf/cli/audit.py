@@ -15,19 +15,20 @@ import secrets
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
 
 from pwf import canonical, merkle
 from pwf.cli import _notes
 from pwf.cli._options import db_option, echo_json, file_option, json_option, open_store
+from pwf.cli._output import with_options
 from pwf.errors import InputError
 from pwf.private import create_file
 from pwf.store.tree import current, proofs, read_origin, set_origin
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from pwf.store.sqlite import SqliteStore
     from pwf.store.tree import Proofs
@@ -44,9 +45,12 @@ __all__ = [
     "receipt",
     "sqlite_file",
     "trust",
+    "trust_options",
     "verify_file",
     "write_key",
 ]
+
+F = Any
 
 _INCLUSION: Final = frozenset({"seq", "index", "treeSize", "leafHash", "rootHash", "path"})
 _SIGNED_INCLUSION: Final = _INCLUSION | {"checkpoint", "event"}
@@ -475,15 +479,24 @@ def proof() -> None:
     """Check proofs and receipts offline, with no database."""
 
 
+def trust_options(*, vkey_help: str, quorum_help: str, required: bool) -> Callable[[F], F]:
+    """``--vkey``, ``--witness`` and ``--quorum``: whose signatures a checkpoint needs."""
+    options = (
+        click.option("--vkey", "vkey", required=required, help=vkey_help),
+        click.option(
+            "--witness", "witnesses", multiple=True, help="A witness's verifier key (repeat)."
+        ),
+        click.option("--quorum", type=click.IntRange(min=0), default=None, help=quorum_help),
+    )
+    return lambda command: with_options(command, options)
+
+
 @proof.command(name="verify")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--vkey", "vkey", required=True, help="The log's verifier key, NAME+HASH+KEY.")
-@click.option("--witness", "witnesses", multiple=True, help="A witness's verifier key (repeat).")
-@click.option(
-    "--quorum",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Cosignatures needed (default: every --witness).",
+@trust_options(
+    vkey_help="The log's verifier key, NAME+HASH+KEY.",
+    quorum_help="Cosignatures needed (default: every --witness).",
+    required=True,
 )
 def verify_command(file: str, vkey: str, witnesses: tuple[str, ...], quorum: int | None) -> None:
     """Check a proof or receipt FILE against the log's verifier key; exit 1 if any part fails.

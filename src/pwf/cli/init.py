@@ -9,7 +9,7 @@ from pwf.cli._options import db_option, echo_json, json_option, open_store
 from pwf.cli._seed import seeded_id
 from pwf.cli.audit import default_origin, sqlite_file
 from pwf.errors import InputError
-from pwf.store.sqlite import FORMAT
+from pwf.store.schema import FORMAT
 from pwf.store.tree import check_origin, set_origin
 
 

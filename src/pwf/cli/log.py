@@ -20,23 +20,21 @@ from pwf.cli._options import (
     db_option,
     echo_json,
     file_option,
-    json_flag,
     json_option,
     open_store,
     printable,
 )
-from pwf.cli._output import (
-    Shape,
-    output_options,
-    page_options,
-    pick_columns,
-    print_rows,
-    range_options,
-    with_options,
-)
+from pwf.cli._output import Shape, Window, listing, pick_columns, print_rows, shaped, with_options
 from pwf.cli._progress import activity
 from pwf.cli._times import resolve_format, shown
-from pwf.cli.audit import check_checkpoint, checkpoint_command, keygen, receipt, sqlite_file
+from pwf.cli.audit import (
+    check_checkpoint,
+    checkpoint_command,
+    keygen,
+    receipt,
+    sqlite_file,
+    trust_options,
+)
 from pwf.cli.audit import prove as prove_command
 from pwf.cli.diff import log_diff
 from pwf.config import Settings
@@ -57,10 +55,6 @@ if TYPE_CHECKING:
 
 
 F = Any
-
-
-def _with_output(command: F) -> F:
-    return with_options(command, output_options, (json_flag,))
 
 
 @click.group()
@@ -177,7 +171,7 @@ def _log_show(command: F) -> F:
             help="Only events caused by this request id.",
         ),
     )
-    return with_options(command, filters, range_options, page_options, output_options, (json_flag,))
+    return with_options(listing(command), filters)
 
 
 @log.command()
@@ -191,16 +185,8 @@ def show(  # noqa: PLR0913 - one option per filter
     run_id: str | None,
     session_id: str | None,
     request_id: str | None,
-    since: int | None,
-    until: int | None,
-    limit: int | None,
-    offset: int,
-    columns: str | None,
-    time_format: str | None,
-    as_json: bool,
-    as_nl: bool,
-    as_csv: bool,
-    as_tsv: bool,
+    window: Window,
+    shape: Shape,
 ) -> None:
     """Show events in seq order (``--json``: their stored canonical bytes, one per line).
 
@@ -210,11 +196,8 @@ def show(  # noqa: PLR0913 - one option per filter
     time, --limit/--offset page after the filters.  Times print in
     --time-format (ISO on a terminal).
     """
-    shape = Shape.of(
-        columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv
-    )
-    if shape.form != "json":
-        pick_columns(_COLUMNS, columns, _SHOWN)  # a bad --columns fails before the store opens
+    if shape.form != "json":  # a bad --columns fails before the store opens
+        pick_columns(_COLUMNS, shape.columns, _SHOWN)
     with open_store(db, read_only=True) as store:
         if type_ or run_id or session_id or request_id:
             found = store.find(
@@ -225,10 +208,10 @@ def show(  # noqa: PLR0913 - one option per filter
             )
         else:
             events = store.read(first, last)
-        if since is not None or until is not None:
-            events = (item for item in events if _within(item, since, until))
-        stop = None if limit is None else offset + limit
-        _print(itertools.islice(events, offset, stop), shape)
+        if window.since is not None or window.until is not None:
+            events = (item for item in events if _within(item, window.since, window.until))
+        stop = None if window.limit is None else window.offset + window.limit
+        _print(itertools.islice(events, window.offset, stop), shape)
 
 
 def _within(stored: StoredEvent, since: int | None, until: int | None) -> bool:
@@ -259,7 +242,7 @@ def _within(stored: StoredEvent, since: int | None, until: int | None) -> bool:
 )
 @click.option("--run", "run_id", default=None, help="Only events about this run.")
 @click.option("--session", "session_id", default=None, help="Only events about this session.")
-@_with_output
+@shaped
 def tail(  # noqa: PLR0913 - one option per setting
     *,
     db: str | None,
@@ -268,12 +251,7 @@ def tail(  # noqa: PLR0913 - one option per setting
     interval: float,
     run_id: str | None,
     session_id: str | None,
-    columns: str | None,
-    time_format: str | None,
-    as_json: bool,
-    as_nl: bool,
-    as_csv: bool,
-    as_tsv: bool,
+    shape: Shape,
 ) -> None:
     """Show the last events of the log; with --follow, keep showing new ones.
 
@@ -282,9 +260,6 @@ def tail(  # noqa: PLR0913 - one option per setting
     --interval seconds and ends quietly on Ctrl-C or when the reader of its
     output goes away.
     """
-    shape = Shape.of(
-        columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv
-    )
     about = _About(run_id, session_id)
     with open_store(db, read_only=True) as store:
         head = store.head()
@@ -380,13 +355,10 @@ def _follow(store: EventStore, seq: int, shape: Shape, interval: float, about: _
     "checkpoint",
     "Also check this signed checkpoint (needs --vkey): its root is this log's at its size.",
 )
-@click.option("--vkey", "vkey", default=None, help="The log's verifier key, for --checkpoint.")
-@click.option("--witness", "witnesses", multiple=True, help="A witness's verifier key (repeat).")
-@click.option(
-    "--quorum",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Witness cosignatures the checkpoint needs (default: every --witness).",
+@trust_options(
+    vkey_help="The log's verifier key, for --checkpoint.",
+    quorum_help="Witness cosignatures the checkpoint needs (default: every --witness).",
+    required=False,
 )
 @json_option
 def verify(  # noqa: PLR0913 - one option and one report each

@@ -6,16 +6,8 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
 
-from pwf.cli._options import code_units, db_option, json_flag, open_store
-from pwf.cli._output import (
-    Shape,
-    output_options,
-    page_options,
-    pick_columns,
-    print_rows,
-    range_options,
-    with_options,
-)
+from pwf.cli._options import code_units, db_option, open_store
+from pwf.cli._output import Shape, Window, listing, pick_columns, print_rows, with_options
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -197,27 +189,13 @@ def _listing(name: str) -> click.Command:
         run_id: str | None,
         session: str | None,
         status: str | None,
-        since: int | None,
-        until: int | None,
-        limit: int | None,
-        offset: int,
-        columns: str | None,
-        time_format: str | None,
-        as_json: bool,
-        as_nl: bool,
-        as_csv: bool,
-        as_tsv: bool,
+        window: Window,
+        shape: Shape,
     ) -> None:
-        shape = Shape.of(
-            columns, time_format, as_json=as_json, as_nl=as_nl, as_csv=as_csv, as_tsv=as_tsv
-        )
-        _show(name, db, _Filters(run_id, session, status, since, until, limit, offset), shape)
+        _show(name, db, _Filters(run_id, session, status, *window), shape)
 
     show.__doc__ = _HELP[name]
-    command = with_options(
-        show, _filters(source), range_options, page_options, output_options, (json_flag,)
-    )
-    return click.command(name)(command)
+    return click.command(name)(with_options(listing(show), _filters(source)))
 
 
 def _filters(source: _Source) -> tuple[Callable[[F], F], ...]:

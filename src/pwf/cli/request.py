@@ -8,7 +8,7 @@ the line loop with its ``#at`` directives, and the refusal while a live
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -16,30 +16,25 @@ from pwf import canonical
 from pwf.cli._options import db_option, open_store
 from pwf.cli._seed import seeded_epochs
 from pwf.cli._times import TIME, wall_ms
+from pwf.client import message_lines
 from pwf.errors import AnswerTooLargeError, InputError, ProtocolError
 from pwf.host import Host
 from pwf.protocol.client import (
-    MAX_PROTOCOL_MESSAGE_BYTES,
     MAX_SAFE_INTEGER,
     OPERATIONS,
     TOO_LARGE,
     VIEW_OPERATIONS,
     parse_request,
 )
+from pwf.protocol.wire import MAX_FRAMED_MESSAGE_BYTES
 from pwf.statereaders import overview, verify_failure
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable
 
     from pwf.store import EventStore
 
 __all__ = ["answer_lines", "at_option", "canonicalize_option", "listing", "now_ms", "request"]
-
-_READ_LIMIT: Final = MAX_PROTOCOL_MESSAGE_BYTES + 1
-"""A longer line cannot be a message: read this much and let the parser refuse it."""
-
-MAX_FRAMED_MESSAGE_BYTES: Final = MAX_PROTOCOL_MESSAGE_BYTES - 1
-"""A framed message and its newline fit in 1 MiB, as the frame decoder counts (DOMAIN §6)."""
 
 at_option = click.option(
     "--at",
@@ -53,25 +48,6 @@ at_option = click.option(
 def now_ms(at: int | None) -> int:
     """The clock of one command: ``at`` when given, else the wall clock in ms."""
     return at if at is not None else wall_ms()
-
-
-def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """Number the lines of ``stream`` without their newline, skipping empty ones.
-
-    A line too long to be a message is cut after :data:`_READ_LIMIT` bytes
-    and the rest of it is discarded, so memory stays bounded; the parser
-    refuses the cut line for its length.
-    """
-    number = 0
-    while chunk := stream.readline(_READ_LIMIT):
-        number += 1
-        if chunk.endswith(b"\n"):
-            chunk = chunk[:-1]
-        elif len(chunk) == _READ_LIMIT:
-            while (rest := stream.readline(_READ_LIMIT)) and not rest.endswith(b"\n"):
-                pass
-        if chunk:
-            yield number, chunk
 
 
 def _directive(line: bytes) -> int | None:
@@ -138,7 +114,7 @@ def answer_lines(
     out = sys.stdout.buffer
     refused = oversized = False
     rewrite = _Canonicalizer() if canonicalize else None
-    for number, line in _lines(sys.stdin.buffer):
+    for number, line in message_lines(sys.stdin.buffer):
         try:
             if line.startswith(b"#"):
                 directive = _directive(line)

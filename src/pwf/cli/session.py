@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from pwf.cli._options import code_units, db_option, echo_json, json_option, open_store, printable
+from pwf.cli._output import with_options
 from pwf.cli._seed import seeded_epochs
 from pwf.cli.request import at_option, now_ms
 from pwf.host import Host
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = ["session"]
+
+F = Any
 
 
 @click.group()
@@ -22,11 +30,15 @@ def session() -> None:
     """
 
 
+def _one_session(epoch_help: str) -> Callable[[F], F]:
+    """SESSION_ID, ``--epoch`` (helped by ``epoch_help``), ``--db`` and ``--at``."""
+    epoch = click.option("--epoch", metavar="EPOCH", default=None, help=epoch_help)
+    session_id = click.argument("session_id", metavar="SESSION_ID", callback=code_units)
+    return lambda command: with_options(command, (session_id, epoch, db_option, at_option))
+
+
 @session.command()
-@click.argument("session_id", metavar="SESSION_ID", callback=code_units)
-@click.option("--epoch", metavar="EPOCH", default=None, help="Detach only this coordinator epoch.")
-@db_option
-@at_option
+@_one_session("Detach only this coordinator epoch.")
 def detach(session_id: str, epoch: str | None, db: str | None, at: int | None) -> None:
     """End the coordinator of SESSION_ID, as a closed connection does.
 
@@ -72,10 +84,7 @@ def expire(db: str | None, at: int | None, as_json: bool) -> None:
 
 
 @session.command()
-@click.argument("session_id", metavar="SESSION_ID", callback=code_units)
-@click.option("--epoch", metavar="EPOCH", default=None, help="See it as this coordinator epoch.")
-@db_option
-@at_option
+@_one_session("See it as this coordinator epoch.")
 def view(session_id: str, epoch: str | None, db: str | None, at: int | None) -> None:
     """Print the snapshot a watch of SESSION_ID would publish, as one canonical line.
 

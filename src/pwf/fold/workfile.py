@@ -29,8 +29,8 @@ from pwf.fold.parallel import fold
 from pwf.projections import PROJECTIONS
 from pwf.readmodel import CHECKPOINT_TABLE
 from pwf.store import EMPTY, Head, origin_of
-from pwf.store.sqlite import APPLICATION_ID, FORMAT, HEAD_UPSERT, SCHEMA, translate_error
-from pwf.store.sqlite_schema import TREE_DDL
+from pwf.store.schema import FORMAT
+from pwf.store.sqlite_schema import APPLICATION_ID, HEAD_UPSERT, SCHEMA, TREE_DDL, translate_error
 from pwf.store.tree import EMPTY_TREE, Tree, extend
 
 if TYPE_CHECKING:

@@ -69,16 +69,12 @@ def _mirror(options: Options, read_model: ReadModel) -> EventStore:
     """The host's local file on the shared log at ``options.store_url``, caught up."""
     assert options.store_url is not None
     log = open_shared_log(options.store_url)
-    try:
-        store = open_mirror(
-            options.db,
-            log,
-            busy_timeout_ms=options.busy_timeout_ms,
-            hooks=[read_model],
-            install=read_model.install,
-        )
-    except BaseException:
-        log.close()
-        raise
+    store = open_mirror(
+        options.db,
+        log,
+        busy_timeout_ms=options.busy_timeout_ms,
+        hooks=[read_model],
+        install=read_model.install,
+    )
     store.catch_up()
     return store

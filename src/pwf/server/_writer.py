@@ -46,6 +46,7 @@ import functools
 import queue
 import threading
 import time
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from pwf.store.unit import OnceOnly, Repeatable
@@ -74,33 +75,23 @@ SIBLING_WINDOW: Final = 0.005
 """A connection answered this recently (seconds) is a sibling: likely to send again at once."""
 
 
+@dataclass(slots=True, eq=False)
 class _Job(Generic[T]):
-    __slots__ = ("alone", "done", "duty", "loop", "marked", "read", "source", "work")
+    """One piece of work for the writer thread, with how it is answered and run."""
 
-    def __init__(  # noqa: PLR0913 - the work, its answer, its loop and how it runs
-        self,
-        work: Callable[[ServedHost], T],
-        done: Callable[[T | None, BaseException | None], None],
-        loop: asyncio.AbstractEventLoop,
-        *,
-        alone: bool,
-        read: bool,
-        marked: type[Repeatable[Any] | OnceOnly[Any]] = OnceOnly,
-        source: object = None,
-        duty: bool = False,
-    ) -> None:
-        self.work = work
-        self.done = done
-        self.loop = loop
-        self.alone = alone
-        self.read = read
-        self.marked = marked
-        """How the store may run it: :class:`Repeatable` when all it changes is in the
-        transaction (a client request), else :class:`OnceOnly`."""
-        self.source = source
-        """Who asked (a connection), or None: the siblings a group may wait for."""
-        self.duty = duty
-        """The host's own work: it goes before every client job still queued."""
+    work: Callable[[ServedHost], T]
+    done: Callable[[T | None, BaseException | None], None]
+    loop: asyncio.AbstractEventLoop
+    _: KW_ONLY
+    alone: bool
+    read: bool
+    marked: type[Repeatable[Any] | OnceOnly[Any]] = OnceOnly
+    """How the store may run it: :class:`Repeatable` when all it changes is in the
+    transaction (a client request), else :class:`OnceOnly`."""
+    source: object = None
+    """Who asked (a connection), or None: the siblings a group may wait for."""
+    duty: bool = False
+    """The host's own work: it goes before every client job still queued."""
 
 
 Settled = tuple[_Job[Any], object, "BaseException | None"]

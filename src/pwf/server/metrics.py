@@ -23,12 +23,12 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 from pwf.errors import InputError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
     from http.server import ThreadingHTTPServer
 
     from prometheus_client.registry import Collector
@@ -285,21 +285,31 @@ def _connection_families(connections: list[Connection]) -> Iterator[object]:
     )
 
 
-def _subscription_families(views: Views | None) -> Iterator[object]:
-    """Subscriptions open and pushes sent, by kind, and the time spent computing them."""
+def _labelled(
+    kind: Literal["counter", "gauge"],
+    name: str,
+    text: str,
+    label: str,
+    counts: Iterable[tuple[str, float]],
+) -> object:
+    """A family of one label, with a sample for each ``(value, count)`` in ``counts``."""
     from prometheus_client.core import (  # noqa: PLC0415 - the metrics extra
         CounterMetricFamily,
         GaugeMetricFamily,
     )
 
-    subscriptions = GaugeMetricFamily(
-        "pwf_subscriptions", "Subscriptions open, by kind.", labels=("kind",)
+    family = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(
+        name, text, labels=(label,)
     )
-    pushes = CounterMetricFamily(
-        "pwf_subscription_pushes",
-        "Subscription events sent, by kind.",
-        labels=("kind",),
-    )
+    for value, count in counts:
+        family.add_metric((value,), count)
+    return family
+
+
+def _subscription_families(views: Views | None) -> Iterator[object]:
+    """Subscriptions open and pushes sent, by kind, and the time spent computing them."""
+    from prometheus_client.core import CounterMetricFamily  # noqa: PLC0415 - the metrics extra
+
     kinds = dict.fromkeys(SUBSCRIPTION_KINDS, 0)
     pushed = dict.fromkeys(SUBSCRIPTION_KINDS, 0)
     recompute = 0.0
@@ -309,12 +319,16 @@ def _subscription_families(views: Views | None) -> Iterator[object]:
                 kinds[kind] = kinds.get(kind, 0) + 1
         pushed.update(dict(views.pushes))
         recompute = views.recompute_seconds
-    for kind, count in kinds.items():
-        subscriptions.add_metric((kind,), count)
-    for kind, count in pushed.items():
-        pushes.add_metric((kind,), count)
-    yield subscriptions
-    yield pushes
+    yield _labelled(
+        "gauge", "pwf_subscriptions", "Subscriptions open, by kind.", "kind", kinds.items()
+    )
+    yield _labelled(
+        "counter",
+        "pwf_subscription_pushes",
+        "Subscription events sent, by kind.",
+        "kind",
+        pushed.items(),
+    )
     yield CounterMetricFamily(
         "pwf_subscription_recompute_seconds",
         "Writer-thread time spent computing subscription payloads.",
@@ -324,18 +338,8 @@ def _subscription_families(views: Views | None) -> Iterator[object]:
 
 def _worker_families(supervisor: Supervisor | None) -> Iterator[object]:
     """Worker processes by state, and those ended by outcome."""
-    from prometheus_client.core import (  # noqa: PLC0415 - the metrics extra
-        CounterMetricFamily,
-        GaugeMetricFamily,
-    )
-
-    workers = GaugeMetricFamily(
-        "pwf_workers", "Worker processes of this host, by state.", labels=("state",)
-    )
-    exits = CounterMetricFamily(
-        "pwf_worker_exits", "Worker processes ended, by outcome.", labels=("outcome",)
-    )
     states = dict.fromkeys(WORKER_STATES, 0)
+    exits: list[tuple[str, int]] = []
     if supervisor is not None:
         for active in list(supervisor.active.values()):
             state = active.process.state
@@ -345,12 +349,13 @@ def _worker_families(supervisor: Supervisor | None) -> Iterator[object]:
                 states["running"] += 1
             else:
                 states["starting"] += 1
-        for outcome, count in sorted(dict(supervisor.exits).items()):
-            exits.add_metric((outcome,), count)
-    for state_name, count in states.items():
-        workers.add_metric((state_name,), count)
-    yield workers
-    yield exits
+        exits = sorted(dict(supervisor.exits).items())
+    yield _labelled(
+        "gauge", "pwf_workers", "Worker processes of this host, by state.", "state", states.items()
+    )
+    yield _labelled(
+        "counter", "pwf_worker_exits", "Worker processes ended, by outcome.", "outcome", exits
+    )
 
 
 def _claim_families(facts: _Facts) -> Iterator[object]:

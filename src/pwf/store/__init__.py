@@ -15,6 +15,7 @@ touch a store's connection.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Final, Protocol, Self, TypeVar
 
 import msgspec
@@ -39,6 +40,8 @@ __all__ = [
     "EMPTY",
     "PREV_FAULT",
     "AppendHook",
+    "Appends",
+    "AppendsAlone",
     "EventLog",
     "EventStore",
     "FileTransaction",
@@ -192,12 +195,14 @@ class AppendHook(Protocol):
         """Apply ``batch`` through ``connection`` (the store's own)."""
 
 
-class Transaction(Protocol):
-    """A write transaction of a log: the write lock is held until it ends."""
+class AppendsAlone(ABC):
+    """A log's :meth:`~Appends.append`: one batch in a write transaction of its own."""
 
-    @property
-    def head(self) -> Head:
-        """The log's tip as seen inside the transaction."""
+    __slots__ = ()
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """Take the write lock; commit on exit."""
 
     def append(
         self,
@@ -207,7 +212,35 @@ class Transaction(Protocol):
         actor: Actor,
         cause: Cause | None = None,
     ) -> list[Sealed]:
-        """Seal and write one batch; several calls make several batches."""
+        """Append one batch atomically and return it sealed."""
+        with self.transaction() as tx:
+            return tx.append(events, at=at, actor=actor, cause=cause)
+
+
+class Appends(Protocol):
+    """What takes batches: a log, or one of its write transactions."""
+
+    def append(
+        self,
+        events: Sequence[Event],
+        *,
+        at: int,
+        actor: Actor,
+        cause: Cause | None = None,
+    ) -> list[Sealed]:
+        """Seal and write one batch and return it sealed; several calls make several batches.
+
+        A log writes each batch in a write transaction of its own; a
+        transaction writes them all in itself, to commit or vanish together.
+        """
+
+
+class Transaction(Appends, Protocol):
+    """A write transaction of a log: the write lock is held until it ends."""
+
+    @property
+    def head(self) -> Head:
+        """The log's tip as seen inside the transaction."""
 
     def stage(
         self,
@@ -226,21 +259,11 @@ class Transaction(Protocol):
         """Write an already checked event verbatim (import); the caller checked the chain."""
 
 
-class EventLog(Protocol):
+class EventLog(Appends, Protocol):
     """The contract every log implementation keeps (SQLite, PostgreSQL, a mirrored file).
 
     ``tests/contract`` runs the same tests against each.
     """
-
-    def append(
-        self,
-        events: Sequence[Event],
-        *,
-        at: int,
-        actor: Actor,
-        cause: Cause | None = None,
-    ) -> list[Sealed]:
-        """Append one batch atomically and return it sealed."""
 
     def transaction(self) -> AbstractContextManager[Transaction]:
         """Take the write lock; decide and append inside; commit on exit."""

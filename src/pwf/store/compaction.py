@@ -39,7 +39,8 @@ from pwf.store.segment import (
     Segment,
     sealed_rows,
 )
-from pwf.store.sqlite import HEAD_UPSERT, SqliteStore, translate_error
+from pwf.store.sqlite import SqliteStore
+from pwf.store.sqlite_schema import HEAD_UPSERT, translate_error
 from pwf.store.tree import build
 
 if TYPE_CHECKING:

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
+from pwf._closing import Closing
 from pwf.errors import ChainError, StoreError
-from pwf.store import EMPTY, Head, VerifyReport, origin_of
+from pwf.store import EMPTY, AppendsAlone, Head, VerifyReport, origin_of
 from pwf.store.rows import BODY, COLUMNS, check_event, check_link
 from pwf.store.sqlite import SqliteStore, SqliteTransaction, Synchronous, translate_error
 from pwf.store.unit import Repeatable, repeatable, run_all
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from pathlib import Path
 
-    from pwf.events import Actor, Cause, Entry, Event, Sealed
+    from pwf.events import Entry
     from pwf.sqlreader import RowReader
     from pwf.store import AppendHook, StoredEvent
     from pwf.store.postgres import PostgresStore, PostgresTransaction
@@ -57,7 +58,7 @@ class _Stale(Exception):  # noqa: N818 - a decision, not an error: it is made ag
     """
 
 
-class MirroredStore:
+class MirroredStore(AppendsAlone, Closing):
     """A shared log of record in PostgreSQL and a local projection file caught up from it.
 
     Composed, not a SQLite store with a flag: the local
@@ -83,15 +84,26 @@ class MirroredStore:
         durable once PostgreSQL commits, and a local commit lost to a power
         cut is folded again from the log at the next catch-up.
 
+        The store owns ``log`` from here: :meth:`close` closes it, and so
+        does a failure to open the file.
+
         Raises:
             StoreError: the file belongs to another log, or is ahead of this one.
         """
         self.shared = Mirror(log)
         self.before_local_commit: Callable[[], None] | None = None
         """Called between the shared log's commit and the file's (tests kill there)."""
-        local = SqliteStore(
-            path, create=True, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, hooks=hooks
-        )
+        try:
+            local = SqliteStore(
+                path,
+                create=True,
+                synchronous=synchronous,
+                busy_timeout_ms=busy_timeout_ms,
+                hooks=hooks,
+            )
+        except BaseException:
+            log.close()
+            raise
         self.local = local
         try:
             local.install(
@@ -99,7 +111,7 @@ class MirroredStore:
                 lambda connection: self.shared.bind(connection, local.path),
             )
         except BaseException:
-            local.close()
+            self.close()
             raise
 
     @property
@@ -161,13 +173,6 @@ class MirroredStore:
         if self.before_local_commit is not None:
             self.before_local_commit()
 
-    def append(
-        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
-    ) -> list[Sealed]:
-        """Append one batch atomically through the shared log and return it sealed."""
-        with self.transaction() as tx:
-            return tx.append(events, at=at, actor=actor, cause=cause)
-
     def head(self) -> Head:
         """The local copy's tip (the shared log's, as of the last catch-up or write)."""
         return self.local.head()
@@ -206,14 +211,6 @@ class MirroredStore:
         """Close the local file, then the connection to the shared log."""
         self.local.close()
         self.shared.close()
-
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Close on exit."""
-        self.close()
 
 
 class Mirror:

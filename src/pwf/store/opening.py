@@ -1,6 +1,6 @@
 """Where a store is opened: the one way the rooms above the store make one (ADR 0088).
 
-Imports the SQLite store, and the PostgreSQL store and the mirror only when
+Imports the SQLite store and the mirror, and the PostgreSQL store only when
 a shared log is asked for (psycopg is an optional extra).  No module above
 :mod:`pwf.store` names a backend class (``tests/unit/test_store_backends.py``
 walks them): it opens a file with :data:`open_file`, a shared log with
@@ -16,17 +16,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import InputError
+from pwf.store.mirror import MirroredStore
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    import os
-    import sqlite3
-    from collections.abc import Callable, Sequence
-
-    from pwf.store import AppendHook
-    from pwf.store.mirror import MirroredStore
     from pwf.store.postgres import PostgresStore
-    from pwf.store.sqlite import Synchronous
 
 __all__ = ["open_file", "open_mirror", "open_shared_log", "sqlite_file"]
 
@@ -54,32 +48,16 @@ def open_shared_log(url: str, *, create: bool = False) -> PostgresStore:
     return PostgresStore(url, create=create)
 
 
-def open_mirror(  # noqa: PLR0913 - the file, the log and operator settings
-    path: str | os.PathLike[str],
-    log: PostgresStore,
-    *,
-    synchronous: Synchronous = "NORMAL",
-    busy_timeout_ms: int = 5_000,
-    hooks: Sequence[AppendHook] = (),
-    install: Callable[[sqlite3.Connection], None] | None = None,
-) -> MirroredStore:
-    """A host's local file at ``path``, caught up from the shared ``log`` (ADR 0038).
+open_mirror: Final = MirroredStore
+"""A host's local file on a shared log, caught up from it (ADR 0038).
 
-    The keywords are :class:`~pwf.store.mirror.MirroredStore`'s.
-
-    Raises:
-        StoreError: the file belongs to another log, or is ahead of this one.
-    """
-    from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - the postgres extra
-
-    return MirroredStore(
-        path,
-        log,
-        synchronous=synchronous,
-        busy_timeout_ms=busy_timeout_ms,
-        hooks=hooks,
-        install=install,
-    )
+Called with :class:`~pwf.store.mirror.MirroredStore`'s arguments (the file's
+path, the log from :func:`open_shared_log`, ``synchronous``,
+``busy_timeout_ms``, ``hooks``, ``install``); the store owns the log, and
+closes it when the file cannot be opened.  Raises
+:class:`~pwf.errors.StoreError` when the file belongs to another log, or is
+ahead of this one.
+"""
 
 
 def sqlite_file(file: object) -> SqliteStore:

@@ -8,6 +8,7 @@ same indexed-column lookups and turn a walk of their rows into the same
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import ChainError, InputError
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause, Event, Sealed
     from pwf.store import Head
 
-__all__ = ["LOOKUP_COLUMNS", "lookup", "report", "seal_batch"]
+__all__ = ["LOOKUP_COLUMNS", "Batches", "lookup", "report", "seal_batch"]
 
 LOOKUP_COLUMNS: Final = (
     "type",
@@ -32,6 +33,55 @@ LOOKUP_COLUMNS: Final = (
     "batch",
 )
 """The indexed columns events are looked up by."""
+
+
+class Batches(ABC):
+    """A write transaction's batches, sealed against the head it keeps current.
+
+    :meth:`append` seals a batch of its own; :meth:`stage` adds to the one
+    batch the transaction keeps open.  A backend writes what was sealed
+    (:meth:`_write`) and moves ``_head`` past it.
+    """
+
+    _head: Head
+    _staged_batch: int | None
+
+    @property
+    def head(self) -> Head:
+        """The log's tip as seen inside the transaction."""
+        return self._head
+
+    def append(
+        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
+    ) -> list[Sealed]:
+        """Seal and write one batch; several calls make several batches."""
+        return self._seal_and_write(events, self._head.batch + 1, at, actor, cause)
+
+    def stage(
+        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
+    ) -> list[Sealed]:
+        """Add events to this transaction's one open batch and write them at once.
+
+        A command handler stages what it decides step by step and reads the
+        projections in between; all staged events share one batch number and
+        commit (or vanish) together with the transaction.
+        """
+        if self._staged_batch is None:
+            self._staged_batch = self._head.batch + 1
+        return self._seal_and_write(events, self._staged_batch, at, actor, cause)
+
+    def _seal_and_write(
+        self, events: Sequence[Event], batch: int, at: int, actor: Actor, cause: Cause | None
+    ) -> list[Sealed]:
+        if not events:
+            return []
+        sealed = seal_batch(events, self._head, batch, at=at, actor=actor, cause=cause)
+        self._write(sealed)
+        return sealed
+
+    @abstractmethod
+    def _write(self, sealed: list[Sealed]) -> None:
+        """Write the sealed batch in this transaction and move ``_head`` past it."""
 
 
 def seal_batch(  # noqa: PLR0913 - the head, the batch and what every event of it shares

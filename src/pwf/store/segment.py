@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pwf.errors import StoreError
 from pwf.events import MAX_EVENT_BYTES, SCHEMA
+from pwf.store.schema import INDEXED_COLUMNS_DDL
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -49,13 +50,7 @@ KEPT_DDL: Final = f"""CREATE TABLE {KEPT_SCHEMA}.{KEPT_TABLE} (
   cause BLOB NOT NULL,
   data BLOB NOT NULL,
   closing BLOB NOT NULL,
-  type TEXT NOT NULL,
-  at INTEGER NOT NULL,
-  run_id TEXT,
-  session_id TEXT,
-  request_id TEXT,
-  client_id TEXT,
-  idempotency_key TEXT
+{INDEXED_COLUMNS_DDL.format(integer="INTEGER")}
 )"""
 """One kept event of the backup, in log order: its template and its place-free columns."""
 TEMPLATE_COLUMNS: Final = (

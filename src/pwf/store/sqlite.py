@@ -15,18 +15,19 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Self, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from pwf._closing import Closing
 from pwf._sqlite import exact_text
 from pwf.errors import (
     InputError,
     NotPwfDatabaseError,
 )
+from pwf.store import AppendsAlone
 from pwf.store.sqlite_file import SqliteFile
 from pwf.store.sqlite_schema import (
     APPLICATION_ID,
     FORMAT,
-    HEAD_UPSERT,
     SCHEMA,
     Synchronous,
     prepare_file,
@@ -40,16 +41,13 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from contextlib import AbstractContextManager
 
-    from pwf.events import Actor, Cause, Event, Sealed
     from pwf.store import AppendHook, Head
     from pwf.store.sqlite_checkpoint import Checkpointer
     from pwf.store.tree import Tree
     from pwf.store.unit import Observe, Outcome, Work
 
 __all__ = [
-    "APPLICATION_ID",
     "FORMAT",
-    "HEAD_UPSERT",
     "SCHEMA",
     "SqliteStore",
     "SqliteTransaction",
@@ -61,7 +59,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class SqliteStore(SqliteFile):
+class SqliteStore(AppendsAlone, Closing, SqliteFile):
     """A hash-chained event log in one SQLite file (WAL, ``synchronous=FULL`` by default).
 
     Its reads of the log are :class:`~pwf.store.sqlite_reads.SqliteReads`' and
@@ -186,14 +184,6 @@ class SqliteStore(SqliteFile):
             self.checkpointer = None
         self.connection.close()
 
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Close the connection."""
-        self.close()
-
     @contextmanager
     def _immediate(self) -> Iterator[sqlite3.Connection]:
         self.connection.execute("BEGIN IMMEDIATE")
@@ -233,18 +223,6 @@ class SqliteStore(SqliteFile):
         from pwf.store.sqlite_unit import run_group  # noqa: PLC0415 - a served host's only
 
         return run_group(self, works, observe)
-
-    def append(
-        self,
-        events: Sequence[Event],
-        *,
-        at: int,
-        actor: Actor,
-        cause: Cause | None = None,
-    ) -> list[Sealed]:
-        """Append one batch atomically and return it sealed."""
-        with self.transaction() as tx:
-            return tx.append(events, at=at, actor=actor, cause=cause)
 
 
 def _connect(

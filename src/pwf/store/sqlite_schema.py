@@ -1,4 +1,4 @@
-"""The SQLite log's schema, its format marks and its errors; imports errors (plus sqlite3).
+"""The SQLite log's schema, its format marks and its errors; imports errors, private, store.schema.
 
 :data:`SCHEMA` makes the log's tables (events, the head row, the format
 row, checkpoints, the Merkle tree's nodes); :func:`translate_error` turns SQLite's errors into pwf's
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from pwf.errors import NotPwfDatabaseError, PwfError, StoreBusyError, StoreError
 from pwf.private import create_file, make_directories
+from pwf.store.schema import EVENT_INDEXES, EVENTS_DDL, FORMAT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,7 +30,6 @@ __all__ = [
     "wrong_format",
 ]
 
-FORMAT: Final = "pwf.store.v1"
 APPLICATION_ID: Final = 0x70776631
 """``PRAGMA application_id`` of every pwf database: the bytes ``pwf1`` (1886873137).
 
@@ -46,35 +46,8 @@ TREE_DDL: Final = (
 """The Merkle tree's perfect subtrees: position (:func:`pwf.merkle.node_position`), hash."""
 
 SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS events (
-  seq INTEGER PRIMARY KEY CHECK (seq >= 1),
-  batch INTEGER NOT NULL CHECK (batch >= 1),
-  type TEXT NOT NULL,
-  at INTEGER NOT NULL,
-  run_id TEXT,
-  session_id TEXT,
-  request_id TEXT,
-  client_id TEXT,
-  idempotency_key TEXT,
-  content_hash TEXT NOT NULL UNIQUE,
-  prev_hash TEXT,
-  body BLOB NOT NULL
-) STRICT""",
-    "CREATE INDEX IF NOT EXISTS events_batch ON events (batch)",
-    "CREATE INDEX IF NOT EXISTS events_type ON events (type, seq)",
-    "CREATE INDEX IF NOT EXISTS events_run ON events (run_id, seq) WHERE run_id IS NOT NULL",
-    (
-        "CREATE INDEX IF NOT EXISTS events_session ON events (session_id, seq)"
-        " WHERE session_id IS NOT NULL"
-    ),
-    (
-        "CREATE INDEX IF NOT EXISTS events_request ON events (request_id, seq)"
-        " WHERE request_id IS NOT NULL"
-    ),
-    (
-        "CREATE INDEX IF NOT EXISTS events_idempotency ON events (client_id, idempotency_key, seq)"
-        " WHERE client_id IS NOT NULL"
-    ),
+    EVENTS_DDL.format(integer="INTEGER", blob="BLOB", strict=" STRICT"),
+    *EVENT_INDEXES,
     """CREATE TABLE IF NOT EXISTS _pwf_meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL

@@ -17,15 +17,15 @@ from pwf.events import Sealed
 from pwf.sqlreader import RowReader
 from pwf.store import Head
 from pwf.store.rows import COLUMNS, columns
-from pwf.store.sealing import seal_batch
+from pwf.store.sealing import Batches
 from pwf.store.sqlite_schema import HEAD_UPSERT
 from pwf.store.tree import Tree, extend, load
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator
 
-    from pwf.events import Actor, Cause, Entry, Event
+    from pwf.events import Entry
     from pwf.store.sqlite import SqliteStore
 
 __all__ = ["SqliteTransaction"]
@@ -33,7 +33,7 @@ __all__ = ["SqliteTransaction"]
 _INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 
 
-class SqliteTransaction:
+class SqliteTransaction(Batches):
     """The write lock is held; appends seal against the head read inside it."""
 
     def __init__(self, store: SqliteStore, connection: sqlite3.Connection) -> None:
@@ -62,11 +62,6 @@ class SqliteTransaction:
         self._forget()
 
     @property
-    def head(self) -> Head:
-        """The log's tip as seen inside the transaction."""
-        return self._head
-
-    @property
     def tree(self) -> Tree:
         """The Merkle tree of the log up to the head, as this transaction sees it (ADR 0083)."""
         if self._tree is None or self._tree[0] != self._head:
@@ -76,35 +71,6 @@ class SqliteTransaction:
     def reader(self) -> RowReader:
         """The read-model port: the projections as this transaction sees them, own writes too."""
         return RowReader(self.connection)
-
-    def append(
-        self,
-        events: Sequence[Event],
-        *,
-        at: int,
-        actor: Actor,
-        cause: Cause | None = None,
-    ) -> list[Sealed]:
-        """Seal and write one batch, run the append hooks, move the head."""
-        return self._seal_and_write(events, self._head.batch + 1, at, actor, cause)
-
-    def stage(
-        self,
-        events: Sequence[Event],
-        *,
-        at: int,
-        actor: Actor,
-        cause: Cause | None = None,
-    ) -> list[Sealed]:
-        """Add events to this transaction's one open batch and project them at once.
-
-        A command handler stages what it decides step by step and reads the
-        projections in between; all staged events share one batch number and
-        commit (or vanish) together with the transaction.
-        """
-        if self._staged_batch is None:
-            self._staged_batch = self._head.batch + 1
-        return self._seal_and_write(events, self._staged_batch, at, actor, cause)
 
     def new_batch(self) -> None:
         """Let the next :meth:`stage` open a new batch, as a new transaction would.
@@ -170,20 +136,6 @@ class SqliteTransaction:
             forget = getattr(hook, "forget", None)
             if forget is not None:
                 forget()
-
-    def _seal_and_write(
-        self,
-        events: Sequence[Event],
-        batch: int,
-        at: int,
-        actor: Actor,
-        cause: Cause | None,
-    ) -> list[Sealed]:
-        if not events:
-            return []
-        sealed = seal_batch(events, self._head, batch, at=at, actor=actor, cause=cause)
-        self._write(sealed)
-        return sealed
 
     def _write(self, sealed: list[Sealed]) -> None:
         """Insert rows, move the head, run the append hooks: all in this transaction."""

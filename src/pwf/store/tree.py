@@ -25,7 +25,7 @@ from pwf.store.sqlite_schema import TREE_DDL as TREE_SCHEMA
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
     from pwf.store import Head
 
@@ -36,6 +36,7 @@ __all__ = [
     "append_all",
     "build",
     "check",
+    "check_nodes",
     "check_origin",
     "covers",
     "current",
@@ -251,22 +252,39 @@ def check(connection: sqlite3.Connection, schema: str = "main") -> None:
         return
     events = connection.execute(f"SELECT seq, body FROM {schema}.events ORDER BY seq")  # noqa: S608
     nodes = connection.execute(f"SELECT pos, hash FROM {schema}._pwf_tree ORDER BY pos")  # noqa: S608
+    check_nodes(
+        ((seq, bytes(body)) for seq, body in events),
+        ((position, bytes(node)) for position, node in nodes),
+    )
+
+
+def check_nodes(events: Iterable[tuple[int, bytes]], nodes: Iterator[tuple[int, bytes]]) -> None:
+    """Compare stored ``nodes`` (position, hash) with those ``events`` (seq, body) complete.
+
+    Both come in the order appends write them; every backend's check reads
+    its tables into this one comparison.  Nodes that end early are a tree
+    not yet upgraded: what is stored is checked.
+
+    Raises:
+        ChainError: the first seq whose completed node differs, or the seq
+            after the last event when nodes are left over.
+    """
     tree = EMPTY_TREE
     seq = 0
     for seq, body in events:
         written: list[tuple[int, bytes]] = []
-        tree = grow(tree, seq, bytes(body), written)
+        tree = grow(tree, seq, body, written)
         for position, expected in written:
-            stored = nodes.fetchone()
+            stored = next(nodes, None)
             if stored is None:
                 return
-            if stored[0] != position or bytes(stored[1]) != expected:
+            if stored != (position, expected):
                 raise ChainError(
                     seq,
                     f"the Merkle tree's node at position {position}, completed by this event,"
                     " is not the log's",
                 )
-    if nodes.fetchone() is not None:
+    if next(nodes, None) is not None:
         raise ChainError(seq + 1, "the Merkle tree holds nodes past the log's last event")
 
 

@@ -21,7 +21,7 @@ import msgspec
 import psycopg
 
 from pwf.errors import ChainError
-from pwf.events import Actor, Cause, CommandRecorded, Entry, Event, Sealed, open_body
+from pwf.events import CommandRecorded, Entry, Sealed, open_body
 from pwf.store import Head
 from pwf.store.postgres.edge import as_bytes, translate_error
 from pwf.store.postgres.reads import HEAD, PREFETCH, head_of
@@ -29,7 +29,7 @@ from pwf.store.postgres.schema import LOCK_KEY
 from pwf.store.postgres.tree import load as load_tree
 from pwf.store.postgres.tree import tree_rows
 from pwf.store.rows import BODY, COLUMNS, columns, shared_row, shared_text
-from pwf.store.sealing import seal_batch
+from pwf.store.sealing import Batches
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -68,7 +68,7 @@ Looked up at each use, so a test can replace it with a barrier that fails.
 """
 
 
-class PostgresTransaction:
+class PostgresTransaction(Batches):
     """The advisory lock is held; appends seal against the head read inside it."""
 
     def __init__(
@@ -99,25 +99,6 @@ class PostgresTransaction:
         when it returns.
         """
 
-    @property
-    def head(self) -> Head:
-        """The log's tip as seen inside the transaction."""
-        return self._head
-
-    def append(
-        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
-    ) -> list[Sealed]:
-        """Seal and write one batch."""
-        return self._seal_and_write(events, self._head.batch + 1, at, actor, cause)
-
-    def stage(
-        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
-    ) -> list[Sealed]:
-        """Add events to this transaction's one open batch."""
-        if self._staged_batch is None:
-            self._staged_batch = self._head.batch + 1
-        return self._seal_and_write(events, self._staged_batch, at, actor, cause)
-
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """Undo everything written inside the block if it raises, keep the rest."""
@@ -130,14 +111,9 @@ class PostgresTransaction:
             self._head, self._staged_batch = head, staged
             raise
 
-    def _seal_and_write(
-        self, events: Sequence[Event], batch: int, at: int, actor: Actor, cause: Cause | None
-    ) -> list[Sealed]:
-        if not events:
-            return []
-        sealed = seal_batch(events, self._head, batch, at=at, actor=actor, cause=cause)
+    def _write(self, sealed: list[Sealed]) -> None:
+        """Write the sealed batch's rows (:meth:`write_rows`)."""
         self.write_rows([(*columns(item.entry), item.body) for item in sealed])
-        return sealed
 
     def write_rows(self, rows: Sequence[tuple[object, ...]], *, last_write: bool = False) -> None:
         """Insert rows of :data:`~pwf.store.rows.COLUMNS` that continue the head, and move it.
@@ -244,25 +220,11 @@ def locked(
     in the same round trip, so the next writer works while this one's
     flush runs, and concurrent flushes are done as one.
     """
-    connection = store.connection
-    try:
-        head, prefetched = _begin(connection, after=after, early=early)
+    with _undone_on_error(store):
+        head, prefetched = _begin(store.connection, after=after, early=early)
         transaction = PostgresTransaction(store, head, prefetched)
-    except psycopg.Error as error:
-        _rollback(connection)
-        raise translate_error(error, store.path) from None
-    except BaseException:
-        _rollback(connection)
-        raise
-    try:
         yield transaction
         _commit(transaction, early=early)
-    except psycopg.Error as error:
-        _rollback(connection)
-        raise translate_error(error, store.path) from None
-    except BaseException:
-        _rollback(connection)
-        raise
 
 
 def _begin(
@@ -342,31 +304,26 @@ def commit_if_head(
     """
     connection = store.connection
     check = (expected.seq, expected.content_hash, expected.batch)
-    try:
-        if not rows:
-            connection.execute(_AT_HEAD, check, prepare=True)  # as :func:`_pipelined` does
-            return True
-        transaction = PostgresTransaction(store, expected)
-        if len(rows) <= _ONE_STATEMENT:  # held back: checks the rows continue ``expected``
-            transaction.write_rows(rows, last_write=True)
-        pending = transaction.take_pending()
-        lock = (f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", None)
-        if pending is not None:  # one implicit transaction, committed at the pipeline's end
-            _pipelined(connection, [lock, (_AT_HEAD, check), pending[:2]])
-            return True
-        # Too many rows for one statement (an import's size): in a transaction of its own.
-        _pipelined(connection, [("BEGIN", None), lock, (_AT_HEAD, check)])
-        transaction.write_rows(rows)
-        _commit(transaction, early=False)
-    except psycopg.errors.DivisionByZero:
-        _rollback(connection)
-        return False
-    except psycopg.Error as error:
-        _rollback(connection)
-        raise translate_error(error, store.path) from None
-    except BaseException:
-        _rollback(connection)
-        raise
+    with _undone_on_error(store):
+        try:
+            if not rows:
+                connection.execute(_AT_HEAD, check, prepare=True)  # as :func:`_pipelined` does
+                return True
+            transaction = PostgresTransaction(store, expected)
+            if len(rows) <= _ONE_STATEMENT:  # held back: checks the rows continue ``expected``
+                transaction.write_rows(rows, last_write=True)
+            pending = transaction.take_pending()
+            lock = (f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", None)
+            if pending is not None:  # one implicit transaction, committed at the pipeline's end
+                _pipelined(connection, [lock, (_AT_HEAD, check), pending[:2]])
+                return True
+            # Too many rows for one statement (an import's size): in a transaction of its own.
+            _pipelined(connection, [("BEGIN", None), lock, (_AT_HEAD, check)])
+            transaction.write_rows(rows)
+            _commit(transaction, early=False)
+        except psycopg.errors.DivisionByZero:
+            _rollback(connection)
+            return False
     return True
 
 
@@ -407,6 +364,19 @@ def flush(connection: psycopg.Connection[TupleRow], where: str) -> None:
         connection.execute(FLUSH)
     except psycopg.Error as error:
         raise translate_error(error, where) from None
+
+
+@contextmanager
+def _undone_on_error(store: PostgresStore) -> Iterator[None]:
+    """Roll back the connection's transaction if the block raises; PostgreSQL's errors as pwf's."""
+    try:
+        yield
+    except psycopg.Error as error:
+        _rollback(store.connection)
+        raise translate_error(error, store.path) from None
+    except BaseException:
+        _rollback(store.connection)
+        raise
 
 
 def _rollback(connection: psycopg.Connection[TupleRow]) -> None:

@@ -1,6 +1,6 @@
 """The shared log's tables in PostgreSQL, their idempotent install and the format check.
 
-Imports psycopg and pwf's errors.
+Imports psycopg, pwf's errors and the log's table common to both backends (:mod:`pwf.store.schema`).
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import StoreError
+from pwf.store.schema import EVENT_INDEXES, EVENTS_DDL, FORMAT
 
 if TYPE_CHECKING:
     import psycopg
@@ -15,40 +16,12 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT", "LOCK_KEY", "SCHEMA", "install", "read_format"]
 
-FORMAT: Final = "pwf.store.v1"
 LOCK_KEY: Final = 0x707766_6C6F67
 """The advisory lock every append takes ("pwflog"); one log per database."""
 
 SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS events (
-  seq BIGINT PRIMARY KEY CHECK (seq >= 1),
-  batch BIGINT NOT NULL CHECK (batch >= 1),
-  type TEXT NOT NULL,
-  at BIGINT NOT NULL,
-  run_id TEXT,
-  session_id TEXT,
-  request_id TEXT,
-  client_id TEXT,
-  idempotency_key TEXT,
-  content_hash TEXT NOT NULL UNIQUE,
-  prev_hash TEXT,
-  body BYTEA NOT NULL
-)""",
-    "CREATE INDEX IF NOT EXISTS events_batch ON events (batch)",
-    "CREATE INDEX IF NOT EXISTS events_type ON events (type, seq)",
-    "CREATE INDEX IF NOT EXISTS events_run ON events (run_id, seq) WHERE run_id IS NOT NULL",
-    (
-        "CREATE INDEX IF NOT EXISTS events_session ON events (session_id, seq)"
-        " WHERE session_id IS NOT NULL"
-    ),
-    (
-        "CREATE INDEX IF NOT EXISTS events_request ON events (request_id, seq)"
-        " WHERE request_id IS NOT NULL"
-    ),
-    (
-        "CREATE INDEX IF NOT EXISTS events_idempotency ON events (client_id, idempotency_key, seq)"
-        " WHERE client_id IS NOT NULL"
-    ),
+    EVENTS_DDL.format(integer="BIGINT", blob="BYTEA", strict=""),
+    *EVENT_INDEXES,
     """CREATE TABLE IF NOT EXISTS _pwf_recorded (
   request_id TEXT PRIMARY KEY,
   client_id TEXT NOT NULL,

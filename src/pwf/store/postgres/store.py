@@ -10,11 +10,13 @@ with their SQL in the module of their job.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 import psycopg
 
+from pwf._closing import Closing
 from pwf.errors import StoreError
+from pwf.store import AppendsAlone
 from pwf.store.postgres import append, reads
 from pwf.store.postgres.edge import shown_url, translate_error
 from pwf.store.postgres.schema import install, read_format
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from contextlib import AbstractContextManager
 
-    from pwf.events import Actor, Cause, Entry, Event, Sealed
+    from pwf.events import Entry
     from pwf.store import Head, StoredEvent, VerifyReport
     from pwf.store.postgres.append import PostgresTransaction
     from pwf.store.tree import Tree
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore:
+class PostgresStore(AppendsAlone, Closing):
     """A hash-chained event log in one PostgreSQL database, shared by any number of hosts."""
 
     def __init__(self, url: str, *, create: bool = False, connect_timeout: int = 10) -> None:
@@ -64,14 +66,6 @@ class PostgresStore:
         """Close the connection."""
         self.connection.close()
 
-    def __enter__(self) -> Self:
-        """Use as a context manager that closes on exit."""
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Close the connection."""
-        self.close()
-
     def transaction(
         self, *, after: int | None = None, early: bool = False
     ) -> AbstractContextManager[PostgresTransaction]:
@@ -89,13 +83,6 @@ class PostgresStore:
         moved the head.  See :func:`pwf.store.postgres.append.commit_if_head`.
         """
         return append.commit_if_head(self, expected, rows)
-
-    def append(
-        self, events: Sequence[Event], *, at: int, actor: Actor, cause: Cause | None = None
-    ) -> list[Sealed]:
-        """Append one batch atomically and return it sealed."""
-        with self.transaction() as tx:
-            return tx.append(events, at=at, actor=actor, cause=cause)
 
     def flush(self) -> None:
         """Return once everything this connection has read or written is durable (ADR 0053).

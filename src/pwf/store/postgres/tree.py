@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf import merkle
-from pwf.errors import ChainError, StoreError
+from pwf.errors import StoreError
 from pwf.store.postgres.edge import as_bytes
 from pwf.store.rows import BODY
-from pwf.store.tree import EMPTY_TREE, Tree, grow
+from pwf.store.tree import EMPTY_TREE, Tree, check_nodes, grow
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -141,8 +141,6 @@ def check(connection: psycopg.Connection[TupleRow]) -> None:
     """
     if connection.execute("SELECT to_regclass('_pwf_tree')").fetchone() == (None,):
         return
-    tree = EMPTY_TREE
-    seq = 0
     with (
         connection.cursor(name="pwf_tree_events") as events,
         connection.cursor(name="pwf_tree_nodes") as nodes,
@@ -150,18 +148,7 @@ def check(connection: psycopg.Connection[TupleRow]) -> None:
         events.itersize = nodes.itersize = _CHUNK
         events.execute("SELECT seq, body FROM events ORDER BY seq")
         nodes.execute("SELECT pos, hash FROM _pwf_tree ORDER BY pos")
-        for seq, body in events:
-            written: list[tuple[int, bytes]] = []
-            tree = grow(tree, int(seq), as_bytes(body), written)
-            for position, expected in written:
-                stored = nodes.fetchone()
-                if stored is None:
-                    return
-                if stored[0] != position or as_bytes(stored[1]) != expected:
-                    raise ChainError(
-                        int(seq),
-                        f"the Merkle tree's node at position {position}, completed by this event,"
-                        " is not the log's",
-                    )
-        if nodes.fetchone() is not None:
-            raise ChainError(int(seq) + 1, "the Merkle tree holds nodes past the log's last event")
+        check_nodes(
+            ((int(seq), as_bytes(body)) for seq, body in events),
+            ((int(position), as_bytes(node)) for position, node in nodes),
+        )
