@@ -29,7 +29,6 @@ CREATE TABLE events (
   body BLOB NOT NULL
 ) STRICT;
 CREATE INDEX events_batch ON events (batch);
-CREATE INDEX events_idempotency ON events (client_id, idempotency_key, seq) WHERE client_id IS NOT NULL;
 CREATE INDEX events_request ON events (request_id, seq) WHERE request_id IS NOT NULL;
 CREATE INDEX events_run ON events (run_id, seq) WHERE run_id IS NOT NULL;
 CREATE INDEX events_session ON events (session_id, seq) WHERE session_id IS NOT NULL;

@@ -14,4 +14,3 @@ CREATE TABLE host_commands (
   completed_at INTEGER NOT NULL,
   UNIQUE (client_id, idempotency_key)
 ) STRICT;
-CREATE INDEX host_commands_run_idx ON host_commands(run_id);

@@ -37,7 +37,5 @@ CREATE INDEX interactive_requests_run_idx
   ON interactive_requests(run_id, status, created_at);
 CREATE INDEX interactive_requests_session_idx
   ON interactive_requests(target_session_id, status, created_at);
-CREATE INDEX interactive_requests_status_idx
-  ON interactive_requests(status, created_at);
 CREATE UNIQUE INDEX interactive_submissions_validating_idx
   ON interactive_submissions(request_id) WHERE outcome = 'validating';

@@ -129,7 +129,6 @@ CREATE INDEX run_queue_updated_idx ON run_queue(updated_at);
 CREATE INDEX runs_created_idx ON runs(created_at, run_id);
 CREATE INDEX runs_origin_idx ON runs(origin_session_id, created_at);
 CREATE INDEX runs_parent_idx ON runs(parent_run_id);
-CREATE INDEX runs_project_idx ON runs(project_path, created_at DESC);
 CREATE UNIQUE INDEX runs_restart_parent_idx ON runs(parent_run_id)
   WHERE lineage_kind = 'restart';
 CREATE INDEX runs_root_idx ON runs(root_run_id);

@@ -47,8 +47,6 @@ CREATE TABLE workflow_turns (
     (state = 'ended' AND stop_reason IS NOT NULL AND ended_at IS NOT NULL)
   )
 ) STRICT;
-CREATE INDEX workflow_follow_ups_order_idx
-  ON workflow_follow_ups(target_session_id, run_id, order_number);
 CREATE INDEX workflow_follow_ups_status_idx
   ON workflow_follow_ups(status);
 CREATE INDEX workflow_turns_message_idx

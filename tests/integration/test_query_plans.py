@@ -313,6 +313,121 @@ def test_every_query_of_the_read_and_command_paths_is_bounded(
     assert set(BOUNDED_BY_DESIGN) == allowed, set(BOUNDED_BY_DESIGN) - allowed
 
 
+UNREACHED: Final[dict[str, str]] = {
+    # A follow-up's delivery (commands/sessionview.py): whether its session still has a run
+    # going.  The seeded traffic queues no follow-up, so its statements are planned here.
+    "SELECT 1 FROM run_bindings b JOIN runs r ON r.run_id = b.run_id"
+    " WHERE b.origin_session_id = 'session-1' AND r.status IN ('queued', 'running', 'waiting')": (
+        "followUp delivery: is the session busy"
+    ),
+    "SELECT * FROM workflow_follow_ups WHERE run_id = 'run-1' AND request_id = 'r-1'": (
+        "followUp.queue: the request already queued (commands/followups.py)"
+    ),
+    "SELECT * FROM workflow_follow_ups WHERE follow_up_id = 'f-1'": (
+        "followUp.remove: the follow-up by its id (commands/rows.py)"
+    ),
+    # `pwf log receipt REQUEST` (cli/audit.py): the recorded request's batch, then its events.
+    "SELECT batch FROM events WHERE request_id = 'req-10' AND type = 'command.recorded'": (
+        "pwf log receipt: the request's batch"
+    ),
+    "SELECT seq, body FROM events WHERE batch = 12 ORDER BY seq": "pwf log receipt: its events",
+    # `pwf replay --until SEQ` (fold/replay.py) rounds a seq down to a whole batch.
+    "SELECT min(seq) FROM events WHERE batch = (SELECT batch FROM events WHERE seq = 30)": (
+        "pwf replay --until: the first seq of the batch"
+    ),
+}
+"""Statements of request and operator paths the seeded traffic does not reach, with their path."""
+
+UNUSED_BY_DESIGN: Final[dict[str, str]] = {
+    # UNIQUE constraints and PRIMARY KEYs (SQLite keeps each as an index) that no plan of the
+    # collected statements searches: each is kept for the rule it enforces on every write.
+    "sqlite_autoindex_events_1": "events.content_hash UNIQUE: no two events share a hash",
+    "sqlite_autoindex_run_bindings_1": "run_bindings PRIMARY KEY: one binding per run",
+    "sqlite_autoindex_run_view_content_1": (
+        "run_view_content PRIMARY KEY: one row per run, content hash and media type"
+    ),
+    "workflow_messages_pending_step_source_idx": (
+        "UNIQUE: one pending step message per source (DOMAIN's rule), checked on each write"
+    ),
+}
+"""Indexes no collected plan uses, each kept for a constraint and named with it."""
+
+
+def _used(connection: sqlite3.Connection, statements: Iterator[str]) -> dict[str, list[str]]:
+    """For each index, the statements whose ``EXPLAIN QUERY PLAN`` reads it."""
+    users: dict[str, list[str]] = {}
+    for sql in statements:
+        for row in connection.execute(f"EXPLAIN QUERY PLAN {sql}"):
+            for index in re.findall(r"\bINDEX (\w+)", row[3]):
+                users.setdefault(index, []).append(sql)
+    return users
+
+
+def _collected(statements: list[str]) -> Iterator[str]:
+    """The distinct reads and writes among ``statements``, then :data:`UNREACHED`."""
+    seen: set[str] = set()
+    for raw in statements:
+        sql = _normal(raw)
+        shape = re.sub(r"'[^']*'|\b\d+\b", "?", sql)
+        verb = sql.split(" ", 1)[0].upper()
+        if verb in {"SELECT", "WITH", "UPDATE", "DELETE", "INSERT"} and shape not in seen:
+            seen.add(shape)
+            yield sql
+    yield from UNREACHED
+
+
+def test_every_index_has_a_query_that_needs_it_or_a_constraint(
+    captured: tuple[Path, list[str]],
+) -> None:
+    """Each index costs bytes on every write: one no plan reads names its rule (ADR 0099)."""
+    db, statements = captured
+    connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+    try:
+        indexes = {
+            name
+            for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+        }
+        users = _used(connection, _collected(statements))
+        bounded = {sql: faults(connection, sql) for sql in UNREACHED}
+    finally:
+        connection.close()
+    assert not {sql: found for sql, found in bounded.items() if found}
+    unused = indexes - set(users)
+    assert unused == set(UNUSED_BY_DESIGN), (
+        f"no query reads {sorted(unused - set(UNUSED_BY_DESIGN))}: drop it, or name its rule;"
+        f" named but read or gone: {sorted(set(UNUSED_BY_DESIGN) - unused)}"
+    )
+    # Each statement planned outside the traffic reads an index: the list names index users.
+    assert set(UNREACHED) <= {sql for found in users.values() for sql in found}
+
+
+def test_no_index_is_a_prefix_of_another_on_its_table(captured: tuple[Path, list[str]]) -> None:
+    """A plain index whose columns lead a wider one on its table is served by the wider one."""
+    db, _ = captured
+    connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+    try:
+        shapes: dict[str, list[tuple[str, tuple[str, ...], bool]]] = {}
+        for name, table, sql in connection.execute(
+            "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index'"
+        ):
+            columns = tuple(
+                str(row[2]) if row[1] >= 0 else f"<expression {row[1]}>"
+                for row in connection.execute(f"PRAGMA index_info({name!r})")
+            )
+            plain = sql is not None and " UNIQUE " not in sql and " WHERE " not in sql
+            shapes.setdefault(table, []).append((name, columns, plain))
+    finally:
+        connection.close()
+    served = [
+        (name, wider)
+        for table in shapes.values()
+        for name, columns, plain in table
+        for wider, more, _ in table
+        if plain and wider != name and len(more) > len(columns) and more[: len(columns)] == columns
+    ]
+    assert not served, served
+
+
 def test_the_check_sees_a_scan_and_a_join_led_by_kind(tmp_path: Path) -> None:
     db = tmp_path / "shape.db"
     connection = sqlite3.connect(db)
@@ -347,11 +462,10 @@ ADDED: Final = (
     "runs_created_idx",
     "run_queue_created_idx",
     "run_queue_lease_idx",
-    "interactive_requests_status_idx",
     "interactive_requests_created_idx",
     "workflow_messages_source_id_idx",
 )
-"""The indexes ADR 0077 added to the projections' DDL."""
+"""The indexes ADR 0077 added to the projections' DDL that ADR 0099 kept."""
 
 
 def _indexes(db: Path) -> set[str]:

@@ -48,7 +48,6 @@ DDL: Final = (
   completed_at INTEGER NOT NULL,
   UNIQUE (client_id, idempotency_key)
 ) STRICT""",
-    "CREATE INDEX IF NOT EXISTS host_commands_run_idx ON host_commands(run_id)",
 )
 
 

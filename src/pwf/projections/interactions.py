@@ -45,10 +45,7 @@ DDL: Final = (
   ON interactive_requests(target_session_id, status, created_at)""",
     """CREATE INDEX IF NOT EXISTS interactive_requests_run_idx
   ON interactive_requests(run_id, status, created_at)""",
-    # pwf's own (ADR 0077): requests by status (the pending ones host.status counts) and in
-    # the order `pwf query interactions` lists them.
-    """CREATE INDEX IF NOT EXISTS interactive_requests_status_idx
-  ON interactive_requests(status, created_at)""",
+    # pwf's own (ADR 0077): requests in the order `pwf query interactions` lists them.
     """CREATE INDEX IF NOT EXISTS interactive_requests_created_idx
   ON interactive_requests(created_at, request_id)""",
     # pwf's own (ADR 0077): the requests not yet consumed (pending, or settled and unread),

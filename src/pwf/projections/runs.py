@@ -85,7 +85,6 @@ DDL: Final = (
   ),
   CHECK (parent_run_id IS NOT NULL OR restart_number = 0)
 ) STRICT""",
-    "CREATE INDEX IF NOT EXISTS runs_project_idx ON runs(project_path, created_at DESC)",
     "CREATE INDEX IF NOT EXISTS runs_status_idx ON runs(status, updated_at DESC)",
     "CREATE INDEX IF NOT EXISTS runs_parent_idx ON runs(parent_run_id)",
     "CREATE INDEX IF NOT EXISTS runs_root_idx ON runs(root_run_id)",

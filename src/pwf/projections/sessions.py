@@ -81,8 +81,6 @@ DDL: Final = (
   UNIQUE (run_id, order_number),
   CHECK ((status IN ('removed', 'cancelled')) = (reason_hash IS NOT NULL))
 ) STRICT""",
-    """CREATE INDEX IF NOT EXISTS workflow_follow_ups_order_idx
-  ON workflow_follow_ups(target_session_id, run_id, order_number)""",
     # pwf's own (ADR 0077): the queued follow-ups that host.status counts.
     """CREATE INDEX IF NOT EXISTS workflow_follow_ups_status_idx
   ON workflow_follow_ups(status)""",

@@ -51,9 +51,5 @@ EVENT_INDEXES: Final = (
         "CREATE INDEX IF NOT EXISTS events_request ON events (request_id, seq)"
         " WHERE request_id IS NOT NULL"
     ),
-    (
-        "CREATE INDEX IF NOT EXISTS events_idempotency ON events (client_id, idempotency_key, seq)"
-        " WHERE client_id IS NOT NULL"
-    ),
 )
 """The events table's indexes, the same text in both backends."""
