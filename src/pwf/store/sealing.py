@@ -32,7 +32,10 @@ LOOKUP_COLUMNS: Final = (
     "idempotency_key",
     "batch",
 )
-"""The indexed columns events are looked up by."""
+"""The columns events are looked up by: each has an index but ``client_id`` and
+``idempotency_key``, which only tests look up by (idempotency is ``host_commands``'s
+unique key; ADR 0099).
+"""
 
 
 class Batches(ABC):
