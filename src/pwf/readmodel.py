@@ -95,6 +95,26 @@ def install_indexes(connection: sqlite3.Connection) -> list[str]:
     return list(missing)
 
 
+def stale_projections(connection: sqlite3.Connection) -> list[str]:
+    """The projections the file holds at another version than this pwf reads (reads only).
+
+    A database written before a projection's version moved (ADR 0085, ADR
+    0094) has tables of the old shape until ``pwf rebuild``; a reader that
+    fails on them names these, so the operator learns the cure, not only
+    the missing table.
+    """
+    try:
+        versions = dict(connection.execute("SELECT projection, version FROM _pwf_checkpoint"))
+    except sqlite3.Error:
+        return []
+    return [
+        f"{projection.NAME} is at version {versions[projection.NAME]},"
+        f" this pwf reads version {projection.VERSION}"
+        for projection in PROJECTIONS
+        if versions.get(projection.NAME, projection.VERSION) != projection.VERSION
+    ]
+
+
 class ReadModel:
     """Projections applied live, inline with every append."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import click
@@ -143,9 +144,33 @@ class PwfGroup(click.Group):
         except PwfError as error:
             raise _failure(str(error), error.exit_code) from None
         except sqlite3.Error as error:
-            raise _failure(f"database error: {error}", 3) from None
+            raise _failure(f"database error: {error}{_stale_hint(ctx)}", 3) from None
         except OSError as error:
             raise _failure(os_error_text(error), 3) from None
+
+
+def _stale_hint(ctx: click.Context) -> str:
+    """`` (…: run `pwf rebuild`)`` when the verb's database holds a projection of another version.
+
+    Read only on this error's path, so a verb that succeeds never imports
+    the read model for it; any fault of its own gives no hint.
+    """
+    from pwf.cli._options import DATABASE  # noqa: PLC0415 - only on this error
+
+    path = ctx.meta.get(DATABASE)
+    if path is None:
+        return ""
+    try:
+        from pwf.readmodel import stale_projections  # noqa: PLC0415 - only on this error
+
+        connection = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            stale = stale_projections(connection)
+        finally:
+            connection.close()
+    except (sqlite3.Error, OSError, ValueError):
+        return ""
+    return f" ({'; '.join(stale)}: run `pwf rebuild`)" if stale else ""
 
 
 def verdict(code: int) -> None:

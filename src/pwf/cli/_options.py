@@ -32,6 +32,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 STORE_KEY: Final = "pwf.store"
 CATCH_UP_KEY: Final = "pwf.no_catch_up"
+DATABASE: Final = "pwf.database"
+"""The root context's key for the database file a verb opened (an error's hint reads it)."""
 
 
 def _remember(key: str) -> Callable[[click.Context, click.Parameter, object], object]:
@@ -192,6 +194,9 @@ def open_store(
     """
     settings = Settings.load(db=db)
     url = store_url()
+    context = click.get_current_context(silent=True)
+    if context is not None and url is None:  # named in an error's hint (pwf.cli.PwfGroup)
+        context.find_root().meta[DATABASE] = settings.db
     if url is None and read_only and not create:
         return open_file(
             settings.db,
