@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from collections import deque
 from pathlib import Path
@@ -23,6 +22,7 @@ from pwf.errors import PwfError
 from pwf.protocol.wire import CLIENT_SCHEMA, MAX_PROTOCOL_MESSAGE_BYTES, PACKAGE_VERSION
 
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Iterator
 
 __all__ = [
@@ -151,6 +151,8 @@ class HostClient(Closing):
             HostUnavailableError: nothing listens on ``path``.
             HelloError: the first line is not a hello, or its version is not ``version``.
         """
+        import socket  # noqa: PLC0415 - `pwf request` reads its lines with this module, no socket
+
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:

@@ -16,11 +16,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import InputError
-from pwf.store.mirror import MirroredStore
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    import os
+    import sqlite3
+    from collections.abc import Callable, Sequence
+
+    from pwf.store import AppendHook
+    from pwf.store.mirror import MirroredStore
     from pwf.store.postgres import PostgresStore
+    from pwf.store.sqlite_schema import Synchronous
 
 __all__ = ["open_file", "open_mirror", "open_shared_log", "sqlite_file"]
 
@@ -48,16 +54,34 @@ def open_shared_log(url: str, *, create: bool = False) -> PostgresStore:
     return PostgresStore(url, create=create)
 
 
-open_mirror: Final = MirroredStore
-"""A host's local file on a shared log, caught up from it (ADR 0038).
+def open_mirror(  # noqa: PLR0913 - the file, the log and operator settings
+    path: str | os.PathLike[str],
+    log: PostgresStore,
+    *,
+    synchronous: Synchronous = "NORMAL",
+    busy_timeout_ms: int = 5_000,
+    hooks: Sequence[AppendHook] = (),
+    install: Callable[[sqlite3.Connection], None] | None = None,
+) -> MirroredStore:
+    """A host's local file on a shared log, caught up from it (ADR 0038).
 
-Called with :class:`~pwf.store.mirror.MirroredStore`'s arguments (the file's
-path, the log from :func:`open_shared_log`, ``synchronous``,
-``busy_timeout_ms``, ``hooks``, ``install``); the store owns the log, and
-closes it when the file cannot be opened.  Raises
-:class:`~pwf.errors.StoreError` when the file belongs to another log, or is
-ahead of this one.
-"""
+    The store owns ``log`` and closes it when the file cannot be opened; the
+    mirror's module loads only here, so a verb on one SQLite file never
+    imports it.
+
+    Raises:
+        StoreError: the file belongs to another log, or is ahead of this one.
+    """
+    from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - only a shared log's host needs it
+
+    return MirroredStore(
+        path,
+        log,
+        synchronous=synchronous,
+        busy_timeout_ms=busy_timeout_ms,
+        hooks=hooks,
+        install=install,
+    )
 
 
 def sqlite_file(file: object) -> SqliteStore:
