@@ -7,7 +7,7 @@ import hashlib
 import json
 import math
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 import pytest
@@ -876,3 +876,83 @@ class TestStructsMetForTheFirstTime:
         kinds: Any = _fresh_structs()
         with pytest.raises(CanonicalError):
             encode(kinds["Row"](x=1))
+
+
+# ------------------------------------------- lines msgspec writes as they stand, still refused
+
+_ASTRAL: Final = "\U0001f600"
+"""Sorts before U+E000 by UTF-16 code units (its high surrogate is D83D), after it by code point."""
+
+
+class TestLinesMsgspecWritesAsTheyStand:
+    """Lines msgspec's sorted encoding gives back, refused where DOMAIN §3.1 writes them otherwise.
+
+    Each line below is msgspec's own compact output of its value, so only the
+    rules of the original tell it from the canonical form.
+    """
+
+    @pytest.mark.parametrize(
+        "keys",
+        [
+            pytest.param(("\ue000", _ASTRAL), id="plain keys"),
+            pytest.param(('\ue000"', _ASTRAL + '"'), id="an escaped quote ends each key"),
+            pytest.param(('\ue000"a', _ASTRAL + '"a'), id="an escaped quote inside each key"),
+            pytest.param(('\ue000b"a', _ASTRAL + '"a'), id="an escaped quote at an odd byte"),
+            pytest.param(("\ue000\\", _ASTRAL + "\\"), id="an escaped backslash ends each key"),
+            pytest.param(('\ue000\\"', _ASTRAL + '\\"'), id="a backslash and a quote end each key"),
+        ],
+    )
+    def test_keys_in_code_point_order_are_refused(self, keys: tuple[str, str]) -> None:
+        """Keys sort by UTF-16 code units: an astral key precedes one of U+E000 to U+FFFF."""
+        low, astral = keys
+        line = json.dumps({low: 1, astral: "x"}, ensure_ascii=False, separators=(",", ":"))
+        assert line.encode() == msgspec.json.encode({low: 1, astral: "x"}, order="sorted")
+        with pytest.raises(NonCanonicalLineError):
+            parse_line(line.encode())
+        expected = {astral: "x", low: 1}
+        assert expected == parse_line(encode(expected))
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            pytest.param("\ue000", id="plain"),
+            pytest.param('\ue000"', id="an escaped quote"),
+        ],
+    )
+    def test_a_high_character_in_a_value_does_not_hide_the_keys_after_it(self, value: str) -> None:
+        """Text from U+E000 in a member's value, then keys in code-point order: refused."""
+        line = msgspec.json.encode({"a": value, "\ue000": 1, _ASTRAL: "x"}, order="sorted")
+        assert line.index(b'"a":') < line.index("\ue000".encode(), line.index(b'"a":'))
+        with pytest.raises(NonCanonicalLineError):
+            parse_line(line)
+
+    @pytest.mark.parametrize(
+        "line",
+        [
+            pytest.param(b"[9007199254740993]", id="in an array"),
+            pytest.param(b'{"a":9007199254740993}', id="a member"),
+            pytest.param(b"[1,9007199254740993]", id="after a comma"),
+            pytest.param(b"[-9007199254740993]", id="negative"),
+            pytest.param(b'[9007199254740993,"a1234567890123456"]', id="before digits in text"),
+            pytest.param(b'["1234567890123456",9007199254740993]', id="after digits in text"),
+            pytest.param(
+                b'["1234567890123456",9007199254740993,"a1234567890123456"]',
+                id="between digits in text",
+            ),
+        ],
+    )
+    def test_an_integer_past_2_53_is_refused_wherever_it_stands(self, line: bytes) -> None:
+        """Numbers are doubles: 2**53 + 1 is written 9007199254740992, its own digits refused."""
+        with pytest.raises(NonCanonicalLineError):
+            parse_line(line)
+        assert b"9007199254740992" in encode(json.loads(line))
+
+    def test_digits_in_text_are_not_a_number(self) -> None:
+        """Sixteen digits and more inside a string are text, canonical as they stand."""
+        line = b'{"1234567890123456789":"12345678901234567890"}'
+        assert {"1234567890123456789": "12345678901234567890"} == parse_line(line)
+
+    def test_an_integer_after_a_double_is_still_written_as_a_double(self) -> None:
+        """Every number after a fraction is looked at too: 2**53 + 1 is written as its double."""
+        assert b"[1.5,9007199254740992]" == encode([1.5, 2**53 + 1])
+        assert b'{"a":1.5,"b":9007199254740992}' == encode({"a": 1.5, "b": 2**53 + 1})
