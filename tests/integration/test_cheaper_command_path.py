@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import threading
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
@@ -354,3 +354,75 @@ def test_direct_mode_keeps_its_savepoint_journals_in_memory(
     with open_store(str(db), deciding=True) as deciding, open_store(str(db)) as other:
         assert 2 == deciding.reader().table("PRAGMA temp_store")[1][0][0]
         assert 0 == other.reader().table("PRAGMA temp_store")[1][0][0]
+
+
+def _start_line(number: int) -> bytes:
+    return canonical.encode(
+        {
+            "clientId": "client-a",
+            "idempotencyKey": f"k-{number}",
+            "operation": "run.start",
+            "payload": {
+                "definitionDigest": "d1",
+                "definitionSnapshot": {},
+                "input": {"n": number},
+                "originSessionId": f"s-{number}",
+                "projectPath": "/p",
+                "workflowName": "echo",
+                "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
+                "workflowSourceRef": "builtin:echo",
+            },
+            "requestId": f"r-{number}",
+            "runId": f"run-{number}",
+            "schema": "pi-workflows.client.v1",
+            "type": "request",
+        }
+    )
+
+
+DIRECT_RUN_START: Final = (
+    "BEGIN IMMEDIATE",
+    "SELECT seq, content_hash, batch FROM _pwf_head",  # the chain's head
+    "SELECT h.request_id",  # a retry or a conflict, by id and by key
+    "SAVEPOINT pwf_0",
+    "SELECT run_id,",  # the run, if it exists
+    "SELECT 1 FROM run_queue",  # the origin session's active run
+    "INSERT INTO events",  # run.reserved
+    "INSERT INTO blobs",  # its input
+    "INSERT INTO blobs",  # its definition snapshot
+    "INSERT INTO runs",
+    "INSERT INTO run_queue",
+    "INSERT INTO run_bindings",
+    "INSERT INTO run_sources",
+    "RELEASE pwf_0",
+    "INSERT INTO events",  # command.recorded
+    "INSERT INTO blobs",  # its receipt
+    "INSERT INTO host_commands",
+    "INSERT INTO _pwf_head",
+    "UPDATE _pwf_checkpoint",
+    "COMMIT",
+)
+"""The statements of a direct ``run.start`` of a new run, in order (ADR 0100): 20."""
+
+
+def test_a_direct_run_start_runs_twenty_statements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A regression (a read-back, a select before an upsert, a projection not touched) fails."""
+    monkeypatch.delenv("PWF_STORE", raising=False)
+    db = tmp_path / "state.db"
+    open_store(str(db), create=True).close()
+    seen: list[str] = []
+    with open_store(str(db), deciding=True) as store:
+        host = Host(store)
+        assert "accepted" == host.request(parse_request(_start_line(1)), AT).outcome
+        connection: sqlite3.Connection = store.connection  # type: ignore[attr-defined]
+        _statements(connection, seen)
+        answer = host.request(parse_request(_start_line(2)), AT + 1)
+        connection.set_trace_callback(None)
+    assert ("accepted", 1) == (answer.outcome, answer.revision)
+    # A trigger's statements are traced as the statement that fired them: counted once.
+    top = [text for n, text in enumerate(seen) if n == 0 or text != seen[n - 1]]
+    assert len(top) == len(DIRECT_RUN_START)
+    for text, head in zip(top, DIRECT_RUN_START, strict=True):
+        assert " ".join(text.split()).startswith(head), (text[:120], head)
