@@ -11,6 +11,7 @@ fails after writing, runs again with them, so it still rolls back alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import threading
 from types import SimpleNamespace
@@ -28,6 +29,7 @@ from pwf.protocol.client import parse_request
 from pwf.readmodel import ReadModel
 from pwf.server._writer import Writer
 from pwf.store.sqlite import SqliteStore
+from pwf.store.unit import OnceOnly, Repeatable
 
 if TYPE_CHECKING:
     import sqlite3
@@ -384,7 +386,6 @@ DIRECT_RUN_START: Final = (
     "BEGIN IMMEDIATE",
     "SELECT seq, content_hash, batch FROM _pwf_head",  # the chain's head
     "SELECT h.request_id",  # a retry or a conflict, by id and by key
-    "SAVEPOINT pwf_0",
     "SELECT run_id,",  # the run, if it exists
     "SELECT 1 FROM run_queue",  # the origin session's active run
     "INSERT INTO events",  # run.reserved
@@ -394,7 +395,6 @@ DIRECT_RUN_START: Final = (
     "INSERT INTO run_queue",
     "INSERT INTO run_bindings",
     "INSERT INTO run_sources",
-    "RELEASE pwf_0",
     "INSERT INTO events",  # command.recorded
     "INSERT INTO blobs",  # its receipt
     "INSERT INTO host_commands",
@@ -402,10 +402,12 @@ DIRECT_RUN_START: Final = (
     "UPDATE _pwf_checkpoint",
     "COMMIT",
 )
-"""The statements of a direct ``run.start`` of a new run, in order (ADR 0100): 20."""
+"""The statements of a direct ``run.start`` of a new run, in order (ADR 0100): 18.
+
+The decider runs bare (no savepoint) and answers without reading back its rows."""
 
 
-def test_a_direct_run_start_runs_twenty_statements(
+def test_a_direct_run_start_runs_eighteen_statements(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A regression (a read-back, a select before an upsert, a projection not touched) fails."""
@@ -426,3 +428,40 @@ def test_a_direct_run_start_runs_twenty_statements(
     assert len(top) == len(DIRECT_RUN_START)
     for text, head in zip(top, DIRECT_RUN_START, strict=True):
         assert " ".join(text.split()).startswith(head), (text[:120], head)
+
+
+def _failing_inside(calls: list[int]) -> Any:
+    """Work that fails after writing inside a savepoint, goes on and appends again."""
+
+    def work(tx: SqliteTransaction) -> str:
+        calls.append(1)
+        with contextlib.suppress(_BlockFailedError):
+            _failing(tx, _recorded(1))
+        tx.append([_recorded(2)], at=AT, actor=ACTOR)
+        return "done"
+
+    return work
+
+
+@pytest.mark.parametrize(("mark", "runs"), [(Repeatable, 2), (OnceOnly, 1)])
+def test_a_direct_decision_that_failed_after_writing_keeps_only_what_it_kept(
+    store: SqliteStore, mark: type[Repeatable[str] | OnceOnly[str]], runs: int
+) -> None:
+    """Bare first, a repeatable one runs again with savepoints; once-only work runs once."""
+    calls: list[int] = []
+    assert "done" == store.run(mark(_failing_inside(calls)))
+    assert runs == len(calls)
+    assert ["req-2"] == _receipts(store)
+    assert [1] == [event.seq for event in store.read()]
+    assert store.verify().ok
+
+
+def test_a_direct_decision_that_raises_after_writing_leaves_nothing(store: SqliteStore) -> None:
+    def work(tx: Any) -> str:
+        tx.append([_recorded(1)], at=AT, actor=ACTOR)
+        raise _BlockFailedError
+
+    with pytest.raises(_BlockFailedError):
+        store.run(Repeatable(work))
+    assert [] == _receipts(store)
+    assert [] == list(store.read())
