@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import threading
 from types import SimpleNamespace
@@ -465,3 +466,43 @@ def test_a_direct_decision_that_raises_after_writing_leaves_nothing(store: Sqlit
         store.run(Repeatable(work))
     assert [] == _receipts(store)
     assert [] == list(store.read())
+
+
+def _served_start(host: Host[Any], number: int, tx: Any) -> str:
+    """One ``run.start`` decided in a group's transaction, as the served writer does."""
+    host.shared = tx
+    try:
+        return host.decide(parse_request(_start_line(number)), AT + number)[0].outcome
+    finally:
+        host.shared = None
+
+
+def test_a_served_group_runs_twelve_statements_per_run_start_and_six_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each request: its look-up, two reads, two events, three blobs less the shared one, four
+    projection rows and its record; the group: BEGIN, the head, the shared blob, the head's row,
+    the checkpoints and COMMIT (ADR 0100)."""
+    monkeypatch.delenv("PWF_STORE", raising=False)
+    db = tmp_path / "state.db"
+    open_store(str(db), create=True).close()
+    counts: list[int] = []
+    with open_store(str(db), deciding=True) as store:
+        host = Host(store)
+        assert "accepted" == host.request(parse_request(_start_line(0)), AT).outcome
+        connection: sqlite3.Connection = store.connection  # type: ignore[attr-defined]
+        for first, size in ((1, 1), (2, 4)):
+            seen: list[str] = []
+            _statements(connection, seen)
+            outcomes = store.run_group(
+                iter(
+                    [
+                        Repeatable(functools.partial(_served_start, host, number))
+                        for number in range(first, first + size)
+                    ]
+                )
+            )
+            connection.set_trace_callback(None)
+            assert [("accepted", None)] * size == [tuple(outcome) for outcome in outcomes]
+            counts.append(sum(n == 0 or text != seen[n - 1] for n, text in enumerate(seen)))
+    assert [6 + 12, 6 + 4 * 12] == counts
