@@ -11,10 +11,12 @@ fails after writing, runs again with them, so it still rolls back alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import hashlib
 import threading
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
@@ -28,6 +30,7 @@ from pwf.protocol.client import parse_request
 from pwf.readmodel import ReadModel
 from pwf.server._writer import Writer
 from pwf.store.sqlite import SqliteStore
+from pwf.store.unit import OnceOnly, Repeatable
 
 if TYPE_CHECKING:
     import sqlite3
@@ -354,3 +357,152 @@ def test_direct_mode_keeps_its_savepoint_journals_in_memory(
     with open_store(str(db), deciding=True) as deciding, open_store(str(db)) as other:
         assert 2 == deciding.reader().table("PRAGMA temp_store")[1][0][0]
         assert 0 == other.reader().table("PRAGMA temp_store")[1][0][0]
+
+
+def _start_line(number: int) -> bytes:
+    return canonical.encode(
+        {
+            "clientId": "client-a",
+            "idempotencyKey": f"k-{number}",
+            "operation": "run.start",
+            "payload": {
+                "definitionDigest": "d1",
+                "definitionSnapshot": {},
+                "input": {"n": number},
+                "originSessionId": f"s-{number}",
+                "projectPath": "/p",
+                "workflowName": "echo",
+                "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
+                "workflowSourceRef": "builtin:echo",
+            },
+            "requestId": f"r-{number}",
+            "runId": f"run-{number}",
+            "schema": "pi-workflows.client.v1",
+            "type": "request",
+        }
+    )
+
+
+DIRECT_RUN_START: Final = (
+    "BEGIN IMMEDIATE",
+    "SELECT seq, content_hash, batch FROM _pwf_head",  # the chain's head
+    "SELECT h.request_id",  # a retry or a conflict, by id and by key
+    "SELECT run_id,",  # the run, if it exists
+    "SELECT 1 FROM run_queue",  # the origin session's active run
+    "INSERT INTO events",  # run.reserved
+    "INSERT INTO blobs",  # its input
+    "INSERT INTO blobs",  # its definition snapshot
+    "INSERT INTO runs",
+    "INSERT INTO run_queue",
+    "INSERT INTO run_bindings",
+    "INSERT INTO run_sources",
+    "INSERT INTO events",  # command.recorded
+    "INSERT INTO blobs",  # its receipt
+    "INSERT INTO host_commands",
+    "INSERT INTO _pwf_head",
+    "UPDATE _pwf_checkpoint",
+    "COMMIT",
+)
+"""The statements of a direct ``run.start`` of a new run, in order (ADR 0101): 18.
+
+The decider runs bare (no savepoint) and answers without reading back its rows."""
+
+
+def test_a_direct_run_start_runs_eighteen_statements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A regression (a read-back, a select before an upsert, a projection not touched) fails."""
+    monkeypatch.delenv("PWF_STORE", raising=False)
+    db = tmp_path / "state.db"
+    open_store(str(db), create=True).close()
+    seen: list[str] = []
+    with open_store(str(db), deciding=True) as store:
+        host = Host(store)
+        assert "accepted" == host.request(parse_request(_start_line(1)), AT).outcome
+        connection: sqlite3.Connection = store.connection  # type: ignore[attr-defined]
+        _statements(connection, seen)
+        answer = host.request(parse_request(_start_line(2)), AT + 1)
+        connection.set_trace_callback(None)
+    assert ("accepted", 1) == (answer.outcome, answer.revision)
+    # A trigger's statements are traced as the statement that fired them: counted once.
+    top = [text for n, text in enumerate(seen) if n == 0 or text != seen[n - 1]]
+    assert len(top) == len(DIRECT_RUN_START)
+    for text, head in zip(top, DIRECT_RUN_START, strict=True):
+        assert " ".join(text.split()).startswith(head), (text[:120], head)
+
+
+def _failing_inside(calls: list[int]) -> Any:
+    """Work that fails after writing inside a savepoint, goes on and appends again."""
+
+    def work(tx: SqliteTransaction) -> str:
+        calls.append(1)
+        with contextlib.suppress(_BlockFailedError):
+            _failing(tx, _recorded(1))
+        tx.append([_recorded(2)], at=AT, actor=ACTOR)
+        return "done"
+
+    return work
+
+
+@pytest.mark.parametrize(("mark", "runs"), [(Repeatable, 2), (OnceOnly, 1)])
+def test_a_direct_decision_that_failed_after_writing_keeps_only_what_it_kept(
+    store: SqliteStore, mark: type[Repeatable[str] | OnceOnly[str]], runs: int
+) -> None:
+    """Bare first, a repeatable one runs again with savepoints; once-only work runs once."""
+    calls: list[int] = []
+    assert "done" == store.run(mark(_failing_inside(calls)))
+    assert runs == len(calls)
+    assert ["req-2"] == _receipts(store)
+    assert [1] == [event.seq for event in store.read()]
+    assert store.verify().ok
+
+
+def test_a_direct_decision_that_raises_after_writing_leaves_nothing(store: SqliteStore) -> None:
+    def work(tx: Any) -> str:
+        tx.append([_recorded(1)], at=AT, actor=ACTOR)
+        raise _BlockFailedError
+
+    with pytest.raises(_BlockFailedError):
+        store.run(Repeatable(work))
+    assert [] == _receipts(store)
+    assert [] == list(store.read())
+
+
+def _served_start(host: Host[Any], number: int, tx: Any) -> str:
+    """One ``run.start`` decided in a group's transaction, as the served writer does."""
+    host.shared = tx
+    try:
+        return host.decide(parse_request(_start_line(number)), AT + number)[0].outcome
+    finally:
+        host.shared = None
+
+
+def test_a_served_group_runs_twelve_statements_per_run_start_and_six_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each request: its look-up, two reads, two events, three blobs less the shared one, four
+    projection rows and its record; the group: BEGIN, the head, the shared blob, the head's row,
+    the checkpoints and COMMIT (ADR 0101)."""
+    monkeypatch.delenv("PWF_STORE", raising=False)
+    db = tmp_path / "state.db"
+    open_store(str(db), create=True).close()
+    counts: list[int] = []
+    with open_store(str(db), deciding=True) as store:
+        host = Host(store)
+        assert "accepted" == host.request(parse_request(_start_line(0)), AT).outcome
+        connection: sqlite3.Connection = store.connection  # type: ignore[attr-defined]
+        for first, size in ((1, 1), (2, 4)):
+            seen: list[str] = []
+            _statements(connection, seen)
+            outcomes = store.run_group(
+                iter(
+                    [
+                        Repeatable(functools.partial(_served_start, host, number))
+                        for number in range(first, first + size)
+                    ]
+                )
+            )
+            connection.set_trace_callback(None)
+            assert [("accepted", None)] * size == [tuple(outcome) for outcome in outcomes]
+            counts.append(sum(n == 0 or text != seen[n - 1] for n, text in enumerate(seen)))
+    assert [6 + 12, 6 + 4 * 12] == counts

@@ -73,7 +73,6 @@ __all__ = [
     "RequestRow",
     "RequestStateRow",
     "RequestStatus",
-    "ReservedRow",
     "RunListRow",
     "RunRow",
     "RunSourceRow",
@@ -405,13 +404,6 @@ class CandidateRow(NamedTuple):
     request_id: str
     attempt_id: str
     contract_hash: bytes
-
-
-class ReservedRow(NamedTuple):
-    """A reserved run's queue generation and revision."""
-
-    generation: int
-    revision: int
 
 
 class RunListRow(NamedTuple):

@@ -21,13 +21,14 @@ from pwf.commands.payload import (
     positive_int,
     text,
 )
-from pwf.commands.rows import QUEUE, RUN, Query, QueueRow, ReservedRow, RunListRow, RunRow
+from pwf.commands.rows import QUEUE, RUN, Query, QueueRow, RunListRow, RunRow
 from pwf.commands.sources import normalised_source, stored_source
 from pwf.commands.views import host_counts, json_bytes, run_view
 from pwf.events import (
     RunQueueDoneForContinuation,
     RunReserved,
 )
+from pwf.projections.runs import RESERVED_GENERATION, RESERVED_REVISION
 from pwf.protocol.schemas import RunStarted, Stopping, receipt
 
 if TYPE_CHECKING:
@@ -248,11 +249,6 @@ def _compatible(
     )
 
 
-_RESERVED: Final = Query(
-    ReservedRow,
-    "SELECT q.generation, r.revision FROM run_queue q JOIN runs r ON r.run_id = q.run_id"
-    " WHERE q.run_id = ?",
-)
 _NEWEST: Final = Query(
     RunListRow,
     "SELECT r.run_id, r.status, r.paused, r.workflow_name, r.origin_session_id,"
@@ -284,11 +280,11 @@ def run_start(ctx: Context, request: ClientRequest) -> Result:
         template=template,
         parent_id=parent if isinstance(parent, str) else None,
     )
-    reserved = ctx.fetch(_RESERVED, run_id)
-    assert reserved is not None
+    # The reservation's rows are new, so their generation and revision are the projector's
+    # first ones: known without reading them back (ADR 0101).
     return Result(
-        receipt=receipt(RunStarted(run_id=run_id, generation=reserved.generation)),
-        revision=reserved.revision,
+        receipt=receipt(RunStarted(run_id=run_id, generation=RESERVED_GENERATION)),
+        revision=RESERVED_REVISION,
         run_id=run_id,
     )
 

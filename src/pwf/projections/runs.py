@@ -159,17 +159,22 @@ def _queue_sql(sets: str) -> str:
     return f"UPDATE run_queue SET {sets}, updated_at = ? WHERE run_id = ?"
 
 
+RESERVED_REVISION: Final = 1
+"""A reserved run's revision: ``run.start`` answers with it, read nowhere (ADR 0101)."""
+RESERVED_GENERATION: Final = 0
+"""A reserved run's queue generation, as ``run.start``'s receipt states it (ADR 0101)."""
+
 _INSERT_RUN: Final = (
     "INSERT INTO runs (run_id, parent_run_id, root_run_id, lineage_kind, restart_number,"
     " parent_terminal_fingerprint, project_path, workflow_name, workflow_ref,"
     " workflow_source, definition_digest, definition_snapshot_hash, launch_options_hash,"
     " origin_session_id, execution_mode, status, paused, status_detail, revision,"
     " input_hash, created_at, updated_at)"
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'queued',0,'queued',1,?,?,?)"
+    f" VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'queued',0,'queued',{RESERVED_REVISION},?,?,?)"
 )
 _INSERT_QUEUE: Final = (
-    "INSERT INTO run_queue (run_id, origin_session_id, status, created_at, updated_at)"
-    " VALUES (?, ?, 'queued', ?, ?)"
+    "INSERT INTO run_queue (run_id, origin_session_id, status, generation, created_at,"
+    f" updated_at) VALUES (?, ?, 'queued', {RESERVED_GENERATION}, ?, ?)"
 )
 _INSERT_BINDING: Final = (
     "INSERT INTO run_bindings (run_id, origin_session_id, execution_mode, created_at)"

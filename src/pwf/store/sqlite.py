@@ -212,9 +212,13 @@ class SqliteStore(AppendsAlone, Closing, SqliteFile):
             self.checkpointer.committed()
 
     def run(self, work: Work[T]) -> T:
-        """One decision in a write transaction of its own, committed before it returns."""
-        with self.transaction() as tx:
-            return work(tx)
+        """One decision in a write transaction of its own, committed before it returns.
+
+        Repeatable work runs bare first, as a served group's does (ADR 0101).
+        """
+        from pwf.store.sqlite_unit import run_alone  # noqa: PLC0415 - with run_group
+
+        return run_alone(self, work)
 
     def run_group(
         self, works: Iterator[Work[object]], observe: Observe | None = None

@@ -13,13 +13,15 @@ spoils the transaction, which is rolled back, and the works taken so far
 followed by the rest of the group.  The first
 :class:`~pwf.store.unit.OnceOnly` work, and every work after it, runs in a
 savepoint of its own, so nothing that may have an effect outside the
-transaction is ever run twice (ADR 0087).
+transaction is ever run twice (ADR 0087).  A direct decision, a group of
+one, runs the same way (ADR 0101): bare when repeatable, again with
+savepoints when it failed after writing.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pwf.store.unit import Outcome, Repeatable, failed, repeatable, run_one
 
@@ -30,7 +32,9 @@ if TYPE_CHECKING:
     from pwf.store.sqlite_transaction import SqliteTransaction
     from pwf.store.unit import Observe, Work
 
-__all__ = ["run_group"]
+__all__ = ["run_alone", "run_group"]
+
+T = TypeVar("T")
 
 
 class _Spoiled(Exception):  # noqa: N818 - a state of the transaction, never seen outside here
@@ -52,6 +56,35 @@ def run_group(
             observe("redone")
     again: list[Work[object]] = [repeatable(work) for work in taken]
     return _attempt(store, itertools.chain(again, works), bare=False)
+
+
+def run_alone(store: SqliteStore, work: Work[T]) -> T:
+    """Decide ``work`` in a transaction of its own and commit; its value, or its error raised.
+
+    :class:`~pwf.store.unit.Repeatable` work runs bare (its savepoints run no
+    statement) and, when it failed after writing, runs again in a new
+    transaction with them; other work runs once, with them.
+    """
+    if isinstance(work, Repeatable):
+        try:
+            return _alone(store, work, bare=True)
+        except _Spoiled:
+            pass
+    return _alone(store, work, bare=False)
+
+
+def _alone(store: SqliteStore, work: Work[T], *, bare: bool) -> T:
+    """One run of ``work`` in its own transaction.
+
+    Raises:
+        _Spoiled: a bare run failed after writing; the transaction is rolled back.
+    """
+    with store.transaction() as tx:
+        tx.bare = bare
+        value = work(tx)
+        tx.bare = False
+        _unspoiled(tx)
+    return value
 
 
 def _taking(works: Iterator[Work[object]], taken: list[Work[object]]) -> Iterator[Work[object]]:
