@@ -82,7 +82,7 @@ def check(
     try:
         with scratch_fold(
             store.projections_file,
-            store.path,
+            store.projections_file.path,
             "verify",
             copy_events=False,
             writable=False,

@@ -317,7 +317,7 @@ class Fixture:
         fresh = exact_text(sqlite3.connect(":memory:"))
         try:
             rebuild_into(fresh, self.store.entries())
-            assert projections(self.store.path) == dump(fresh)
+            assert projections(self.store.projections_file.path) == dump(fresh)
         finally:
             fresh.close()
 

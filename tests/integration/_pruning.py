@@ -93,12 +93,12 @@ def assert_pruned(store: EventStore, old: Path, backup: Path, prune_request: str
     assert isinstance(opening, LogCompacted)
     removed = opening.removed_run_ids
     expected = dump(expected_after_prune(old, removed))
-    live = projections(store.path)
+    live = projections(store.projections_file.path)
     live["host_commands"] = [row for row in live["host_commands"] if row[0] != prune_request]
     for table in expected:
         if table != "blobs":
             assert live[table] == expected[table], table
-    with opened(store.path) as connection:
+    with opened(store.projections_file.path) as connection:
         [receipt] = connection.execute(
             "SELECT receipt_hash FROM host_commands WHERE request_id = ?", (prune_request,)
         ).fetchone()

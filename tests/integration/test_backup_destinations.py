@@ -30,12 +30,12 @@ def _backup(fx: Fixture, destination: str) -> Any:
 
 def _assert_refused(fx: Fixture, destination: str, error: str) -> None:
     """Refused with ``error``; one event (the recorded rejection) appended; the log verifies."""
-    live = fx.store.path.read_bytes()
+    live = fx.store.projections_file.path.read_bytes()
     response, appended = _backup(fx, destination)
     assert ("rejected", error) == (response.outcome, response.error)
     assert 1 == appended
     assert fx.store.verify().ok
-    assert fx.store.path.read_bytes()[:100] == live[:100]
+    assert fx.store.projections_file.path.read_bytes()[:100] == live[:100]
     fx.assert_rebuild_equals_live()
 
 

@@ -102,7 +102,7 @@ def test_reading_json_requires_application_json(tmp_path: Path) -> None:
     fx.start(at=1000)
     run = fx.existing("runs", run_id="run-1")
     statement = "UPDATE blobs SET media_type = 'text/plain' WHERE blob_hash = x'{}'"
-    edit(fx.store.path, statement.format(bytes(run["input_hash"]).hex()))
+    edit(fx.store.projections_file.path, statement.format(bytes(run["input_hash"]).hex()))
     before = fx.events()
     status = fx.request("run.status", None, run_id="run-1")
     assert ("rejected", NOT_JSON) == (status.outcome, status.error)
@@ -142,7 +142,7 @@ def test_reading_text_requires_text_plain(tmp_path: Path) -> None:
     ctx = Context(fx.store.reader(), _never, 4000)
     assert "hello" == view_text(ctx, prompt_hash)
     statement = "UPDATE blobs SET media_type = 'application/json' WHERE blob_hash = x'{}'"
-    edit(fx.store.path, statement.format(prompt_hash.hex()))
+    edit(fx.store.projections_file.path, statement.format(prompt_hash.hex()))
     with pytest.raises(CommandError, match=r"^Text blob is missing or has the wrong media type$"):
         view_text(Context(fx.store.reader(), _never, 4000), prompt_hash)
     fx.close()

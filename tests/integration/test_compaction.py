@@ -108,7 +108,7 @@ def test_compaction_matches_for_any_traffic_and_cutoff(seed: int, runs: int, sha
 
 def _assert_compaction_matches(fx: Fixture, cutoff: int, tmp_path: Path) -> None:
     """Prune before ``cutoff``; the result is the old projections minus the trees, and proves."""
-    db = fx.store.path
+    db = fx.store.projections_file.path
     checkpoint(db)
     old = tmp_path / "old.db"
     shutil.copy(db, old)
@@ -140,7 +140,9 @@ def test_a_compacted_log_round_trips_replays_and_compacts_again(tmp_path: Path) 
         head = import_jsonl(copy, source)
         assert head == fx.store.head()
         assert copy.verify().ok
-        assert projections(copy.path) == projections(fx.store.path)
+        assert projections(copy.projections_file.path) == projections(
+            fx.store.projections_file.path
+        )
 
     report = replay(fx.store, tmp_path / "replayed.db", until_seq=origin.seq + 5)
     assert report.head.seq <= origin.seq + 5
@@ -154,7 +156,9 @@ def test_a_compacted_log_round_trips_replays_and_compacts_again(tmp_path: Path) 
     kept_at = [
         row[0]
         for row in rows(
-            fx.store.path, "SELECT at FROM events WHERE seq > ? ORDER BY seq", origin.seq + 1
+            fx.store.projections_file.path,
+            "SELECT at FROM events WHERE seq > ? ORDER BY seq",
+            origin.seq + 1,
         )
     ]
     middle = replay(fx.store, tmp_path / "middle.db", until_time=kept_at[len(kept_at) // 2])
@@ -194,7 +198,7 @@ def test_a_tampered_or_foreign_backup_does_not_prove(tmp_path: Path) -> None:
     assert not proof.ok
     assert "SHA-256" in (proof.failure or "")
     other, _ = _session_history(tmp_path / "other.db")
-    checkpoint(other.store.path)
+    checkpoint(other.store.projections_file.path)
     assert not prove(fx.store, tmp_path / "other.db").ok
 
 
@@ -213,7 +217,7 @@ def test_a_compaction_that_fails_midway_leaves_everything_as_it_was(
     """A failure before the image is installed leaves the live file, and refuses the prune."""
     db = tmp_path / "state.db"
     fx, cutoff = _traffic_history(db)
-    before = projections(fx.store.path)
+    before = projections(fx.store.projections_file.path)
     head = fx.store.head()
     calls = {"n": 0}
     original = getattr(target, name)
@@ -229,7 +233,7 @@ def test_a_compaction_that_fails_midway_leaves_everything_as_it_was(
     assert (answer.outcome, answer.error) == ("rejected", "compaction failed: the disk went away")
     assert fx.store.origin().seq == 0
     assert fx.store.head().seq == head.seq + 1  # the recorded rejection
-    after = projections(fx.store.path)
+    after = projections(fx.store.projections_file.path)
     after["host_commands"] = [row for row in after["host_commands"] if row[0] != "prune"]
     added = set(after.pop("blobs")) - set(before.pop("blobs"))
     assert after == before

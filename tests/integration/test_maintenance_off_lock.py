@@ -65,7 +65,7 @@ def test_a_backup_holds_no_write_lock_while_it_copies(
     fx: Fixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A writer with no busy timeout commits in the middle of the backup."""
-    ran = _during_the_copy(monkeypatch, lambda: _write_now(fx.store.path))
+    ran = _during_the_copy(monkeypatch, lambda: _write_now(fx.store.projections_file.path))
     response = fx.request("state.backup", {"destination": str(tmp_path / "b.sqlite")}, at=5000)
     assert ("accepted", [1]) == (response.outcome, ran)
 
@@ -76,7 +76,7 @@ def test_a_prune_holds_no_write_lock_while_it_copies(
     """The same for the prune's backup."""
     fx = Fixture.f(tmp_path / "s.db")
     finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
-    ran = _during_the_copy(monkeypatch, lambda: _write_now(fx.store.path))
+    ran = _during_the_copy(monkeypatch, lambda: _write_now(fx.store.projections_file.path))
     payload = {"before": iso_utc(120_000), "apply": True, "backupPath": str(tmp_path / "p.sqlite")}
     response = fx.request("state.prune", payload, key="prune", rid="prune", at=130_000)
     assert ("accepted", [1]) == (response.outcome, ran)
@@ -129,7 +129,7 @@ def test_a_selection_changed_during_the_copy_is_refused(
     assert fx.row("runs", run_id="run-1") is not None
     assert fx.store.origin().seq == 0  # not compacted
     assert fx.store.head().seq > head.seq
-    assert not lock_path(fx.store.path).exists()
+    assert not lock_path(fx.store.projections_file.path).exists()
     fx.assert_rebuild_equals_live()
 
 
@@ -153,7 +153,7 @@ def test_a_prune_holds_no_write_lock_while_it_prepares_the_compaction(
     """A writer with no busy timeout commits while the compacted segment is folded."""
     fx = Fixture.f(tmp_path / "s.db")
     finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
-    ran = _while_preparing(monkeypatch, lambda: _write_now(fx.store.path))
+    ran = _while_preparing(monkeypatch, lambda: _write_now(fx.store.projections_file.path))
     response = _prune(fx, tmp_path / "p.sqlite")
     assert ("accepted", [1]) == (response.outcome, ran)
     assert prove(fx.store, tmp_path / "p.sqlite").ok

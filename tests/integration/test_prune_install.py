@@ -125,8 +125,8 @@ def test_the_installed_log_is_the_compaction_the_rules_define_byte_for_byte(
     assert fx.store.verify(deep=True).ok
     fx.assert_rebuild_equals_live()
     assert fx.store.projections_file.integrity_check() is None
-    assert rows(fx.store.path, "PRAGMA freelist_count") == [(0,)]  # no vacuum owed
-    assert rows(fx.store.path, "PRAGMA journal_mode") == [("wal",)]
+    assert rows(fx.store.projections_file.path, "PRAGMA freelist_count") == [(0,)]  # no vacuum owed
+    assert rows(fx.store.projections_file.path, "PRAGMA journal_mode") == [("wal",)]
     assert not list(tmp_path.glob("s.db.rebuild-*"))
 
 
@@ -141,14 +141,14 @@ def test_the_work_runs_under_the_lock_and_readers_see_old_or_new(
     monkeypatch.setenv("PWF_BUSY_TIMEOUT_MS", "500")
     fx = _history(tmp_path / "s.db")
     head = fx.store.head()
-    reader = sqlite3.connect(fx.store.path, isolation_level=None)
+    reader = sqlite3.connect(fx.store.projections_file.path, isolation_level=None)
     reader.execute("BEGIN")
     assert reader.execute("SELECT count(*) FROM runs").fetchone()[0] == 5
     seen: list[str] = []
     sealing = _compacting.Prepared.seal
 
     def watched(self: _compacting.Prepared, *args: Any, **kwargs: Any) -> Any:
-        writer = sqlite3.connect(fx.store.path, timeout=0, isolation_level=None)
+        writer = sqlite3.connect(fx.store.projections_file.path, timeout=0, isolation_level=None)
         try:
             writer.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as error:
@@ -247,9 +247,9 @@ def test_an_image_of_too_few_pages_is_refused(tmp_path: Path) -> None:
 def test_projections_survive_the_install_as_a_rebuild_gives_them(tmp_path: Path) -> None:
     """The installed projections are the old ones minus the trees (a rebuild of the new log)."""
     fx = _history(tmp_path / "s.db")
-    before = projections(fx.store.path)
+    before = projections(fx.store.projections_file.path)
     assert _prune(fx, tmp_path / "p.sqlite").outcome == "accepted"
-    after = projections(fx.store.path)
+    after = projections(fx.store.projections_file.path)
     assert [row[0] for row in after["runs"]] == ["run-4", "run-5"]
     assert len(before["runs"]) == 5
     fx.assert_rebuild_equals_live()

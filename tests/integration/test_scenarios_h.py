@@ -134,7 +134,7 @@ def scenario_55(db: Path, *, lease_on_projection: bool = True) -> Fixture:
     _seed(fx, 5000, _finished("e1", "failed"))
     if lease_on_projection:
         change(
-            fx.store.path,
+            fx.store.projections_file.path,
             "UPDATE run_queue SET owner_worker_epoch = 'w-d1', lease_expires_at = ?"
             " WHERE run_id = 'd1'",
             NOW + 10_000,

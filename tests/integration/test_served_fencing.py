@@ -138,7 +138,7 @@ class TestServed:
     def test_reports_and_session_commands_on_the_fenced_connection_are_refused(
         self, fx: Fixture
     ) -> None:
-        db = fx.store.path
+        db = fx.store.projections_file.path
         step = _step(db)
         hosted = Hosted(db)
         try:
@@ -169,7 +169,7 @@ class TestServed:
 
     def test_the_new_coordinator_reports_on_its_own_connection(self, fx: Fixture) -> None:
         """C2's own reports are accepted; C1 stays fenced after C2 reported, too."""
-        db = fx.store.path
+        db = fx.store.projections_file.path
         step = _step(db)
         hosted = Hosted(db)
         try:
@@ -221,8 +221,8 @@ class TestDirect:
         new = watch(fx, connection="C2", at=AT)
         stale = branch(fx, old, at=AT)
         assert ("rejected", REPLACED) == (stale.outcome, stale.error)
-        live = branch(fx, new, {_step(fx.store.path): "entry-1"}, at=AT)
+        live = branch(fx, new, {_step(fx.store.projections_file.path): "entry-1"}, at=AT)
         assert "accepted" == live.outcome, live
-        started = turn(fx, new, _step(fx.store.path), "turn-1", at=AT)
+        started = turn(fx, new, _step(fx.store.projections_file.path), "turn-1", at=AT)
         assert "accepted" == started.outcome, started
         fx.assert_rebuild_equals_live()

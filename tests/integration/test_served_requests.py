@@ -45,7 +45,7 @@ def fixture() -> Iterator[Fixture]:
 
 
 def _db(fx: Fixture) -> Path:
-    return fx.store.path
+    return fx.store.projections_file.path
 
 
 def _submit(rid: str = "submit-1") -> bytes:

@@ -55,7 +55,9 @@ def test_backup_is_private_and_verifies(tmp_path: Path) -> None:
 def test_backup_onto_the_live_file_is_refused(tmp_path: Path) -> None:
     """The destination must differ from the live database; the refusal is recorded."""
     fx = Fixture.f(tmp_path / "s.db")
-    response = fx.request("state.backup", {"destination": str(fx.store.path)}, at=5000)
+    response = fx.request(
+        "state.backup", {"destination": str(fx.store.projections_file.path)}, at=5000
+    )
     assert ("rejected", "destination must differ from the live database") == (
         response.outcome,
         response.error,

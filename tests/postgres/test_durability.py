@@ -102,7 +102,9 @@ class TestOrder:
         assert _at(seen, "sqlite", "COMMIT") > commit + 1
         assert [sql for place, sql in seen if place == "sqlite" and sql == "COMMIT"] == ["COMMIT"]
         stores["b"].catch_up()
-        assert 1 == len({digest_database(str(store.path)).all for store in stores.values()})
+        assert 1 == len(
+            {digest_database(str(store.projections_file.path)).all for store in stores.values()}
+        )
 
     def test_taking_turns_the_write_commit_and_barrier_go_together(self, pair: Any) -> None:
         """Hosts taking turns: two round trips, the lock with the other hosts' events; the rest.
@@ -285,4 +287,6 @@ def test_a_failed_barrier_keeps_nothing_locally(pair: Any, monkeypatch: pytest.M
     monkeypatch.undo()
     assert "adopted" == send("a", 5).outcome
     stores["b"].catch_up()
-    assert 1 == len({digest_database(str(store.path)).all for store in stores.values()})
+    assert 1 == len(
+        {digest_database(str(store.projections_file.path)).all for store in stores.values()}
+    )

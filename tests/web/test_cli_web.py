@@ -111,18 +111,18 @@ def test_replays_are_cached_and_deleted_with_the_scratch_directory(world_db: Pat
     database = Database(world_db)
     try:
         with database.view(50) as view:
-            first = view.store.path
+            first = view.store.projections_file.path
             assert view.seq <= 50
             assert first.parent == database.scratch
         with database.view(50) as again:
-            assert first == again.store.path
+            assert first == again.store.projections_file.path
         made = first.stat()
         for seq in range(51, 51 + KEPT_REPLAYS):
             with database.view(seq):
                 pass
         assert not first.exists()
         with database.view(50) as rebuilt:
-            again_made = rebuilt.store.path.stat()
+            again_made = rebuilt.store.projections_file.path.stat()
             # The file system may give the new file the deleted one's inode number:
             # the pair of inode and modification time tells the two files apart.
             assert (again_made.st_ino, again_made.st_mtime_ns) != (made.st_ino, made.st_mtime_ns)

@@ -47,14 +47,14 @@ def init(db: str | None, origin: str | None, as_json: bool) -> None:
         shared = store.log_file is None
         logs.info("store.initialised", path=store.log_name, seq=head.seq)
         if as_json:
-            report = {"db": str(store.path), "format": FORMAT, "events": head.seq}
+            report = {"db": str(store.projections_file.path), "format": FORMAT, "events": head.seq}
             if shared:
                 report["store"] = store.log_name
             echo_json(report)
         elif not shared:
-            click.echo(f"initialised {store.path} ({FORMAT}, {head.seq} events)")
+            click.echo(f"initialised {store.projections_file.path} ({FORMAT}, {head.seq} events)")
         else:
             click.echo(
                 f"initialised {store.log_name} ({FORMAT}, {head.seq} events),"
-                f" local projections {store.path}"
+                f" local projections {store.projections_file.path}"
             )

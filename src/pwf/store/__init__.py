@@ -316,14 +316,6 @@ class EventStore(EventLog, Protocol):
     """
 
     @property
-    def path(self) -> Path:
-        """The local file every store keeps its projections in (ADR 0038), by its path.
-
-        What is SQLite's about that file is :attr:`projections_file`'s, the
-        capability that reads or folds the file itself.
-        """
-
-    @property
     def log_file(self) -> LogFile | None:
         """The SQLite file that is the log of record, which file maintenance acts on.
 

@@ -62,7 +62,9 @@ def import_jsonl(store: EventStore, source: LineSource) -> Head:
     """
     with store.transaction() as tx:
         if tx.head.seq != 0:
-            raise ImportRefusedError(0, f"{store.path} already holds {tx.head.seq} events")
+            raise ImportRefusedError(
+                0, f"{store.projections_file.path} already holds {tx.head.seq} events"
+            )
         origin = head = EMPTY
         for number, body in _lines(source):
             try:

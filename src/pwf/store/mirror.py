@@ -115,11 +115,6 @@ class MirroredStore(AppendsAlone, Closing):
             raise
 
     @property
-    def path(self) -> Path:
-        """The local file's path."""
-        return self.local.path
-
-    @property
     def connection(self) -> sqlite3.Connection:
         """The local file's connection."""
         return self.local.connection

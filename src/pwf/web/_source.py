@@ -122,9 +122,9 @@ class Database:
         store = view.store
         head = store.head()
         with self._lock:
-            known = self._verified.get(store.path)
+            known = self._verified.get(store.projections_file.path)
             if known is None or known[0] != head:
                 report = store.verify()
                 known = (report.head, report)
-                self._verified[store.path] = known
+                self._verified[store.projections_file.path] = known
         return Chain(report=known[1], head=known[1].head)
