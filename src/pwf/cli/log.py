@@ -36,6 +36,7 @@ from pwf.cli.audit import (
     trust_options,
 )
 from pwf.cli.audit import prove as prove_command
+from pwf.cli.migrate import migrate
 from pwf.cli.diff import log_diff
 from pwf.config import Settings
 from pwf.errors import InputError, StoreError
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from pwf.cli._times import TimeFormat
     from pwf.store import EventStore, StoredEvent, VerifyReport
     from pwf.store.compaction import Proof
+    from pwf.store.migration import BackupProof
 
 
 F = Any
@@ -67,6 +69,7 @@ log.add_command(prove_command)
 log.add_command(receipt)
 log.add_command(keygen)
 log.add_command(checkpoint_command)
+log.add_command(migrate)
 
 
 _COLUMNS: Final = ("seq", "batch", "at", "type", "run", "session", "request", "hash", "cause")
@@ -341,7 +344,8 @@ def _follow(store: EventStore, seq: int, shape: Shape, interval: float, about: _
 @file_option(
     "--backup",
     "backup",
-    "For a compacted log: prove it is this backup's log minus the pruned runs.",
+    "For a compacted log: prove it is this backup's log minus the pruned runs;"
+    " for a migrated log: prove each of the old file's events is the one at its seq.",
 )
 @click.option(
     "--expect-head",
@@ -380,8 +384,9 @@ def verify(  # noqa: PLR0913 - one option and one report each
     SHA-256, seq, batch and prevHash from the bytes alone, several times faster.
     A compacted log starts at its log.compacted event; --backup then checks
     the backup it names (SHA-256, its own chain, its head) and that the live
-    log is that backup's log with the pruned runs' events left out.
-    --expect-head SEQ:HASH anchors the log out of band: the event at SEQ must
+    log is that backup's log with the pruned runs' events left out; for the
+    backup a log.migrated event names, that each of its events is, byte for
+    byte, the event at the same seq.  --expect-head SEQ:HASH anchors the log out of band: the event at SEQ must
     still have HASH, so the log still extends a head written down earlier.
     The Merkle tree is checked against the events too.  --checkpoint FILE
     --vkey KEY checks a signed checkpoint (and with --witness, its witness
@@ -430,13 +435,25 @@ def _verified(
     if not report.ok:
         return _Verified(report, None, None, None)
     signed = None if note is None else _signed_checkpoint(store, note)
-    proof = prove(store, Path(backup)) if backup is not None else None
+    migrated = _migration_proof(store, Path(backup)) if backup is not None else None
+    proof = prove(store, Path(backup)) if backup is not None and migrated is None else None
     held = (
         anchored(store, anchor, proof, Path(backup) if backup else None)
         if anchor is not None
         else None
     )
-    return _Verified(report, signed, proof, held)
+    return _Verified(report, signed, proof, held, migrated)
+
+
+def _migration_proof(store: EventStore, backup: Path) -> BackupProof | None:
+    """The proof of ``backup`` as the file a ``log.migrated`` names; None when it names another."""
+    from pwf.store.compaction import file_sha256  # noqa: PLC0415 - with the proof
+    from pwf.store.migration import migrated_event, prove_backup  # noqa: PLC0415
+
+    event = migrated_event(store)
+    if event is None or not backup.is_file() or file_sha256(backup) != event.backup_sha256:
+        return None
+    return prove_backup(store, backup)
 
 
 class _Verified(NamedTuple):
@@ -446,6 +463,7 @@ class _Verified(NamedTuple):
     signed: tuple[bool, str] | None
     proof: Proof | None
     held: Held | None
+    migrated: BackupProof | None = None
 
     @property
     def ok(self) -> bool:
@@ -453,6 +471,7 @@ class _Verified(NamedTuple):
         return (
             self.report.ok
             and (self.proof is None or self.proof.ok)
+            and (self.migrated is None or self.migrated.failure is None)
             and (self.held is None or self.held.ok)
             and (self.signed is None or self.signed[0])
         )
@@ -476,6 +495,14 @@ def _verified_json(found: _Verified) -> dict[str, object]:
             "ok": proof.ok,
             "removedRuns": proof.removed_runs,
         }
+    migrated = found.migrated
+    if migrated is not None:
+        data["backup"] = {
+            "backupEvents": migrated.backup_events,
+            "failure": migrated.failure,
+            "migrated": True,
+            "ok": migrated.failure is None,
+        }
     if held is not None:
         data["expectHead"] = {
             "contentHash": held.content_hash,
@@ -493,6 +520,8 @@ def _echo_verified(found: _Verified, backup: str | None) -> None:
         click.echo(f"bad: seq {report.first_bad_seq}: {report.reason}", err=True)
     elif proof is not None and not proof.ok:
         click.echo(f"bad: backup {backup}: {proof.failure}", err=True)
+    elif found.migrated is not None and found.migrated.failure is not None:
+        click.echo(f"bad: backup {backup}: {found.migrated.failure}", err=True)
     elif held is not None and not held.ok:
         click.echo(f"bad: expected head seq {held.seq}: {held.failure}", err=True)
     else:
@@ -501,6 +530,11 @@ def _echo_verified(found: _Verified, backup: str | None) -> None:
             click.echo(
                 f"ok: the log is {backup}'s {proof.backup_events} events compacted:"
                 f" {proof.compared} kept, {proof.removed_runs} runs removed"
+            )
+        if found.migrated is not None:
+            click.echo(
+                f"ok: each of {backup}'s {found.migrated.backup_events} events is the event"
+                " at its seq here, byte for byte (log.migrated names its SHA-256)"
             )
         if held is not None:
             click.echo(f"ok: seq {held.seq} still has contentHash {held.content_hash}")

@@ -45,7 +45,7 @@ from pwf.events.interactions import (
     SubmissionFinished,
     SubmissionRecorded,
 )
-from pwf.events.log import LogCompacted
+from pwf.events.log import LogCompacted, LogMigrated
 from pwf.events.runs import (
     AttemptChanged,
     AttemptStarted,
@@ -113,6 +113,7 @@ __all__ = [
     "InteractionSettled",
     "InteractionTimeoutStarted",
     "LogCompacted",
+    "LogMigrated",
     "MessageCancelled",
     "MessageCreated",
     "MessageSent",
@@ -185,6 +186,7 @@ EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     FollowUpClosed,
     TerminalCleared,
     LogCompacted,
+    LogMigrated,
     HostClaimed,
     HostRenewed,
     HostReleased,

@@ -1,4 +1,4 @@
-"""Events about the log itself (DOMAIN §13.2, pwf's compaction); imports the event base only."""
+"""Events about the log itself (DOMAIN §13.2, pwf's compaction and format migration); imports the event base only."""
 
 from __future__ import annotations
 
@@ -29,3 +29,23 @@ class LogCompacted(Event, frozen=True, kw_only=True):
     removed_run_ids: tuple[OpaqueId, ...]
     removed_events: SafeInt
     retained_events: SafeInt
+
+
+class LogMigrated(Event, frozen=True, kw_only=True):
+    """The first event a log writes in a new store format: the file it was, kept as its backup.
+
+    Every event before it keeps its seq, bytes and hashes (ADR 0102): only
+    how the log stores them changed.  ``backup_sha256`` is the SHA-256 of
+    the file in the old format, kept at ``backup_path``, and
+    ``backup_seq``/``backup_hash`` its head, so ``pwf log verify --backup``
+    can prove that each of its events is the event at the same seq here.
+    """
+
+    TAG = "log.migrated"
+
+    from_format: Annotated[str, msgspec.Meta(pattern=r"^pwf\.store\.v[0-9]+$")]
+    to_format: Annotated[str, msgspec.Meta(pattern=r"^pwf\.store\.v[0-9]+$")]
+    backup_path: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+    backup_sha256: Hex256
+    backup_seq: SafeInt
+    backup_hash: Hex256 | None

@@ -74,6 +74,18 @@ process that folds once pays the DDL once, as before (ADR 0058).
 """
 
 
+_COPY: Final = (
+    "INSERT OR IGNORE INTO main._pwf_batches SELECT * FROM live._pwf_batches"
+    " WHERE batch BETWEEN (SELECT batch FROM live._pwf_events WHERE seq = ?1)"
+    " AND (SELECT batch FROM live._pwf_events WHERE seq = ?2) ORDER BY batch",
+    "INSERT INTO main._pwf_events SELECT * FROM live._pwf_events"
+    " WHERE seq BETWEEN ? AND ? ORDER BY seq",
+    "INSERT INTO main._pwf_whole SELECT * FROM live._pwf_whole"
+    " WHERE seq BETWEEN ? AND ? ORDER BY seq",
+)
+"""Copy the log's rows of seqs ``?1..?2`` (and their batches) as they are stored (ADR 0102)."""
+
+
 def _template_key(copy_events: bool) -> tuple[object, ...]:
     """Everything the bytes of a freshly installed scratch file depend on."""
     projections = tuple((p.NAME, p.VERSION, tuple(p.DDL)) for p in PROJECTIONS)
@@ -180,11 +192,8 @@ class ScratchFold:
         connection = self.connection
         with transaction(connection):
             if self.copy_events:
-                connection.execute(
-                    "INSERT INTO main.events SELECT * FROM live.events"
-                    " WHERE seq BETWEEN ? AND ? ORDER BY seq",
-                    (first, last),
-                )
+                for statement in _COPY:
+                    connection.execute(statement, (first, last))
             rows = connection.execute(
                 f"SELECT seq, body FROM {'main' if self.copy_events else 'live'}.events"  # noqa: S608 - a constant schema name
                 " WHERE seq BETWEEN ? AND ? ORDER BY seq",

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from pwf import canonical
-from pwf._sqlite import exact_text, execute, execute_many
+from pwf._sqlite import exact_text, execute
 from pwf.errors import ChainError, InputError, PwfError, StoreError
 from pwf.events import Entry, LogCompacted, open_body, seal
 from pwf.events.compaction import compacted
 from pwf.store import EMPTY, Head, check_link, check_position
-from pwf.store.rows import COLUMNS, columns
+from pwf.store.log_writes import write
+from pwf.store.rows import BODY, columns
 from pwf.store.segment import (
     KEPT_SCHEMA,
     KEPT_TABLE,
@@ -133,7 +134,7 @@ def compact(  # noqa: PLR0913 - the compaction's whole record
             event_id=f"evt-{head.seq + 1}",
             prev_hash=head.content_hash,
         )
-        execute(image, _INSERT, _row(sealed.entry, sealed.body))
+        write(image, [(columns(sealed.entry), sealed.body)], previous=None)
         last = _write_segment(image, sealed.entry, head.batch + 1, templates)
         last, entries = _write_tail(image, last, head.batch + 1, tail)
         image.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
@@ -179,17 +180,10 @@ def _write_tail(
             event_id=f"evt-{last.seq + 1}",
             prev_hash=last.content_hash,
         )
-        execute(image, _INSERT, _row(again.entry, again.body))
+        write(image, [(columns(again.entry), again.body)], previous=last.content_hash)
         entries.append(again.entry)
         last = Head(again.entry.seq, again.entry.content_hash, again.entry.batch)
     return last, entries
-
-
-def _row(entry: Entry, body: bytes) -> tuple[object, ...]:
-    return (*columns(entry), body)
-
-
-_INSERT: Final = f"INSERT INTO main.events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"  # noqa: S608
 
 
 def _write_segment(
@@ -204,7 +198,7 @@ def _write_segment(
     rows = sealed_rows(
         templates, seq=opening.seq, first_batch=first_batch, prev_hash=opening.content_hash.encode()
     )
-    execute_many(connection, _INSERT, rows)
+    write(connection, [(row[:BODY], row[BODY]) for row in rows], previous=opening.content_hash)
     last = connection.execute(
         "SELECT seq, content_hash, batch FROM main.events ORDER BY seq DESC LIMIT 1"
     ).fetchone()

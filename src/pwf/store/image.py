@@ -56,10 +56,23 @@ __all__ = [
 
 T = TypeVar("T")
 
-LOG_TABLES: Final = frozenset({"events", "_pwf_meta", "_pwf_head", "_pwf_checkpoint", "_pwf_tree"})
+LOG_TABLES: Final = frozenset(
+    {
+        "events",
+        "_pwf_events",
+        "_pwf_batches",
+        "_pwf_whole",
+        "_pwf_meta",
+        "_pwf_head",
+        "_pwf_checkpoint",
+        "_pwf_tree",
+    }
+)
 """The log's own tables: an image takes their definitions from the live file."""
 STEP_PAGES: Final = 256
 """Pages copied per step of the backup once the work under the lock is done."""
+_INDEXED: Final = frozenset({"_pwf_events", "_pwf_batches"})
+"""The log's tables whose secondary indexes an image builds once it is written."""
 _FEWEST: Final = 4
 """An image has at least this many pages, so its first step of a quarter of them copies one."""
 _BUSY: Final = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -117,7 +130,7 @@ def _events(live: Shape) -> list[Entry]:
     return [
         entry
         for entry in live.schema
-        if entry[0] == "index" and entry[2] == "events" and entry[3] is not None
+        if entry[0] == "index" and entry[2] in _INDEXED and entry[3] is not None
     ]
 
 

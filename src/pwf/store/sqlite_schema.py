@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from pwf.errors import NotPwfDatabaseError, PwfError, StoreBusyError, StoreError
 from pwf.private import create_file, make_directories
-from pwf.store.schema import EVENT_INDEXES, EVENTS_DDL, FORMAT
+from pwf.store.schema import EVENT_INDEXES, EVENTS_VIEW, FORMAT, FORMAT_V1, LOG_DDL
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,6 +22,7 @@ __all__ = [
     "APPLICATION_ID",
     "FORMAT",
     "HEAD_UPSERT",
+    "LOG_SCHEMA",
     "SCHEMA",
     "TREE_DDL",
     "Synchronous",
@@ -45,9 +46,18 @@ TREE_DDL: Final = (
 )
 """The Merkle tree's perfect subtrees: position (:func:`pwf.merkle.node_position`), hash."""
 
-SCHEMA: Final = (
-    EVENTS_DDL.format(integer="INTEGER", blob="BLOB", strict=" STRICT"),
+LOG_SCHEMA: Final = (
+    *(
+        ddl.format(schema="{schema}", integer="INTEGER", blob="BLOB", strict=" STRICT")
+        for ddl in LOG_DDL
+    ),
     *EVENT_INDEXES,
+    EVENTS_VIEW.replace("CREATE VIEW", "CREATE VIEW IF NOT EXISTS"),
+)
+"""The log's tables, indexes and view (ADR 0102); ``{schema}`` is empty or ``name.``."""
+
+SCHEMA: Final = (
+    *(statement.format(schema="") for statement in LOG_SCHEMA),
     """CREATE TABLE IF NOT EXISTS _pwf_meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
@@ -81,6 +91,11 @@ def wrong_format(path: str | os.PathLike[str], found: object) -> NotPwfDatabaseE
     newer pwf) is named, with the format this pwf reads; anything else is
     not a pwf database.
     """
+    if found == FORMAT_V1:
+        return NotPwfDatabaseError(
+            f"{path}: a pwf database in format {FORMAT_V1}; this pwf writes {FORMAT}:"
+            f" run `pwf log migrate --db {path}` to upgrade it (the old file is kept as its backup)"
+        )
     if isinstance(found, str) and found.startswith("pwf.store.") and found != FORMAT:
         return NotPwfDatabaseError(
             f"{path}: a pwf database in format {found}, which this pwf does not read"

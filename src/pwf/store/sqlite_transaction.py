@@ -12,11 +12,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
-from pwf._sqlite import execute_many
 from pwf.events import Sealed
 from pwf.sqlreader import RowReader
 from pwf.store import Head
-from pwf.store.rows import COLUMNS, columns
+from pwf.store.log_writes import write
+from pwf.store.rows import columns
 from pwf.store.sealing import Batches
 from pwf.store.sqlite_schema import HEAD_UPSERT
 from pwf.store.tree import Tree, extend, load
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from pwf.store.sqlite import SqliteStore
 
 __all__ = ["SqliteTransaction"]
-
-_INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 
 
 class SqliteTransaction(Batches):
@@ -140,9 +138,14 @@ class SqliteTransaction(Batches):
     def _write(self, sealed: list[Sealed]) -> None:
         """Insert rows, move the head, run the append hooks: all in this transaction."""
         tree = self.tree  # read before the rows go in: it is the tree of the head they continue
-        insert = _INSERT
-        rows = [_row(item) for item in sealed]
-        execute_many(self.connection, insert, rows)  # ids with lone surrogates exactly (ADR 0071)
+        head = self._head
+        first = sealed[0].entry.seq
+        write(
+            self.connection,
+            [(columns(item.entry), item.body) for item in sealed],
+            previous=head.content_hash if head.seq == first - 1 else None,
+            new_batch=sealed[0].entry.batch != head.batch,
+        )
         tree = extend(self.connection, tree, sealed[0].entry.seq, [item.body for item in sealed])
         last = sealed[-1].entry
         self._head = Head(seq=last.seq, content_hash=last.content_hash, batch=last.batch)
@@ -184,7 +187,3 @@ prepares it once per connection (a name per savepoint made every one a new state
 
 def _statements(depth: int) -> tuple[str, str, str]:
     return _SAVEPOINTS[depth] if depth < len(_SAVEPOINTS) else _savepoint(depth)
-
-
-def _row(item: Sealed) -> tuple[object, ...]:
-    return (*columns(item.entry), item.body)

@@ -23,12 +23,14 @@ import psycopg
 from pwf.errors import ChainError
 from pwf.events import CommandRecorded, Entry, Sealed, open_body
 from pwf.store import Head
+from pwf.store.log_writes import pack
 from pwf.store.postgres.edge import as_bytes, translate_error
 from pwf.store.postgres.reads import HEAD, PREFETCH, head_of
 from pwf.store.postgres.schema import LOCK_KEY
 from pwf.store.postgres.tree import load as load_tree
 from pwf.store.postgres.tree import tree_rows
 from pwf.store.rows import BODY, COLUMNS, columns, shared_row, shared_text
+from pwf.store.schema import BATCH_INSERT, ROW_INSERT, WHOLE_INSERT
 from pwf.store.sealing import Batches
 
 if TYPE_CHECKING:
@@ -41,10 +43,18 @@ if TYPE_CHECKING:
 
 __all__ = ["FLUSH", "PostgresTransaction", "commit_if_head", "flush", "locked"]
 
-_ROW: Final = f"({', '.join(['%s'] * 12)})"
-_INSERT: Final = f"INSERT INTO events ({COLUMNS}) VALUES {_ROW}"
+_MARKS: Final = {"rows": 8, "batches": 7, "whole": 3}
+"""Parameters per row of each of the log's tables (:mod:`pwf.store.schema`)."""
+_INSERTS: Final = {
+    name: statement.format(schema="", marks=", ".join(["%s"] * _MARKS[name]))
+    for name, statement in (
+        ("rows", ROW_INSERT),
+        ("batches", BATCH_INSERT),
+        ("whole", WHOLE_INSERT),
+    )
+}
 _ONE_STATEMENT: Final = 256
-"""Up to this many rows go in one statement (12 parameters each; PostgreSQL takes 65 535)."""
+"""Up to this many events go in one statement (at most 18 parameters each; PostgreSQL takes 65 535)."""
 _RECORD: Final = (
     "INSERT INTO _pwf_recorded (request_id, client_id, idempotency_key, seq)"
     " VALUES (%s, %s, %s, %s)"
@@ -138,12 +148,21 @@ class PostgresTransaction(Batches):
         recorded = [_recorded_keys(row) for row in rows if row[2] == "command.recorded"]
         move = (last[0], last[9], last[1], self._head.seq)
         tree, nodes = tree_rows(self._tree(), rows)
+        packed = pack(
+            [(row[:BODY], as_bytes(row[BODY])) for row in rows],
+            previous=self._head.content_hash,
+            last=None,
+        )
         if len(rows) <= _ONE_STATEMENT:
             # One statement: the rows, their records, their tree and the head's compare-and-set.
-            params = [value for row in rows for value in row]
+            params = [value for table in packed for row in table for value in row]
             params += [value for keys in recorded for value in keys]
             params += [value for node in nodes for value in node]
-            statement = _write_statement(len(rows), len(recorded), len(nodes))
+            statement = _write_statement(
+                (len(packed.batches), len(packed.rows), len(packed.whole)),
+                len(recorded),
+                len(nodes),
+            )
             self._pending = (statement, (*params, *move), seq)
             if not last_write:
                 self._send_pending()
@@ -151,7 +170,9 @@ class PostgresTransaction(Batches):
             connection = self.connection
             with connection.cursor() as cursor:
                 with connection.pipeline():
-                    cursor.executemany(_INSERT, rows)
+                    for name, table in zip(("batches", "rows", "whole"), packed, strict=True):
+                        if table:
+                            cursor.executemany(_INSERTS[name], table)
                     if recorded:
                         cursor.executemany(_RECORD, recorded)
                     cursor.executemany(_NODE, nodes)
@@ -387,8 +408,8 @@ def _rollback(connection: psycopg.Connection[TupleRow]) -> None:
 
 
 @functools.cache
-def _write_statement(rows: int, recorded: int, nodes: int = 0) -> str:
-    """Insert ``rows`` events and ``recorded`` records, then move the head, as one statement.
+def _write_statement(tables: tuple[int, int, int], recorded: int, nodes: int = 0) -> str:
+    """Insert the log's rows (``tables``: batches, events, whole), ``recorded`` records, then move the head, as one statement.
 
     PostgreSQL runs every data-modifying ``WITH`` part to completion, in the
     statement's one snapshot.  The statement divides one by the number of
@@ -396,8 +417,12 @@ def _write_statement(rows: int, recorded: int, nodes: int = 0) -> str:
     the lock fails the statement itself (division by zero), and a
     ``COMMIT`` sent behind it in the same round trip is skipped.
     """
-    events = ", ".join([_ROW] * rows)
-    parts = [f"e AS (INSERT INTO events ({COLUMNS}) VALUES {events})"]
+    parts = []
+    for name, count, inserted in zip("bew", tables, ("batches", "rows", "whole"), strict=True):
+        if count:
+            marks = f"({', '.join(['%s'] * _MARKS[inserted])})"
+            insert = _INSERTS[inserted].split(" VALUES ")[0]
+            parts.append(f"{name} AS ({insert} VALUES {', '.join([marks] * count)})")
     if recorded:
         records = ", ".join(["(%s, %s, %s, %s)"] * recorded)
         parts.append(

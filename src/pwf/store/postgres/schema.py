@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import StoreError
-from pwf.store.schema import EVENT_INDEXES, EVENTS_DDL, FORMAT
+from pwf.store.schema import EVENT_INDEXES, FORMAT, LOG_DDL, events_view
 
 if TYPE_CHECKING:
     import psycopg
@@ -19,9 +19,18 @@ __all__ = ["FORMAT", "LOCK_KEY", "SCHEMA", "install", "read_format"]
 LOCK_KEY: Final = 0x707766_6C6F67
 """The advisory lock every append takes ("pwflog"); one log per database."""
 
+EVENTS_VIEW: Final = events_view(
+    hex_of="encode({}, 'hex')",
+    text_start="convert_to(",
+    text_end=", 'UTF8')",
+    body_cast="{}",
+).replace("CREATE VIEW", "CREATE OR REPLACE VIEW")
+"""The ``events`` view in PostgreSQL's spelling (ADR 0102)."""
+
 SCHEMA: Final = (
-    EVENTS_DDL.format(integer="BIGINT", blob="BYTEA", strict=""),
-    *EVENT_INDEXES,
+    *(ddl.format(schema="", integer="BIGINT", blob="BYTEA", strict="") for ddl in LOG_DDL),
+    *(index.format(schema="") for index in EVENT_INDEXES),
+    EVENTS_VIEW.format(schema=""),
     """CREATE TABLE IF NOT EXISTS _pwf_recorded (
   request_id TEXT PRIMARY KEY,
   client_id TEXT NOT NULL,

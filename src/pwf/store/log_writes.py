@@ -1,0 +1,110 @@
+"""Events into the log's tables of format ``pwf.store.v2`` (ADR 0102); imports the store's packing.
+
+:func:`pack` turns stored events (their indexed columns, as
+:func:`pwf.store.rows.columns` gives them, and their bytes) into the rows of
+``_pwf_batches``, ``_pwf_events`` and ``_pwf_whole``; :func:`write` packs and
+inserts them on a SQLite connection.  Every writer of a SQLite log (the
+append, a compaction's image, a fold's copy, an import) goes through
+:func:`write`; the PostgreSQL log packs with :func:`pack` too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from pwf._sqlite import execute_many
+from pwf.store.packing import head_of, split
+from pwf.store.schema import BATCH_INSERT, ROW_INSERT, WHOLE_INSERT
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Iterable, Sequence
+
+__all__ = ["Packed", "pack", "write"]
+
+Stored = tuple[tuple[object, ...], bytes]
+"""An event to store: its indexed columns (:data:`pwf.store.rows.COLUMNS` but the body) and bytes."""
+
+_SQLITE: Final = {
+    name: statement.format(schema="{schema}", marks=",".join("?" * count))
+    for name, statement, count in (
+        ("rows", ROW_INSERT, 8),
+        ("batches", BATCH_INSERT, 7),
+        ("whole", WHOLE_INSERT, 3),
+    )
+}
+
+
+class Packed(NamedTuple):
+    """The rows a run of events adds to each of the log's tables."""
+
+    batches: list[tuple[object, ...]]
+    rows: list[tuple[object, ...]]
+    whole: list[tuple[object, ...]]
+
+
+Batch = tuple[object, ...]
+"""A ``_pwf_batches`` row: seq, batch, at, request id, client id, idempotency key, head."""
+
+LAST_BATCH: Final = (
+    "SELECT seq, batch, at, request_id, client_id, idempotency_key, head"
+    " FROM {schema}_pwf_batches ORDER BY seq DESC LIMIT 1"
+)
+"""The batch row the next event may continue."""
+
+
+def pack(events: Iterable[Stored], *, previous: str | None, last: Batch | None) -> Packed:
+    """The rows of ``events``, which follow the row whose content hash is ``previous``.
+
+    ``previous`` is None where the table holds no row at the first event's
+    seq minus one; ``last`` is the table's last ``_pwf_batches`` row, which
+    an event with the same batch members continues.
+    """
+    batches: list[tuple[object, ...]] = []
+    rows: list[tuple[object, ...]] = []
+    whole: list[tuple[object, ...]] = []
+    for columns, body in events:
+        seq, batch, tag, at, run_id, session_id, request_id, client_id, key, digest, prev = columns
+        assert isinstance(seq, int) and isinstance(tag, str) and isinstance(digest, str)
+        assert prev is None or isinstance(prev, str)
+        parts = split(body, seq=seq, tag=tag, content_hash=digest, prev_hash=prev)
+        head = head_of(body) if parts is None else parts.head
+        shared = (batch, at, request_id, client_id, key, head or b"")
+        if last is None or last[1:] != shared:
+            last = (seq, *shared)
+            batches.append(last)
+        if parts is None or (prev is None and previous is not None):
+            whole.append((seq, prev, body))
+            data = None
+        else:
+            data = parts.data
+        link = None if prev == previous or prev is None else bytes.fromhex(prev)
+        rows.append((seq, last[0], tag, run_id, session_id, bytes.fromhex(digest), link, data))
+        previous = digest
+    return Packed(batches=batches, rows=rows, whole=whole)
+
+
+def write(
+    connection: sqlite3.Connection,
+    events: Sequence[Stored],
+    *,
+    previous: str | None,
+    schema: str = "main",
+    new_batch: bool = False,
+) -> None:
+    """Insert ``events`` (in seq order, after the row hashed ``previous``) into ``schema``'s log.
+
+    ``new_batch`` says the first event opens a batch, so no stored batch
+    row can be continued and none is read.  Ids with lone surrogates are
+    bound exactly (ADR 0071).
+    """
+    if not events:
+        return
+    prefix = f"{schema}."
+    last = None if new_batch else connection.execute(LAST_BATCH.format(schema=prefix)).fetchone()
+    packed = pack(events, previous=previous, last=None if last is None else tuple(last))
+    if packed.batches:
+        execute_many(connection, _SQLITE["batches"].format(schema=prefix), packed.batches)
+    execute_many(connection, _SQLITE["rows"].format(schema=prefix), packed.rows)
+    if packed.whole:
+        execute_many(connection, _SQLITE["whole"].format(schema=prefix), packed.whole)
