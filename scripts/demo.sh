@@ -71,11 +71,12 @@ cp "$db" "$dir/tampered.db"
 python - "$dir/tampered.db" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
-seq, body = db.execute(
-    "SELECT seq, body FROM events ORDER BY seq LIMIT 1 OFFSET (SELECT count(*) / 2 FROM events)"
+seq, data = db.execute(
+    "SELECT seq, data FROM _pwf_events WHERE instr(data, 'run-') > 0"
+    " ORDER BY seq LIMIT 1 OFFSET (SELECT count(*) / 2 FROM _pwf_events WHERE instr(data, 'run-') > 0)"
 ).fetchone()
-db.execute("UPDATE events SET body = ? WHERE seq = ?", (body.replace(b"run-", b"rum-", 1), seq))
-print(f"changed one byte of event {seq}")
+db.execute("UPDATE _pwf_events SET data = ? WHERE seq = ?", (data.replace(b"run-", b"rum-", 1), seq))
+print(f"changed one byte of event {seq} as stored")
 db.commit()
 PY
 if pwf log verify --db "$dir/tampered.db"; then

@@ -42,7 +42,9 @@ def request(client: HostClient, op: str, payload: object, **members: object) -> 
         **members,
     }
     response = client.request(message)
-    shown = response.get("error") or _short(json.dumps(response.get("receipt"), separators=(",", ":")))
+    shown = response.get("error") or _short(
+        json.dumps(response.get("receipt"), separators=(",", ":"))
+    )
     print(f"  client {op:<22} {response['outcome']:<10} {shown}")
     return response
 
@@ -59,9 +61,7 @@ def events(client: HostClient, seconds: float) -> list[dict]:
             run = payload["run"]
             shown = f"run {run['runId']} {run['display']['status']}" if run else "no run"
             active = "a coordinator is active" if payload["coordinatorActive"] else "no coordinator"
-            what = (
-                f"{shown}, {payload['pendingInteractionTotal']} pending interaction(s), {active}"
-            )
+            what = f"{shown}, {payload['pendingInteractionTotal']} pending interaction(s), {active}"
         print(f"  push   {event['event']:<17} revision {event['revision']:<3} {what}")
     return seen
 

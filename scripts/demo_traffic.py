@@ -49,22 +49,42 @@ class Traffic:
         self.now += self.rng.randint(low, high)
         return self.now
 
-    def request(self, op: str, payload: object, run_id: str | None = None, rev: int | None = None,
-                key: str | None = None, rid: str | None = None) -> object:
+    def request(
+        self,
+        op: str,
+        payload: object,
+        run_id: str | None = None,
+        rev: int | None = None,
+        key: str | None = None,
+        rid: str | None = None,
+    ) -> object:
         n = next(self.ids)
-        req = ClientRequest(request_id=rid or f"req-{n}", client_id=f"coordinator-{run_id}",
-                            operation=op, idempotency_key=key or f"key-{n}", payload=payload,
-                            run_id=run_id, expected_revision=rev)
+        req = ClientRequest(
+            request_id=rid or f"req-{n}",
+            client_id=f"coordinator-{run_id}",
+            operation=op,
+            idempotency_key=key or f"key-{n}",
+            payload=payload,
+            run_id=run_id,
+            expected_revision=rev,
+        )
         response = self._one(lambda: self.host.request(req, self.tick()))
         self.outcomes[response.outcome] = self.outcomes.get(response.outcome, 0) + 1
         return response
 
     def worker(self, env: object, op: str, payload: object, rev: int, attempt: str | None = None):
-        message = {"schema": "pi-workflows.worker-message.v1",
-                   "launchSchema": "pi-workflows.worker-launch.v1",
-                   "messageId": f"msg-{next(self.ids)}", "kind": "worker.progress",
-                   "operation": op, "runId": env.run_id, "generation": env.generation,
-                   "workerEpoch": env.worker_epoch, "expectedRevision": rev, "payload": payload}
+        message = {
+            "schema": "pi-workflows.worker-message.v1",
+            "launchSchema": "pi-workflows.worker-launch.v1",
+            "messageId": f"msg-{next(self.ids)}",
+            "kind": "worker.progress",
+            "operation": op,
+            "runId": env.run_id,
+            "generation": env.generation,
+            "workerEpoch": env.worker_epoch,
+            "expectedRevision": rev,
+            "payload": payload,
+        }
         if attempt:
             message["attemptId"] = attempt
         parsed = parse_worker_message(canonical.encode(message))
@@ -88,7 +108,7 @@ class Traffic:
             with self.store.transaction() as tx:
                 self.host.shared = tx
                 try:
-                    for index in indexes[first:first + self.group]:
+                    for index in indexes[first : first + self.group]:
                         self.run(index)
                 finally:
                     self.host.shared = None
@@ -96,12 +116,23 @@ class Traffic:
     def coordinator(self, session: str) -> str:
         """The epoch of the coordinator attached to ``session`` (attached on first use)."""
         if session not in self.epochs_of:
-            watch = {"coordinator": True, "sessionId": session, "subscriptionId": f"watch-{session}"}
+            watch = {
+                "coordinator": True,
+                "sessionId": session,
+                "subscriptionId": f"watch-{session}",
+            }
             receipt = self.request("view.session.watch", watch).receipt
             self.epochs_of[session] = receipt["coordinatorEpoch"]
-            self.request("workflowMessage.reportBranch",
-                         {"coordinatorEpoch": receipt["coordinatorEpoch"], "targetSessionId": session,
-                          "entries": [], "hasPendingMessages": False, "isIdle": False})
+            self.request(
+                "workflowMessage.reportBranch",
+                {
+                    "coordinatorEpoch": receipt["coordinatorEpoch"],
+                    "targetSessionId": session,
+                    "entries": [],
+                    "hasPendingMessages": False,
+                    "isIdle": False,
+                },
+            )
         return self.epochs_of[session]
 
     def drain(self, session: str, run_id: str, *, until: str = "step") -> str | None:
@@ -121,13 +152,26 @@ class Traffic:
             last = message_id = shown["workflowMessageId"]
             base = {"coordinatorEpoch": epoch, "targetSessionId": session}
             entry = f"entry-{next(self.turns)}"
-            self.request("workflowMessage.reportBranch",
-                         {**base, "entries": [{"piSessionEntryId": entry, "workflowMessageId": message_id}],
-                          "hasPendingMessages": False, "isIdle": False})
-            turn = {**base, "runId": shown.get("runId") or run_id, "workflowMessageId": message_id,
-                    "workflowTurnId": f"turn-{next(self.turns)}"}
+            self.request(
+                "workflowMessage.reportBranch",
+                {
+                    **base,
+                    "entries": [{"piSessionEntryId": entry, "workflowMessageId": message_id}],
+                    "hasPendingMessages": False,
+                    "isIdle": False,
+                },
+            )
+            turn = {
+                **base,
+                "runId": shown.get("runId") or run_id,
+                "workflowMessageId": message_id,
+                "workflowTurnId": f"turn-{next(self.turns)}",
+            }
             self.request("workflowTurn.report", {**turn, "state": "started"})
-            ended = {"responseSessionEntryId": f"entry-{next(self.turns)}", "stopReason": "completed"}
+            ended = {
+                "responseSessionEntryId": f"entry-{next(self.turns)}",
+                "stopReason": "completed",
+            }
             self.request("workflowTurn.report", {**turn, "state": "ended", **ended})
             if shown["kind"] == until:
                 break
@@ -135,18 +179,30 @@ class Traffic:
 
     def run(self, index: int) -> None:
         run_id, session = f"run-{index}", f"session-{index % 7}"
-        start = {"projectPath": "/srv/project", "workflowName": "release-notes",
-                 "workflowSourceRef": "builtin:release-notes",
-                 "workflowSource": {"id": "release-notes", "kind": "builtin", "revision": "2.0.0"},
-                 "definitionDigest": "sha256:9f2c", "definitionSnapshot": {"nodes": ["draft"]},
-                 "input": {"version": f"1.{index}.0"}, "originSessionId": session}
+        start = {
+            "projectPath": "/srv/project",
+            "workflowName": "release-notes",
+            "workflowSourceRef": "builtin:release-notes",
+            "workflowSource": {"id": "release-notes", "kind": "builtin", "revision": "2.0.0"},
+            "definitionDigest": "sha256:9f2c",
+            "definitionSnapshot": {"nodes": ["draft"]},
+            "input": {"version": f"1.{index}.0"},
+            "originSessionId": session,
+        }
         self.request("run.start", start, run_id=run_id)
         env = self.host.launch(run_id, self.tick())
         r = self.worker(env, "worker.ready", {}, 0)
         attempt = f"attempt-{index}"
-        r = self.worker(env, "node.started", {"nodeId": "draft", "timeoutMs": 600_000}, r.revision, attempt)
-        r = self.worker(env, "interaction.request",
-                        {"contract": {"prompt": f"Draft the notes for 1.{index}.0"}}, r.revision, attempt)
+        r = self.worker(
+            env, "node.started", {"nodeId": "draft", "timeoutMs": 600_000}, r.revision, attempt
+        )
+        r = self.worker(
+            env,
+            "interaction.request",
+            {"contract": {"prompt": f"Draft the notes for 1.{index}.0"}},
+            r.revision,
+            attempt,
+        )
         request_id = f"interaction-{run_id}-{attempt}"
         if self.sessions:
             self.drain(session, run_id)
@@ -159,27 +215,43 @@ class Traffic:
             status = self.request("run.status", None, run_id=run_id, **ids)
             self.request("run.status", None, run_id=run_id, **ids)  # a retried request is adopted
             revision = status.receipt["interactions"][0]["revision"]
-            self.request("interaction.submit",
-                         {"requestId": request_id, "attempt": attempt, "step": "draft",
-                          "submissionId": f"sub-{index}-{tries}", "value": {"notes": "x" * tries}},
-                         run_id=run_id, rev=revision)
+            self.request(
+                "interaction.submit",
+                {
+                    "requestId": request_id,
+                    "attempt": attempt,
+                    "step": "draft",
+                    "submissionId": f"sub-{index}-{tries}",
+                    "value": {"notes": "x" * tries},
+                },
+                run_id=run_id,
+                rev=revision,
+            )
             env = self.host.launch(run_id, self.tick())
             r = self.worker(env, "worker.ready", {}, 0)
             if tries < 3 and self.rng.random() < 0.25:
-                self.worker(env, "interaction.reject", {"error": "Notes must mention every fix"}, r.revision)
+                self.worker(
+                    env, "interaction.reject", {"error": "Notes must mention every fix"}, r.revision
+                )
                 continue
             r = self.worker(env, "interaction.accept", {}, r.revision)
             break
         r = self.worker(env, "node.finished", {"output": {"notes": "done"}}, r.revision, attempt)
         status = "completed" if self.rng.random() < 0.8 else "failed"
-        payload = {"status": status, "finalOutput": {"notes": "done"}} if status == "completed" else {
-            "status": status, "error": "publishing failed"}
+        payload = (
+            {"status": status, "finalOutput": {"notes": "done"}}
+            if status == "completed"
+            else {"status": status, "error": "publishing failed"}
+        )
         self.worker(env, "run.finished", payload, r.revision)
         if self.sessions:
             terminal = self.drain(session, run_id, until="terminal")
             if terminal is not None and index % 5 == 0:
-                restart = {"coordinatorEpoch": self.coordinator(session), "targetSessionId": session,
-                           "workflowMessageId": terminal}
+                restart = {
+                    "coordinatorEpoch": self.coordinator(session),
+                    "targetSessionId": session,
+                    "workflowMessageId": terminal,
+                }
                 self.request("run.restart", restart, run_id=run_id)
                 # The restarted run would hold the session: cancel it, as a user changing their mind.
                 restarted = restart_run_id(terminal)
@@ -192,7 +264,9 @@ def main() -> None:
     parser.add_argument("--db", required=True)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--sessions", action="store_true", help="coordinators, deliveries and turns")
+    parser.add_argument(
+        "--sessions", action="store_true", help="coordinators, deliveries and turns"
+    )
     parser.add_argument("--group", type=int, default=1, help="runs per write transaction")
     args = parser.parse_args()
     traffic = Traffic(args.db, args.seed, sessions=args.sessions, group=args.group)

@@ -111,6 +111,6 @@ def test_a_newer_format_is_named_not_called_foreign(
     assert 2 == result.exit_code
     assert (
         f"Error: {path}: a pwf database in format pwf.store.v3, which this pwf does not read"
-        " (it reads pwf.store.v1); open it with the pwf that wrote it or a newer one"
+        " (it reads pwf.store.v2); open it with the pwf that wrote it or a newer one"
     ) == one_line(result.stderr)
     assert before == path.read_bytes()

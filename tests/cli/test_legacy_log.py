@@ -9,7 +9,10 @@ printed for it then.  Projections added after it was written are not in
 it: the tests compare the tables it has, and give it the new ones with
 ``pwf rebuild`` before they compare the live tables with a rebuild.  The
 file is committed rather than generated here because generating it here
-would run today's command path, not that one.
+would run today's command path, not that one.  It is in format
+``pwf.store.v1``: this pwf refuses it until ``pwf log migrate`` upgrades it,
+which adds one ``log.migrated`` event and keeps the old file as its backup
+(ADR 0102).
 """
 
 from __future__ import annotations
@@ -31,14 +34,45 @@ if TYPE_CHECKING:
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 RECORDED = (GOLDEN / "main-before-0033.digest").read_text().splitlines()
 HEAD_SEQ = 448
+"""The old log's head; ``log.migrated`` stands at the seq after it."""
 
 
-@pytest.fixture
-def legacy(tmp_path: Path) -> Path:
-    """A fresh copy of the database written before the change."""
+def _golden(tmp_path: Path) -> Path:
     path = tmp_path / "legacy.db"
     path.write_bytes(gzip.decompress((GOLDEN / "main-before-0033.db.gz").read_bytes()))
     return path
+
+
+@pytest.fixture
+def legacy(tmp_path: Path, run: Run) -> Path:
+    """A fresh copy of the database written before the change, migrated to this pwf's format."""
+    path = _golden(tmp_path)
+    migrated = run("log", "migrate", "--db", str(path))
+    assert 0 == migrated.exit_code, migrated.output
+    return path
+
+
+def test_it_is_refused_until_migrated_then_proven_against_its_backup(
+    run: Run, tmp_path: Path
+) -> None:
+    path = _golden(tmp_path)
+    before = path.read_bytes()
+    refused = run("log", "verify", "--db", str(path))
+    assert 2 == refused.exit_code
+    assert "run `pwf log migrate --db" in refused.output
+    assert before == path.read_bytes()
+    assert 0 == run("log", "migrate", "--db", str(path)).exit_code
+    backup = path.with_name("legacy.db.v1-backup")
+    kept = sqlite3.connect(backup)
+    try:
+        assert [("pwf.store.v1", HEAD_SEQ)] == kept.execute(
+            "SELECT value, (SELECT count(*) FROM events) FROM _pwf_meta WHERE key = 'format'"
+        ).fetchall()
+    finally:
+        kept.close()
+    proven = run("log", "verify", "--db", str(path), "--backup", str(backup))
+    assert 0 == proven.exit_code, proven.output
+    assert f"each of {backup}'s {HEAD_SEQ} events is the event at its seq" in proven.output
 
 
 def _checkpoints(path: Path) -> set[int]:
@@ -63,7 +97,7 @@ def _tables_then(run: Run, path: Path) -> list[str]:
 
 def test_it_verifies_and_digests_as_it_did(run: Run, legacy: Path) -> None:
     verified = run("log", "verify", "--db", str(legacy))
-    assert (0, f"ok: {HEAD_SEQ} events,") == (
+    assert (0, f"ok: {HEAD_SEQ + 1} events,") == (
         verified.exit_code,
         verified.output.split(" chain")[0],
     )
@@ -98,7 +132,7 @@ def test_it_rebuilds_to_the_same_digest(run: Run, legacy: Path) -> None:
     ]
     assert before == _messages(legacy)
     assert len(before) > 10
-    assert {HEAD_SEQ} == _checkpoints(legacy)
+    assert {HEAD_SEQ + 1} == _checkpoints(legacy)
     verified = run("verify", "--db", str(legacy))
     assert 0 == verified.exit_code, verified.output
 
@@ -110,7 +144,7 @@ def test_new_writes_on_it_keep_live_equal_to_a_rebuild(
     lines = b"".join(client_line(n, at=1_785_800_000_000 + n) for n in range(101, 104))
     answered = run("request", "--db", str(legacy), stdin=lines)
     assert (0, 3) == (answered.exit_code, answered.output.count('"outcome":"accepted"'))
-    assert {HEAD_SEQ + 6} == _checkpoints(legacy)
+    assert {HEAD_SEQ + 1 + 6} == _checkpoints(legacy)
     verified = run("verify", "--db", str(legacy))
     assert 0 == verified.exit_code, verified.output
     assert 0 == run("log", "verify", "--db", str(legacy)).exit_code

@@ -389,26 +389,27 @@ DIRECT_RUN_START: Final = (
     "SELECT h.request_id",  # a retry or a conflict, by id and by key
     "SELECT run_id,",  # the run, if it exists
     "SELECT 1 FROM run_queue",  # the origin session's active run
-    "INSERT INTO events",  # run.reserved
+    "INSERT INTO main._pwf_batches",  # the batch's actor, time and cause, once (ADR 0102)
+    "INSERT INTO main._pwf_events",  # run.reserved
     "INSERT INTO blobs",  # its input
     "INSERT INTO blobs",  # its definition snapshot
     "INSERT INTO runs",
     "INSERT INTO run_queue",
     "INSERT INTO run_bindings",
     "INSERT INTO run_sources",
-    "INSERT INTO events",  # command.recorded
+    "INSERT INTO main._pwf_events",  # command.recorded
     "INSERT INTO blobs",  # its receipt
     "INSERT INTO host_commands",
     "INSERT INTO _pwf_head",
     "UPDATE _pwf_checkpoint",
     "COMMIT",
 )
-"""The statements of a direct ``run.start`` of a new run, in order (ADR 0101): 18.
+"""The statements of a direct ``run.start`` of a new run, in order (ADR 0101, 0102): 19.
 
 The decider runs bare (no savepoint) and answers without reading back its rows."""
 
 
-def test_a_direct_run_start_runs_eighteen_statements(
+def test_a_direct_run_start_runs_nineteen_statements(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A regression (a read-back, a select before an upsert, a projection not touched) fails."""
@@ -477,12 +478,12 @@ def _served_start(host: Host[Any], number: int, tx: Any) -> str:
         host.shared = None
 
 
-def test_a_served_group_runs_twelve_statements_per_run_start_and_six_of_its_own(
+def test_a_served_group_runs_thirteen_statements_per_run_start_and_six_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each request: its look-up, two reads, two events, three blobs less the shared one, four
-    projection rows and its record; the group: BEGIN, the head, the shared blob, the head's row,
-    the checkpoints and COMMIT (ADR 0101)."""
+    """Each request: its look-up, two reads, its batch row, two events, three blobs less the shared
+    one, four projection rows and its record; the group: BEGIN, the head, the shared blob, the
+    head's row, the checkpoints and COMMIT (ADR 0101, 0102)."""
     monkeypatch.delenv("PWF_STORE", raising=False)
     db = tmp_path / "state.db"
     open_store(str(db), create=True).close()
@@ -505,4 +506,4 @@ def test_a_served_group_runs_twelve_statements_per_run_start_and_six_of_its_own(
             connection.set_trace_callback(None)
             assert [("accepted", None)] * size == [tuple(outcome) for outcome in outcomes]
             counts.append(sum(n == 0 or text != seen[n - 1] for n, text in enumerate(seen)))
-    assert [6 + 12, 6 + 4 * 12] == counts
+    assert [6 + 13, 6 + 4 * 13] == counts

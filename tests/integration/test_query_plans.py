@@ -327,7 +327,7 @@ UNREACHED: Final[dict[str, str]] = {
         "followUp.remove: the follow-up by its id (commands/rows.py)"
     ),
     # `pwf log receipt REQUEST` (cli/audit.py): the recorded request's batch, then its events.
-    "SELECT batch FROM events WHERE request_id = 'req-10' AND type = 'command.recorded'": (
+    "SELECT batch FROM events WHERE request_id = 'req-10' AND +type = 'command.recorded'": (
         "pwf log receipt: the request's batch"
     ),
     "SELECT seq, body FROM events WHERE batch = 12 ORDER BY seq": "pwf log receipt: its events",
@@ -341,7 +341,6 @@ UNREACHED: Final[dict[str, str]] = {
 UNUSED_BY_DESIGN: Final[dict[str, str]] = {
     # UNIQUE constraints and PRIMARY KEYs (SQLite keeps each as an index) that no plan of the
     # collected statements searches: each is kept for the rule it enforces on every write.
-    "sqlite_autoindex_events_1": "events.content_hash UNIQUE: no two events share a hash",
     "sqlite_autoindex_run_bindings_1": "run_bindings PRIMARY KEY: one binding per run",
     "sqlite_autoindex_run_view_content_1": (
         "run_view_content PRIMARY KEY: one row per run, content hash and media type"

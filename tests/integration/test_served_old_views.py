@@ -16,7 +16,10 @@ else:
 
 pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only]
 
-VIEWS = "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"
+VIEWS = (
+    "SELECT name FROM sqlite_master WHERE type = 'view' AND name LIKE 'readable\\_%' ESCAPE '\\'"
+    " ORDER BY name"
+)
 
 
 def test_a_served_host_adds_the_views_and_leaves_the_log() -> None:

@@ -53,7 +53,7 @@ class TestInit:
         again = hosts("b", "init", "--json")
         assert 0 == again.exit_code
         report = json.loads(again.output)
-        assert ("pwf.store.v1", 0, str(hosts.db("b"))) == (
+        assert ("pwf.store.v2", 0, str(hosts.db("b"))) == (
             report["format"],
             report["events"],
             report["db"],
@@ -158,7 +158,9 @@ class TestMoving:
         back = runner.invoke(cli, ["log", "export", *host]).stdout_bytes
         assert original == back
         with psycopg.connect(pg_url) as connection:
-            bodies = [bytes(row[0]) for row in connection.execute("SELECT body FROM events")]
+            bodies = [
+                bytes(row[0]) for row in connection.execute("SELECT body FROM events ORDER BY seq")
+            ]
         assert original == b"".join(body + b"\n" for body in bodies)
         assert digest_database(alone).all == digest_database(str(tmp_path / "h.db")).all
 

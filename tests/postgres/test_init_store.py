@@ -19,7 +19,7 @@ def test_init_names_the_shared_log_then_the_local_file(pg_url: str, tmp_path: Pa
     db = tmp_path / "a.db"
     result = CliRunner().invoke(cli, ["init", "--db", str(db), "--store", pg_url])
     assert 0 == result.exit_code, result.output
-    expected = f"initialised {shown_url(pg_url)} (pwf.store.v1, 0 events), local projections {db}"
+    expected = f"initialised {shown_url(pg_url)} (pwf.store.v2, 0 events), local projections {db}"
     assert expected == result.output.strip()
 
 
@@ -29,7 +29,7 @@ def test_init_json_reports_the_store(pg_url: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["init", "--json", "--db", str(db), "--store", pg_url])
     assert 0 == result.exit_code, result.output
     report = json.loads(result.output)
-    assert {"db": str(db), "events": 0, "format": "pwf.store.v1", "store": shown_url(pg_url)} == (
+    assert {"db": str(db), "events": 0, "format": "pwf.store.v2", "store": shown_url(pg_url)} == (
         report
     )
     alone = CliRunner().invoke(cli, ["init", "--json", "--db", str(tmp_path / "b.db")])

@@ -216,7 +216,8 @@ def receipt(db: str | None, request_id: str, key_file: str, as_json: bool) -> No
     key = _key(key_file, (_notes.LOG_KEY,))
     with audited(db) as (file, tree, origin):
         found = file.connection.execute(
-            "SELECT batch FROM events WHERE request_id = ? AND type = 'command.recorded'",
+            # the unary + keeps the planner on the request's index (ADR 0102)
+            "SELECT batch FROM events WHERE request_id = ? AND +type = 'command.recorded'",
             (request_id,),
         ).fetchone()
         if found is None:

@@ -36,8 +36,8 @@ from pwf.cli.audit import (
     trust_options,
 )
 from pwf.cli.audit import prove as prove_command
-from pwf.cli.migrate import migrate
 from pwf.cli.diff import log_diff
+from pwf.cli.migrate import migrate
 from pwf.config import Settings
 from pwf.errors import InputError, StoreError
 from pwf.events import EVENT_TYPES, open_body
@@ -386,8 +386,9 @@ def verify(  # noqa: PLR0913 - one option and one report each
     the backup it names (SHA-256, its own chain, its head) and that the live
     log is that backup's log with the pruned runs' events left out; for the
     backup a log.migrated event names, that each of its events is, byte for
-    byte, the event at the same seq.  --expect-head SEQ:HASH anchors the log out of band: the event at SEQ must
-    still have HASH, so the log still extends a head written down earlier.
+    byte, the event at the same seq.  --expect-head SEQ:HASH anchors the log
+    out of band: the event at SEQ must still have HASH, so the log still
+    extends a head written down earlier.
     The Merkle tree is checked against the events too.  --checkpoint FILE
     --vkey KEY checks a signed checkpoint (and with --witness, its witness
     cosignatures, --quorum of them) and that its root is this log's tree's

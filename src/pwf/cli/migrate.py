@@ -14,9 +14,8 @@ import click
 
 from pwf.cli._options import db_option, echo_json, json_option
 from pwf.cli._times import wall_ms
-from pwf.host import DIRECT_ACTOR
-from pwf.host._lock import acquire_lock, lock_path
 from pwf.config import Settings
+from pwf.host import DIRECT_ACTOR, acquire_lock
 
 if TYPE_CHECKING:
     from pwf.events import LogMigrated
@@ -51,7 +50,7 @@ def migrate(db: str | None, backup: str | None, as_json: bool) -> None:
     if not path.is_file():
         raise click.UsageError(f"no state database at {path}")
     kept = Path(backup) if backup is not None else path.with_name(path.name + ".v1-backup")
-    lock = acquire_lock(lock_path(path))
+    lock = acquire_lock(path)
     try:
         done = run(
             path,

@@ -1,4 +1,4 @@
-"""Events about the log itself (DOMAIN §13.2, pwf's compaction and format migration); imports the event base only."""
+"""Events about the log itself (DOMAIN §13.2, compaction, migration); imports the event base."""
 
 from __future__ import annotations
 

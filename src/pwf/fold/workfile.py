@@ -75,13 +75,19 @@ process that folds once pays the DDL once, as before (ADR 0058).
 
 
 _COPY: Final = (
-    "INSERT OR IGNORE INTO main._pwf_batches SELECT * FROM live._pwf_batches"
-    " WHERE batch BETWEEN (SELECT batch FROM live._pwf_events WHERE seq = ?1)"
-    " AND (SELECT batch FROM live._pwf_events WHERE seq = ?2) ORDER BY batch",
-    "INSERT INTO main._pwf_events SELECT * FROM live._pwf_events"
-    " WHERE seq BETWEEN ? AND ? ORDER BY seq",
-    "INSERT INTO main._pwf_whole SELECT * FROM live._pwf_whole"
-    " WHERE seq BETWEEN ? AND ? ORDER BY seq",
+    (
+        "INSERT OR IGNORE INTO main._pwf_batches SELECT * FROM live._pwf_batches"
+        " WHERE seq BETWEEN (SELECT head FROM live._pwf_events WHERE seq = ?1) AND ?2"
+        " ORDER BY seq"
+    ),
+    (
+        "INSERT INTO main._pwf_events SELECT * FROM live._pwf_events"
+        " WHERE seq BETWEEN ? AND ? ORDER BY seq"
+    ),
+    (
+        "INSERT INTO main._pwf_whole SELECT * FROM live._pwf_whole"
+        " WHERE seq BETWEEN ? AND ? ORDER BY seq"
+    ),
 )
 """Copy the log's rows of seqs ``?1..?2`` (and their batches) as they are stored (ADR 0102)."""
 

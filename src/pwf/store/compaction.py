@@ -198,11 +198,20 @@ def _write_segment(
     rows = sealed_rows(
         templates, seq=opening.seq, first_batch=first_batch, prev_hash=opening.content_hash.encode()
     )
-    write(connection, [(row[:BODY], row[BODY]) for row in rows], previous=opening.content_hash)
+    write(
+        connection,
+        [(tuple(row[:BODY]), _bytes(row[BODY])) for row in rows],
+        previous=opening.content_hash,
+    )
     last = connection.execute(
         "SELECT seq, content_hash, batch FROM main.events ORDER BY seq DESC LIMIT 1"
     ).fetchone()
     return Head(seq=last[0], content_hash=last[1], batch=last[2])
+
+
+def _bytes(value: object) -> bytes:
+    assert isinstance(value, bytes)
+    return value
 
 
 def _backup_head(backup: Path) -> Head:

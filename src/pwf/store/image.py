@@ -175,8 +175,11 @@ def install(
     work: Callable[[], T],
     *,
     busy_timeout_ms: int,
+    what: str = "the compacted database",
 ) -> T:
     """Copy ``source``'s main database over ``destination``'s, with ``work`` done under the lock.
+
+    ``what`` names the image in errors.
 
     ``work`` runs once the backup holds the destination's write lock and has
     copied its first few pages, before anything is committed; it may write
@@ -192,16 +195,16 @@ def install(
     """
     pages = int(source.execute("PRAGMA main.page_count").fetchone()[0])
     if pages < _FEWEST:
-        raise StoreError(f"the compacted database of {pages} page(s) is not a whole pwf database")
+        raise StoreError(f"{what} of {pages} page(s) is not a whole pwf database")
     progress = _Progress(work, busy_timeout_ms / 1000)
     try:
         source.backup(
             destination, pages=max(1, min(STEP_PAGES, pages // 4)), progress=progress, sleep=0.005
         )
     except sqlite3.Error as error:
-        raise StoreError(f"installing the compacted database failed: {error}") from None
+        raise StoreError(f"installing {what} failed: {error}") from None
     if not progress.done:
-        raise StoreError("installing the compacted database failed: it finished before its work")
+        raise StoreError(f"installing {what} failed: it finished before its work")
     return cast("T", progress.result)
 
 

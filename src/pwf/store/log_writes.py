@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["Packed", "pack", "write"]
 
 Stored = tuple[tuple[object, ...], bytes]
-"""An event to store: its indexed columns (:data:`pwf.store.rows.COLUMNS` but the body) and bytes."""
+"""An event to store: its indexed columns (:data:`pwf.store.rows.COLUMNS` less body) and bytes."""
 
 _SQLITE: Final = {
     name: statement.format(schema="{schema}", marks=",".join("?" * count))
@@ -41,6 +41,8 @@ class Packed(NamedTuple):
     batches: list[tuple[object, ...]]
     rows: list[tuple[object, ...]]
     whole: list[tuple[object, ...]]
+    last: tuple[object, ...] | None
+    """The batch row of the last event (written here or continued)."""
 
 
 Batch = tuple[object, ...]
@@ -48,7 +50,7 @@ Batch = tuple[object, ...]
 
 LAST_BATCH: Final = (
     "SELECT seq, batch, at, request_id, client_id, idempotency_key, head"
-    " FROM {schema}_pwf_batches ORDER BY seq DESC LIMIT 1"
+    " FROM {schema}_pwf_batches WHERE seq = (SELECT max(seq) FROM {schema}_pwf_batches)"
 )
 """The batch row the next event may continue."""
 
@@ -65,7 +67,9 @@ def pack(events: Iterable[Stored], *, previous: str | None, last: Batch | None) 
     whole: list[tuple[object, ...]] = []
     for columns, body in events:
         seq, batch, tag, at, run_id, session_id, request_id, client_id, key, digest, prev = columns
-        assert isinstance(seq, int) and isinstance(tag, str) and isinstance(digest, str)
+        assert isinstance(seq, int)
+        assert isinstance(tag, str)
+        assert isinstance(digest, str)
         assert prev is None or isinstance(prev, str)
         parts = split(body, seq=seq, tag=tag, content_hash=digest, prev_hash=prev)
         head = head_of(body) if parts is None else parts.head
@@ -81,30 +85,36 @@ def pack(events: Iterable[Stored], *, previous: str | None, last: Batch | None) 
         link = None if prev == previous or prev is None else bytes.fromhex(prev)
         rows.append((seq, last[0], tag, run_id, session_id, bytes.fromhex(digest), link, data))
         previous = digest
-    return Packed(batches=batches, rows=rows, whole=whole)
+    return Packed(batches=batches, rows=rows, whole=whole, last=last)
 
 
-def write(
+def write(  # noqa: PLR0913 - where the rows go and what the caller knows of the table
     connection: sqlite3.Connection,
     events: Sequence[Stored],
     *,
     previous: str | None,
     schema: str = "main",
     new_batch: bool = False,
-) -> None:
+    last: Batch | None = None,
+) -> Batch | None:
     """Insert ``events`` (in seq order, after the row hashed ``previous``) into ``schema``'s log.
 
     ``new_batch`` says the first event opens a batch, so no stored batch
-    row can be continued and none is read.  Ids with lone surrogates are
+    row can be continued and none is read; ``last`` is the table's last
+    batch row where the caller knows it (it wrote it), else it is read.
+    Returns the batch row of the last event.  Ids with lone surrogates are
     bound exactly (ADR 0071).
     """
-    if not events:
-        return
     prefix = f"{schema}."
-    last = None if new_batch else connection.execute(LAST_BATCH.format(schema=prefix)).fetchone()
-    packed = pack(events, previous=previous, last=None if last is None else tuple(last))
+    if last is None and not new_batch:
+        found = connection.execute(LAST_BATCH.format(schema=prefix)).fetchone()
+        last = None if found is None else tuple(found)
+    if not events:
+        return last
+    packed = pack(events, previous=previous, last=last)
     if packed.batches:
         execute_many(connection, _SQLITE["batches"].format(schema=prefix), packed.batches)
     execute_many(connection, _SQLITE["rows"].format(schema=prefix), packed.rows)
     if packed.whole:
         execute_many(connection, _SQLITE["whole"].format(schema=prefix), packed.whole)
+    return packed.last

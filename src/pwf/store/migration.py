@@ -1,4 +1,4 @@
-"""A SQLite log of format ``pwf.store.v1`` upgraded to ``pwf.store.v2`` in one proven step (ADR 0102).
+"""A SQLite log of ``pwf.store.v1`` upgraded to ``pwf.store.v2`` in one proven step (ADR 0102).
 
 Imports the SQLite helpers, errors, events, and the store's schema, image,
 packing and writes.  :func:`migrate` copies the old file whole to its
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Final
 
 from pwf._sqlite import exact_text, quote
 from pwf.errors import ChainError, InputError, StoreError
-from pwf.private import create_file
 from pwf.events import LogMigrated, content_hash_of, open_body
+from pwf.private import create_file
 from pwf.store import Head
 from pwf.store.image import copy_file, install, shape_of
 from pwf.store.log_writes import write
@@ -110,13 +110,14 @@ def migrate(
         raise InputError(
             f"{backup} exists; name another --backup for the {FORMAT_V1} file"
         ) from None
-    copy_file(path, backup)
-    _settle_backup(backup)
-    digest = _sha256(backup)
     scratch = path.with_name(path.name + ".migrating")
-    for leftover in (scratch, *_sidecars(scratch)):
-        leftover.unlink(missing_ok=True)
+    done = False
     try:
+        copy_file(path, backup)
+        _settle_backup(backup)
+        digest = _sha256(backup)
+        for leftover in (scratch, *_sidecars(scratch)):
+            leftover.unlink(missing_ok=True)
         head = _build(scratch, backup)
         event = LogMigrated(
             from_format=FORMAT_V1,
@@ -128,8 +129,13 @@ def migrate(
         )
         seq = seal(scratch, event)
         _install(scratch, path, head, busy_timeout_ms)
+        done = True
     finally:
-        for leftover in (scratch, *_sidecars(scratch)):
+        for leftover in (
+            scratch,
+            *_sidecars(scratch),
+            *(() if done else (backup, *_sidecars(backup))),
+        ):
             leftover.unlink(missing_ok=True)
     return Migration(backup=backup, backup_sha256=digest, head=head, event=event, seq=seq)
 
@@ -181,34 +187,32 @@ def _build(scratch: Path, backup: Path) -> Head:
 
 
 def _fill(connection: sqlite3.Connection) -> Head:
+    """Copy every table of ``old`` but its log, re-store the log; the old log's head."""
     shape = shape_of(connection, "old")
     for mark, value in shape.marks:
         shown = f"'{value}'" if isinstance(value, str) else str(int(str(value)))
         connection.execute(f"PRAGMA main.{mark} = {shown}")
     connection.execute("PRAGMA main.journal_mode = OFF")
     connection.execute("PRAGMA main.synchronous = OFF")
-    old_log = {"events"}
-    entries = [entry for entry in shape.schema if entry[2] not in old_log and entry[3] is not None]
+    kept = [
+        (kind, name, sql) for kind, name, table, sql in shape.schema if table != "events" and sql
+    ]
+    later = ("CREATE INDEX", "CREATE VIEW")
     connection.execute("BEGIN")
-    for kind, name, _table, sql in entries:
-        if kind == "table" and not name.startswith("sqlite_"):
-            connection.execute(sql)
-            connection.execute(f"INSERT INTO main.{quote(name)} SELECT * FROM old.{quote(name)}")  # noqa: S608 - names from the file's own schema
-    for statement in LOG_SCHEMA:
-        if "CREATE INDEX" not in statement and "CREATE VIEW" not in statement:
-            connection.execute(statement.format(schema=""))
+    for name, sql in ((n, q) for k, n, q in kept if k == "table" and not n.startswith("sqlite_")):
+        connection.execute(sql)
+        copy = f"INSERT INTO main.{quote(name)} SELECT * FROM old.{quote(name)}"  # noqa: S608 - the file's own names
+        connection.execute(copy)
+    for statement in (s for s in LOG_SCHEMA if not s.startswith(later)):
+        connection.execute(statement.format(schema=""))
     head = _copy_log(connection)
-    for statement in LOG_SCHEMA:
-        if "CREATE INDEX" in statement or "CREATE VIEW" in statement:
-            connection.execute(statement.format(schema=""))
-    for kind, _name, _table, sql in entries:
-        if kind in {"index", "view", "trigger"}:
-            connection.execute(sql)
+    for statement in (s for s in LOG_SCHEMA if s.startswith(later)):
+        connection.execute(statement.format(schema=""))
+    for sql in (q for k, _n, q in kept if k in {"index", "view", "trigger"}):
+        connection.execute(sql)
     connection.execute("UPDATE main._pwf_meta SET value = ? WHERE key = 'format'", (FORMAT,))
     stored = connection.execute("SELECT seq, content_hash, batch FROM main._pwf_head").fetchone()
-    if (stored is not None or head.seq) and (
-        stored is None or Head(stored[0], stored[1], stored[2]) != head
-    ):
+    if (Head(*stored) if stored else Head(0, None, 0)) != head:
         raise StoreError("the old file's head row is not its last event; `pwf log verify` it first")
     connection.execute("COMMIT")
     connection.execute("PRAGMA main.journal_mode = DELETE")
@@ -254,18 +258,26 @@ def _install(scratch: Path, path: Path, head: Head, busy_timeout_ms: int) -> Non
     try:
         destination = exact_text(sqlite3.connect(path, isolation_level=None))
         try:
+            # As every pwf open for writing does; a reader then sees the head under the lock.
+            destination.execute("PRAGMA journal_mode = WAL")
             watcher = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
 
             def unmoved() -> None:
-                row = watcher.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
-                now = Head(0, None, 0) if row is None else Head(row[0], row[1], row[2])
+                rows = watcher.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchall()
+                now = Head(*rows[0]) if rows else Head(0, None, 0)
                 if now != head:
                     raise StoreError(
                         f"{path}: the log moved while it was migrated; run `pwf log migrate` again"
                     )
 
             try:
-                install(source, destination, unmoved, busy_timeout_ms=busy_timeout_ms)
+                install(
+                    source,
+                    destination,
+                    unmoved,
+                    busy_timeout_ms=busy_timeout_ms,
+                    what="the migrated database",
+                )
             finally:
                 watcher.close()
         finally:
@@ -313,27 +325,34 @@ def prove_backup(log: EventLog, backup: Path) -> BackupProof:
     except sqlite3.Error as error:
         return BackupProof(event, failure=str(error))
     try:
-        count = 0
-        current = _origin_of(connection)
-        ours = _bodies(log, event.backup_seq)
-        for seq, digest, prev, body in connection.execute(
-            "SELECT seq, content_hash, prev_hash, CAST(body AS BLOB) FROM events ORDER BY seq"
-        ):
-            if seq != current.seq + 1 or content_hash_of(bytes(body)) != digest:
-                return BackupProof(event, count, f"its event at seq {seq} is not sound")
-            if current.seq and prev != current.content_hash:
-                return BackupProof(event, count, f"its event at seq {seq} does not link")
-            if next(ours, None) != (seq, bytes(body)):
-                return BackupProof(event, count, f"seq {seq} differs from the migrated log")
-            current = Head(seq, digest, 0)
-            count += 1
-        if (current.seq, current.content_hash) != (event.backup_seq, event.backup_hash):
-            return BackupProof(event, count, "its head is not the one log.migrated names")
+        count, failure = _walk_backup(connection, _bodies(log, event.backup_seq), event)
     except sqlite3.Error as error:
-        return BackupProof(event, count, str(error))
+        return BackupProof(event, failure=str(error))
     finally:
         connection.close()
-    return BackupProof(event, count)
+    return BackupProof(event, count, failure)
+
+
+def _walk_backup(
+    connection: sqlite3.Connection, ours: Iterator[tuple[int, bytes]], event: LogMigrated
+) -> tuple[int, str | None]:
+    """How many of the backup's events matched, and the first failure (None: all, to its head)."""
+    count = 0
+    current = _origin_of(connection)
+    for seq, digest, prev, body in connection.execute(
+        "SELECT seq, content_hash, prev_hash, CAST(body AS BLOB) FROM events ORDER BY seq"
+    ):
+        if seq != current.seq + 1 or content_hash_of(bytes(body)) != digest:
+            return count, f"its event at seq {seq} is not sound"
+        if current.seq and prev != current.content_hash:
+            return count, f"its event at seq {seq} does not link"
+        if next(ours, None) != (seq, bytes(body)):
+            return count, f"seq {seq} differs from the migrated log"
+        current = Head(seq, digest, 0)
+        count += 1
+    if (current.seq, current.content_hash) != (event.backup_seq, event.backup_hash):
+        return count, "its head is not the one log.migrated names"
+    return count, None
 
 
 def _origin_of(connection: sqlite3.Connection) -> Head:

@@ -61,7 +61,7 @@ def join(head: bytes, content_hash: str, data: bytes, after: bytes) -> bytes:
     return b"".join((head, HASH_MEMBER, content_hash.encode(), _DATA, data, after))
 
 
-def split(
+def split(  # noqa: PLR0911 - each part checked where it stands
     body: bytes, *, seq: int, tag: str, content_hash: str, prev_hash: str | None
 ) -> Parts | None:
     """``body`` in parts, or None when :func:`join` would not give it back.

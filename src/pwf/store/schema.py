@@ -1,4 +1,4 @@
-"""The log's tables as every backend writes them: rows, batches, the ``events`` view, the format mark.
+"""The log's tables in every backend: rows, batches, the ``events`` view, the format mark.
 
 Imports nothing of pwf.  SQLite (:mod:`pwf.store.sqlite_schema`) and
 PostgreSQL (:mod:`pwf.store.postgres.schema`) keep the same tables, indexes
@@ -52,7 +52,7 @@ INDEXED_COLUMNS_DDL: Final = """  type TEXT NOT NULL,
   request_id TEXT,
   client_id TEXT,
   idempotency_key TEXT"""
-"""The columns an event is looked up by, as ``events`` shows them; ``{integer}`` is the backend's."""
+"""Columns an event is looked up by, as ``events`` shows them; ``{integer}`` is the backend's."""
 
 LOG_DDL: Final = (
     """CREATE TABLE IF NOT EXISTS {schema}_pwf_events (
@@ -125,8 +125,8 @@ def events_view(*, hex_of: str, text_start: str, text_end: str, body_cast: str) 
         hex_hash=hex_of.format("e.content_hash"),
         hex_prev=hex_of.format(prev),
     )
-    return (  # noqa: S608 - pwf's own fragments
-        "CREATE VIEW {schema}events AS SELECT"
+    return (
+        "CREATE VIEW {schema}events AS SELECT"  # noqa: S608 - pwf's own fragments
         " e.seq AS seq, b.batch AS batch, e.type AS type, b.at AS at,"
         " e.run_id AS run_id, e.session_id AS session_id, b.request_id AS request_id,"
         " b.client_id AS client_id, b.idempotency_key AS idempotency_key,"

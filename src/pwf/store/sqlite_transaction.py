@@ -46,6 +46,9 @@ class SqliteTransaction(Batches):
         self._tree: tuple[Head, Tree] | None = store.tree_cache
         """The Merkle tree of the log ending at the head it is paired with (ADR 0083)."""
         self._staged_batch: int | None = None
+        self._batch_row: tuple[Head, tuple[object, ...]] | None = None
+        """The batch row of the head's event, written here: the next write of its batch
+        continues it without reading it (only while the head is still that event)."""
         self._savepoints = 0
         """Savepoints open with a statement of their own."""
         self._mark = -1
@@ -140,16 +143,19 @@ class SqliteTransaction(Batches):
         tree = self.tree  # read before the rows go in: it is the tree of the head they continue
         head = self._head
         first = sealed[0].entry.seq
-        write(
+        known = self._batch_row
+        batch_row = write(
             self.connection,
             [(columns(item.entry), item.body) for item in sealed],
             previous=head.content_hash if head.seq == first - 1 else None,
             new_batch=sealed[0].entry.batch != head.batch,
+            last=known[1] if known is not None and known[0] == head else None,
         )
         tree = extend(self.connection, tree, sealed[0].entry.seq, [item.body for item in sealed])
         last = sealed[-1].entry
         self._head = Head(seq=last.seq, content_hash=last.content_hash, batch=last.batch)
         self._tree = (self._head, tree)
+        self._batch_row = None if batch_row is None else (self._head, batch_row)
         for hook in self.store.hooks:
             hook(self.connection, sealed)
 

@@ -54,7 +54,7 @@ _INSERTS: Final = {
     )
 }
 _ONE_STATEMENT: Final = 256
-"""Up to this many events go in one statement (at most 18 parameters each; PostgreSQL takes 65 535)."""
+"""Up to this many events go in one statement (at most 18 parameters each; PostgreSQL: 65 535)."""
 _RECORD: Final = (
     "INSERT INTO _pwf_recorded (request_id, client_id, idempotency_key, seq)"
     " VALUES (%s, %s, %s, %s)"
@@ -155,7 +155,8 @@ class PostgresTransaction(Batches):
         )
         if len(rows) <= _ONE_STATEMENT:
             # One statement: the rows, their records, their tree and the head's compare-and-set.
-            params = [value for table in packed for row in table for value in row]
+            tables = (packed.batches, packed.rows, packed.whole)
+            params = [value for table in tables for row in table for value in row]
             params += [value for keys in recorded for value in keys]
             params += [value for node in nodes for value in node]
             statement = _write_statement(
@@ -170,7 +171,11 @@ class PostgresTransaction(Batches):
             connection = self.connection
             with connection.cursor() as cursor:
                 with connection.pipeline():
-                    for name, table in zip(("batches", "rows", "whole"), packed, strict=True):
+                    for name, table in (
+                        ("batches", packed.batches),
+                        ("rows", packed.rows),
+                        ("whole", packed.whole),
+                    ):
                         if table:
                             cursor.executemany(_INSERTS[name], table)
                     if recorded:
@@ -409,7 +414,9 @@ def _rollback(connection: psycopg.Connection[TupleRow]) -> None:
 
 @functools.cache
 def _write_statement(tables: tuple[int, int, int], recorded: int, nodes: int = 0) -> str:
-    """Insert the log's rows (``tables``: batches, events, whole), ``recorded`` records, then move the head, as one statement.
+    """Insert the log's rows, ``recorded`` records and ``nodes``, then move the head: one statement.
+
+    ``tables`` counts the rows of ``_pwf_batches``, ``_pwf_events`` and ``_pwf_whole``.
 
     PostgreSQL runs every data-modifying ``WITH`` part to completion, in the
     statement's one snapshot.  The statement divides one by the number of
