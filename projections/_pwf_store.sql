@@ -33,6 +33,10 @@ CREATE TABLE _pwf_meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
 ) STRICT;
+CREATE TABLE _pwf_pruned (
+  seq INTEGER PRIMARY KEY CHECK (seq >= 1),
+  leaf BLOB NOT NULL CHECK (length(leaf) = 32)
+) STRICT;
 CREATE TABLE _pwf_tree (pos INTEGER PRIMARY KEY, hash BLOB NOT NULL CHECK (length(hash) = 32)) STRICT;
 CREATE TABLE _pwf_whole (
   seq INTEGER PRIMARY KEY CHECK (seq >= 1),

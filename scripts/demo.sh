@@ -3,8 +3,8 @@
 # workers drive runs through the command path (client and worker protocol),
 # every outcome lands in the hash-chained log and its projections, and the log
 # is verified, exported, imported on "another machine" byte for byte, and then
-# tampered with to show the audit; old runs are pruned and the log compacted,
-# and the compacted log is proven against its backup.  It ends as operators
+# tampered with to show the audit; old runs are pruned (their events' bytes move to the backup),
+# and the pruned log is proven against its backup.  It ends as operators
 # and auditors use pwf: replay the log to where an interaction was waiting and
 # explain it, then rebuild a copy and diff it against the live database.
 set -euo pipefail
@@ -91,15 +91,15 @@ echo "(a dry run deletes nothing; like every executed command it is recorded in 
 echo " command.recorded event for state.prune, carrying the report below)"
 pwf state prune --db "$db" --before 2026-08-01T16:30:00Z --at 1785800000000
 
-step "prune them: back up, then compact the log so it continues from a log.compacted event"
+step "prune them: back up, then take their events' bytes out of the log; every seq, hash and proof stays"
 pwf state prune --db "$db" --before 2026-08-01T16:30:00Z --at 1785800001000 --apply --backup "$absdir/backups/before-prune.sqlite"
-pwf log show --db "$db" --type log.compacted --json | python -c '
+pwf log show --db "$db" --type log.pruned --json | python -c '
 import json, sys
 event = json.loads(sys.stdin.readline())
 data = event["data"]
-print(f"seq {event['"'"'seq'"'"']}: log.compacted replaced head seq {data['"'"'replacedSeq'"'"']};"
-      f" {len(data['"'"'removedRunIds'"'"'])} runs and {data['"'"'removedEvents'"'"']} events removed,"
-      f" {data['"'"'retainedEvents'"'"']} kept")'
+print(f"seq {event['"'"'seq'"'"']}: log.pruned after head seq {data['"'"'backupSeq'"'"']};"
+      f" {len(data['"'"'removedRunIds'"'"'])} runs; the bytes of {data['"'"'removedEvents'"'"']} events"
+      " moved to the backup, their seqs, hashes and Merkle leaves kept")'
 pwf log verify --db "$db" --backup "$dir/backups/before-prune.sqlite"
 pwf verify --db "$db"
 

@@ -63,7 +63,7 @@ def test_apply_prints_the_report_and_the_backup_proves_the_log(
     assert _runs(run, live) == ["run-2", "run-3"]
     proved = run("log", "verify", "--db", str(live), "--backup", str(backup))
     assert proved.exit_code == 0, proved.output
-    assert "1 runs removed" in proved.stdout
+    assert "events log.pruned took, with the content hash and Merkle leaf" in proved.stdout
     assert run("verify", "--db", str(live)).exit_code == 0
     chain = run("log", "verify", "--db", str(live), "--chain-only", "--json")
     assert json.loads(chain.stdout)["ok"] is True
@@ -78,7 +78,7 @@ def test_a_wrong_backup_fails_verification(run: Run, live: Path, tmp_path: Path)
     bad = run("log", "verify", "--db", str(live), "--backup", str(other))
     assert bad.exit_code == 1
     assert bad.stderr.strip().splitlines() == [
-        f"bad: backup {other}: {other}: its SHA-256 is not the one log.compacted records"
+        f"bad: backup {other}: its SHA-256 is not the one any log.pruned records"
     ]
 
 
@@ -124,53 +124,40 @@ def test_a_missing_backup_is_one_line(run: Run, live: Path, tmp_path: Path) -> N
     assert done.stderr.strip().splitlines() == [f"Error: no backup at {tmp_path / 'gone.sqlite'}"]
 
 
-def test_a_compacted_export_without_its_opening_is_refused(
+def test_a_pruned_log_is_not_exported_without_its_removed_bytes(
     run: Run, live: Path, tmp_path: Path
 ) -> None:
-    args = ("--before", CUTOFF, "--apply", "--backup", str(tmp_path / "b.sqlite"), "--at", "9000")
+    """An export needs every event's bytes: a pruned range is refused, naming the backup."""
+    backup = tmp_path / "b.sqlite"
+    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
     assert run("state", "prune", "--db", str(live), *args).exit_code == 0
-    exported = run("log", "export", "--db", str(live)).stdout_bytes
-    first, rest = exported.split(b"\n", 1)
-    assert b'"type":"log.compacted"' in first
-    target = tmp_path / "copy.db"
-    assert run("init", "--db", str(target)).exit_code == 0
-    refused = run("log", "import", "--db", str(target), stdin=rest)
+    out = tmp_path / "log.jsonl"
+    refused = run("log", "export", "--db", str(live), "--out", str(out))
     assert refused.exit_code == 2
-    assert "line 1: " in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    assert run("log", "verify", "--db", str(target)).stdout.startswith("ok: 0 events")
-    whole = run("log", "import", "--db", str(target), stdin=exported)
+    assert f"its bytes are in the backup {backup}" in refused.stderr
+    assert not out.exists()
+    whole = run("log", "export", "--db", str(backup))
     assert whole.exit_code == 0, whole.stderr
 
 
-def test_a_compacted_log_is_counted_from_its_origin(run: Run, live: Path, tmp_path: Path) -> None:
-    """Import, replay and rebuild say how many events the compacted log holds, and its head seq."""
-    args = ("--before", CUTOFF, "--apply", "--backup", str(tmp_path / "b.sqlite"), "--at", "9000")
+def test_a_pruned_log_is_counted_to_its_head(run: Run, live: Path, tmp_path: Path) -> None:
+    """Every seq stays (ADR 0103): verify, replay and rebuild count the log to its head seq."""
+    backup = tmp_path / "b.sqlite"
+    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
     assert run("state", "prune", "--db", str(live), *args).exit_code == 0
     chain = json.loads(run("log", "verify", "--db", str(live), "--json").stdout)
-    held, head = chain["events"], chain["headSeq"]
-    assert held < head
-    imported = run(
-        "log",
-        "import",
-        "--db",
-        str(tmp_path / "copy.db"),
-        "--json",
-        stdin=(run("log", "export", "--db", str(live)).stdout_bytes),
-    )
-    assert (json.loads(imported.stdout)["events"], json.loads(imported.stdout)["seq"]) == (
-        held,
-        head,
-    )
+    assert chain["events"] == chain["headSeq"]
+    head = chain["headSeq"]
     replayed = json.loads(
         run("replay", "--db", str(live), "--out", str(tmp_path / "r.db"), "--json").stdout
     )
-    assert (replayed["events"], replayed["seq"]) == (held, head)
+    assert replayed["seq"] == head
     rebuilt = json.loads(run("rebuild", "--db", str(live), "--json").stdout)
-    assert (rebuilt["events"], rebuilt["seq"]) == (held, head)
+    assert rebuilt["seq"] == head
     gone = run("replay", "--db", str(live), "--until", "2", "--out", str(tmp_path / "g.db"))
     assert gone.exit_code == 2
-    assert "seq 2 was compacted away by a prune" in gone.stderr
+    assert f"replay the backup {backup} instead" in gone.stderr
     assert len(gone.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "g.db").exists()
 

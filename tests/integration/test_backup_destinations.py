@@ -119,14 +119,13 @@ def test_the_backup_a_compaction_names_is_refused(tmp_path: Path) -> None:
     assert "accepted" == pruned.outcome
     kept = proof.read_bytes()
     fx.now = 140_000
-    _assert_refused(
-        fx, str(proof), f"destination is the backup a compaction of this log names: {proof}"
-    )
+    named = "destination is the backup a prune, compaction or migration of this log names:"
+    _assert_refused(fx, str(proof), f"{named} {proof}")
     (tmp_path / "alias").symlink_to(tmp_path)
     _assert_refused(
         fx,
         f"{tmp_path}/alias/proof.sqlite",
-        f"destination is the backup a compaction of this log names: {tmp_path}/alias/proof.sqlite",
+        f"{named} {tmp_path}/alias/proof.sqlite",
     )
     assert kept == proof.read_bytes()
 

@@ -17,15 +17,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pwf.commands.prune import iso_utc
-from pwf.errors import StoreError
-from pwf.events import seal
 from pwf.host import _backup
 from pwf.host import prune as prune_flow
 from pwf.host._compacting import Prepared
 from pwf.host._lock import lock_path
-from pwf.store.compaction import prove
-from pwf.store.rows import columns
-from pwf.store.segment import Template, sealed_rows
+from pwf.store.opening import sqlite_file
+from pwf.store.pruned import prove_pruned
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -82,6 +79,12 @@ def test_a_prune_holds_no_write_lock_while_it_copies(
     assert ("accepted", [1]) == (response.outcome, ran)
 
 
+def _proven(fx: Fixture, backup: Path) -> bool:
+    """The backup proves each body the prune took against the leaf kept (ADR 0103)."""
+    proof = prove_pruned(fx.store, sqlite_file(fx.store).connection, backup)
+    return proof is not None and proof.failure is None
+
+
 def _prune(fx: Fixture, backup: Path) -> Any:
     payload = {"before": iso_utc(120_000), "apply": True, "backupPath": str(backup)}
     return fx.request("state.prune", payload, key="prune", rid="prune", at=130_000)
@@ -101,7 +104,7 @@ def test_events_committed_during_the_copy_reach_the_backup_and_the_proof(
         late = list(copy.find(run_id="run-late"))
         assert copy.verify().ok
     assert late, "the run started during the copy is not in the backup"
-    assert prove(fx.store, backup).ok
+    assert _proven(fx, backup)
     assert fx.row("runs", run_id="run-late") is not None
     assert fx.row("runs", run_id="run-1") is None
     fx.assert_rebuild_equals_live()
@@ -127,7 +130,7 @@ def test_a_selection_changed_during_the_copy_is_refused(
         response.error,
     )
     assert fx.row("runs", run_id="run-1") is not None
-    assert fx.store.origin().seq == 0  # not compacted
+    assert list(fx.store.find(type="log.pruned")) == []  # not pruned
     assert fx.store.head().seq > head.seq
     assert not lock_path(fx.store.projections_file.path).exists()
     fx.assert_rebuild_equals_live()
@@ -156,7 +159,7 @@ def test_a_prune_holds_no_write_lock_while_it_prepares_the_compaction(
     ran = _while_preparing(monkeypatch, lambda: _write_now(fx.store.projections_file.path))
     response = _prune(fx, tmp_path / "p.sqlite")
     assert ("accepted", [1]) == (response.outcome, ran)
-    assert prove(fx.store, tmp_path / "p.sqlite").ok
+    assert _proven(fx, tmp_path / "p.sqlite")
 
 
 @pytest.mark.parametrize("rounds", [0, 1], ids=["tail under the lock", "tail folded off the lock"])
@@ -189,67 +192,6 @@ def test_events_committed_while_the_compaction_is_prepared_are_kept(
     with SqliteStore(backup, read_only=True) as copy:
         assert list(copy.find(run_id=f"run-late-{len(ran)}"))
     assert fx.row("runs", run_id="run-1") is None
-    assert prove(fx.store, backup).ok
+    assert _proven(fx, backup)
     assert fx.store.verify(deep=True).ok
     fx.assert_rebuild_equals_live()
-
-
-def test_a_template_seals_an_event_as_seal_does_anywhere(tmp_path: Path) -> None:
-    """Every event of a real log, split and sealed at another place, is what seal() writes there."""
-    fx = Fixture.f(tmp_path / "s.db")
-    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
-    prev: str | None = None
-    count = 0
-    for stored in fx.store.read():
-        entry = next(fx.store.entries(stored.seq, stored.seq))
-        piece = Template.of(stored.body, entry)
-        seq, batch = entry.seq + 99_991, entry.batch + 12_345
-        expected = seal(
-            entry.event,
-            seq=seq,
-            batch=batch,
-            at=entry.at,
-            actor=entry.actor,
-            cause=entry.cause,
-            event_id=f"evt-{seq}",
-            prev_hash=prev,
-        )
-        got = piece.sealed(seq=seq, batch=batch, prev_hash=None if prev is None else prev.encode())
-        assert (expected.body, expected.entry.content_hash) == got
-        prev = expected.entry.content_hash
-        count += 1
-    assert count > 10
-
-
-def test_a_run_of_templates_seals_as_each_template_does(tmp_path: Path) -> None:
-    """The loop run under the write lock gives the rows :meth:`Template.sealed` gives one by one."""
-    fx = Fixture.f(tmp_path / "s.db")
-    finish_fixture_run(fx, "completed", at=3000, finalOutput={"reply": "x"})
-    found: list[tuple[Any, ...]] = []
-    pieces: list[Template] = []
-    for index, stored in enumerate(fx.store.read()):
-        entry = next(fx.store.entries(stored.seq, stored.seq))
-        pieces.append(Template.of(stored.body, entry))
-        found.append((index // 3, *pieces[-1], *columns(entry)[2:9]))
-    prev = "ab" * 32
-    seq, first_batch = 70_000, 900
-    rows = list(sealed_rows(found, seq=seq, first_batch=first_batch, prev_hash=prev.encode()))
-    assert len(rows) == len(found) > 10
-    for row, item, piece in zip(rows, found, pieces, strict=True):
-        seq += 1
-        batch = first_batch + item[0]
-        body, content_hash = piece.sealed(seq=seq, batch=batch, prev_hash=prev.encode())
-        assert row == (seq, batch, *item[5:], content_hash, prev, body)
-        prev = content_hash
-
-
-def test_bytes_that_do_not_split_into_an_envelope_are_refused(tmp_path: Path) -> None:
-    """A body whose members are not where canonical order puts them gives no template."""
-    fx = Fixture.f(tmp_path / "s.db")
-    stored = next(fx.store.read())
-    entry = next(fx.store.entries(1, 1))
-    shuffled = stored.body.replace(b',"batch":1,', b',"batch":01,', 1)
-    with pytest.raises(StoreError, match="seq 1: its bytes do not split"):
-        Template.of(shuffled, entry)
-    with pytest.raises(StoreError, match="seq 1: its bytes do not split"):
-        Template.of(b"{}", entry)

@@ -1,12 +1,13 @@
-"""A prune installs its compacted database in one step, and writes the bytes the rules give.
+"""A prune installs its new database in one step, and writes the bytes the rules give.
 
-ADR 0051: the whole compacted file is built in a scratch file, the
-head-dependent part is sealed under the write lock that SQLite's backup
-API takes to copy it over the live file, and nothing else is written.
-The log it leaves is compared byte for byte with the compaction that ADR
-0018 defines, computed here apart with ``seal()`` from the backup: the
-compaction rule over the backup's events, ``log.compacted`` after the
-replaced head, each kept event sealed after the one before it.
+ADR 0051: the whole new file is built in a scratch file, the part that
+depends on the live head is written under the write lock that SQLite's
+backup API takes to copy it over the live file, and nothing else is
+written.  The log it leaves is compared, seq by seq, with the prune that
+ADR 0103 defines, computed here apart from the backup: every event keeps
+its seq, batch and hashes; the compaction rule's removed events keep no
+bytes and their Merkle leaf; the rest keep their bytes; ``log.pruned``
+follows the backup's head, as ``seal()`` writes it there.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pwf import merkle
 from pwf.commands.prune import iso_utc
 from pwf.errors import StoreError
-from pwf.events import LogCompacted, seal
+from pwf.events import LogCompacted, LogPruned, seal
 from pwf.events.compaction import compacted
 from pwf.host import _compacting
-from pwf.store import Head
-from pwf.store.compaction import file_sha256, prove
+from pwf.store.compaction import file_sha256
 from pwf.store.image import install
+from pwf.store.opening import sqlite_file
+from pwf.store.pruned import prove_pruned
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -56,72 +59,70 @@ def _prune(fx: Fixture, backup: Path) -> Any:
     return fx.request("state.prune", payload, key="prune", rid="prune", at=230_000)
 
 
-def _expected(backup: Path, opening: LogCompacted, at: int, first: Any) -> list[bytes]:
-    """The compacted log by ADR 0018's rules alone: every event sealed by ``seal()``."""
+def _expected(backup: Path, pruned: LogPruned, at: int, record: Any) -> list[tuple[Any, ...]]:
+    """The pruned log by ADR 0103's rules alone: (seq, content hash, body or None, leaf or None)."""
+    removed = frozenset(pruned.removed_run_ids)
     with SqliteStore(backup, read_only=True) as copy:
         head = copy.head()
+        found = []
+        for stored in copy.read():
+            entry = next(copy.entries(stored.seq, stored.seq))
+            goes = compacted(entry.event, removed) is None and not isinstance(
+                entry.event, LogCompacted
+            )
+            found.append(
+                (
+                    stored.seq,
+                    entry.content_hash,
+                    None if goes else stored.body,
+                    merkle.leaf_hash(stored.body) if goes else None,
+                )
+            )
         sealed = seal(
-            LogCompacted(
-                replaced_seq=head.seq,
-                replaced_hash=head.content_hash or "",
-                replaced_batch=head.batch,
+            LogPruned(
+                cutoff=pruned.cutoff,
+                removed_run_ids=pruned.removed_run_ids,
+                removed_events=sum(1 for row in found if row[2] is None),
                 backup_path=str(backup.absolute()),
                 backup_sha256=file_sha256(backup),
-                cutoff=opening.cutoff,
-                removed_run_ids=opening.removed_run_ids,
-                removed_events=opening.removed_events,
-                retained_events=opening.retained_events,
+                backup_seq=head.seq,
+                backup_hash=head.content_hash,
             ),
             seq=head.seq + 1,
             batch=head.batch + 1,
             at=at,
-            actor=first.actor,
-            cause=first.cause,
+            actor=record.actor,
+            cause=record.cause,
             event_id=f"evt-{head.seq + 1}",
             prev_hash=head.content_hash,
         )
-        bodies = [sealed.body]
-        last = Head(sealed.entry.seq, sealed.entry.content_hash, sealed.entry.batch)
-        index, batch = 0, None
-        for entry in copy.entries():
-            event = compacted(entry.event, frozenset(opening.removed_run_ids))
-            if event is None:
-                continue
-            if entry.batch != batch:
-                index, batch = index + 1, entry.batch
-            again = seal(
-                event,
-                seq=last.seq + 1,
-                batch=head.batch + 1 + index,
-                at=entry.at,
-                actor=entry.actor,
-                cause=entry.cause,
-                event_id=f"evt-{last.seq + 1}",
-                prev_hash=last.content_hash,
-            )
-            bodies.append(again.body)
-            last = Head(again.entry.seq, again.entry.content_hash, again.entry.batch)
-    return bodies
+    return [*found, (sealed.entry.seq, sealed.entry.content_hash, sealed.body, None)]
 
 
-def test_the_installed_log_is_the_compaction_the_rules_define_byte_for_byte(
+def test_the_installed_log_is_the_prune_the_rules_define_byte_for_byte(
     tmp_path: Path,
 ) -> None:
-    """Every event from the origin to the compaction's end is what ``seal()`` gives there."""
+    """Every seq up to ``log.pruned`` is what the rules give: bytes kept or taken, leaf kept."""
     fx = _history(tmp_path / "s.db")
     backup = tmp_path / "p.sqlite"
     response = _prune(fx, backup)
     assert (response.outcome, response.receipt["selectedRuns"]) == ("accepted", 3)
-    origin = fx.store.origin()
-    first = next(fx.store.entries(origin.seq + 1, origin.seq + 1))
-    opening = first.event
-    assert isinstance(opening, LogCompacted)
-    expected = _expected(backup, opening, 230_000, first)
-    end = origin.seq + len(expected)
-    live = [stored.body for stored in fx.store.read(origin.seq + 1, end)]
+    found = list(fx.store.find(type=LogPruned.TAG))
+    assert len(found) == 1
+    record = next(fx.store.entries(found[0].seq, found[0].seq))
+    assert isinstance(record.event, LogPruned)
+    expected = _expected(backup, record.event, 230_000, record)
+    live = rows(
+        fx.store.projections_file.path,
+        "SELECT e.seq, e.content_hash, e.body, p.leaf FROM events e"
+        " LEFT JOIN _pwf_pruned p ON p.seq = e.seq WHERE e.seq <= ? ORDER BY e.seq",
+        record.seq,
+    )
     assert live == expected
-    assert opening.retained_events == len(expected) - 1
-    assert prove(fx.store, backup).ok
+    assert record.event.removed_events == sum(1 for row in expected if row[2] is None) > 0
+    proof = prove_pruned(fx.store, sqlite_file(fx.store).connection, backup)
+    assert proof is not None
+    assert proof.failure is None
     assert fx.store.verify(deep=True).ok
     fx.assert_rebuild_equals_live()
     assert fx.store.projections_file.integrity_check() is None

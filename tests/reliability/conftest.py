@@ -66,7 +66,7 @@ PARTS: Final = (
             "seed",
             "prune kills survived",
             "prunes cut before their commit (log unchanged)",
-            "prunes cut after their commit (log compacted)",
+            "prunes cut after their commit (log pruned)",
             "rebuild kills survived",
             "rebuilds cut before their commit (projections as they were)",
             "rebuilds cut after their commit (projections rebuilt)",

@@ -184,29 +184,29 @@ def prune_args(db: Path, backup: Path) -> list[str]:
     ]
 
 
-def _compacted(db: Path) -> bool:
-    """The compaction has committed: the log opens with ``log.compacted``."""
+def _pruned(db: Path) -> bool:
+    """The prune has committed: the log holds its ``log.pruned`` (ADR 0103)."""
     connection = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=0)
     try:
-        row = connection.execute("SELECT type FROM events ORDER BY seq LIMIT 1").fetchone()
+        row = connection.execute("SELECT 1 FROM events WHERE type = 'log.pruned'").fetchone()
     except sqlite3.Error:
         return False
     finally:
         connection.close()
-    return row is not None and row[0] == "log.compacted"
+    return row is not None
 
 
 def kill_one_prune(db: Path, backup: Path, after: float | None) -> bool:
     """Start ``pwf state prune --apply``; SIGKILL it ``after`` seconds later if still running.
 
-    ``after`` None kills it as soon as its compaction is seen committed.
+    ``after`` None kills it as soon as its ``log.pruned`` is seen committed.
     Returns whether the kill hit a running prune (False: it had already finished).
     """
     environment = {key: value for key, value in os.environ.items() if key != "PWF_DB"}
     process = spawn("pwf", *prune_args(db, backup), stdout=subprocess.DEVNULL, env=environment)
     try:
         if after is None:
-            while process.poll() is None and not _compacted(db):
+            while process.poll() is None and not _pruned(db):
                 time.sleep(0.001)
         else:
             time.sleep(after)
@@ -219,10 +219,10 @@ def kill_one_prune(db: Path, backup: Path, after: float | None) -> bool:
 
 
 BEFORE_COMMIT: Final = "prunes cut before their commit (log unchanged)"
-AFTER_COMMIT: Final = "prunes cut after their commit (log compacted)"
+AFTER_COMMIT: Final = "prunes cut after their commit (log pruned)"
 SEARCHES: Final = 12
 """Extra kills to reach an outcome the random ones missed: before the commit by bisecting
-the delay, after it by killing the prune as soon as its compaction is seen committed."""
+the delay, after it by killing the prune as soon as its log.pruned is seen committed."""
 
 
 def _killed_prune(  # noqa: PLR0913 - the copy's number, its kill and its two references
@@ -252,15 +252,15 @@ def _killed_prune(  # noqa: PLR0913 - the copy's number, its kill and its two re
     return AFTER_COMMIT if hit else None
 
 
-def test_sigkill_during_a_prune_leaves_the_old_log_or_a_proven_compaction(
+def test_sigkill_during_a_prune_leaves_the_old_log_or_a_proven_prune(
     tmp_path: Path, figures: Figures, built: Built
 ) -> None:
-    """Killed anywhere, a prune leaves a sound database: untouched, or compacted and provable.
+    """Killed anywhere, a prune leaves a sound database: untouched, or pruned and provable.
 
-    Both sides of the compaction's commit must have been reached by a kill
+    Both sides of the prune's commit must have been reached by a kill
     of a running prune: when the random delays miss the side before it,
     further kills bisect the delay; when they miss the side after it,
-    further prunes are killed as soon as their compaction is seen committed
+    further prunes are killed as soon as their ``log.pruned`` is seen committed
     (during the checkpoint and the record that follow).
     """
     template, before = filled(tmp_path, built)

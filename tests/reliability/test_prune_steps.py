@@ -47,15 +47,15 @@ else:
 pytestmark = pytest.mark.slow
 
 KILLED_AT: Final = Path(__file__).with_name("_killed_at.py")
-BEFORE, AFTER = "log unchanged", "log compacted"
+BEFORE, AFTER = "log unchanged", "log pruned"
 STEPS: Final = (
     ("after the backup", "pwf.host.prune:_backed_up", 1, "after", BEFORE),
     ("folding the scratch file", "pwf.host._compacting:Prepared._fold", 1, "after", BEFORE),
     ("image built, before the write lock", "pwf.store.image:install", 1, "before", BEFORE),
     ("under the lock, backup caught up", "pwf.host.prune:_unchanged", 1, "before", BEFORE),
     (
-        "under the lock, log sealed into the image",
-        "pwf.store.compaction:compact",
+        "under the lock, log.pruned sealed into the image",
+        "pwf.host._compacting:Prepared.seal",
         1,
         "after",
         BEFORE,

@@ -27,7 +27,7 @@ from pwf import canonical
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.events import CommandRecorded, open_body
-from pwf.store.compaction import prove
+from pwf.store.pruned import prove_pruned
 from pwf.store.sqlite import SqliteStore
 from pwf.verify import check
 
@@ -313,7 +313,7 @@ def test_prune_while_a_writer_writes_loses_nothing(tmp_path: Path, figures: Figu
 
     Each prune's cutoff is a second before the newest event, so it removes
     runs that finished while the writer moved on.  Afterwards the live log
-    verifies from its last compaction, each backup proves the log that
+    verifies, each backup proves the bodies the prune after it took, the log that
     followed it, and every acknowledged answer is in the live log or, for a
     pruned run, in a backup.
     """
@@ -356,7 +356,9 @@ def test_prune_while_a_writer_writes_loses_nothing(tmp_path: Path, figures: Figu
     proved = pwf("log", "verify", "--db", str(db), "--backup", str(backups[-1]))
     assert (proved.returncode, proved.stderr) == (0, b"")
     with SqliteStore(backups[-1], read_only=True) as later:
-        assert prove(later, backups[0]).ok
+        proof = prove_pruned(later, later.connection, backups[0])
+        assert proof is not None
+        assert proof.failure is None, proof.failure
     figures.add(PART, "races run", len(backups))
     figures.add(PART, "processes raced", 1 + len(backups))
     figures.add(PART, "prunes applied", len(backups))

@@ -5,9 +5,9 @@ maintenance lock and direct-mode guard.  The steps, in order:
 
 1. prove the backup alone: it is a pwf database whose hash chain holds and
    whose projections equal a rebuild of its log;
-2. when the live log was compacted into this very backup (its SHA-256 is the
-   one ``log.compacted`` records), prove the link as ``pwf log verify
-   --backup`` does;
+2. when the live log was pruned with this very backup (its SHA-256 is the
+   one ``log.pruned`` records, ADR 0103; or ``log.compacted`` for a log
+   compacted before), prove the link as ``pwf log verify --backup`` does;
 3. take the maintenance lock, refuse while a served host holds the
    database, and take the file for ourselves: SQLite will leave WAL mode and
    hold an exclusive lock only when no other connection (writer, reader or
@@ -92,10 +92,20 @@ def _prove_alone(backup: Path) -> tuple[int, int]:
 
 
 def _check_live(backup: Path, database: Path, now: int) -> tuple[bool, int | None]:
-    """Refuse a served database; prove the compaction link when the live log names this backup."""
+    """Refuse a served database; prove the link when the live log's prune names this backup."""
+    from pwf.store.pruned import prove_pruned  # noqa: PLC0415 - with the proof
+
     with open_file(database, read_only=True) as live:
         refuse_if_served(live, now)
         head = live.head().seq
+        pruned = prove_pruned(live, live.connection, backup)
+        if pruned is not None:
+            if pruned.failure is None:
+                return True, head
+            raise InputError(
+                f"{backup} is the backup {database}'s log.pruned names, but it does not prove:"
+                f" {pruned.failure}"
+            )
         origin = live.origin()
         if origin == EMPTY:
             return False, head

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pwf.store import EventStore, StoredEvent, VerifyReport
     from pwf.store.compaction import Proof
     from pwf.store.migration import BackupProof
+    from pwf.store.pruned import PruneProof
 
 
 F = Any
@@ -437,13 +438,30 @@ def _verified(
         return _Verified(report, None, None, None)
     signed = None if note is None else _signed_checkpoint(store, note)
     migrated = _migration_proof(store, Path(backup)) if backup is not None else None
-    proof = prove(store, Path(backup)) if backup is not None and migrated is None else None
+    pruned = _prune_proof(store, Path(backup)) if backup is not None and not migrated else None
+    proof = (
+        prove(store, Path(backup))
+        if backup is not None and migrated is None and pruned is None
+        else None
+    )
     held = (
         anchored(store, anchor, proof, Path(backup) if backup else None)
         if anchor is not None
         else None
     )
-    return _Verified(report, signed, proof, held, migrated)
+    return _Verified(report, signed, proof, held, migrated, pruned)
+
+
+def _prune_proof(store: EventStore, backup: Path) -> PruneProof | None:
+    """The proof of ``backup`` as the one a ``log.pruned`` names; None when none names it."""
+    from pwf.store.opening import sqlite_file  # noqa: PLC0415 - with the proof
+    from pwf.store.pruned import prove_pruned  # noqa: PLC0415
+
+    try:
+        live = sqlite_file(store)
+    except InputError:
+        return None
+    return prove_pruned(store, live.connection, backup)
 
 
 def _migration_proof(store: EventStore, backup: Path) -> BackupProof | None:
@@ -465,6 +483,7 @@ class _Verified(NamedTuple):
     proof: Proof | None
     held: Held | None
     migrated: BackupProof | None = None
+    pruned: PruneProof | None = None
 
     @property
     def ok(self) -> bool:
@@ -473,6 +492,7 @@ class _Verified(NamedTuple):
             self.report.ok
             and (self.proof is None or self.proof.ok)
             and (self.migrated is None or self.migrated.failure is None)
+            and (self.pruned is None or self.pruned.failure is None)
             and (self.held is None or self.held.ok)
             and (self.signed is None or self.signed[0])
         )
@@ -495,6 +515,13 @@ def _verified_json(found: _Verified) -> dict[str, object]:
             "failure": proof.failure,
             "ok": proof.ok,
             "removedRuns": proof.removed_runs,
+        }
+    if found.pruned is not None:
+        data["backup"] = {
+            "failure": found.pruned.failure,
+            "ok": found.pruned.failure is None,
+            "pruned": True,
+            "proven": found.pruned.proven,
         }
     migrated = found.migrated
     if migrated is not None:
@@ -523,6 +550,8 @@ def _echo_verified(found: _Verified, backup: str | None) -> None:
         click.echo(f"bad: backup {backup}: {proof.failure}", err=True)
     elif found.migrated is not None and found.migrated.failure is not None:
         click.echo(f"bad: backup {backup}: {found.migrated.failure}", err=True)
+    elif found.pruned is not None and found.pruned.failure is not None:
+        click.echo(f"bad: backup {backup}: {found.pruned.failure}", err=True)
     elif held is not None and not held.ok:
         click.echo(f"bad: expected head seq {held.seq}: {held.failure}", err=True)
     else:
@@ -531,6 +560,11 @@ def _echo_verified(found: _Verified, backup: str | None) -> None:
             click.echo(
                 f"ok: the log is {backup}'s {proof.backup_events} events compacted:"
                 f" {proof.compared} kept, {proof.removed_runs} runs removed"
+            )
+        if found.pruned is not None:
+            click.echo(
+                f"ok: {backup} holds each of the {found.pruned.proven} events log.pruned took,"
+                " with the content hash and Merkle leaf the log kept"
             )
         if found.migrated is not None:
             click.echo(
@@ -585,8 +619,13 @@ def head(db: str | None, as_json: bool) -> None:
 @click.option("--from", "first", type=click.IntRange(min=1), default=1, help="First seq.")
 @click.option("--to", "last", type=click.IntRange(min=1), default=None, help="Last seq.")
 def export(db: str | None, out_path: str, first: int, last: int | None) -> None:
-    """Write the log as JSONL: each event's stored bytes, one per line (--out: mode 0600)."""
+    """Write the log as JSONL: each event's stored bytes, one per line (--out: mode 0600).
+
+    A pruned log's removed events have no bytes here: a range that holds one
+    is refused, naming the backup that holds it (ADR 0103).
+    """
     with open_store(db, read_only=True) as store:
+        _whole(store, first, last)
         if out_path == "-":
             written = export_jsonl(store, sys.stdout.buffer, first, last)
         else:
@@ -595,6 +634,32 @@ def export(db: str | None, out_path: str, first: int, last: int | None) -> None:
             ) as out:
                 written = export_jsonl(store, out, first, last)
     logs.info("log.exported", events=written)
+
+
+def _whole(store: EventStore, first: int, last: int | None) -> None:
+    """Refuse an export of ``first..last`` that would leave out a pruned event's bytes.
+
+    Raises:
+        InputError: an event of the range was pruned.
+    """
+    from pwf.store.opening import sqlite_file  # noqa: PLC0415 - a SQLite log's only
+    from pwf.store.pruned import pruned_events  # noqa: PLC0415
+
+    try:
+        connection = sqlite_file(store).connection
+    except InputError:
+        return
+    found = connection.execute(
+        "SELECT min(seq) FROM _pwf_pruned WHERE seq BETWEEN ? AND ?",
+        (first, last if last is not None else 2**63 - 1),
+    ).fetchone()[0]
+    if found is None:
+        return
+    backups = [event.backup_path for event in pruned_events(store) if event.backup_seq >= found]
+    raise InputError(
+        f"seq {found} was pruned: its bytes are in the backup {backups[0] if backups else '?'};"
+        " export that backup, or the range after the pruned seqs (--from)"
+    )
 
 
 @log.command(name="import")

@@ -45,7 +45,7 @@ from pwf.events.interactions import (
     SubmissionFinished,
     SubmissionRecorded,
 )
-from pwf.events.log import LogCompacted, LogMigrated
+from pwf.events.log import LogCompacted, LogMigrated, LogPruned
 from pwf.events.runs import (
     AttemptChanged,
     AttemptStarted,
@@ -114,6 +114,7 @@ __all__ = [
     "InteractionTimeoutStarted",
     "LogCompacted",
     "LogMigrated",
+    "LogPruned",
     "MessageCancelled",
     "MessageCreated",
     "MessageSent",
@@ -187,6 +188,7 @@ EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     TerminalCleared,
     LogCompacted,
     LogMigrated,
+    LogPruned,
     HostClaimed,
     HostRenewed,
     HostReleased,

@@ -49,3 +49,26 @@ class LogMigrated(Event, frozen=True, kw_only=True):
     backup_sha256: Hex256
     backup_seq: SafeInt
     backup_hash: Hex256 | None
+
+
+class LogPruned(Event, frozen=True, kw_only=True):
+    """A prune that kept every seq: the removed runs' events keep their place, not their bytes.
+
+    Each event of a removed run's tree (DOMAIN §13.2's selection; the
+    command records and terminal clearings that name it stay) keeps its
+    seq, batch, content hash and Merkle leaf; its bytes moved to the backup
+    at ``backup_path``, whose SHA-256 and head (``backup_seq``,
+    ``backup_hash``) are named here, so ``pwf log verify --backup`` can
+    prove each removed body against the leaf kept (ADR 0103).  Folded, it
+    unlinks what stays from the removed runs, as the original's prune does.
+    """
+
+    TAG = "log.pruned"
+
+    cutoff: SafeInt
+    removed_run_ids: tuple[OpaqueId, ...]
+    removed_events: SafeInt
+    backup_path: Annotated[str, msgspec.Meta(min_length=2, max_length=4096)]
+    backup_sha256: Hex256
+    backup_seq: SafeInt
+    backup_hash: Hex256 | None

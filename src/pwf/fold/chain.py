@@ -14,14 +14,17 @@ from typing import TYPE_CHECKING, Final
 from pwf.errors import ChainError
 from pwf.events import LogCompacted
 from pwf.fold import decode
-from pwf.store import Head, check_link
+from pwf.store import Head, check_link, check_position
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from pwf.events import Entry
 
-__all__ = ["Chain"]
+__all__ = ["FOLD_COLUMNS", "Chain"]
+
+FOLD_COLUMNS: Final = "seq, body, content_hash, batch, prev_hash"
+"""What :meth:`Chain.entries` reads of each row: a pruned event (no body) is linked by the rest."""
 
 _HASH_MEMBER: Final = b'"contentHash":"'
 _HASH_SKIP: Final = len(_HASH_MEMBER) + 64 + 2
@@ -46,14 +49,24 @@ class Chain:
         self.head = self.origin = head
         self.verified = verified
 
-    def entries(self, rows: Iterable[tuple[int, bytes]]) -> Iterator[Entry]:
-        """Yield each row's typed event; raise ChainError at the first broken link."""
+    def entries(self, rows: Iterable[tuple[object, ...]]) -> Iterator[Entry]:
+        """Yield each row's typed event; raise ChainError at the first broken link.
+
+        Rows are :data:`FOLD_COLUMNS`; a pruned event (ADR 0103) is linked by
+        its stored hash, batch and prev hash and yields nothing.
+        """
         before = self.head
         seq, verified, first = before.seq, self.verified, self.origin.seq + 1
         entry_at = decode.entry_at
         try:
-            for stored_seq, body in rows:
+            for row in rows:
+                stored_seq, body = row[0], row[1]
                 seq += 1
+                if body is None:
+                    before = _pruned(seq, row, before, opens=seq == first)
+                    continue
+                assert isinstance(stored_seq, int)
+                assert isinstance(body, bytes)
                 entry = entry_at(seq, stored_seq, body)
                 if seq > verified and _content_hash(body) != entry.content_hash:
                     raise ChainError(seq, "content hash does not match the event's bytes")
@@ -69,6 +82,18 @@ class Chain:
                 yield entry
         finally:
             self.head = Head(seq=seq, content_hash=before.content_hash, batch=before.batch)
+
+
+def _pruned(seq: int, row: tuple[object, ...], before: Head, *, opens: bool) -> Head:
+    """The head after a pruned event's row, its position and link checked."""
+    check_position(seq, row[0])
+    digest, batch, prev = row[2], row[3], row[4]
+    if not isinstance(digest, str) or not isinstance(batch, int):
+        raise ChainError(seq, "the stored body is not bytes")
+    check_link(
+        seq, prev if isinstance(prev, str) else None, batch, before, opens=opens, compacted=False
+    )
+    return Head(seq, digest, batch)
 
 
 def _content_hash(body: bytes) -> str:

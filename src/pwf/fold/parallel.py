@@ -166,6 +166,8 @@ def fold_part(part: Part) -> int:
         nonlocal read
         for seq, body in rows:
             read += 1
+            if body is None:  # pruned: the caller's chain links it (ADR 0103)
+                continue
             member = body.rfind(_TYPE_MEMBER)
             if member < 0 or body[member + len(_TYPE_MEMBER) : -2] not in skipped:
                 yield decode(seq, body)

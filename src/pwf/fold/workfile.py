@@ -23,7 +23,7 @@ from pwf._sqlite import exact_text, transaction
 from pwf.errors import ChainError
 from pwf.fold import scratchfiles
 from pwf.fold.bulk import BulkFold
-from pwf.fold.chain import Chain
+from pwf.fold.chain import FOLD_COLUMNS, Chain
 from pwf.fold.decode import decoded
 from pwf.fold.parallel import fold
 from pwf.projections import PROJECTIONS
@@ -31,7 +31,7 @@ from pwf.readmodel import CHECKPOINT_TABLE
 from pwf.store import EMPTY, Head, origin_of
 from pwf.store.schema import FORMAT
 from pwf.store.sqlite_schema import APPLICATION_ID, HEAD_UPSERT, SCHEMA, TREE_DDL, translate_error
-from pwf.store.tree import EMPTY_TREE, Tree, extend
+from pwf.store.tree import EMPTY_TREE, Tree, extend, leaf_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -86,6 +86,10 @@ _COPY: Final = (
     ),
     (
         "INSERT INTO main._pwf_whole SELECT * FROM live._pwf_whole"
+        " WHERE seq BETWEEN ? AND ? ORDER BY seq"
+    ),
+    (
+        "INSERT INTO main._pwf_pruned SELECT * FROM live._pwf_pruned"
         " WHERE seq BETWEEN ? AND ? ORDER BY seq"
     ),
 )
@@ -201,7 +205,7 @@ class ScratchFold:
                 for statement in _COPY:
                     connection.execute(statement, (first, last))
             rows = connection.execute(
-                f"SELECT seq, body FROM {'main' if self.copy_events else 'live'}.events"  # noqa: S608 - a constant schema name
+                f"SELECT {FOLD_COLUMNS} FROM {'main' if self.copy_events else 'live'}.events"  # noqa: S608 - a constant schema name
                 " WHERE seq BETWEEN ? AND ? ORDER BY seq",
                 (first, last),
             )
@@ -228,9 +232,12 @@ class ScratchFold:
             connection.execute(TREE_DDL.format(schema="main"))
             tree = EMPTY_TREE
         bodies = connection.execute(
-            "SELECT body FROM main.events WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)
+            "SELECT e.seq, e.body, p.leaf FROM main.events e"
+            " LEFT JOIN main._pwf_pruned p ON p.seq = e.seq"
+            " WHERE e.seq BETWEEN ? AND ? ORDER BY e.seq",
+            (first, last),
         )
-        self.tree = extend(connection, tree, first, (bytes(row[0]) for row in bodies))
+        self.tree = extend(connection, tree, first, (leaf_of(*row) for row in bodies))
 
 
 @contextlib.contextmanager

@@ -1,19 +1,23 @@
-"""A prune's compacted database, built whole in a scratch file outside the write lock.
+"""A prune's new database, built whole in a scratch file outside the write lock (ADR 0103).
 
-The projections of the compacted log do not depend on where it will stand:
-a projection reads an event's data and time, never its seq, batch or
-hashes.  So the kept events of the backup are folded into a scratch file
-beside the live database while writers carry on (ADR 0047), and stored as
-:class:`pwf.store.segment.Template` rows in a second scratch file attached
-beside it.  The first file is the image of the whole database the live
+A prune keeps every seq: the events of the removed run trees keep their
+place, hashes and Merkle leaves in the log, and only their bytes go (to
+the backup the prune has just written).  The projections of the pruned log
+do not depend on anything the live head decides, so the backup's events
+are folded into a scratch file beside the live database while writers carry
+on (ADR 0047): the kept events folded as the original's prune leaves them
+(:func:`pwf.events.compaction.compacted`), the log's rows copied as they are
+stored with the removed events' bytes taken out and their leaf hashes kept
+in ``_pwf_pruned``.  That file is the image of the whole database the live
 file is to become (ADR 0051): the live file's page size, header marks and
-schema, its projections and views, the log's tables still empty.
+schema, its projections and views.
 
 Under the write lock :meth:`Prepared.install` has the caller check what it
-must, then :meth:`Prepared.seal` seals the templates after the live head
-into the image, folds the few events committed meanwhile (:func:`tail`) on
-top and moves its checkpoints and head row; the image is then copied over
-the live file in the same write transaction (:func:`pwf.store.image.install`).
+must, then :meth:`Prepared.seal` copies the few events committed meanwhile
+(:func:`tail`), prunes those of them that go, appends ``log.pruned`` after
+the live head and folds both on top, and moves its checkpoints, tree and
+head row; the image is then copied over the live file in the same write
+transaction (:func:`pwf.store.image.install`).
 
 The scratch files are held while they live and swept by the next fold of
 the database if a killed prune left them (:mod:`pwf.fold.scratchfiles`);
@@ -27,34 +31,29 @@ import contextlib
 import sqlite3
 from dataclasses import replace
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
-from pwf import logs
+from pwf import logs, merkle
 from pwf._sqlite import exact_text, execute_many, transaction
-from pwf.events import open_body, seal
+from pwf.events import LogCompacted, LogPruned, open_body, seal
 from pwf.events.compaction import compacted
 from pwf.fold import scratchfiles
 from pwf.fold.bulk import BulkFold
-from pwf.store.compaction import KEPT_SELECT, compact
+from pwf.store.compaction import file_sha256
 from pwf.store.image import begin_image, carry_over, finish_image, index_events
+from pwf.store.log_writes import write
 from pwf.store.opening import open_file
 from pwf.store.rows import columns
-from pwf.store.segment import (
-    KEPT_DDL,
-    KEPT_SCHEMA,
-    KEPT_TABLE,
-    TEMPLATE_COLUMNS,
-    Kept,
-    Segment,
-    Template,
-)
+from pwf.store.segment import Kept, Segment
 from pwf.store.sqlite import translate_error
+from pwf.store.sqlite_schema import HEAD_UPSERT
+from pwf.store.tree import extend, load
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
 
-    from pwf.events import Actor, Cause, Entry, Event, LogCompacted
+    from pwf.events import Actor, Cause, Entry, Event
     from pwf.store import FileTransaction, LogFile, StoredEvent
     from pwf.store.image import Shape
 
@@ -62,24 +61,40 @@ __all__ = ["Prepared", "prepared", "tail"]
 
 T = TypeVar("T")
 
-READ_AHEAD: Final = 256 << 20
-"""Template bytes read into memory before the write lock is taken, at most."""
 CHUNK: Final = 10_000
 """Backup events folded per scratch transaction, as a rebuild folds them (ADR 0013 D2)."""
+KEPT_SCHEMA: Final = "kept"
+"""The name the second scratch file is attached under: the leaves of the events that go."""
 _PRAGMAS: Final = (
     "PRAGMA journal_mode = OFF",
     "PRAGMA main.cache_size = -131072",
     "PRAGMA main.synchronous = OFF",
     f"PRAGMA {KEPT_SCHEMA}.synchronous = OFF",
 )
-_INSERT: Final = (
-    f"INSERT INTO {KEPT_SCHEMA}.{KEPT_TABLE} (n, batch_index, {TEMPLATE_COLUMNS})"  # noqa: S608
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_GOING_DDL: Final = (
+    f"CREATE TABLE {KEPT_SCHEMA}.going (seq INTEGER PRIMARY KEY, leaf BLOB NOT NULL) STRICT"
 )
+"""The seq and Merkle leaf hash of each event whose bytes the prune takes out."""
+_GOING: Final = f"INSERT INTO {KEPT_SCHEMA}.going (seq, leaf) VALUES (?, ?)"  # noqa: S608
+_LOG_ROWS: Final = tuple(
+    f"INSERT INTO main.{table} SELECT * FROM {{src}}.{table} WHERE seq BETWEEN ? AND ?"  # noqa: S608 - constant names
+    for table in ("_pwf_batches", "_pwf_events", "_pwf_whole", "_pwf_pruned")
+)
+"""Copy the log's rows of a seq range as they are stored (ADR 0102), from an attached file."""
+_GONE: Final = f"SELECT seq FROM {KEPT_SCHEMA}.going WHERE seq BETWEEN ? AND ?"  # noqa: S608
+_PRUNE: Final = (
+    (
+        f"INSERT INTO main._pwf_pruned (seq, leaf) SELECT seq, leaf FROM {KEPT_SCHEMA}.going"  # noqa: S608
+        " WHERE seq BETWEEN ? AND ?"
+    ),
+    f"UPDATE main._pwf_events SET data = NULL WHERE seq IN ({_GONE})",  # noqa: S608
+    f"DELETE FROM main._pwf_whole WHERE seq IN ({_GONE})",  # noqa: S608
+)
+"""Take the bytes out of the events that go in a seq range, keeping their leaves (ADR 0103)."""
 
 
 class Prepared:
-    """The scratch files of one compaction and how far into the backup they have got."""
+    """The scratch files of one prune and how far into the backup they have got."""
 
     def __init__(self, path: Path, kept: Path, removed: frozenset[str], live: Shape) -> None:
         """Nothing folded yet; :meth:`extend` folds into ``path`` shaped like ``live``."""
@@ -89,34 +104,9 @@ class Prepared:
         self.segment = Segment(removed=removed, seq=0, kept=0, dropped=0, batch_index=0, batch=None)
         self._model = BulkFold()
         self._indexed = False
-        self.templates: list[tuple[Any, ...]] | None = None
-        """The templates read ahead by :meth:`read_ahead`, or None: read under the lock."""
-
-    def read_ahead(self, budget: int = READ_AHEAD) -> None:
-        """Read the templates into memory, off the lock, when their bytes fit in ``budget``.
-
-        The write lock then spends no time reading them; a larger segment is
-        read as it is sealed.
-
-        Raises:
-            StoreError: the templates' file cannot be read.
-        """
-        connection = self.connect()
-        try:
-            size = connection.execute(
-                "SELECT coalesce(sum(length(opening) + length(cause) + length(data)), 0)"  # noqa: S608
-                f" FROM {KEPT_SCHEMA}.{KEPT_TABLE}"
-            ).fetchone()[0]
-            self.templates = (
-                [tuple(row) for row in connection.execute(KEPT_SELECT)] if size <= budget else None
-            )
-        except sqlite3.Error as error:
-            raise translate_error(error, self.path) from None
-        finally:
-            connection.close()
 
     def connect(self) -> sqlite3.Connection:
-        """The image, with the templates' file attached as :data:`KEPT_SCHEMA`.
+        """The image, with the second scratch file attached as :data:`KEPT_SCHEMA`.
 
         Raises:
             StoreError: either file cannot be opened.
@@ -135,12 +125,14 @@ class Prepared:
         return connection
 
     def extend(self, backup: Path, chunk: int = CHUNK) -> None:
-        """Fold the backup's events after :attr:`segment` into the scratch files.
+        """Fold the backup's events after :attr:`segment` into the image, and copy its log rows.
 
         The first call gives the image the live file's marks and log tables,
         folds the bulk without the projections' secondary indexes and CHECK
         constraints and adds them and the views after, as a rebuild does;
-        later calls fold the events the backup gained since.
+        later calls fold the events the backup gained since.  The log's rows
+        are copied as stored, then the bytes of the events that go are taken
+        out (their leaves kept).
 
         Raises:
             StoreError: the backup or a scratch file cannot be read or written.
@@ -150,13 +142,19 @@ class Prepared:
             if not self._indexed:
                 begin_image(connection, self.live)
                 with transaction(connection):
-                    connection.execute(KEPT_DDL)
+                    connection.execute(_GOING_DDL)
                     self._model.install(connection)
             with open_file(backup, read_only=True) as copy:  # a backup is a file
-                events = copy.read(self.segment.seq + 1)
+                last = copy.head().seq
+                events = copy.read(self.segment.seq + 1, last)
                 while rows := list(islice(events, chunk)):
                     with transaction(connection):
                         self._fold(connection, rows)
+            connection.execute("ATTACH DATABASE ? AS src", (str(backup),))
+            with transaction(connection):
+                _copy_rows(connection, "src", self.segment.seq + 1, last)
+            connection.execute("DETACH DATABASE src")
+            self.segment = replace(self.segment, seq=last)
             if not self._indexed:
                 with transaction(connection):
                     self._model.create_indexes(connection)
@@ -183,11 +181,15 @@ class Prepared:
         """
         connection = self.connect()
         try:
+            # Read under the install's write lock, for the events committed since the last fold.
+            connection.execute("ATTACH DATABASE ? AS live", (str(store.path),))
             return store.install_image(connection, lambda tx: work(tx, connection))
+        except sqlite3.Error as error:
+            raise translate_error(error, self.path) from None
         finally:
             connection.close()
 
-    def seal(  # noqa: PLR0913 - the compaction's whole record
+    def seal(  # noqa: PLR0913 - the prune's whole record
         self,
         tx: FileTransaction,
         image: sqlite3.Connection,
@@ -197,105 +199,132 @@ class Prepared:
         at: int,
         actor: Actor,
         cause: Cause | None,
-    ) -> LogCompacted:
-        """Under the lock, write the compacted log after ``tx.head`` into the image, and the rest.
+    ) -> LogPruned:
+        """Under the lock, bring the image to ``tx.head``, append ``log.pruned``, and the rest.
 
-        The templates are sealed after ``log.compacted``, the events committed
-        since the last fold are sealed after them and folded on top; the
-        image's checkpoints, head row and ``_pwf_meta`` become the live
-        file's moved to the new head, and its shape is checked against the
-        live file's.  ``backup`` must hold exactly the live log up to
-        ``tx.head``.
+        The live events committed since the last fold are copied, pruned and
+        folded on top; ``log.pruned`` is sealed after the live head and
+        folded; the image's tree, checkpoints, head row and ``_pwf_meta``
+        become the live file's moved to the new head, and its shape is
+        checked against the live file's.  ``backup`` must hold exactly the
+        live log up to ``tx.head``.
 
         Raises:
             StoreError: a write failed, or the live file is not shaped as this pwf makes it.
         """
-        segment, kept = tail(tx, self.segment)
+        head = tx.head
+        first = self.segment.seq + 1
+        segment, kept, going = tail(tx, self.segment)
         try:
             with transaction(image):
-                opening, entries = compact(
-                    image,
-                    tx.head,
-                    backup,
-                    segment,
-                    kept,
+                execute_many(image, _GOING, going)
+                _copy_rows(image, "live", first, head.seq)
+                image.execute("DELETE FROM main._pwf_tree")
+                image.execute("INSERT INTO main._pwf_tree SELECT * FROM live._pwf_tree")
+                pruned = LogPruned(
                     cutoff=cutoff,
+                    removed_run_ids=tuple(sorted(segment.removed)),
+                    removed_events=segment.dropped,
+                    backup_path=str(backup.absolute()),
+                    backup_sha256=file_sha256(backup),
+                    backup_seq=head.seq,
+                    backup_hash=head.content_hash,
+                )
+                sealed = seal(
+                    pruned,
+                    seq=head.seq + 1,
+                    batch=head.batch + 1,
                     at=at,
                     actor=actor,
                     cause=cause,
-                    templates=self.templates,
+                    event_id=f"evt-{head.seq + 1}",
+                    prev_hash=head.content_hash,
                 )
-                self.templates = None
+                tree = load(image, head)
+                write(
+                    image,
+                    [(columns(sealed.entry), sealed.body)],
+                    previous=head.content_hash,
+                    new_batch=True,
+                )
+                extend(image, tree, sealed.entry.seq, [sealed.body])
+                last = sealed.entry
+                image.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
                 index_events(image, self.live)
-                BulkFold().fold(image, entries)
+                BulkFold().fold(image, [item.original for item in kept] + [last])
                 carry_over(image, tx)
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
-        return opening
+        return pruned
 
     def _fold(self, connection: sqlite3.Connection, rows: Iterable[StoredEvent]) -> None:
         segment = self.segment
-        kept = segment.kept
-        walk = _Renumbering(segment)
-        templates: list[tuple[object, ...]] = []
+        walk = _Pruning(segment)
         entries: list[Entry] = []
+        going: list[tuple[int, bytes]] = []
         for stored in rows:
             found = walk.keep(stored)
             if found is None:
+                if walk.goes:
+                    going.append((stored.seq, merkle.leaf_hash(stored.body)))
                 continue
             entry, event = found
-            body = stored.body
             if event is not entry.event:
-                again = seal(
-                    event,
-                    seq=entry.seq,
-                    batch=entry.batch,
-                    at=entry.at,
-                    actor=entry.actor,
-                    cause=entry.cause,
-                    event_id=entry.event_id,
-                    prev_hash=entry.prev_hash,
-                )
-                entry, body = again.entry, again.body
-            kept += 1
-            templates.append((kept, walk.index, *Template.of(body, entry), *columns(entry)[2:9]))
+                entry = replace_event(entry, event)
             entries.append(entry)
-        execute_many(connection, _INSERT, templates)
+        execute_many(connection, _GOING, going)
         self._model.fold(connection, entries)
         self.segment = Segment(
             removed=segment.removed,
-            seq=walk.seq,
-            kept=kept,
+            seq=segment.seq,
+            kept=segment.kept + len(entries),
             dropped=walk.dropped,
-            batch_index=walk.index,
-            batch=walk.batch,
+            batch_index=0,
+            batch=None,
         )
 
 
-class _Renumbering:
-    """The compaction's rule for each event after a segment: dropped, or kept in a new batch.
+def replace_event(entry: Entry, event: Event) -> Entry:
+    """``entry`` folding ``event`` instead: a kept event the prune unlinks from a removed run.
 
-    A kept event whose original batch differs from the last kept one's
-    opens the next batch index.
+    Only the fold sees it: the log keeps the event's bytes as they are, and
+    ``log.pruned`` unlinks it in every fold after (ADR 0103).
+    """
+    from msgspec.structs import replace as replaced  # noqa: PLC0415 - a prune's only
+
+    return replaced(entry, event=event)
+
+
+def _copy_rows(connection: sqlite3.Connection, source: str, first: int, last: int) -> None:
+    """Copy the log rows ``first..last`` from ``source``, then prune those that go."""
+    if last < first:
+        return
+    for statement in _LOG_ROWS:
+        connection.execute(statement.format(src=source), (first, last))
+    for statement in _PRUNE:
+        connection.execute(statement, (first, last))
+
+
+class _Pruning:
+    """The prune's rule for each event after a segment: kept (unlinked or not), or going.
+
+    A ``log.compacted`` that opens a log compacted before stays whole and is
+    not folded, as a fold never folds it.
     """
 
     def __init__(self, segment: Segment) -> None:
         self.removed = segment.removed
-        self.seq = segment.seq
         self.dropped = segment.dropped
-        self.index = segment.batch_index
-        self.batch = segment.batch
+        self.goes = False
 
     def keep(self, stored: StoredEvent) -> tuple[Entry, Event] | None:
-        """The entry and the event kept of it (``index`` is then its batch), or None: dropped."""
-        self.seq = stored.seq
+        """The entry and the event the fold takes of it, or None (:attr:`goes`: its bytes go)."""
         entry = open_body(stored.body)
         event = compacted(entry.event, self.removed)
+        self.goes = event is None and not isinstance(entry.event, LogCompacted)
         if event is None:
-            self.dropped += 1
+            self.dropped += int(self.goes)
             return None
-        if entry.batch != self.batch:
-            self.index, self.batch = self.index + 1, entry.batch
         return entry, event
 
 
@@ -323,16 +352,23 @@ def prepared(store: LogFile, removed: frozenset[str]) -> Iterator[Prepared]:
         scratchfiles.release(path, held)
 
 
-def tail(tx: FileTransaction, segment: Segment) -> tuple[Segment, list[Kept]]:
+def tail(
+    tx: FileTransaction, segment: Segment
+) -> tuple[Segment, list[Kept], list[tuple[int, bytes]]]:
     """What the live events after the prepared segment keep, under the write lock.
 
-    Returns the segment with their drops counted and the kept ones, numbered
-    on from the segment's batches.
+    Returns the segment with their drops counted, the kept ones (to fold)
+    and the seq and leaf hash of each one that goes.
     """
-    walk = _Renumbering(segment)
+    walk = _Pruning(segment)
     kept: list[Kept] = []
+    going: list[tuple[int, bytes]] = []
     for stored in tx.store.read(segment.seq + 1, tx.head.seq):
         found = walk.keep(stored)
         if found is not None:
-            kept.append(Kept(batch_index=walk.index, original=found[0], event=found[1]))
-    return replace(segment, dropped=walk.dropped, batch_index=walk.index, batch=walk.batch), kept
+            entry, event = found
+            original = entry if event is entry.event else replace_event(entry, event)
+            kept.append(Kept(batch_index=0, original=original, event=event))
+        elif walk.goes:
+            going.append((stored.seq, merkle.leaf_hash(stored.body)))
+    return replace(segment, dropped=walk.dropped, seq=tx.head.seq), kept, going

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 from pwf._sqlite import exact_text
 from pwf.errors import CommandError, PwfError
-from pwf.events import LogCompacted, open_body
+from pwf.events import LogCompacted, LogMigrated, LogPruned, open_body
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -68,9 +68,22 @@ def _managed(destination: Path, live: Path) -> str | None:
 
 
 def _backups(log: EventLog) -> Iterator[Path]:
-    """Each backup a ``log.compacted`` names, then the one its backup's ``log.compacted`` names."""
-    pending = [stored.body for stored in log.find(type="log.compacted")]
+    """Each backup a ``log.pruned`` or ``log.migrated`` names, then the compactions' chain.
+
+    A prune and a migration keep every seq (ADR 0102, 0103): the log holds
+    each of their events.  A compaction before them (ADR 0018) named one
+    backup, whose own ``log.compacted`` named the one before.
+    """
     seen: set[Path] = set()
+    for tag in (LogPruned.TAG, LogMigrated.TAG):
+        for stored in log.find(type=tag):
+            event = open_body(stored.body).event
+            if isinstance(event, LogPruned | LogMigrated):
+                backup = resolved(Path(event.backup_path))
+                if backup not in seen:
+                    seen.add(backup)
+                    yield backup
+    pending = [stored.body for stored in log.find(type="log.compacted")]
     while pending and len(seen) < _DEEPEST:
         try:
             event = open_body(pending.pop()).event
@@ -120,6 +133,7 @@ def check_destination(live: Path, log: EventLog, destination: Path) -> Path:
         raise CommandError(f"backup destination is a directory: {destination}")
     if target in set(_backups(log)):
         raise CommandError(
-            f"destination is the backup a compaction of this log names: {destination}"
+            "destination is the backup a prune, compaction or migration of this log names:"
+            f" {destination}"
         )
     return target

@@ -317,7 +317,6 @@ def _compacted(job: _Compaction) -> Result:
                     break
                 catch_up(store, destination, head)
                 scratch.extend(destination)
-            scratch.read_ahead()
             return _swapped(job, scratch)
     except PwfError as error:
         return Result(outcome="rejected", error=f"compaction failed: {error}")

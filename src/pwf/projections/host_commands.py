@@ -1,14 +1,15 @@
-"""``host_commands``: recorded command outcomes, folded from ``command.recorded`` only (§5.11)."""
+"""``host_commands``: recorded outcomes from ``command.recorded`` (§5.11); a prune unlinks."""
 
 from __future__ import annotations
 
 from typing import Final, get_args
 
 from pwf.errors import Outcome
-from pwf.events import CommandRecorded, Entry
+from pwf.events import CommandRecorded, Entry, LogPruned
 from pwf.projections._sql import (
     Statement,
     dispatch,
+    each,
     handlers,
     json_hash,
     on,
@@ -58,6 +59,10 @@ _INSERT: Final = (
 )
 
 
+_UNLINK: Final = "UPDATE host_commands SET run_id = NULL WHERE run_id = ?"
+"""A pruned run's recorded commands stay, no longer naming it (ADR 0103)."""
+
+
 HANDLERS: Final = handlers(
     on(
         CommandRecorded,
@@ -77,6 +82,10 @@ HANDLERS: Final = handlers(
             at,
             at,
         ),
+    ),
+    each(
+        LogPruned,
+        lambda event, _at: [(_UNLINK, (run_id,)) for run_id in event.removed_run_ids],
     ),
 )
 """Each event class this read model folds, with its handler."""

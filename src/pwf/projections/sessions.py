@@ -15,11 +15,12 @@ from pwf.events import (
     Entry,
     FollowUpClosed,
     FollowUpQueued,
+    LogPruned,
     TerminalCleared,
     TurnEnded,
     TurnStarted,
 )
-from pwf.projections._sql import Statement, dispatch, handlers, on, text_hash
+from pwf.projections._sql import Statement, dispatch, each, handlers, on, text_hash
 
 NAME: Final = "sessions"
 VERSION: Final = 1
@@ -133,6 +134,12 @@ _CLEARED: Final = (
 )
 
 
+_UNCLEARED: Final = (
+    "UPDATE session_terminal_views SET cleared_run_id = NULL WHERE cleared_run_id = ?"
+)
+"""A terminal view cleared for a pruned run stays cleared, no longer naming it (ADR 0103)."""
+
+
 HANDLERS: Final = handlers(
     on(
         CoordinatorAttached,
@@ -198,6 +205,10 @@ HANDLERS: Final = handlers(
         lambda event, at: (event.status, text_hash(event.reason), at, event.follow_up_id),
     ),
     on(TerminalCleared, _CLEARED, lambda event, at: (event.target_session_id, event.run_id, at)),
+    each(
+        LogPruned,
+        lambda event, _at: [(_UNCLEARED, (run_id,)) for run_id in event.removed_run_ids],
+    ),
 )
 """Each event class this read model folds, with its handler."""
 

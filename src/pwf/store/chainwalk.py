@@ -34,7 +34,7 @@ from pwf._sqlite import exact_text
 from pwf.errors import ChainError, StoreError
 from pwf.store import Head, check_position
 from pwf.store import check_link as link
-from pwf.store.rows import COLUMNS, check_event, check_link
+from pwf.store.rows import BODY, COLUMNS, check_event, check_link, pruned_at
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -59,6 +59,8 @@ _TAIL: Final = b',"prevHash":"%s","schema":"pwf.event.v1","seq":%d,"type":"'
 _SEQ_AFTER_PREV: Final = len(_TAIL) - len(b"%s%d" + _SEQ + b',"type":"') + 64
 """Where ``,"seq":`` starts after ``,"prevHash":`` in such a tail."""
 _HASH_FAULT: Final = "content hash does not match the event's bytes"
+_BYTES_ONLY: Final = "seq, CAST(content_hash AS BLOB), body, batch, prev_hash"
+"""The bytes-only walk's columns; a pruned event (no body) is linked by its batch and prev hash."""
 _COMPACTED_END: Final = b',"type":"log.compacted"}'
 """How the bytes of a ``log.compacted`` end."""
 
@@ -259,7 +261,7 @@ def _walk_on(
         params.append(high)
     condition = f" WHERE {' AND '.join(where)}" if where else ""
     start = low if low is not None else (origin.seq + 1 if origin is not None else 1)
-    selected = COLUMNS if deep else "seq, CAST(content_hash AS BLOB), body"
+    selected = COLUMNS if deep else _BYTES_ONLY
     rows = connection.execute(
         f"SELECT {selected} FROM events{condition} ORDER BY seq",  # noqa: S608 - constant columns and conditions
         params,
@@ -314,6 +316,13 @@ class _Range:
     def _first(self, row: tuple[object, ...]) -> None:
         """The range's first event; its links are checked here only when it opens the log."""
         seq = self.seq + 1
+        if row[2] is None:  # pruned (ADR 0103)
+            head = _pruned(seq, row, self.origin, opens=self.origin is not None)
+            prev = row[4] if len(row) > 4 else None
+            self.first_prev = _prev_value(prev.encode() if isinstance(prev, str) else b"")
+            self.first_batch = head.batch
+            self.seq, self.hash, self.batch = seq, head.content_hash, head.batch
+            return
         own = _own_checks(seq, row)
         body = row[2]
         assert isinstance(body, bytes)
@@ -346,7 +355,7 @@ class _Range:
         try:
             for row in rows:
                 seq += 1
-                stored_seq, column_hash, body = row
+                stored_seq, column_hash, body = row[0], row[1], row[2]
                 if (
                     stored_seq == seq
                     and type(body) is bytes
@@ -393,6 +402,13 @@ class _DeepRange(_Range):
     def _first(self, row: tuple[object, ...]) -> None:
         seq = self.seq + 1
         origin = self.origin
+        if row[BODY] is None:  # pruned (ADR 0103)
+            head = pruned_at(seq, row, origin, opens=origin is not None)
+            prev = row[10]
+            self.first_prev = _prev_value(prev.encode() if isinstance(prev, str) else b"")
+            self.first_batch = head.batch
+            self.seq, self.hash, self.batch = seq, head.content_hash, head.batch
+            return
         entry = check_event(seq, row)
         self.first_prev = _prev_value((entry.prev_hash or "").encode())
         self.first_batch = entry.batch
@@ -404,6 +420,9 @@ class _DeepRange(_Range):
         try:
             for row in rows:
                 seq = head.seq + 1
+                if row[BODY] is None:  # pruned (ADR 0103)
+                    head = pruned_at(seq, row, head, opens=False)
+                    continue
                 entry = check_event(seq, row)
                 check_link(seq, entry, head, opens=False)
                 head = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)
@@ -416,12 +435,15 @@ def _exact(seq: int, row: tuple[object, ...], prev: bytes, batch: int) -> tuple[
 
     ``prev`` is the previous event's hash (empty before the first event).
     """
+    before = Head(seq=seq - 1, content_hash=prev.decode() or None, batch=batch)
+    if row[2] is None:  # pruned (ADR 0103)
+        head = _pruned(seq, row, before, opens=False)
+        return (head.content_hash or "").encode(), head.batch
     own = _own_checks(seq, row)
     body = row[2]
     assert isinstance(body, bytes)
     text = _member(body, _BATCH, last=False)
     this = int(text) if text.isdigit() else -1
-    before = Head(seq=seq - 1, content_hash=prev.decode() or None, batch=batch)
     link(
         seq,
         _prev_text(_member(body, _PREV, last=True)),
@@ -433,9 +455,20 @@ def _exact(seq: int, row: tuple[object, ...], prev: bytes, batch: int) -> tuple[
     return own, this
 
 
+def _pruned(seq: int, row: tuple[object, ...], before: Head | None, *, opens: bool) -> Head:
+    """A pruned event's row of the bytes-only walk: its position and link (ADR 0103)."""
+    check_position(seq, row[0])
+    column_hash = row[1]
+    if len(row) < 5 or not isinstance(column_hash, bytes) or not isinstance(row[3], int):
+        raise ChainError(seq, "the stored body is not bytes")
+    prev = row[4]
+    link(seq, prev if isinstance(prev, str) else None, row[3], before, opens=opens, compacted=False)
+    return Head(seq=seq, content_hash=column_hash.decode(), batch=row[3])
+
+
 def _own_checks(seq: int, row: tuple[object, ...]) -> bytes:
     """An event's seq, bytes, content hash and seq member; return its hash."""
-    stored_seq, column_hash, body = row
+    stored_seq, column_hash, body = row[0], row[1], row[2]
     check_position(seq, stored_seq)
     if not isinstance(body, bytes):
         raise ChainError(seq, "the stored body is not bytes")

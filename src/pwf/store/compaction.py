@@ -1,19 +1,14 @@
-"""Compacting the log after a prune, and proving a compacted log against its backup.
+"""Proving a log compacted by an earlier pwf against its backup (ADR 0018).
 
 Imports events, errors and the SQLite store (an edge room, like the store).
-A compaction (DOMAIN §13.2, ADR 0018) replaces the live log, under the
-prune's write lock, by a ``log.compacted`` event that continues the
-old head, followed by the backup's events that :func:`pwf.events.compaction.compacted`
-keeps, re-sealed in order: each keeps its time, actor, cause and batch
-grouping; seq, batch numbers and hashes continue from the replaced head.
-The kept events and the projections they fold into were prepared outside
-the lock in a scratch file that becomes the whole compacted database (ADR
-0047, 0051); :func:`compact` seals their templates after the live head,
-into that file.
-
-:func:`prove` repeats that walk from the backup and compares it event by
-event with the live log, so an auditor holding the backup can show that the
-compacted log is exactly the old one minus the removed runs.
+Before ADR 0103 a prune compacted the log: a ``log.compacted`` event that
+continues the old head, followed by the backup's events that
+:func:`pwf.events.compaction.compacted` keeps, re-sealed in order.  A prune
+now keeps every seq (:mod:`pwf.host._compacting`), but logs compacted then
+still open with that event: :func:`prove` repeats the walk from their
+backup and compares it event by event with the live log, so an auditor
+holding the backup can show that the compacted log is exactly the old one
+minus the removed runs.
 """
 
 from __future__ import annotations
@@ -22,42 +17,28 @@ import contextlib
 import hashlib
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
 from pwf._sqlite import exact_text, execute
-from pwf.errors import ChainError, InputError, PwfError, StoreError
-from pwf.events import Entry, LogCompacted, open_body, seal
+from pwf.errors import ChainError, InputError, PwfError
+from pwf.events import Entry, LogCompacted, open_body
 from pwf.events.compaction import compacted
 from pwf.store import EMPTY, Head, check_link, check_position
-from pwf.store.log_writes import write
-from pwf.store.rows import BODY, columns
 from pwf.store.segment import (
-    KEPT_SCHEMA,
-    KEPT_TABLE,
-    TEMPLATE_COLUMNS,
     Kept,
-    Segment,
-    sealed_rows,
 )
 from pwf.store.sqlite import SqliteStore
-from pwf.store.sqlite_schema import HEAD_UPSERT, translate_error
-from pwf.store.tree import build
+from pwf.store.sqlite_schema import translate_error
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Iterator
     from collections.abc import Set as AbstractSet
     from pathlib import Path
 
-    from pwf.events import Actor, Cause
     from pwf.store import EventLog, EventStore
 
-__all__ = ["KEPT_SELECT", "Proof", "compact", "file_sha256", "prove"]
-
-KEPT_SELECT: Final = (
-    f"SELECT batch_index, {TEMPLATE_COLUMNS} FROM {KEPT_SCHEMA}.{KEPT_TABLE} ORDER BY n"  # noqa: S608
-)
-"""The templates in log order, as :func:`compact` seals them."""
+__all__ = ["Proof", "file_sha256", "prove"]
 
 _CHUNK: Final = 1 << 20
 
@@ -94,133 +75,6 @@ def _kept(backup: sqlite3.Connection, removed: AbstractSet[str]) -> Iterator[Kep
         if entry.batch != last_batch:
             index, last_batch = index + 1, entry.batch
         yield Kept(batch_index=index, original=entry, event=event)
-
-
-def compact(  # noqa: PLR0913 - the compaction's whole record
-    image: sqlite3.Connection,
-    head: Head,
-    backup: Path,
-    segment: Segment,
-    tail: Sequence[Kept],
-    *,
-    cutoff: int,
-    at: int,
-    actor: Actor,
-    cause: Cause | None,
-    templates: Iterable[Sequence[Any]] | None = None,
-) -> tuple[LogCompacted, list[Entry]]:
-    """Write the compaction of the log ending at ``head`` into the image; the opening and the tail.
-
-    ``image`` is the scratch database the live file is to become (ADR 0051),
-    its ``events`` still empty, with the kept events of the backup up to
-    ``segment.seq`` waiting as templates in its attached ``kept`` schema;
-    ``tail`` is what the events after ``segment.seq`` keep.  ``backup``
-    holds exactly the live log up to ``head`` (the caller has just brought
-    it up to the head under the write lock).  ``log.compacted`` is sealed
-    after ``head``, every kept event after it, and the head row moves to the
-    last; the caller folds the returned tail into the image's projections.
-    """
-    try:
-        if _backup_head(backup) != head:
-            raise StoreError(f"{backup}: the backup does not end at the live head")
-        opening = _opening(head, backup, segment, len(tail), cutoff)
-        sealed = seal(
-            opening,
-            seq=head.seq + 1,
-            batch=head.batch + 1,
-            at=at,
-            actor=actor,
-            cause=cause,
-            event_id=f"evt-{head.seq + 1}",
-            prev_hash=head.content_hash,
-        )
-        write(image, [(columns(sealed.entry), sealed.body)], previous=None)
-        last = _write_segment(image, sealed.entry, head.batch + 1, templates)
-        last, entries = _write_tail(image, last, head.batch + 1, tail)
-        image.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
-        build(image, last)  # the compacted log is a new tree, from its log.compacted (ADR 0083)
-    except sqlite3.Error as error:
-        raise translate_error(error, backup) from None
-    return opening, entries
-
-
-def _opening(head: Head, backup: Path, segment: Segment, tail: int, cutoff: int) -> LogCompacted:
-    """The ``log.compacted`` event that replaces the log ending at ``head`` (DOMAIN §13.2)."""
-    return LogCompacted(
-        replaced_seq=head.seq,
-        replaced_hash=head.content_hash or "",
-        replaced_batch=head.batch,
-        backup_path=str(backup.absolute()),
-        backup_sha256=file_sha256(backup),
-        cutoff=cutoff,
-        removed_run_ids=tuple(sorted(segment.removed)),
-        removed_events=segment.dropped,
-        retained_events=segment.kept + tail,
-    )
-
-
-def _write_tail(
-    image: sqlite3.Connection, last: Head, opening_batch: int, tail: Sequence[Kept]
-) -> tuple[Head, list[Entry]]:
-    """Seal the kept events after the segment behind ``last``; the new head and their entries.
-
-    Each keeps its time, actor and cause, and its batch steps on from the
-    opening's batch as its batch index says.
-    """
-    entries: list[Entry] = []
-    for item in tail:
-        original = item.original
-        again = seal(
-            item.event,
-            seq=last.seq + 1,
-            batch=opening_batch + item.batch_index,
-            at=original.at,
-            actor=original.actor,
-            cause=original.cause,
-            event_id=f"evt-{last.seq + 1}",
-            prev_hash=last.content_hash,
-        )
-        write(image, [(columns(again.entry), again.body)], previous=last.content_hash)
-        entries.append(again.entry)
-        last = Head(again.entry.seq, again.entry.content_hash, again.entry.batch)
-    return last, entries
-
-
-def _write_segment(
-    connection: sqlite3.Connection,
-    opening: Entry,
-    first_batch: int,
-    templates: Iterable[Sequence[Any]] | None,
-) -> Head:
-    """Re-seal the kept events waiting as templates after ``opening``; the last head."""
-    if templates is None:
-        templates = connection.execute(KEPT_SELECT)
-    rows = sealed_rows(
-        templates, seq=opening.seq, first_batch=first_batch, prev_hash=opening.content_hash.encode()
-    )
-    write(
-        connection,
-        [(tuple(row[:BODY]), _bytes(row[BODY])) for row in rows],
-        previous=opening.content_hash,
-    )
-    last = connection.execute(
-        "SELECT seq, content_hash, batch FROM main.events ORDER BY seq DESC LIMIT 1"
-    ).fetchone()
-    return Head(seq=last[0], content_hash=last[1], batch=last[2])
-
-
-def _bytes(value: object) -> bytes:
-    assert isinstance(value, bytes)
-    return value
-
-
-def _backup_head(backup: Path) -> Head:
-    connection = _open_backup(backup)
-    try:
-        row = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
-    finally:
-        connection.close()
-    return EMPTY if row is None else Head(seq=row[0], content_hash=row[1], batch=row[2])
 
 
 # --------------------------------------------------------------------------- proof

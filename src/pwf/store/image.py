@@ -62,6 +62,7 @@ LOG_TABLES: Final = frozenset(
         "_pwf_events",
         "_pwf_batches",
         "_pwf_whole",
+        "_pwf_pruned",
         "_pwf_meta",
         "_pwf_head",
         "_pwf_checkpoint",

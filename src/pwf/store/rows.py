@@ -32,6 +32,7 @@ __all__ = [
     "check_event",
     "check_link",
     "columns",
+    "pruned_at",
     "shared_row",
     "shared_text",
     "verify_rows",
@@ -117,6 +118,24 @@ def check_event(seq: int, row: tuple[object, ...], *, shared: bool = False) -> E
     return entry
 
 
+def pruned_at(seq: int, row: tuple[object, ...], before: Head | None, *, opens: bool) -> Head:
+    """The head of a pruned event's row of :data:`COLUMNS` (no body), its link checked (ADR 0103).
+
+    A prune keeps the event's seq, batch and hashes; its bytes are in the
+    prune's backup, and its leaf hash in the tree, which the tree's check
+    proves.
+
+    Raises:
+        ChainError: the row is not at ``seq``, or its link is broken.
+    """
+    check_position(seq, row[0])
+    digest, prev, batch = row[9], row[10], row[1]
+    if not isinstance(digest, str) or not isinstance(batch, int):
+        raise ChainError(seq, "the pruned event's hash or batch is not stored")
+    link(seq, prev if isinstance(prev, str) else None, batch, before, opens=opens, compacted=False)
+    return Head(seq=seq, content_hash=digest, batch=batch)
+
+
 def check_link(seq: int, entry: Entry, before: Head | None, *, opens: bool) -> None:
     """``entry`` at ``seq`` follows ``before`` by the one link rule (:func:`pwf.store.check_link`).
 
@@ -138,6 +157,9 @@ def verify_rows(rows: Iterable[tuple[object, ...]], origin: Head, *, shared: boo
     expected, opening = origin, origin.seq + 1
     for row in rows:
         seq = expected.seq + 1
+        if row[BODY] is None:
+            expected = pruned_at(seq, row, expected, opens=seq == opening)
+            continue
         entry = check_event(seq, row, shared=shared)
         check_link(seq, entry, expected, opens=seq == opening)
         expected = Head(seq=seq, content_hash=entry.content_hash, batch=entry.batch)

@@ -15,12 +15,14 @@ hash as hex and how bytes are joined differ, and SQLite's tables are
   hash as 32 bytes, ``link`` (the hash it follows, only when that is not the
   row before's) and its ``data`` member's bytes;
 * ``_pwf_whole``, the rare event whose bytes the parts do not give back
-  (:func:`pwf.store.packing.split`), kept whole with the hash it follows.
+  (:func:`pwf.store.packing.split`), kept whole with the hash it follows;
+* ``_pwf_pruned``, the Merkle leaf hash of each event a prune took the
+  bytes of (ADR 0103): its row in ``_pwf_events`` keeps its seq, hashes
+  and place, and ``data`` is NULL.
 
 The view ``events`` gives every reader the columns and the exact bytes
 format ``pwf.store.v1`` stored, so what reads the log did not change.  A row
-with neither ``data`` nor a ``_pwf_whole`` row has no body (a prune keeps
-its seq, hashes and place, ADR 0103).
+with neither ``data`` nor a ``_pwf_whole`` row has no body: it was pruned.
 """
 
 from __future__ import annotations
@@ -79,8 +81,12 @@ LOG_DDL: Final = (
   prev_hash TEXT,
   body {blob} NOT NULL
 ){strict}""",
+    """CREATE TABLE IF NOT EXISTS {schema}_pwf_pruned (
+  seq {integer} PRIMARY KEY CHECK (seq >= 1),
+  leaf {blob} NOT NULL CHECK (length(leaf) = 32)
+){strict}""",
 )
-"""The log's three tables; ``{schema}`` is empty or ``name.``, the rest the backend's."""
+"""The log's four tables; ``{schema}`` is empty or ``name.``, the rest the backend's."""
 
 EVENT_INDEXES: Final = (
     "CREATE INDEX IF NOT EXISTS {schema}_pwf_events_head ON _pwf_events (head)",

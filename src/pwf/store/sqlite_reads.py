@@ -38,13 +38,17 @@ class SqliteReads:
         return Head(seq=row[0], content_hash=row[1], batch=row[2]) if row else Head(0, None, 0)
 
     def read(self, first: int = 1, last: int | None = None) -> Iterator[StoredEvent]:
-        """Stream stored events with ``first <= seq <= last`` in seq order (constant memory)."""
+        """Stream stored events with ``first <= seq <= last`` in seq order (constant memory).
+
+        A pruned event (its bytes in the prune's backup, ADR 0103) is not among them.
+        """
         stop = last if last is not None else 2**63 - 1
         cursor = self.connection.execute(
             "SELECT seq, body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, stop)
         )
         for seq, body in cursor:
-            yield StoredEvent(seq=seq, body=body)
+            if body is not None:
+                yield StoredEvent(seq=seq, body=body)
 
     def entries(self, first: int = 1, last: int | None = None) -> Iterator[Entry]:
         """Stream checked, typed events with ``first <= seq <= last``."""
@@ -73,7 +77,8 @@ class SqliteReads:
             (*given.values(), after, *([] if until is None else [until])),
         )
         for seq, body in cursor:
-            yield StoredEvent(seq=seq, body=body)
+            if body is not None:  # not pruned (ADR 0103)
+                yield StoredEvent(seq=seq, body=body)
 
     def origin(self) -> Head:
         """Where the chain starts: zeros, or the head a compaction replaced (DOMAIN §13.2).
@@ -84,7 +89,11 @@ class SqliteReads:
         row = self.connection.execute(
             "SELECT seq, body FROM events ORDER BY seq LIMIT 1"
         ).fetchone()
-        return EMPTY if row is None else origin_of(row[0], row[1])
+        if row is None or (row[1] is None and row[0] == 1):  # a pruned first event (ADR 0103)
+            return EMPTY
+        if row[1] is None:
+            raise ChainError(row[0], "the log's first event has no bytes and is not seq 1")
+        return origin_of(row[0], row[1])
 
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Check the chain from stored bytes and name the first bad seq.
@@ -130,7 +139,8 @@ class SqliteReads:
             return verify_rows(self.connection.execute(select), origin)
         return walk_rows(
             self.connection.execute(
-                "SELECT seq, CAST(content_hash AS BLOB), body FROM events ORDER BY seq"
+                "SELECT seq, CAST(content_hash AS BLOB), body, batch, prev_hash"
+                " FROM events ORDER BY seq"
             ),
             origin,
         )

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EMPTY_TREE",
     "Proofs",
+    "Pruned",
     "Tree",
     "append_all",
     "build",
@@ -44,6 +45,7 @@ __all__ = [
     "frontier_of",
     "grow",
     "has_table",
+    "leaf_of",
     "load",
     "log_base",
     "lookup",
@@ -56,6 +58,30 @@ __all__ = [
 
 _INSERT: Final = "INSERT INTO {schema}._pwf_tree (pos, hash) VALUES (?, ?)"
 _CHUNK: Final = 4096
+_LEAVES: Final = (
+    "SELECT e.seq, e.body, p.leaf FROM {schema}.events e"
+    " LEFT JOIN {schema}._pwf_pruned p ON p.seq = e.seq"
+)
+"""Each event's bytes, or the leaf hash a prune kept of it (ADR 0103)."""
+
+
+class Pruned(NamedTuple):
+    """A leaf whose event's bytes a prune moved to its backup: the hash it kept (ADR 0103)."""
+
+    leaf: bytes
+
+
+def leaf_of(seq: int, body: object, kept: object) -> bytes | Pruned:
+    """The leaf input of the event at ``seq``: its bytes, or the leaf hash a prune kept.
+
+    Raises:
+        ChainError: it has neither (its bytes were removed outside a prune).
+    """
+    if isinstance(body, bytes | memoryview):
+        return bytes(body)
+    if isinstance(kept, bytes | memoryview):
+        return Pruned(bytes(kept))
+    raise ChainError(seq, "the event has neither its bytes nor the leaf hash a prune keeps")
 
 
 class Tree(NamedTuple):
@@ -125,7 +151,7 @@ def lookup(
         StoreError: the hash is not stored, or its events are not (the tree is shorter than asked).
     """
     select = f"SELECT hash FROM {schema}._pwf_tree WHERE pos = ?"  # noqa: S608
-    bodies = f"SELECT body FROM {schema}.events WHERE seq BETWEEN ? AND ? ORDER BY seq"  # noqa: S608
+    bodies = _LEAVES.format(schema=schema) + " WHERE e.seq BETWEEN ? AND ? ORDER BY e.seq"
 
     def read(level: int, index: int) -> bytes:
         if level < merkle.STORED_LEVEL and base is not None:
@@ -133,7 +159,7 @@ def lookup(
             found = connection.execute(bodies, (first, first + (1 << level) - 1)).fetchall()
             if len(found) == 1 << level:
                 return merkle.root_from_frontier(
-                    append_all([merkle.leaf_hash(bytes(row[0])) for row in found])
+                    append_all([_hash(leaf_of(*row)) for row in found])
                 )
         elif level >= merkle.STORED_LEVEL:
             stored = connection.execute(select, (merkle.stored_position(level, index),))
@@ -182,17 +208,16 @@ def load(connection: sqlite3.Connection, head: Head, schema: str = "main") -> Tr
     assert base is not None
     tree = frontier_of(connection, base, have, schema)
     bodies = connection.execute(
-        f"SELECT body FROM {schema}.events WHERE seq >= ? ORDER BY seq",  # noqa: S608
-        (base + have,),
+        _LEAVES.format(schema=schema) + " WHERE e.seq >= ? ORDER BY e.seq", (base + have,)
     )
-    return extend(connection, tree, base + have, (bytes(row[0]) for row in bodies), schema)
+    return extend(connection, tree, base + have, (leaf_of(*row) for row in bodies), schema)
 
 
 def extend(
     connection: sqlite3.Connection,
     tree: Tree,
     first_seq: int,
-    bodies: Iterable[bytes],
+    bodies: Iterable[bytes | Pruned],
     schema: str = "main",
 ) -> Tree:
     """Append the events from ``first_seq`` on (their stored bytes) as leaves; the new tree.
@@ -213,7 +238,11 @@ def extend(
     return tree
 
 
-def grow(tree: Tree, seq: int, body: bytes, rows: list[tuple[int, bytes]]) -> Tree:
+def _hash(body: bytes | Pruned) -> bytes:
+    return body.leaf if type(body) is Pruned else merkle.leaf_hash(body)  # type: ignore[arg-type]
+
+
+def grow(tree: Tree, seq: int, body: bytes | Pruned, rows: list[tuple[int, bytes]]) -> Tree:
     """Add the event at ``seq`` as the next leaf: the new tree; its rows go to ``rows``.
 
     Raises:
@@ -223,7 +252,7 @@ def grow(tree: Tree, seq: int, body: bytes, rows: list[tuple[int, bytes]]) -> Tr
     size = tree.size
     if seq != base + size:
         raise StoreError(f"seq {seq} is not leaf {size} of the Merkle tree starting at seq {base}")
-    frontier, written = merkle.append_leaf(size, tree.frontier, merkle.leaf_hash(body))
+    frontier, written = merkle.append_leaf(size, tree.frontier, _hash(body))
     rows.extend(
         (merkle.stored_position(level, size >> level), written[level])
         for level in range(merkle.STORED_LEVEL, len(written))
@@ -250,15 +279,17 @@ def check(connection: sqlite3.Connection, schema: str = "main") -> None:
     """
     if not has_table(connection, schema):
         return
-    events = connection.execute(f"SELECT seq, body FROM {schema}.events ORDER BY seq")  # noqa: S608
+    events = connection.execute(_LEAVES.format(schema=schema) + " ORDER BY e.seq")
     nodes = connection.execute(f"SELECT pos, hash FROM {schema}._pwf_tree ORDER BY pos")  # noqa: S608
     check_nodes(
-        ((seq, bytes(body)) for seq, body in events),
+        ((seq, leaf_of(seq, body, kept)) for seq, body, kept in events),
         ((position, bytes(node)) for position, node in nodes),
     )
 
 
-def check_nodes(events: Iterable[tuple[int, bytes]], nodes: Iterator[tuple[int, bytes]]) -> None:
+def check_nodes(
+    events: Iterable[tuple[int, bytes | Pruned]], nodes: Iterator[tuple[int, bytes]]
+) -> None:
     """Compare stored ``nodes`` (position, hash) with those ``events`` (seq, body) complete.
 
     Both come in the order appends write them; every backend's check reads

@@ -1,0 +1,130 @@
+"""A pruned log's proof against its backup: each removed body against the leaf kept (ADR 0103).
+
+Imports merkle, events, errors and the store's types (plus sqlite3: an edge
+room).  A prune that keeps every seq takes the bytes of the removed runs'
+events out of the log and keeps their content hash and Merkle leaf;
+``log.pruned`` names the backup that holds them (its SHA-256 and head).
+:func:`prove_pruned` checks that backup as ``pwf log verify --backup``
+does: its bytes are the ones named, its own chain holds up to the head
+named, and every event the prune took is there with the content hash and
+the leaf hash the log kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from pwf import merkle
+from pwf.errors import InputError, PwfError
+from pwf.events import LogPruned, content_hash_of, open_body
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pwf.store import EventLog
+
+__all__ = ["PruneProof", "prove_pruned", "pruned_events"]
+
+_TAKEN: Final = (
+    "SELECT p.seq, e.content_hash, p.leaf FROM _pwf_pruned p JOIN events e ON e.seq = p.seq"
+    " WHERE p.seq <= ? ORDER BY p.seq"
+)
+
+
+@dataclass(frozen=True)
+class PruneProof:
+    """What :func:`prove_pruned` found: the bodies proven, or the first thing that failed."""
+
+    pruned: LogPruned
+    proven: int = 0
+    failure: str | None = None
+
+
+def pruned_events(log: EventLog) -> list[LogPruned]:
+    """The log's ``log.pruned`` events, oldest first."""
+    found = []
+    for stored in log.find(type=LogPruned.TAG):
+        event = open_body(stored.body).event
+        if isinstance(event, LogPruned):
+            found.append(event)
+    return found
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        while chunk := source.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def prove_pruned(log: EventLog, live: sqlite3.Connection, backup: Path) -> PruneProof | None:
+    """Prove ``backup`` holds the bodies the ``log.pruned`` naming it took; None: never pruned.
+
+    ``live`` reads the pruned log's tables.  A backup no ``log.pruned``
+    names is a failure, as is one that does not prove.
+
+    Raises:
+        InputError: the log was pruned and ``backup`` is not a file.
+    """
+    events = pruned_events(log)
+    if not events:
+        return None
+    if not backup.is_file():
+        raise InputError(f"no backup at {backup}")
+    digest = _sha256(backup)
+    named = [event for event in events if event.backup_sha256 == digest]
+    if not named:
+        return PruneProof(events[-1], failure="its SHA-256 is not the one any log.pruned records")
+    return _proven(named[-1], live, backup)
+
+
+def _proven(event: LogPruned, live: sqlite3.Connection, backup: Path) -> PruneProof:
+    """The backup ``event`` names, proven: its head, its chain, and each body it holds."""
+    from pwf.store.opening import open_file  # noqa: PLC0415 - a backup is a file
+
+    try:
+        with open_file(backup, read_only=True) as copy:
+            head = copy.head()
+            if (head.seq, head.content_hash) != (event.backup_seq, event.backup_hash):
+                return PruneProof(event, failure="its head is not the one log.pruned names")
+            report = copy.verify(deep=False)
+            if not report.ok:
+                failure = f"its own log: seq {report.first_bad_seq}: {report.reason}"
+                return PruneProof(event, failure=failure)
+            bodies = dict(
+                copy.connection.execute(
+                    "SELECT seq, body FROM events e WHERE seq IN (SELECT value FROM json_each(?))",
+                    (_seqs(live, event.backup_seq),),
+                ).fetchall()
+            )
+    except (PwfError, sqlite3.Error) as error:
+        return PruneProof(event, failure=str(error))
+    return _bodies(event, live, bodies)
+
+
+def _bodies(event: LogPruned, live: sqlite3.Connection, bodies: dict[int, bytes]) -> PruneProof:
+    """Each body the prune took, against the content hash and leaf the log kept."""
+    proven = 0
+    for seq, content_hash, leaf in live.execute(_TAKEN, (event.backup_seq,)):
+        body = bodies.get(seq)
+        if body is None:
+            continue  # a prune before took it: that prune's backup holds it
+        if content_hash_of(bytes(body)) != content_hash:
+            return PruneProof(event, proven, f"its event at seq {seq} is not the one pruned")
+        if merkle.leaf_hash(bytes(body)) != bytes(leaf):
+            return PruneProof(event, proven, f"its event at seq {seq} is not the leaf kept")
+        proven += 1
+    if proven != event.removed_events:
+        return PruneProof(
+            event, proven, f"it holds {proven} of the {event.removed_events} bodies log.pruned took"
+        )
+    return PruneProof(event, proven)
+
+
+def _seqs(live: sqlite3.Connection, last: int) -> str:
+    rows = live.execute("SELECT seq FROM _pwf_pruned WHERE seq <= ? ORDER BY seq", (last,))
+    return "[" + ",".join(str(row[0]) for row in rows) + "]"

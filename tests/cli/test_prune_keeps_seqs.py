@@ -1,0 +1,171 @@
+"""A prune keeps every seq and every proof (ADR 0103, issue 33's fifth item).
+
+Three runs are started at 1 000, 2 000 and 3 000; ``run-1`` is cancelled at
+4 000 and ``run-2`` at 6 000, ``run-3`` stays queued.  A cutoff of 5 000
+makes ``run-1`` the only tree to go.  Before the prune a checkpoint is
+signed and proofs are printed; after it every seq still names the same
+event, the checkpoint and every proof still verify, the proofs printed
+again are the same bytes, and the backup proves each removed body against
+the leaf the log kept.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pytest
+from click.testing import Result
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+Run = Callable[..., Result]
+CUTOFF = "1970-01-01T00:00:05.000Z"
+
+
+def _bytes(value: object) -> bytes:
+    assert isinstance(value, bytes)
+    return value
+
+
+def _rows(path: Path) -> list[tuple[object, ...]]:
+    connection = sqlite3.connect(path)
+    try:
+        return connection.execute(
+            "SELECT seq, batch, type, content_hash, prev_hash, body FROM events ORDER BY seq"
+        ).fetchall()
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def live(run: Run, tmp_path: Path, client_line: Callable[..., bytes]) -> Path:
+    path = tmp_path / "live.db"
+    assert run("init", "--db", str(path), "--origin", "example.com/pruned").exit_code == 0
+    lines = b"".join(client_line(number, at=number * 1000) for number in (1, 2, 3))
+    lines += client_line(1, "run.cancel", at=4000) + client_line(2, "run.cancel", at=6000)
+    done = run("request", "--db", str(path), stdin=lines)
+    assert (done.exit_code, done.stdout.count('"outcome":"accepted"')) == (0, 5), done.stdout
+    return path
+
+
+@pytest.fixture
+def key(run: Run, tmp_path: Path) -> tuple[Path, str]:
+    path = tmp_path / "log.key"
+    made = run("log", "keygen", "example.com/pruned", "--out", str(path))
+    assert made.exit_code == 0, made.output
+    return path, made.stdout.splitlines()[-1]
+
+
+_PROOF = ("seq", "index", "treeSize", "leafHash", "rootHash", "path")
+
+
+def _path(proof: dict[str, object]) -> dict[str, object]:
+    """An inclusion proof's own members, without the checkpoint a signed one carries."""
+    return {name: proof[name] for name in _PROOF}
+
+
+def _prune(run: Run, live: Path, backup: Path) -> None:
+    done = run(
+        "state", "prune", "--db", str(live), "--before", CUTOFF, "--apply",
+        "--backup", str(backup), "--at", "9000",
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert "applied: true\n" in done.stdout
+
+
+def test_every_seq_still_names_the_same_event(run: Run, live: Path, tmp_path: Path) -> None:
+    before = _rows(live)
+    _prune(run, live, tmp_path / "b.sqlite")
+    after = _rows(live)
+    assert len(after) == len(before) + 2  # the prune's record and log.pruned
+    gone = [row for row in after[: len(before)] if row[5] is None]
+    assert [row[0] for row in gone] == [
+        row[0]
+        for row in before
+        if b'"runId":"run-1"' in _bytes(row[5]) and row[2] != "command.recorded"
+    ]
+    for old, new in zip(before, after, strict=False):
+        assert old[:5] == new[:5]  # seq, batch, type, hashes
+        assert new[5] is None or new[5] == old[5]
+    assert run("verify", "--db", str(live)).exit_code == 0
+    assert run("log", "verify", "--db", str(live)).exit_code == 0
+    assert run("log", "verify", "--db", str(live), "--chain-only").exit_code == 0
+    listing = run("query", "runs", "--db", str(live)).stdout.splitlines()
+    assert sorted(line.split()[0] for line in listing[1:]) == ["run-2", "run-3"]
+
+
+def test_checkpoints_and_proofs_from_before_still_verify(
+    run: Run, live: Path, tmp_path: Path, key: tuple[Path, str]
+) -> None:
+    private, vkey = key
+    size = len(_rows(live))
+    note = tmp_path / "before.checkpoint"
+    note.write_text(run("log", "checkpoint", "--db", str(live), "--key", str(private)).stdout)
+    proofs = {
+        seq: run(
+            "log", "prove", str(seq), "--db", str(live), "--key", str(private), "--json"
+        ).stdout
+        for seq in range(1, size + 1)
+    }
+    consistency = run("log", "prove", "--consistency", "2", "--db", str(live), "--json").stdout
+    _prune(run, live, tmp_path / "b.sqlite")
+    checked = run(
+        "log", "verify", "--db", str(live), "--checkpoint", str(note), "--vkey", vkey
+    )  # fmt: skip
+    assert checked.exit_code == 0, checked.output
+    for seq, printed in proofs.items():
+        proof = tmp_path / f"proof-{seq}.json"
+        proof.write_text(printed)
+        assert run("proof", "verify", str(proof), "--vkey", vkey).exit_code == 0
+        again = run(
+            "log", "prove", str(seq), "--size", str(size), "--db", str(live), "--json"
+        ).stdout  # fmt: skip
+        assert _path(json.loads(again)) == _path(json.loads(printed))
+    same = run(
+        "log", "prove", "--consistency", "2", "--size", str(size), "--db", str(live), "--json"
+    )  # fmt: skip
+    assert json.loads(same.stdout) == json.loads(consistency)
+
+
+def test_the_backup_proves_each_removed_body(run: Run, live: Path, tmp_path: Path) -> None:
+    backup = tmp_path / "b.sqlite"
+    _prune(run, live, backup)
+    proved = run("log", "verify", "--db", str(live), "--backup", str(backup))
+    assert proved.exit_code == 0, proved.output
+    assert "events log.pruned took, with the content hash and Merkle leaf the log kept" in (
+        proved.stdout
+    )
+    other = tmp_path / "other.sqlite"
+    other.write_bytes(backup.read_bytes()[:-1] + b"\x01")
+    refused = run("log", "verify", "--db", str(live), "--backup", str(other))
+    assert refused.exit_code != 0
+
+
+def test_an_anchor_before_the_prune_holds_without_the_backup(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    anchor = run("log", "head", "--db", str(live)).stdout.split()[0]
+    _prune(run, live, tmp_path / "b.sqlite")
+    held = run("log", "verify", "--db", str(live), "--expect-head", anchor)
+    assert held.exit_code == 0, held.output
+
+
+def test_reads_that_need_a_removed_body_name_the_backup(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    backup = tmp_path / "b.sqlite"
+    _prune(run, live, backup)
+    exported = run("log", "export", "--db", str(live))
+    assert exported.exit_code == 2
+    assert "pruned" in exported.stderr
+    assert str(backup.absolute()) in exported.stderr
+    replayed = run("replay", "--db", str(live), "--until", "3", "--out", str(tmp_path / "r.db"))
+    assert replayed.exit_code == 2
+    assert str(backup.absolute()) in replayed.stderr
+    at_head = run("replay", "--db", str(live), "--out", str(tmp_path / "h.db"))
+    assert at_head.exit_code == 0, at_head.output
+    assert run("diff", str(live), str(tmp_path / "h.db")).exit_code == 0
