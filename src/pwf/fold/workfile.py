@@ -77,7 +77,7 @@ process that folds once pays the DDL once, as before (ADR 0058).
 _COPY: Final = (
     (
         "INSERT OR IGNORE INTO main._pwf_batches SELECT * FROM live._pwf_batches"
-        " WHERE seq BETWEEN (SELECT head FROM live._pwf_events WHERE seq = ?1) AND ?2"
+        " WHERE seq IN (SELECT head FROM live._pwf_events WHERE seq BETWEEN ?1 AND ?2)"
         " ORDER BY seq"
     ),
     (
