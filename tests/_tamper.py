@@ -150,11 +150,14 @@ def editable(connection: sqlite3.Connection) -> sqlite3.Connection:
 
     Only this connection sees the triggers; calling it again changes nothing
     (SQLite refuses to register a function again while a statement is active).
+    A file whose ``events`` is no view (a v1 log's table, or none) is left
+    as it is.
     """
     found = connection.execute(
         "SELECT 1 FROM sqlite_temp_master WHERE type = 'trigger' AND name = 'pwf_tamper_insert'"
-    ).fetchone()
-    if found is not None:
+        " UNION ALL SELECT 2 FROM main.sqlite_master WHERE type = 'view' AND name = 'events'"
+    ).fetchall()
+    if found != [(2,)]:
         return connection
     connection.create_function(_UNHEX, 1, _unhex, deterministic=True)
     for statement in _TRIGGERS:
