@@ -36,8 +36,8 @@ class TestSchema:
         PostgresStore(pg_url, create=True).close()
         with psycopg.connect(pg_url) as connection:
             row = connection.execute("SELECT value FROM _pwf_meta WHERE key = 'format'").fetchone()
-        assert ("pwf.store.v1",) == row
-        assert "pwf.store.v1" == FORMAT
+        assert ("pwf.store.v2",) == row
+        assert "pwf.store.v2" == FORMAT
 
     def test_an_empty_database_is_not_a_log(self, pg_url: str) -> None:
         """Opening without ``create`` a database that holds no log says how to make one."""
