@@ -25,7 +25,7 @@ content hash that is not 64 lower-case hex digits cannot be stored (the
 column holds 32 bytes): the statement fails with that message and changes
 nothing.
 
-Imports nothing of pwf (psycopg only inside :func:`pg_editable`).
+Imports nothing of pwf, nor psycopg: :func:`pg_editable` is handed its connection.
 """
 
 from __future__ import annotations
