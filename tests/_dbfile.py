@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Iterator
 
+    from tests._tamper import editable
+else:
+    from _tamper import editable
+
 __all__ = ["change", "checkpoint", "opened", "projections", "rows"]
 
 
@@ -40,9 +44,12 @@ def rows(path: str | os.PathLike[str], sql: str, *params: object) -> list[tuple[
 
 
 def change(path: str | os.PathLike[str], sql: str, *params: object) -> None:
-    """Change the file by hand, as a damaged disk or another program would (one statement)."""
+    """Change the file by hand, as a damaged disk or another program would (one statement).
+
+    ``events`` takes a change as format v1's table did (:mod:`tests._tamper`).
+    """
     with opened(path) as connection:
-        connection.execute(sql, params)
+        editable(connection).execute(sql, params)
 
 
 def projections(path: str | os.PathLike[str]) -> dict[str, list[tuple[object, ...]]]:

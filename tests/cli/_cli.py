@@ -8,6 +8,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests._tamper import editable
+else:
+    from _tamper import editable
+
 
 def one_line(text: str) -> str:
     """The single line an error must be; fails on tracebacks and multi-line output."""
@@ -18,8 +22,11 @@ def one_line(text: str) -> str:
 
 
 def edit(path: Path, *statements: str) -> None:
-    """Change a database by hand."""
-    connection = sqlite3.connect(path)
+    """Change a database by hand.
+
+    ``events`` takes a change as format v1's table did (:mod:`tests._tamper`).
+    """
+    connection = editable(sqlite3.connect(path))
     try:
         for statement in statements:
             connection.execute(statement)

@@ -30,9 +30,12 @@ from pwf.events import EVENT_TYPES, Sealed
 from pwf.store.sqlite import FORMAT, SqliteStore
 
 if TYPE_CHECKING:
+    from tests._tamper import editable
     from tests.cli._cli import one_line
 else:
     from _cli import one_line
+
+    from _tamper import editable
 
 AppendBatches = Callable[..., list[list[Sealed]]]
 
@@ -57,8 +60,8 @@ def _env() -> dict[str, str]:
 
 
 def _tamper(path: Path, seq: int) -> None:
-    """Change one byte of one stored body, outside pwf."""
-    connection = sqlite3.connect(path)
+    """Change one byte of one stored body, outside pwf (``events`` as v1's table)."""
+    connection = editable(sqlite3.connect(path))
     try:
         [body] = connection.execute("SELECT body FROM events WHERE seq = ?", (seq,)).fetchone()
         changed = body.replace(b'"status":"running"', b'"status":"rUnning"')

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from tests._tamper import editable, pg_editable
+else:
+    from _tamper import editable, pg_editable
+
 BACKENDS = ("sqlite", "postgresql", "mirrored")
 
 
@@ -67,9 +71,12 @@ class Backend:
         return store
 
     def tamper(self, sql: str, *params: object) -> None:
-        """Run one statement (``?`` placeholders) on the stored rows, outside the store."""
+        """Run one statement (``?`` placeholders) on the stored rows, outside the store.
+
+        ``events`` takes it as format v1's table did (:mod:`tests._tamper`).
+        """
         if self.name == "sqlite":
-            connection = sqlite3.connect(self.target)
+            connection = editable(sqlite3.connect(self.target))
             try:
                 with connection:
                     connection.execute(sql, params)
@@ -78,7 +85,7 @@ class Backend:
             return
         import psycopg  # noqa: PLC0415 - optional extra
 
-        with psycopg.connect(self.target, autocommit=True) as pg:
+        with psycopg.connect(self.target, autocommit=True) as pg, pg_editable(pg):
             pg.execute(sql.replace("?", "%s"), params)
 
     def close(self) -> None:

@@ -27,9 +27,14 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from tests._tamper import editable, pg_editable
+
     from pwf.store import EventLog
     from pwf.store.mirror import MirroredStore
     from pwf.store.unit import Work
+
+else:
+    from _tamper import editable, pg_editable
 
 KINDS = ("sqlite", "mirrored")
 AT = 1_764_403_200_000
@@ -199,11 +204,11 @@ def test_verify_reads_the_log_of_record(stores: Stores, command: Any) -> None:
 
 
 def _tamper(stores: Stores, sql: str) -> None:
-    """Change the log of record behind the store's back."""
+    """Change the log of record behind the store's back (``events`` as v1's table)."""
     if stores.kind == "sqlite":
         import sqlite3  # noqa: PLC0415
 
-        connection = sqlite3.connect(stores.folder / "state.db")
+        connection = editable(sqlite3.connect(stores.folder / "state.db"))
         with connection:
             connection.execute(sql)
         connection.close()
@@ -211,7 +216,7 @@ def _tamper(stores: Stores, sql: str) -> None:
     import psycopg  # noqa: PLC0415 - optional extra
 
     assert stores.url is not None
-    with psycopg.connect(stores.url, autocommit=True) as pg:
+    with psycopg.connect(stores.url, autocommit=True) as pg, pg_editable(pg):
         pg.execute(sql)
 
 
@@ -219,7 +224,7 @@ def _tamper(stores: Stores, sql: str) -> None:
 
 
 def _damage_an_index(path: Path) -> None:
-    """Make ``events_type`` index other columns than its rows were indexed by, as a bad disk."""
+    """Make ``_pwf_events_type`` index other columns than its rows were indexed by (a bad disk)."""
     import sqlite3  # noqa: PLC0415
 
     connection = sqlite3.connect(path, isolation_level=None)
@@ -227,8 +232,9 @@ def _damage_an_index(path: Path) -> None:
         [(version,)] = connection.execute("PRAGMA schema_version").fetchall()
         connection.execute("PRAGMA writable_schema = ON")
         connection.execute(
-            "UPDATE sqlite_master SET sql = 'CREATE INDEX events_type ON events (run_id, seq)'"
-            " WHERE name = 'events_type'"
+            "UPDATE sqlite_master"
+            " SET sql = 'CREATE INDEX _pwf_events_type ON _pwf_events (run_id, seq)'"
+            " WHERE name = '_pwf_events_type'"
         )
         connection.execute(f"PRAGMA schema_version = {version + 1}")
     finally:
@@ -247,7 +253,7 @@ def test_the_projection_file_passes_sqlite_s_checks_until_it_is_damaged(
     _damage_an_index(file.path)
     found = file.integrity_check()
     assert found is not None
-    assert "events_type" in found
+    assert "_pwf_events_type" in found
 
 
 def test_the_projection_file_checkpoints_its_write_ahead_log(stores: Stores, command: Any) -> None:
@@ -298,9 +304,11 @@ def test_a_log_file_s_shape_is_pwf_s(stores: Stores) -> None:
         return
     shape = log.shape()
     assert ("application_id", APPLICATION_ID) in shape.marks
-    assert {"events", "_pwf_head", "_pwf_meta", "_pwf_checkpoint", "runs"} <= {
+    tables = {"_pwf_events", "_pwf_batches", "_pwf_whole", "_pwf_head", "_pwf_meta", "runs"}
+    assert tables | {"_pwf_checkpoint"} <= {
         name for kind, name, _table, _sql in shape.schema if kind == "table"
     }
+    assert ("view", "events") in {(kind, name) for kind, name, _table, _sql in shape.schema}
 
 
 class _RefusedError(Exception):

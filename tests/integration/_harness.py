@@ -31,8 +31,10 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from tests._dbfile import projections
+    from tests._tamper import editable
 else:
     from _dbfile import projections
+    from _tamper import editable
 
 __all__ = [
     "ATTEMPT",
@@ -327,8 +329,11 @@ class Fixture:
 
 
 def edit(path: Path, *statements: str) -> None:
-    """Change a database by hand, the way a careless operator or a disk would."""
-    connection = sqlite3.connect(path)
+    """Change a database by hand, the way a careless operator or a disk would.
+
+    ``events`` takes a change as format v1's table did (:mod:`tests._tamper`).
+    """
+    connection = editable(sqlite3.connect(path))
     try:
         for statement in statements:
             connection.execute(statement)

@@ -51,8 +51,10 @@ else:
 
 if TYPE_CHECKING:
     from tests._dbfile import checkpoint, projections, rows
+    from tests._tamper import editable
 else:
     from _dbfile import checkpoint, projections, rows
+    from _tamper import editable
 
 
 def _session_history(db: Path) -> tuple[Fixture, int]:
@@ -252,7 +254,7 @@ def test_the_opening_event_cannot_be_dropped_or_repeated(tmp_path: Path) -> None
     fx.close()
     dropped = tmp_path / "dropped.db"
     shutil.copy(db, dropped)
-    with sqlite3.connect(dropped) as raw:
+    with editable(sqlite3.connect(dropped)) as raw:
         raw.execute("DELETE FROM events WHERE seq = ?", (opening,))
     with SqliteStore(dropped) as store:
         report = store.verify()

@@ -20,6 +20,10 @@ from pwf.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from tests._tamper import editable
+else:
+    from _tamper import editable
+
 PWF = str(Path(sys.executable).with_name("pwf"))
 
 
@@ -110,7 +114,7 @@ def test_verify_names_a_changed_node_at_the_seq_that_completed_it(
     result = _pwf("log", "verify", "--db", str(db), "--chain-only")
     assert 1 == result.returncode
     assert b"bad: seq 16: the Merkle tree's node at position 0" in result.stderr
-    with sqlite3.connect(db) as connection:
+    with editable(sqlite3.connect(db)) as connection:
         connection.execute("UPDATE _pwf_tree SET hash = ? WHERE pos = 0", (first[0],))
         connection.execute("DELETE FROM events WHERE seq > 20")
         connection.execute(

@@ -33,12 +33,15 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     # mypy finds the harness by its path; pytest puts its directory on sys.path
+    from tests._tamper import editable
     from tests.integration._harness import ATTEMPT, RUN, Fixture, edit
 
     from pwf.events import Entry
     from pwf.store import EventStore
 else:
     from _harness import ATTEMPT, RUN, Fixture, edit
+
+    from _tamper import editable
 
 STEPS: Final[tuple[Callable[[Fixture], object], ...]] = (
     lambda fx: fx.request("run.status", {}, RUN, at=2000),
@@ -289,7 +292,7 @@ class TestReplay:
         reason: str,
     ) -> None:
         """A self-consistent body that is no known event fails the fold there; no file is left."""
-        connection = sqlite3.connect(live)
+        connection = editable(sqlite3.connect(live))
         try:
             [body] = connection.execute("SELECT body FROM events WHERE seq = 3").fetchone()
             document = json.loads(body) | change

@@ -1,7 +1,8 @@
 """Verifying the chain from stored bytes: tampering is found at its first bad seq.
 
-Tampering goes straight to the ``events`` table with SQL, as an attacker or a
-damaged disk would; the table is STRICT, so bodies are bound as bytes.
+Tampering goes straight to the ``events`` view with SQL, as an attacker or a
+damaged disk would change format v1's table (:func:`tests._tamper.editable`);
+the tables are STRICT, so bodies are bound as bytes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sqlite3
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +24,11 @@ from pwf.errors import InputError, NotPwfDatabaseError, PwfError, StoreBusyError
 from pwf.events import Actor, CommandRecorded, CommandRefused, Sealed, seal
 from pwf.store import Head, VerifyReport
 from pwf.store.sqlite import SqliteStore, translate_error
+
+if TYPE_CHECKING:
+    from tests._tamper import editable
+else:
+    from _tamper import editable
 
 AppendBatches = Callable[..., list[list[Sealed]]]
 Reseal = Callable[[dict[str, Any]], bytes]
@@ -39,10 +45,11 @@ def _body(store: SqliteStore, seq: int) -> bytes:
 
 
 def _set_body(store: SqliteStore, seq: int, body: bytes) -> None:
-    store.connection.execute("UPDATE events SET body = ? WHERE seq = ?", (body, seq))
+    editable(store.connection).execute("UPDATE events SET body = ? WHERE seq = ?", (body, seq))
 
 
 def _set_column(store: SqliteStore, seq: int, column: str, value: object) -> None:
+    editable(store.connection)
     store.connection.execute(f"UPDATE events SET {column} = ? WHERE seq = ?", (value, seq))  # noqa: S608 - column names come from the test's own list
 
 
@@ -54,7 +61,7 @@ def _replace_byte(body: bytes, offset: int, new: int) -> bytes:
 def _insert(store: SqliteStore, item: Sealed) -> None:
     """Write a sealed event as a row whose columns agree with its bytes."""
     entry = item.entry
-    store.connection.execute(
+    editable(store.connection).execute(
         "INSERT INTO events (seq, batch, type, at, run_id, session_id, request_id, client_id,"
         " idempotency_key, content_hash, prev_hash, body) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (
@@ -96,8 +103,9 @@ def _bad(report: VerifyReport) -> tuple[int | None, int]:
 
 @pytest.fixture
 def log(store: SqliteStore, fill: AppendBatches) -> SqliteStore:
-    """A store holding seven events in four batches."""
+    """A store holding seven events in four batches, its ``events`` editable (as v1's table)."""
     fill(store, SIZES)
+    editable(store.connection)
     return store
 
 

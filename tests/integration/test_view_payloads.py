@@ -12,9 +12,12 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from tests._tamper import editable
     from tests.integration._harness import Fixture, start_run
 else:
     from _harness import Fixture, start_run
+
+    from _tamper import editable
 
 RUN_VIEW_MEMBERS = {
     "schema", "runId", "revision", "display", "manifest", "state", "workflow", "queue",
@@ -230,7 +233,7 @@ class TestStatusReads:
 
     def test_state_verify_names_a_broken_chain(self, fx: Fixture, tmp_path: Path) -> None:
         fx.close()
-        db = sqlite3.connect(tmp_path / "s.db")
+        db = editable(sqlite3.connect(tmp_path / "s.db"))
         (body,) = db.execute("SELECT body FROM events WHERE seq = 2").fetchone()
         db.execute("UPDATE events SET body = ? WHERE seq = 2", (body.replace(b"run-1", b"run-9"),))
         db.commit()

@@ -33,6 +33,8 @@ else:
 
 AT: Final = 1_764_403_200_000
 CHECK: Final = "SELECT 1 / count(*) FROM _pwf_head WHERE id = 1 AND seq = %s"
+WRITE: Final = "WITH b AS (INSERT INTO _pwf_batches"
+"""How the statement that writes a batch begins: its batch row comes first (ADR 0102)."""
 
 
 class _Hosts:
@@ -113,7 +115,7 @@ class TestAlone:
         assert 1 == len(trips), trips
         assert [f"SELECT pg_advisory_xact_lock({LOCK_KEY})"] == trips[0][:1]
         assert trips[0][1].startswith(CHECK)
-        assert trips[0][2].startswith("WITH e AS (INSERT INTO events")
+        assert trips[0][2].startswith(WRITE)
         assert 3 == len(trips[0])
         assert [("sqlite", "COMMIT")] == [entry for entry in seen if entry[1] == "COMMIT"]
         assert 4 == made.stores["b"][0].catch_up()  # committed, for every other connection

@@ -39,6 +39,11 @@ else:
 
 AT: Final = 1_764_403_200_000
 FLUSH: Final = "pg_logical_emit_message"
+LOG_WRITE: Final = {
+    "sqlite": "INSERT INTO main._pwf_events",
+    "pg": "WITH b AS (INSERT INTO _pwf_batches",
+}
+"""How the statement writing a batch's events begins (ADR 0102): in PostgreSQL, its batch row's."""
 
 
 def _at(seen: list[tuple[str, str]], where: str, start: str, after: int = -1) -> int:
@@ -93,10 +98,10 @@ class TestOrder:
         seen = recording(stores["a"])
         send("a", 5)  # ... this one folds b's next batch under the lock and frees it early
         begin = _at(seen, "pg", "BEGIN")
-        assert _at(seen, "sqlite", "INSERT INTO events") > begin
+        assert _at(seen, "sqlite", LOG_WRITE["sqlite"]) > begin
         assert seen[begin + 1] == ("pg", "SET LOCAL synchronous_commit = off")
         assert seen[begin + 2][1].startswith("SELECT pg_advisory_xact_lock")
-        written = _at(seen, "pg", "WITH e AS (INSERT INTO events", begin)
+        written = _at(seen, "pg", LOG_WRITE["pg"], begin)
         commit = _at(seen, "pg", "COMMIT", written)
         assert seen[commit + 1] == ("pg", f"SELECT {FLUSH}(true, 'pwf.flush', '')")
         assert _at(seen, "sqlite", "COMMIT") > commit + 1
@@ -122,7 +127,7 @@ class TestOrder:
         assert 2 == len(trips), trips
         assert ["BEGIN", "SET LOCAL synchronous_commit = off"] == trips[0][:2]
         assert trips[0][-1].startswith("SELECT seq, batch, type")
-        assert trips[1][0].startswith("WITH e AS (INSERT INTO events")
+        assert trips[1][0].startswith(LOG_WRITE["pg"])
         assert ["COMMIT", f"SELECT {FLUSH}(true, 'pwf.flush', '')"] == trips[1][1:]
 
     def test_folding_alone_still_flushes(self, pair: Any) -> None:
@@ -156,7 +161,7 @@ class TestOrder:
         seen = recording(stores["a"])
         assert stores["a"].catch_up() > 0
         flush = _at(seen, "pg", f"SELECT {FLUSH}")
-        inserted = _at(seen, "sqlite", "INSERT INTO events")
+        inserted = _at(seen, "sqlite", LOG_WRITE["sqlite"])
         assert inserted < flush < _at(seen, "sqlite", "COMMIT", flush)
 
 

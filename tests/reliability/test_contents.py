@@ -57,7 +57,7 @@ def test_a_copy_has_the_same_contents(db: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy.db"
     shutil.copyfile(db, copy)
     assert contents(copy) == contents(db)
-    assert contents(db)["table events"], "the log is in the comparison"
+    assert contents(db)["table _pwf_events"], "the log is in the comparison"
 
 
 @pytest.mark.parametrize("edit", list(EDITS))
