@@ -35,7 +35,8 @@ CREATE TABLE _pwf_meta (
 ) STRICT;
 CREATE TABLE _pwf_pruned (
   seq INTEGER PRIMARY KEY CHECK (seq >= 1),
-  leaf BLOB NOT NULL CHECK (length(leaf) = 32)
+  leaf BLOB NOT NULL CHECK (length(leaf) = 32),
+  taken INTEGER NOT NULL CHECK (taken >= 0)
 ) STRICT;
 CREATE TABLE _pwf_tree (pos INTEGER PRIMARY KEY, hash BLOB NOT NULL CHECK (length(hash) = 32)) STRICT;
 CREATE TABLE _pwf_whole (

@@ -1,6 +1,6 @@
 """What a prune must leave, computed the way the original prunes (DOMAIN §13.2).
 
-Shared by the compaction tests and the state machine: the old projections
+Shared by the prune tests and the state machine: the old projections
 with the removed runs' rows deleted and their links in recorded commands
 and terminal views set null.  Blobs are the log's content, so they are
 checked apart: no kept row points at a missing blob, and none is new but
@@ -13,8 +13,9 @@ import sqlite3
 from typing import TYPE_CHECKING, Final
 
 from pwf._sqlite import dump, projection_tables
-from pwf.events import LogCompacted
-from pwf.store.compaction import prove
+from pwf.events import LogPruned, open_body
+from pwf.store.opening import sqlite_file
+from pwf.store.pruned import prove_pruned
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -84,13 +85,15 @@ def _hash_columns(connection: sqlite3.Connection) -> list[tuple[str, str]]:
     ]
 
 
-def assert_pruned(store: EventStore, old: Path, backup: Path, prune_request: str) -> LogCompacted:
+def assert_pruned(store: EventStore, old: Path, backup: Path, prune_request: str) -> LogPruned:
     """``store`` was pruned from the database ``old`` into ``backup``: check all of it.
 
-    Returns the compaction's opening event.
+    Returns the prune's ``log.pruned`` event (ADR 0103).
     """
-    opening = next(store.entries(store.origin().seq + 1)).event
-    assert isinstance(opening, LogCompacted)
+    found = list(store.find(type=LogPruned.TAG))
+    assert found, "the log holds no log.pruned"
+    opening = open_body(found[-1].body).event
+    assert isinstance(opening, LogPruned)
     removed = opening.removed_run_ids
     expected = dump(expected_after_prune(old, removed))
     live = projections(store.projections_file.path)
@@ -113,6 +116,7 @@ def assert_pruned(store: EventStore, old: Path, backup: Path, prune_request: str
             assert dangling == 0, (table, column)
     assert store.verify().ok
     assert store.verify(deep=False).ok
-    proof = prove(store, backup)
-    assert proof.ok, proof.failure
+    proof = prove_pruned(store, sqlite_file(store).connection, backup)
+    assert proof is not None
+    assert proof.failure is None, proof.failure
     return opening

@@ -1,9 +1,12 @@
-"""Prune apply compacts the log: projections equal the old ones minus the trees, and it proves.
+"""Prune apply: projections equal the old ones minus the trees, every seq stays, and it proves.
 
 DOMAIN §13.2 (pwf [D]): "projections after compaction must equal projections
-after deleting those trees".  The expected side is computed here the way
-the original prunes: rows of the removed runs deleted, their links in
-recorded commands and terminal views set null.  Blobs are the log's content,
+after deleting those trees"; a prune keeps every seq and moves only the
+removed events' bytes to its backup (ADR 0103).  Logs compacted before that
+(ADR 0018) are still read and proven: they are made here by hand.  The
+expected side is computed here the way the original prunes: rows of the
+removed runs deleted, their links in recorded commands and terminal views
+set null.  Blobs are the log's content,
 so a blob stays while a kept event still carries it; the check for them is
 that no kept row points at a missing blob and that nothing new appeared.
 """
@@ -24,12 +27,15 @@ from pwf import merkle
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.errors import InputError, StoreError
+from pwf.events import LogPruned
 from pwf.fold.rebuild import rebuild
 from pwf.fold.replay import replay
-from pwf.store import compaction, image
+from pwf.host import _compacting
+from pwf.store import image
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
-from pwf.store.segment import Template
+from pwf.store.opening import sqlite_file
+from pwf.store.pruned import prove_pruned
 from pwf.store.sqlite import SqliteStore
 from pwf.store.tree import proofs
 from pwf.verify import check
@@ -50,10 +56,12 @@ else:
     from _pruning import assert_pruned
 
 if TYPE_CHECKING:
-    from tests._dbfile import checkpoint, projections, rows
+    from tests._compacted import compact_by_hand
+    from tests._dbfile import checkpoint, projections
     from tests._tamper import editable
 else:
-    from _dbfile import checkpoint, projections, rows
+    from _compacted import compact_by_hand
+    from _dbfile import checkpoint, projections
     from _tamper import editable
 
 
@@ -127,64 +135,71 @@ def _assert_compaction_matches(fx: Fixture, cutoff: int, tmp_path: Path) -> None
     fx.assert_rebuild_equals_live()
 
 
-def test_a_compacted_log_round_trips_replays_and_compacts_again(tmp_path: Path) -> None:
+def _proven(store: SqliteStore | Any, backup: Path) -> bool:
+    proof = prove_pruned(store, sqlite_file(store).connection, backup)
+    return proof is not None and proof.failure is None
+
+
+def test_a_pruned_log_replays_at_its_head_and_prunes_again(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
     fx, cutoff = _traffic_history(db)
+    before = fx.store.head()
     first = _prune(fx, cutoff, tmp_path / "b" / "one.sqlite", key="prune-1")
     assert first.outcome == "accepted", first
-    origin = fx.store.origin()
-    assert origin.seq > 0
+    assert fx.store.origin().seq == 0  # every seq stays
+    [record] = list(fx.store.find(type=LogPruned.TAG))
+    assert record.seq > before.seq
 
+    report = replay(fx.store, tmp_path / "replayed.db")
+    assert report.head == fx.store.head()
+    assert projections(tmp_path / "replayed.db") == projections(fx.store.projections_file.path)
+    with pytest.raises(InputError, match=r"was pruned.*replay the backup .*one\.sqlite"):
+        replay(fx.store, tmp_path / "gone.db", until_seq=before.seq)
+    assert not (tmp_path / "gone.db").exists()
     exported = tmp_path / "log.jsonl"
     with exported.open("wb") as out:
-        export_jsonl(fx.store, out)
-    with open_store(str(tmp_path / "copy.db"), create=True) as copy, exported.open("rb") as source:
-        head = import_jsonl(copy, source)
-        assert head == fx.store.head()
-        assert copy.verify().ok
-        assert projections(copy.projections_file.path) == projections(
-            fx.store.projections_file.path
-        )
-
-    report = replay(fx.store, tmp_path / "replayed.db", until_seq=origin.seq + 5)
-    assert report.head.seq <= origin.seq + 5
-    assert report.events == report.head.seq - origin.seq  # the events the file holds
-    with pytest.raises(InputError, match=rf"seq {origin.seq} was compacted away.*one\.sqlite"):
-        replay(fx.store, tmp_path / "gone.db", until_seq=origin.seq)
-    assert not (tmp_path / "gone.db").exists()
-    # The opening is stamped at the prune, after every kept event: a time cut looks past it.
-    opening_only = replay(fx.store, tmp_path / "early.db", until_time=0)
-    assert (opening_only.events, opening_only.head.seq) == (1, origin.seq + 1)
-    kept_at = [
-        row[0]
-        for row in rows(
-            fx.store.projections_file.path,
-            "SELECT at FROM events WHERE seq > ? ORDER BY seq",
-            origin.seq + 1,
-        )
-    ]
-    middle = replay(fx.store, tmp_path / "middle.db", until_time=kept_at[len(kept_at) // 2])
-    assert middle.events > 1
-    [(latest,)] = rows(
-        tmp_path / "middle.db", "SELECT max(at) FROM events WHERE seq > ?", origin.seq + 1
-    )
-    assert latest <= kept_at[len(kept_at) // 2]
-    with SqliteStore(tmp_path / "middle.db", read_only=True) as cut:
-        assert cut.verify().ok
+        export_jsonl(fx.store, out, record.seq + 1)  # the part after the pruned seqs
     rebuilt = rebuild(fx.store)
     head = fx.store.head()
-    assert (rebuilt.events, rebuilt.seq) == (head.seq - origin.seq, head.seq)
+    assert rebuilt.seq == head.seq
     assert check(fx.store).ok
 
     later = max(row["finished_at"] for row in fx.rows("runs")) + 1
     second = _prune(fx, later, tmp_path / "b" / "two.sqlite", key="prune-2")
     assert second.outcome == "accepted", second
-    assert fx.store.origin().seq > origin.seq
     assert fx.store.verify().ok
     assert fx.count("runs") == 0
-    assert prove(fx.store, tmp_path / "b" / "two.sqlite").ok
+    assert _proven(fx.store, tmp_path / "b" / "two.sqlite")
+    assert _proven(fx.store, tmp_path / "b" / "one.sqlite")
     with SqliteStore(tmp_path / "b" / "two.sqlite", read_only=True) as two:
-        assert prove(two, tmp_path / "b" / "one.sqlite").ok
+        assert _proven(two, tmp_path / "b" / "one.sqlite")
+
+
+def test_a_compacted_log_round_trips_and_replays(tmp_path: Path) -> None:
+    """A log compacted before ADR 0103 exports, imports, replays and rebuilds as it did."""
+    db = tmp_path / "state.db"
+    fx, _cutoff = _traffic_history(db)
+    fx.close()
+    compact_by_hand(db, tmp_path / "b" / "one.sqlite")
+    with SqliteStore(db) as store:
+        origin = store.origin()
+        assert origin.seq > 0
+        exported = tmp_path / "log.jsonl"
+        with exported.open("wb") as out:
+            export_jsonl(store, out)
+        with (
+            open_store(str(tmp_path / "copy.db"), create=True) as copy,
+            exported.open("rb") as source,
+        ):
+            head = import_jsonl(copy, source)
+            assert head == store.head()
+            assert copy.verify().ok
+        report = replay(store, tmp_path / "replayed.db", until_seq=origin.seq + 5)
+        assert report.head.seq <= origin.seq + 5
+        assert report.events == report.head.seq - origin.seq  # the events the file holds
+        with pytest.raises(InputError, match=rf"seq {origin.seq} was compacted away.*one\.sqlite"):
+            replay(store, tmp_path / "gone.db", until_seq=origin.seq)
+        assert prove(store, tmp_path / "b" / "one.sqlite").ok
 
 
 def test_a_tampered_or_foreign_backup_does_not_prove(tmp_path: Path) -> None:
@@ -196,24 +211,24 @@ def test_a_tampered_or_foreign_backup_does_not_prove(tmp_path: Path) -> None:
     data[-10] ^= 0xFF
     forged = tmp_path / "b" / "forged.sqlite"
     forged.write_bytes(bytes(data))
-    proof = prove(fx.store, forged)
-    assert not proof.ok
+    proof = prove_pruned(fx.store, sqlite_file(fx.store).connection, forged)
+    assert proof is not None
     assert "SHA-256" in (proof.failure or "")
     other, _ = _session_history(tmp_path / "other.db")
     checkpoint(other.store.projections_file.path)
-    assert not prove(fx.store, tmp_path / "other.db").ok
+    assert not _proven(fx.store, tmp_path / "other.db")
 
 
 @pytest.mark.parametrize(
     ("target", "name", "at"),
     [
-        pytest.param(Template, "sealed", 40, id="preparing, off the lock"),
-        pytest.param(compaction, "_write_segment", 1, id="sealing into the image, under the lock"),
+        pytest.param(_compacting.Prepared, "_fold", 1, id="preparing, off the lock"),
+        pytest.param(_compacting, "_copy_rows", 2, id="copying the tail, under the lock"),
         pytest.param(image, "same_shape", 1, id="checking the image, under the lock"),
         pytest.param(image._Progress, "__call__", 2, id="copying the image, under the lock"),
     ],
 )
-def test_a_compaction_that_fails_midway_leaves_everything_as_it_was(
+def test_a_prune_that_fails_midway_leaves_everything_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: object, name: str, at: int
 ) -> None:
     """A failure before the image is installed leaves the live file, and refuses the prune."""
@@ -232,8 +247,8 @@ def test_a_compaction_that_fails_midway_leaves_everything_as_it_was(
 
     monkeypatch.setattr(target, name, failing)
     answer = _prune(fx, cutoff, tmp_path / "b" / "x.sqlite")
-    assert (answer.outcome, answer.error) == ("rejected", "compaction failed: the disk went away")
-    assert fx.store.origin().seq == 0
+    assert (answer.outcome, answer.error) == ("rejected", "prune failed: the disk went away")
+    assert list(fx.store.find(type=LogPruned.TAG)) == []
     assert fx.store.head().seq == head.seq + 1  # the recorded rejection
     after = projections(fx.store.projections_file.path)
     after["host_commands"] = [row for row in after["host_commands"] if row[0] != "prune"]
@@ -247,11 +262,12 @@ def test_a_compaction_that_fails_midway_leaves_everything_as_it_was(
 
 def test_the_opening_event_cannot_be_dropped_or_repeated(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
-    fx, cutoff = _session_history(db)
-    assert _prune(fx, cutoff, tmp_path / "b" / "full.sqlite").outcome == "accepted"
-    origin = fx.store.origin()
-    opening = origin.seq + 1
+    fx, _cutoff = _session_history(db)
     fx.close()
+    compact_by_hand(db, tmp_path / "b" / "full.sqlite")
+    with SqliteStore(db, read_only=True) as compacted:
+        origin = compacted.origin()
+    opening = origin.seq + 1
     dropped = tmp_path / "dropped.db"
     shutil.copy(db, dropped)
     with editable(sqlite3.connect(dropped)) as raw:
@@ -266,7 +282,7 @@ def test_the_opening_event_cannot_be_dropped_or_repeated(tmp_path: Path) -> None
     shutil.copy(db, repeated)
     with SqliteStore(repeated) as store, store.transaction() as tx:
         event = next(store.entries(opening, opening)).event
-        tx.append([event], at=1, actor=fx.host.actor)
+        tx.append([event], at=1, actor=compacted_actor())
     with SqliteStore(repeated) as store:
         report = store.verify()
         assert report.reason == "log.compacted may only open a log"
@@ -275,17 +291,41 @@ def test_the_opening_event_cannot_be_dropped_or_repeated(tmp_path: Path) -> None
 
 def test_a_compacted_log_is_a_merkle_tree_from_its_log_compacted_event(tmp_path: Path) -> None:
     """The compacted file's tree (ADR 0083) is RFC 9162's over its events, leaf 0 log.compacted."""
+    fx, _cutoff = _traffic_history(tmp_path / "state.db", runs=8)
+    fx.close()
+    compact_by_hand(tmp_path / "state.db", tmp_path / "b" / "one.sqlite")
+    with SqliteStore(tmp_path / "state.db") as store:
+        connection = store.connection
+        bodies = [
+            bytes(row[0]) for row in connection.execute("SELECT body FROM events ORDER BY seq")
+        ]
+        assert b'"type":"log.compacted"' in bodies[0]
+        stored = connection.execute("SELECT count(*) FROM _pwf_tree").fetchone()[0]
+        assert merkle.stored_for(len(bodies)) == stored
+        tree = proofs(connection, store.head())
+        assert merkle.root_from_frontier(_frontier(bodies)) == tree.root()
+        assert store.verify().ok
+
+
+def test_a_pruned_log_keeps_the_tree_of_every_event_it_held(tmp_path: Path) -> None:
+    """The pruned file's tree is RFC 9162's over the backup's events: no leaf moved (ADR 0103)."""
     fx, cutoff = _traffic_history(tmp_path / "state.db", runs=8)
-    assert _prune(fx, cutoff, tmp_path / "b" / "one.sqlite").outcome == "accepted"
-    assert isinstance(fx.store, SqliteStore)
-    connection = fx.store.connection
-    bodies = [bytes(row[0]) for row in connection.execute("SELECT body FROM events ORDER BY seq")]
-    assert b'"type":"log.compacted"' in bodies[0]
-    stored = connection.execute("SELECT count(*) FROM _pwf_tree").fetchone()[0]
-    assert merkle.stored_for(len(bodies)) == stored
+    backup = tmp_path / "b" / "one.sqlite"
+    assert _prune(fx, cutoff, backup).outcome == "accepted"
+    with SqliteStore(backup, read_only=True) as copy:
+        bodies = [stored.body for stored in copy.read()]
+    connection = sqlite_file(fx.store).connection
+    gone = connection.execute("SELECT count(*) FROM events WHERE body IS NULL").fetchone()[0]
+    assert gone > 0
     tree = proofs(connection, fx.store.head())
-    assert merkle.root_from_frontier(_frontier(bodies)) == tree.root()
+    assert merkle.root_from_frontier(_frontier(bodies)) == tree.root(len(bodies))
     assert fx.store.verify().ok
+
+
+def compacted_actor() -> Any:
+    from pwf.events import Actor  # noqa: PLC0415 - one test's
+
+    return Actor(type="host", id="pwf-direct")
 
 
 def _frontier(bodies: list[bytes]) -> list[bytes]:

@@ -84,13 +84,15 @@ _LOG_ROWS: Final = tuple(
 _GONE: Final = f"SELECT seq FROM {KEPT_SCHEMA}.going WHERE seq BETWEEN ? AND ?"  # noqa: S608
 _PRUNE: Final = (
     (
-        f"INSERT INTO main._pwf_pruned (seq, leaf) SELECT seq, leaf FROM {KEPT_SCHEMA}.going"  # noqa: S608
-        " WHERE seq BETWEEN ? AND ?"
+        "INSERT INTO main._pwf_pruned (seq, leaf, taken)"
+        f" SELECT seq, leaf, 0 FROM {KEPT_SCHEMA}.going WHERE seq BETWEEN ? AND ?"  # noqa: S608
     ),
     f"UPDATE main._pwf_events SET data = NULL WHERE seq IN ({_GONE})",  # noqa: S608
     f"DELETE FROM main._pwf_whole WHERE seq IN ({_GONE})",  # noqa: S608
 )
-"""Take the bytes out of the events that go in a seq range, keeping their leaves (ADR 0103)."""
+"""Take the bytes out of the events that go in a seq range, keeping their leaves (ADR 0103).
+
+Their prune is named under the lock, once its ``log.pruned`` has a seq (0 until then)."""
 
 
 class Prepared:
@@ -249,6 +251,7 @@ class Prepared:
                 )
                 extend(image, tree, sealed.entry.seq, [sealed.body])
                 last = sealed.entry
+                image.execute("UPDATE main._pwf_pruned SET taken = ? WHERE taken = 0", (last.seq,))
                 image.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
                 index_events(image, self.live)
                 BulkFold().fold(image, [item.original for item in kept] + [last])

@@ -319,7 +319,7 @@ def _compacted(job: _Compaction) -> Result:
                 scratch.extend(destination)
             return _swapped(job, scratch)
     except PwfError as error:
-        return Result(outcome="rejected", error=f"compaction failed: {error}")
+        return Result(outcome="rejected", error=f"prune failed: {error}")
 
 
 def _swapped(job: _Compaction, scratch: Prepared) -> Result:

@@ -30,8 +30,9 @@ __all__ = ["PruneProof", "prove_pruned", "pruned_events"]
 
 _TAKEN: Final = (
     "SELECT p.seq, e.content_hash, p.leaf FROM _pwf_pruned p JOIN events e ON e.seq = p.seq"
-    " WHERE p.seq <= ? ORDER BY p.seq"
+    " WHERE p.taken = ? ORDER BY p.seq"
 )
+"""The events one prune took (by the seq of its ``log.pruned``), with their kept hashes."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +46,15 @@ class PruneProof:
 
 def pruned_events(log: EventLog) -> list[LogPruned]:
     """The log's ``log.pruned`` events, oldest first."""
+    return [event for _seq, event in _pruned(log)]
+
+
+def _pruned(log: EventLog) -> list[tuple[int, LogPruned]]:
     found = []
     for stored in log.find(type=LogPruned.TAG):
         event = open_body(stored.body).event
         if isinstance(event, LogPruned):
-            found.append(event)
+            found.append((stored.seq, event))
     return found
 
 
@@ -70,19 +75,20 @@ def prove_pruned(log: EventLog, live: sqlite3.Connection, backup: Path) -> Prune
     Raises:
         InputError: the log was pruned and ``backup`` is not a file.
     """
-    events = pruned_events(log)
+    events = _pruned(log)
     if not events:
         return None
     if not backup.is_file():
         raise InputError(f"no backup at {backup}")
     digest = _sha256(backup)
-    named = [event for event in events if event.backup_sha256 == digest]
+    named = [(seq, event) for seq, event in events if event.backup_sha256 == digest]
     if not named:
-        return PruneProof(events[-1], failure="its SHA-256 is not the one any log.pruned records")
-    return _proven(named[-1], live, backup)
+        failure = "its SHA-256 is not the one any log.pruned records"
+        return PruneProof(events[-1][1], failure=failure)
+    return _proven(*named[-1], live, backup)
 
 
-def _proven(event: LogPruned, live: sqlite3.Connection, backup: Path) -> PruneProof:
+def _proven(seq: int, event: LogPruned, live: sqlite3.Connection, backup: Path) -> PruneProof:
     """The backup ``event`` names, proven: its head, its chain, and each body it holds."""
     from pwf.store.opening import open_file  # noqa: PLC0415 - a backup is a file
 
@@ -98,21 +104,23 @@ def _proven(event: LogPruned, live: sqlite3.Connection, backup: Path) -> PrunePr
             bodies = dict(
                 copy.connection.execute(
                     "SELECT seq, body FROM events e WHERE seq IN (SELECT value FROM json_each(?))",
-                    (_seqs(live, event.backup_seq),),
+                    (_seqs(live, seq),),
                 ).fetchall()
             )
     except (PwfError, sqlite3.Error) as error:
         return PruneProof(event, failure=str(error))
-    return _bodies(event, live, bodies)
+    return _bodies(seq, event, live, bodies)
 
 
-def _bodies(event: LogPruned, live: sqlite3.Connection, bodies: dict[int, bytes]) -> PruneProof:
+def _bodies(
+    taken: int, event: LogPruned, live: sqlite3.Connection, bodies: dict[int, bytes]
+) -> PruneProof:
     """Each body the prune took, against the content hash and leaf the log kept."""
     proven = 0
-    for seq, content_hash, leaf in live.execute(_TAKEN, (event.backup_seq,)):
+    for seq, content_hash, leaf in live.execute(_TAKEN, (taken,)):
         body = bodies.get(seq)
         if body is None:
-            continue  # a prune before took it: that prune's backup holds it
+            return PruneProof(event, proven, f"it holds no bytes of the event at seq {seq}")
         if content_hash_of(bytes(body)) != content_hash:
             return PruneProof(event, proven, f"its event at seq {seq} is not the one pruned")
         if merkle.leaf_hash(bytes(body)) != bytes(leaf):
@@ -125,6 +133,6 @@ def _bodies(event: LogPruned, live: sqlite3.Connection, bodies: dict[int, bytes]
     return PruneProof(event, proven)
 
 
-def _seqs(live: sqlite3.Connection, last: int) -> str:
-    rows = live.execute("SELECT seq FROM _pwf_pruned WHERE seq <= ? ORDER BY seq", (last,))
+def _seqs(live: sqlite3.Connection, taken: int) -> str:
+    rows = live.execute("SELECT seq FROM _pwf_pruned WHERE taken = ? ORDER BY seq", (taken,))
     return "[" + ",".join(str(row[0]) for row in rows) + "]"

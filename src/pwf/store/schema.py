@@ -17,8 +17,8 @@ hash as hex and how bytes are joined differ, and SQLite's tables are
 * ``_pwf_whole``, the rare event whose bytes the parts do not give back
   (:func:`pwf.store.packing.split`), kept whole with the hash it follows;
 * ``_pwf_pruned``, the Merkle leaf hash of each event a prune took the
-  bytes of (ADR 0103): its row in ``_pwf_events`` keeps its seq, hashes
-  and place, and ``data`` is NULL.
+  bytes of and the seq of that prune's ``log.pruned`` (ADR 0103): its row
+  in ``_pwf_events`` keeps its seq, hashes and place, and ``data`` is NULL.
 
 The view ``events`` gives every reader the columns and the exact bytes
 format ``pwf.store.v1`` stored, so what reads the log did not change.  A row
@@ -83,7 +83,8 @@ LOG_DDL: Final = (
 ){strict}""",
     """CREATE TABLE IF NOT EXISTS {schema}_pwf_pruned (
   seq {integer} PRIMARY KEY CHECK (seq >= 1),
-  leaf {blob} NOT NULL CHECK (length(leaf) = 32)
+  leaf {blob} NOT NULL CHECK (length(leaf) = 32),
+  taken {integer} NOT NULL CHECK (taken >= 0)
 ){strict}""",
 )
 """The log's four tables; ``{schema}`` is empty or ``name.``, the rest the backend's."""
