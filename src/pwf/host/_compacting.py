@@ -84,8 +84,8 @@ _LOG_ROWS: Final = tuple(
 _GONE: Final = f"SELECT seq FROM {KEPT_SCHEMA}.going WHERE seq BETWEEN ? AND ?"  # noqa: S608
 _PRUNE: Final = (
     (
-        "INSERT INTO main._pwf_pruned (seq, leaf, taken)"
-        f" SELECT seq, leaf, 0 FROM {KEPT_SCHEMA}.going WHERE seq BETWEEN ? AND ?"  # noqa: S608
+        "INSERT INTO main._pwf_pruned (seq, leaf, taken)"  # noqa: S608 - constant names
+        f" SELECT seq, leaf, 0 FROM {KEPT_SCHEMA}.going WHERE seq BETWEEN ? AND ?"
     ),
     f"UPDATE main._pwf_events SET data = NULL WHERE seq IN ({_GONE})",  # noqa: S608
     f"DELETE FROM main._pwf_whole WHERE seq IN ({_GONE})",  # noqa: S608
