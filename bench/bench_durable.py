@@ -67,7 +67,7 @@ if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
 
 from bench import storage
 from bench.bench_command import START
-from bench.harness import gc_paused
+from bench.harness import fmt_rate, gc_paused
 from bench.targets import Target, size, summary
 
 from pwf import canonical
@@ -572,7 +572,7 @@ def run(
         lines_ = disk(workdir, count, targets)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    shown = {name: f"{statistics.median(values):,.0f}/s" for name, values in rates.items()}
+    shown = {name: f"{fmt_rate(statistics.median(values))}/s" for name, values in rates.items()}
     if targets is not None:
         to_floor, to_es = (statistics.median(ratios[name]) for name in ("request", "request es"))
         targets.append(
