@@ -40,8 +40,13 @@ Floors and pwf run on the same file in the same round, warm in the page
 cache alike, with the garbage collector on as in the CLI.  Rates are
 events/s medians [min-max] over the rounds, each with its ratio to the floor
 of the same run; the issue's targets are printed beside them, never as a
-pass/fail test.  A round at 1 000 000 events takes minutes, so from
-500 000 events one round is the default; ``bench/run.py --quick`` uses
+pass/fail test.  Each task's timed sections are also charged in processor
+time (user and system, of the task's process and of the processes it forked
+and waited for), so rebuild, replay and deep verify are also given in
+events per CPU-second beside the read+parse and read+hash floors' (issue
+31: a split fold or walk spends more processor time than wall time).
+A round at 1 000 000 events takes minutes, so from 500 000 events one
+round is the default; ``bench/run.py --quick`` uses
 100 000 events (three rounds, about a minute once the log is cached).
 
 Usage, from the repository root::
@@ -71,6 +76,7 @@ if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import Rates, fmt_rate
+from bench.targets import Target, summary
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -90,6 +96,8 @@ REBUILD_RATIO: Final = 0.5
 """Wanted rebuild rate over the read-and-parse floor."""
 VERIFY_RATIO: Final = 0.8
 """Wanted verify rate over the read-and-hash floor."""
+REBUILD_CPU_RATIO: Final = 0.2
+"""Issue 31: wanted rebuild events per CPU-second over the read-and-parse floor's."""
 PEAK_MB: Final = 150
 """Wanted peak memory of any pwf task, MB."""
 
@@ -188,20 +196,54 @@ def _floor(path: Path, per_body: Callable[[bytes], object]) -> int:
     return count
 
 
+class _Timer:
+    """The timed sections of this process's task: wall seconds each, processor seconds summed.
+
+    Processor time is user plus system time of this process and of the
+    children it waited for (the processes a split fold or walk forks), so a
+    task that shares its work is charged for all of it.
+    """
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self._cpu_started = 0.0
+
+    @staticmethod
+    def _cpu() -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    def start(self) -> float:
+        """Open a timed section; the wall clock's reading."""
+        self._cpu_started = self._cpu()
+        return time.perf_counter()
+
+    def stop(self, started: float) -> float:
+        """Close the section opened at ``started``; its wall seconds (processor time is kept)."""
+        elapsed = time.perf_counter() - started
+        self.cpu += self._cpu() - self._cpu_started
+        return elapsed
+
+
+TIMER: Final = _Timer()
+"""The timer of the one task a child process runs."""
+
+
 def _task_floor_parse(db: Path, _work: Path) -> tuple[float, int, str]:
     import msgspec  # noqa: PLC0415 - imported in the child only
 
     decode = msgspec.json.decode
-    started = time.perf_counter()
+    started = TIMER.start()
     count = _floor(db, decode)
-    return time.perf_counter() - started, count, ""
+    return TIMER.stop(started), count, ""
 
 
 def _task_floor_hash(db: Path, _work: Path) -> tuple[float, int, str]:
     sha256 = hashlib.sha256
-    started = time.perf_counter()
+    started = TIMER.start()
     count = _floor(db, lambda body: sha256(body).digest())
-    return time.perf_counter() - started, count, ""
+    return TIMER.stop(started), count, ""
 
 
 _WRITE_BATCH: Final = 5_000
@@ -214,7 +256,8 @@ def _task_floor_write(db: Path, work: Path) -> tuple[float, int, str]:
     The rows are the ones the live projections hold, read table by table in
     rowid order (untimed) and inserted with ``executemany``, rowids included,
     into a new file with every projection's tables as a fold creates them:
-    no journal, no fsync, secondary indexes and CHECK constraints left out.
+    no journal, no fsync, secondary indexes, CHECK constraints and triggers
+    left out.
     Only the inserts are timed; the result is events of the log per second of
     inserting, so it compares with the rebuild's rate directly.
     """
@@ -232,6 +275,10 @@ def _task_floor_write(db: Path, work: Path) -> tuple[float, int, str]:
         target.execute("PRAGMA synchronous = OFF")
         target.execute(CHECKPOINT_TABLE)
         BulkFold().install(target)
+        # The final rows already hold what the triggers keep (ADR 0094's totals row among them).
+        triggers = target.execute("SELECT name FROM sqlite_schema WHERE type = 'trigger'")
+        for (trigger,) in triggers.fetchall():
+            target.execute(f'DROP TRIGGER "{trigger}"')
         target.execute("BEGIN")
         for table in projection_tables(source):
             columns = [row[1] for row in source.execute(f"PRAGMA table_info({table})")]
@@ -239,13 +286,13 @@ def _task_floor_write(db: Path, work: Path) -> tuple[float, int, str]:
             insert = f"INSERT INTO {table} (rowid, {', '.join(columns)}) VALUES ({marks})"  # noqa: S608 - names from the schema
             cursor = source.execute(f"SELECT rowid, * FROM {table} ORDER BY rowid")  # noqa: S608 - same
             while batch := cursor.fetchmany(_WRITE_BATCH):
-                started = time.perf_counter()
+                started = TIMER.start()
                 target.executemany(insert, batch)
-                elapsed += time.perf_counter() - started
+                elapsed += TIMER.stop(started)
                 rows += len(batch)
-        started = time.perf_counter()
+        started = TIMER.start()
         target.execute("COMMIT")
-        elapsed += time.perf_counter() - started
+        elapsed += TIMER.stop(started)
     finally:
         source.close()
         target.close()
@@ -267,9 +314,9 @@ def _task_rebuild(db: Path, work: Path) -> tuple[float, int, str]:
     _remove(copy)
     shutil.copy(db, copy)
     with _open(copy, read_only=False) as store:
-        started = time.perf_counter()
+        started = TIMER.start()
         report = rebuild(store)
-        elapsed = time.perf_counter() - started
+        elapsed = TIMER.stop(started)
     return elapsed, report.events, f"{report.tables} tables"
 
 
@@ -279,26 +326,26 @@ def _task_replay(db: Path, work: Path) -> tuple[float, int, str]:
     out = work / "replayed.db"
     _remove(out)
     with _open(db, read_only=True) as store:
-        started = time.perf_counter()
+        started = TIMER.start()
         report = replay(store, out)
-        elapsed = time.perf_counter() - started
+        elapsed = TIMER.stop(started)
     _remove(out)
     return elapsed, report.head.seq, f"{report.tables} tables"
 
 
 def _task_verify(db: Path, _work: Path) -> tuple[float, int, str]:
     with _open(db, read_only=True) as store:
-        started = time.perf_counter()
+        started = TIMER.start()
         report = store.verify()
-        elapsed = time.perf_counter() - started
+        elapsed = TIMER.stop(started)
     return elapsed, report.events, "ok" if report.ok else f"BAD at {report.first_bad_seq}"
 
 
 def _task_chain(db: Path, _work: Path) -> tuple[float, int, str]:
     with _open(db, read_only=True) as store:
-        started = time.perf_counter()
+        started = TIMER.start()
         report = store.verify(deep=False)
-        elapsed = time.perf_counter() - started
+        elapsed = TIMER.stop(started)
     return elapsed, report.events, "ok" if report.ok else f"BAD at {report.first_bad_seq}"
 
 
@@ -306,36 +353,36 @@ def _task_check(db: Path, _work: Path) -> tuple[float, int, str]:
     from pwf import verify  # noqa: PLC0415 - imported in the child only
 
     with _open(db, read_only=True) as store:
-        started = time.perf_counter()
+        started = TIMER.start()
         report = verify.check(store)
-        elapsed = time.perf_counter() - started
+        elapsed = TIMER.stop(started)
     return elapsed, report.chain.events, "ok" if report.ok else "DIFFERS"
 
 
 def _task_diff(db: Path, work: Path) -> tuple[float, int, str]:
     from pwf.diff import diff_databases  # noqa: PLC0415 - imported in the child only
 
-    started = time.perf_counter()
+    started = TIMER.start()
     found = diff_databases(db, work / "rebuilt.db")
-    elapsed = time.perf_counter() - started
+    elapsed = TIMER.stop(started)
     return elapsed, _head_seq(db), "equal" if found.equal else f"{found.count} differences"
 
 
 def _task_log_diff(db: Path, work: Path) -> tuple[float, int, str]:
     from pwf.diff import diff_logs  # noqa: PLC0415 - imported in the child only
 
-    started = time.perf_counter()
+    started = TIMER.start()
     found = diff_logs(db, work / "rebuilt.db")
-    elapsed = time.perf_counter() - started
+    elapsed = TIMER.stop(started)
     return elapsed, found.common, "identical" if found.identical else "DIFFER"
 
 
 def _task_digest(db: Path, _work: Path) -> tuple[float, int, str]:
     from pwf.diff import digest_database  # noqa: PLC0415 - imported in the child only
 
-    started = time.perf_counter()
+    started = TIMER.start()
     digest = digest_database(db)
-    elapsed = time.perf_counter() - started
+    elapsed = TIMER.stop(started)
     return elapsed, _head_seq(db), f"{len(digest.tables)} tables"
 
 
@@ -385,7 +432,8 @@ def _child(task: str, db: Path, work: Path) -> None:
     # A forked walker or folder counts too; Linux reports the largest finished child's
     # high-water mark, which includes the pages it shared with this process at the fork.
     forked = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result = {"seconds": seconds, "events": events, "note": note, "peak_kib": peak}
+    result = {"seconds": seconds, "cpu": TIMER.cpu, "events": events, "note": note}
+    result["peak_kib"] = peak
     print(json.dumps(result | {"forked_kib": forked}))
 
 
@@ -412,11 +460,21 @@ def _mb(kib: float) -> str:
     return f"{kib / 1024:.0f} MB"
 
 
-def run(events: int = EVENTS, rounds: int | None = None, seed: int = 7) -> list[str]:
-    """Measure every task over ``rounds`` rounds on a log of ``events``; report lines."""
+def run(
+    events: int = EVENTS,
+    rounds: int | None = None,
+    seed: int = 7,
+    targets: list[Target] | None = None,
+) -> list[str]:
+    """Measure every task over ``rounds`` rounds on a log of ``events``; report lines.
+
+    The issue 31 figures this run measures (rebuild, replay and deep verify
+    per CPU-second beside their floors) are appended to ``targets``.
+    """
     rounds = rounds if rounds is not None else (1 if events >= LONG else 3)
     db, head, obtained = cached_log(events, seed)
     rates = {task: Rates(()) for task in ORDER}
+    per_cpu = {task: Rates(()) for task in ORDER}
     seconds: dict[str, list[float]] = {task: [] for task in ORDER}
     peaks: dict[str, list[int]] = {task: [] for task in (*ORDER, "baseline")}
     forked: dict[str, list[int]] = {task: [] for task in ORDER}
@@ -434,6 +492,7 @@ def run(events: int = EVENTS, rounds: int | None = None, seed: int = 7) -> list[
                 if result["events"] != head:
                     notes[task] = f"{result['note']}; {result['events']} events, not {head}"
                 rates[task] = rates[task].add(head / result["seconds"])
+                per_cpu[task] = per_cpu[task].add(head / result["cpu"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -502,6 +561,7 @@ def run(events: int = EVENTS, rounds: int | None = None, seed: int = 7) -> list[
         f"{max(seconds[task]):.2f}]; peak {peak(task)}; {notes[task]}"
         for task in TIMES
     ]
+    lines += _per_cpu(per_cpu, targets)
     lines += [
         (
             f"  peak memory: worst pwf task {worst:.0f} MB (interpreter + pwf imports alone"
@@ -510,6 +570,38 @@ def run(events: int = EVENTS, rounds: int | None = None, seed: int = 7) -> list[
         ),
     ]
     return lines
+
+
+def _per_cpu(per_cpu: dict[str, Rates], targets: list[Target] | None) -> list[str]:
+    """Events per CPU-second of rebuild, replay and deep verify beside their floors'."""
+    parse, hashing = per_cpu["floor-parse"].median, per_cpu["floor-hash"].median
+    floors = {"rebuild": parse, "replay": parse, "verify": hashing}
+    names = {"rebuild": "read+parse", "replay": "read+parse", "verify": "read+hash"}
+    if targets is not None:
+        targets += [
+            Target(
+                f"{'deep verify' if task == 'verify' else task} events per CPU-second",
+                fmt_rate(per_cpu[task].median),
+                f"floor {names[task]} {fmt_rate(floors[task])}",
+                per_cpu[task].median / floors[task],
+                f">= {REBUILD_CPU_RATIO} x floor" if task == "rebuild" else None,
+                per_cpu[task].median / floors[task] >= REBUILD_CPU_RATIO
+                if task == "rebuild"
+                else None,
+            )
+            for task in floors
+        ]
+    return [
+        "  events per CPU-second (user + system, forked processes included), medians [min-max]:",
+        f"    floor read+parse  {per_cpu['floor-parse'].summary('')}",
+        f"    floor read+hash   {per_cpu['floor-hash'].summary('')}",
+        *(
+            f"    {task:<8}          {per_cpu[task].summary('')}"
+            f"  {per_cpu[task].median / floors[task]:.2f} x {names[task]} floor"
+            + (f" (target >= {REBUILD_CPU_RATIO})" if task == "rebuild" else "")
+            for task in floors
+        ),
+    ]
 
 
 def main() -> int:
@@ -525,7 +617,9 @@ def main() -> int:
     if args.task:
         _child(args.task, args.db, args.work)
         return 0
-    print("\n".join(run(args.events, args.rounds, args.seed)), flush=True)
+    targets: list[Target] = []
+    print("\n".join(run(args.events, args.rounds, args.seed, targets)), flush=True)
+    print("\n".join(summary(targets)), flush=True)
     return 0
 
 

@@ -51,11 +51,11 @@ UNDER_LOCK: Final = (
     ("backup hash", "pwf.store.compaction:file_sha256"),
     ("sealing", "pwf.store.compaction:_write_segment"),
     ("indexes", "pwf.host._compacting:index_events"),
-    ("shape", "pwf.host._compacting:same_shape"),
+    ("shape", "pwf.store.image:same_shape"),
 )
 """The steps of the prune's work under the write lock, by what runs them."""
 _LOCKED: Final = "pwf.store.image:_Progress.__call__"
-_INSTALL: Final = "pwf.host._compacting:install"
+_INSTALL: Final = "pwf.store.image:install"
 
 
 class Steps:

@@ -17,7 +17,12 @@ depend less on the machine's load than the rates do.  Beside it, in the same rou
 * **pwf request**: one process answering 1 000 such lines from stdin, each in
   its own transaction (start-up included);
 * **floor**: plain :mod:`sqlite3` at ``synchronous=FULL``, one transaction per
-  request writing an event row and a command row: the commit rate of this disk.
+  request writing an event row and a command row: the commit rate of this disk;
+* **group floor**: :func:`bench.bench_durable.floor_loop` (two hash-chained
+  event rows a request, JSON encoded in the loop) committing 64 requests a
+  transaction, as a served group of 64 clients could at best: its requests
+  per CPU-second (this process's user and system time) beside the host's
+  requests per server CPU-second at 64 clients.
 
 The served rate can pass the floor because many waiting requests share one
 commit (group commit, ADR 0028).
@@ -41,7 +46,9 @@ from typing import Final
 if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import Rates
+from bench.bench_durable import _floor_open, floor_loop, requests
+from bench.harness import Rates, fmt_rate
+from bench.targets import Target, summary
 
 from pwf import canonical
 from pwf.client import HostClient, socket_path, wait_for_host
@@ -51,6 +58,12 @@ __all__ = ["main", "run"]
 PWF: Final = str(Path(sys.executable).with_name("pwf"))
 CLIENTS: Final = (1, 4, 16, 64)
 DIRECT_LINES: Final = 1000
+GROUP: Final = 64
+"""Requests a commit of the group floor, as many as the most clients served."""
+GROUP_REQUESTS: Final = 3_200
+"""Requests the group floor writes a round (50 commits)."""
+CPU_TARGET: Final = 6_000
+"""Issue 31: served at 64 clients, at least this many requests per server CPU-second."""
 
 
 def _start(number: int, client: str) -> bytes:
@@ -179,13 +192,28 @@ def _floor(db: Path, count: int = 400) -> float:
     return count / elapsed
 
 
+def _group_floor(db: Path, count: int = GROUP_REQUESTS) -> float:
+    """Requests per CPU-second of the raw floor committing :data:`GROUP` requests at a time."""
+    connection = _floor_open(db)
+    batch = requests(count)
+    began = time.process_time()
+    floor_loop(connection, batch, group=GROUP)
+    used = time.process_time() - began
+    connection.close()
+    return count / used
+
+
 def _percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
-    """Report lines: served rates and latencies per client count, beside direct and floor."""
+def run(rounds: int = 3, seconds: float = 3.0, targets: list[Target] | None = None) -> list[str]:
+    """Report lines: served rates and latencies per client count, beside direct and floor.
+
+    The issue 31 target this run measures (requests per server CPU-second at
+    64 clients) is appended to ``targets``.
+    """
     workdir = Path(tempfile.mkdtemp(prefix="pwf-bench-", dir="/tmp"))
     served = {clients: Rates(()) for clients in CLIENTS}
     p50: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
@@ -194,11 +222,12 @@ def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
     calls: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
     kib: dict[int, list[float]] = {clients: [] for clients in CLIENTS}
     loads: list[float] = []
-    direct, floor = Rates(()), Rates(())
+    direct, floor, grouped = Rates(()), Rates(()), Rates(())
     scaling: list[float] = []
     try:
         for round_no in range(rounds):
             floor = floor.add(_floor(workdir / f"floor-{round_no}.db"))
+            grouped = grouped.add(_group_floor(workdir / f"group-{round_no}.db"))
             direct_db = workdir / f"direct-{round_no}.db"
             _init(direct_db)
             direct = direct.add(_direct(direct_db))
@@ -259,6 +288,7 @@ def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
     lines += [
         direct_line,
         f"  floor, raw sqlite3 one transaction per request  {floor.summary()}",
+        *_per_cpu(cpu[GROUP], grouped, targets),
         f"  16 clients / 1 client  {statistics.median(scaling):.2f} (median of per-round ratios)",
         (
             f"  load average (1 min) while serving  {min(loads):.2f}-{max(loads):.2f}"
@@ -268,11 +298,39 @@ def run(rounds: int = 3, seconds: float = 3.0) -> list[str]:
     return lines
 
 
+def _per_cpu(cpu: list[float], grouped: Rates, targets: list[Target] | None) -> list[str]:
+    """Requests per server CPU-second at :data:`GROUP` clients beside the group floor's."""
+    if not cpu:
+        return [f"  {GROUP} clients per server CPU-second: not measured (no /proc)"]
+    served = 1000 / statistics.median(cpu)
+    ratio = served / grouped.median
+    if targets is not None:
+        targets.append(
+            Target(
+                f"served, {GROUP} clients, requests per server CPU-second",
+                fmt_rate(served),
+                f"raw floor grouping {GROUP} requests a commit {fmt_rate(grouped.median)}",
+                ratio,
+                f">= {fmt_rate(CPU_TARGET)}",
+                served >= CPU_TARGET,
+            )
+        )
+    return [
+        (
+            f"  {GROUP} clients: {fmt_rate(served)} requests per server CPU-second;"
+            f" raw floor grouping {GROUP} requests a commit {grouped.summary(' per CPU-second')}"
+            f"  ratio {ratio:.2f} (target >= {fmt_rate(CPU_TARGET)})"
+        )
+    ]
+
+
 def main() -> int:
     """Run the served-host benchmark from the command line."""
     quick = "--quick" in sys.argv
-    for line in run(2 if quick else 3, 1.5 if quick else 3.0):
+    targets: list[Target] = []
+    for line in run(2 if quick else 3, 1.5 if quick else 3.0, targets):
         print(line, flush=True)
+    print("\n".join(summary(targets)))
     return 0
 
 
