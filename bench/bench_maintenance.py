@@ -49,7 +49,7 @@ UNDER_LOCK: Final = (
     ("selection", "pwf.host.prune:_unchanged"),
     ("tally", "pwf.host.prune:tally"),
     ("backup hash", "pwf.store.compaction:file_sha256"),
-    ("sealing", "pwf.store.compaction:_write_segment"),
+    ("copying the tail", "pwf.host._compacting:_copy_rows"),
     ("indexes", "pwf.host._compacting:index_events"),
     ("shape", "pwf.store.image:same_shape"),
 )
