@@ -169,3 +169,56 @@ def test_reads_that_need_a_removed_body_name_the_backup(
     at_head = run("replay", "--db", str(live), "--out", str(tmp_path / "h.db"))
     assert at_head.exit_code == 0, at_head.output
     assert run("diff", str(live), str(tmp_path / "h.db")).exit_code == 0
+
+
+def _first_pruned(path: Path) -> int:
+    connection = sqlite3.connect(path)
+    try:
+        return int(connection.execute("SELECT min(seq) FROM _pwf_pruned").fetchone()[0])
+    finally:
+        connection.close()
+
+
+def _edit(path: Path, sql: str, *params: object) -> None:
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute(sql, params)
+        connection.commit()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        ("DELETE FROM _pwf_pruned WHERE seq = ?", "neither its bytes nor the leaf hash"),
+        ("UPDATE _pwf_pruned SET leaf = zeroblob(32) WHERE seq = ?", "Merkle tree"),
+        # the next event's bytes name it in prevHash: their hash no longer matches
+        ("UPDATE _pwf_events SET content_hash = zeroblob(32) WHERE seq = ?", "content hash"),
+        ("UPDATE _pwf_events SET data = NULL WHERE seq = ? + 1", "neither its bytes nor the leaf"),
+    ],
+    ids=["leaf deleted", "leaf changed", "hash changed", "bytes removed outside a prune"],
+)
+def test_damage_to_what_a_prune_kept_is_named_by_seq(
+    run: Run,
+    live: Path,
+    tmp_path: Path,
+    client_line: Callable[..., bytes],
+    damage: str,
+    reason: str,
+) -> None:
+    """A kept leaf is bound by the tree's stored nodes once its 16 leaves are complete."""
+    _prune(run, live, tmp_path / "b.sqlite")
+    lines = b"".join(client_line(number, at=10_000 + number) for number in range(10, 20))
+    assert run("request", "--db", str(live), stdin=lines).exit_code == 0
+    seq = _first_pruned(live)
+    assert run("log", "verify", "--db", str(live)).exit_code == 0
+    _edit(live, damage, seq)
+    bad = run("log", "verify", "--db", str(live), "--json")
+    assert bad.exit_code == 1, bad.output
+    found = json.loads(bad.stdout)
+    assert found["ok"] is False
+    # a kept leaf is named by the event that completes the stored subtree holding it
+    last = 16 if reason == "Merkle tree" else seq + 1
+    assert seq <= found["firstBadSeq"] <= last
+    assert reason in found["reason"]
