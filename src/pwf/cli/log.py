@@ -21,8 +21,10 @@ from pwf.cli._options import (
     echo_json,
     file_option,
     json_option,
+    open_log,
     open_store,
     printable,
+    store_url,
 )
 from pwf.cli._output import Shape, Window, listing, pick_columns, print_rows, shaped, with_options
 from pwf.cli._progress import activity
@@ -447,14 +449,26 @@ def _verified(
 
 
 def _migration_proof(store: EventStore, backup: Path) -> BackupProof | None:
-    """The proof of ``backup`` as the file a ``log.migrated`` names; None when it names another."""
+    """The proof of ``backup`` as the file a ``log.migrated`` names; None when it names another.
+
+    On a log that was never compacted any backup is the migration's, so a
+    changed one fails here.  A shared log's backup is proven against the
+    shared log itself (ADR 0104).
+    """
     from pwf.store.compaction import file_sha256  # noqa: PLC0415 - with the proof
     from pwf.store.migration import migrated_event, prove_backup  # noqa: PLC0415
 
     event = migrated_event(store)
-    if event is None or not backup.is_file() or file_sha256(backup) != event.backup_sha256:
+    if event is None:
         return None
-    return prove_backup(store, backup)
+    named = backup.is_file() and file_sha256(backup) == event.backup_sha256
+    if not named and store.origin().seq != 0:  # a compacted log's backup, maybe
+        return None
+    url = store_url()
+    if url is None:
+        return prove_backup(store, backup)
+    with open_log(url) as shared:
+        return prove_backup(shared, backup)
 
 
 class _Verified(NamedTuple):
