@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
     from pwf.cli._anchor import Anchor, Held
     from pwf.cli._times import TimeFormat
-    from pwf.store import EventStore, StoredEvent, VerifyReport
+    from pwf.store import EventLog, EventStore, StoredEvent, VerifyReport
     from pwf.store.compaction import Proof
     from pwf.store.migration import BackupProof
 
@@ -451,24 +451,32 @@ def _verified(
 def _migration_proof(store: EventStore, backup: Path) -> BackupProof | None:
     """The proof of ``backup`` as the file a ``log.migrated`` names; None when it names another.
 
+    A shared log's backup is proven against the shared log itself, whatever
+    the local file holds (ADR 0104).
+    """
+    url = store_url()
+    if url is None:
+        return _proof_against(store, backup)
+    with open_log(url) as shared:
+        return _proof_against(shared, backup)
+
+
+def _proof_against(log: EventLog, backup: Path) -> BackupProof | None:
+    """:func:`_migration_proof` on ``log``.
+
     On a log that was never compacted any backup is the migration's, so a
-    changed one fails here.  A shared log's backup is proven against the
-    shared log itself (ADR 0104).
+    changed one fails here.
     """
     from pwf.store.compaction import file_sha256  # noqa: PLC0415 - with the proof
     from pwf.store.migration import migrated_event, prove_backup  # noqa: PLC0415
 
-    event = migrated_event(store)
+    event = migrated_event(log)
     if event is None:
         return None
     named = backup.is_file() and file_sha256(backup) == event.backup_sha256
-    if not named and store.origin().seq != 0:  # a compacted log's backup, maybe
+    if not named and log.origin().seq != 0:  # a compacted log's backup, maybe
         return None
-    url = store_url()
-    if url is None:
-        return prove_backup(store, backup)
-    with open_log(url) as shared:
-        return prove_backup(shared, backup)
+    return prove_backup(log, backup)
 
 
 class _Verified(NamedTuple):
