@@ -141,11 +141,12 @@ def test_a_v1_shared_log_is_refused_with_the_line_that_migrates_it(
     v1_url: str, tmp_path: Path
 ) -> None:
     before = _state(v1_url)
-    refused = _pwf("log", "verify", "--store", v1_url, "--db", str(tmp_path / "a.db"))
-    assert 2 == refused.exit_code
-    assert "run `pwf log migrate --store URL --backup FILE`" in refused.output
-    assert 1 == len(refused.output.strip().splitlines())
-    assert before == _state(v1_url)
+    for verb in (("log", "verify"), ("init",)):
+        refused = _pwf(*verb, "--store", v1_url, "--db", str(tmp_path / "a.db"))
+        assert 2 == refused.exit_code, verb
+        assert "run `pwf log migrate --store URL --backup FILE`" in refused.output
+        assert 1 == len(refused.output.strip().splitlines())
+        assert before == _state(v1_url)
 
 
 def test_an_existing_backup_is_refused_and_nothing_changes(v1_url: str, tmp_path: Path) -> None:

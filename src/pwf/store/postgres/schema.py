@@ -79,7 +79,8 @@ def install(connection: psycopg.Connection[TupleRow], where: str) -> None:
     """Create the schema under the log's lock, unless another program's table is in the way.
 
     Raises:
-        StoreError: the database holds an ``events`` table that is not a pwf log's.
+        StoreError: the database holds an ``events`` table that is not a pwf log's,
+            or a pwf log of another format (:func:`read_format`'s line).
     """
     with connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
@@ -88,6 +89,8 @@ def install(connection: psycopg.Connection[TupleRow], where: str) -> None:
         ).fetchone()
         if found is not None and found[0] and not found[1]:
             raise StoreError(f"{where}: holds another program's events table; not a pwf log")
+        if found_format(connection)[0] not in (None, FORMAT):  # a log of another format
+            read_format(connection, where)
         for statement in SCHEMA:
             params = (FORMAT,) if "%s" in statement else None
             connection.execute(statement, params)
