@@ -159,6 +159,30 @@ def test_an_existing_backup_is_refused_and_nothing_changes(v1_url: str, tmp_path
     assert before == _state(v1_url)
 
 
+def test_without_a_backup_or_with_another_logs_file_nothing_changes(
+    v1_url: str, golden: Path, tmp_path: Path
+) -> None:
+    before = _state(v1_url)
+    refused = _pwf("log", "migrate", "--store", v1_url)
+    assert 2 == refused.exit_code
+    assert "--backup FILE is required with --store" in refused.output
+    other = tmp_path / "other.db"
+    other.write_bytes(golden.read_bytes())
+    connection = sqlite3.connect(other)
+    try:
+        connection.execute("INSERT INTO _pwf_meta (key, value) VALUES ('log_id', 'another')")
+        connection.commit()
+    finally:
+        connection.close()
+    kept = other.read_bytes()
+    backup = tmp_path / "v1.jsonl"
+    refused = _pwf("log", "migrate", "--store", v1_url, "--backup", str(backup), "--db", str(other))
+    assert 2 == refused.exit_code
+    assert f"{other}: mirrors another log than" in refused.output
+    assert (False, kept) == (backup.exists(), other.read_bytes())
+    assert before == _state(v1_url)
+
+
 def test_a_log_in_v2_is_not_migrated(pg_url: str, tmp_path: Path) -> None:
     assert 0 == _pwf("init", "--store", pg_url, "--db", str(tmp_path / "a.db")).exit_code
     before = _state(pg_url)
