@@ -164,8 +164,10 @@ def store_url() -> str | None:
     return url
 
 
-def open_log(url: str, *, create: bool = False) -> PostgresStore:
-    """Connect to the shared log at ``url``.
+def open_log(
+    url: str, *, create: bool = False, formats: tuple[str, ...] | None = None
+) -> PostgresStore:
+    """Connect to the shared log at ``url`` (``formats``: see ``open_shared_log``).
 
     Raises:
         ConfigError: psycopg (the ``postgres`` extra) is not installed.
@@ -173,7 +175,7 @@ def open_log(url: str, *, create: bool = False) -> PostgresStore:
     from pwf.store.opening import open_shared_log  # noqa: PLC0415 - loads psycopg when called
 
     try:
-        return open_shared_log(url, create=create)
+        return open_shared_log(url, create=create, formats=formats)
     except ImportError:
         from pwf.extras import missing_extra  # noqa: PLC0415 - only on this error
 

@@ -21,8 +21,10 @@ from pwf.cli._options import (
     echo_json,
     file_option,
     json_option,
+    open_log,
     open_store,
     printable,
+    store_url,
 )
 from pwf.cli._output import Shape, Window, listing, pick_columns, print_rows, shaped, with_options
 from pwf.cli._progress import activity
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
 
     from pwf.cli._anchor import Anchor, Held
     from pwf.cli._times import TimeFormat
-    from pwf.store import EventStore, StoredEvent, VerifyReport
+    from pwf.store import EventLog, EventStore, StoredEvent, VerifyReport
     from pwf.store.compaction import Proof
     from pwf.store.migration import BackupProof
     from pwf.store.pruned import PruneProof
@@ -465,14 +467,34 @@ def _prune_proof(store: EventStore, backup: Path) -> PruneProof | None:
 
 
 def _migration_proof(store: EventStore, backup: Path) -> BackupProof | None:
-    """The proof of ``backup`` as the file a ``log.migrated`` names; None when it names another."""
+    """The proof of ``backup`` as the file a ``log.migrated`` names; None when it names another.
+
+    A shared log's backup is proven against the shared log itself, whatever
+    the local file holds (ADR 0104).
+    """
+    url = store_url()
+    if url is None:
+        return _proof_against(store, backup)
+    with open_log(url) as shared:
+        return _proof_against(shared, backup)
+
+
+def _proof_against(log: EventLog, backup: Path) -> BackupProof | None:
+    """:func:`_migration_proof` on ``log``.
+
+    On a log that was never compacted any backup is the migration's, so a
+    changed one fails here.
+    """
     from pwf.store.compaction import file_sha256  # noqa: PLC0415 - with the proof
     from pwf.store.migration import migrated_event, prove_backup  # noqa: PLC0415
 
-    event = migrated_event(store)
-    if event is None or not backup.is_file() or file_sha256(backup) != event.backup_sha256:
+    event = migrated_event(log)
+    if event is None:
         return None
-    return prove_backup(store, backup)
+    named = backup.is_file() and file_sha256(backup) == event.backup_sha256
+    if not named and log.origin().seq != 0:  # a compacted log's backup, maybe
+        return None
+    return prove_backup(log, backup)
 
 
 class _Verified(NamedTuple):

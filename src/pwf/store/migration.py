@@ -19,26 +19,43 @@ import hashlib
 import os
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pwf._sqlite import exact_text, quote
 from pwf.errors import ChainError, InputError, StoreError
 from pwf.events import LogMigrated, content_hash_of, open_body
+from pwf.events.stored import open_stored
 from pwf.private import create_file
-from pwf.store import Head
+from pwf.store import Head, check_position, origin_of
 from pwf.store.image import copy_file, install, shape_of
 from pwf.store.log_writes import write
+from pwf.store.rows import check_link
 from pwf.store.schema import FORMAT, FORMAT_V1
 from pwf.store.sqlite_schema import LOG_SCHEMA, translate_error, wrong_format
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Sequence
     from pathlib import Path
 
     from pwf.store import EventLog
+    from pwf.store.log_writes import Stored
 
-__all__ = ["BackupProof", "Migration", "file_format", "migrate", "prove_backup"]
+__all__ = [
+    "BackupProof",
+    "Migration",
+    "OldLocalFile",
+    "checked_rows",
+    "file_format",
+    "migrate",
+    "migrated_event",
+    "old_local_file",
+    "prove_backup",
+    "set_aside",
+    "v1_origin",
+]
 
+_SQLITE_HEADER: Final = b"SQLite format 3\x00"
+"""How every SQLite database file starts; a shared log's backup is its export instead."""
 CHUNK: Final = 20_000
 """Events re-stored per statement batch."""
 _V1_ROWS: Final = (
@@ -140,6 +157,53 @@ def migrate(
     return Migration(backup=backup, backup_sha256=digest, head=head, event=event, seq=seq)
 
 
+@dataclass(frozen=True)
+class OldLocalFile:
+    """A host's local file in format ``pwf.store.v1`` on a shared log, to re-create (ADR 0104)."""
+
+    path: Path
+    aside: Path
+    """Where the old file is kept."""
+    origin: str | None
+    """The name its checkpoints give the log (``pwf init --origin``): the new file keeps it."""
+
+
+def old_local_file(path: Path, aside: Path, *, log_id: str, log: str) -> OldLocalFile:
+    """The local file at ``path`` of the shared log ``log`` (its id ``log_id``), read only.
+
+    Raises:
+        InputError: it is not in format ``pwf.store.v1``, mirrors another
+            log, or ``aside`` exists.
+    """
+    found = file_format(path)
+    if found == FORMAT:
+        raise InputError(f"{path} is already in format {FORMAT}; nothing to re-create")
+    if found != FORMAT_V1:
+        raise wrong_format(path, found)
+    connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        meta = dict(connection.execute("SELECT key, value FROM _pwf_meta").fetchall())
+    except sqlite3.Error as error:
+        raise translate_error(error, path) from None
+    finally:
+        connection.close()
+    if meta.get("log_id", log_id) != log_id:
+        raise InputError(f"{path}: mirrors another log than {log}; nothing changed")
+    if aside.exists():
+        raise InputError(f"{aside} exists; move it away to keep {path} there")
+    origin = meta.get("origin")
+    return OldLocalFile(path, aside, None if origin is None else str(origin))
+
+
+def set_aside(local: OldLocalFile) -> None:
+    """Move the old local file, made one whole file first, to :attr:`OldLocalFile.aside`."""
+    try:
+        _settle_backup(local.path)
+    except sqlite3.Error as error:
+        raise translate_error(error, local.path) from None
+    local.path.rename(local.aside)
+
+
 def _sidecars(path: Path) -> tuple[Path, ...]:
     return tuple(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))
 
@@ -221,35 +285,55 @@ def _fill(connection: sqlite3.Connection) -> Head:
 
 def _copy_log(connection: sqlite3.Connection) -> Head:
     """Re-store every event of ``old.events``, checking each one's hash and link; the head."""
-    origin = _origin(connection)
+    origin = v1_origin(
+        connection.execute(
+            "SELECT seq, prev_hash, batch FROM old.events ORDER BY seq LIMIT 1"
+        ).fetchone()
+    )
     head = origin
     while True:
         rows = connection.execute(_V1_ROWS, (head.seq, CHUNK)).fetchall()
         if not rows:
             return head
         previous = None if head == origin else head.content_hash
-        events = []
-        for row in rows:
-            seq, batch, body, digest, prev = row[0], row[1], bytes(row[11]), row[9], row[10]
-            if seq != head.seq + 1:
-                raise ChainError(head.seq + 1, f"seq {head.seq + 1} is missing from the log")
-            if content_hash_of(body) != digest:
-                raise ChainError(seq, "the stored bytes do not match their content hash")
-            if head.seq != origin.seq and prev != head.content_hash:
-                raise ChainError(seq, "prevHash does not match the event before")
-            events.append((tuple(row[:11]), body))
-            head = Head(seq=seq, content_hash=digest, batch=batch)
+        events, head = checked_rows(rows, head, origin)
         write(connection, events, previous=previous)
 
 
-def _origin(connection: sqlite3.Connection) -> Head:
-    """Where the old log starts: zeros, or just before the first event of a compacted log."""
-    row = connection.execute(
-        "SELECT seq, prev_hash, batch FROM old.events ORDER BY seq LIMIT 1"
-    ).fetchone()
-    if row is None or row[0] == 1:
+def v1_origin(first: Sequence[Any] | None) -> Head:
+    """Where an old log starts, from its first row's seq, prev hash and batch (None: no row).
+
+    Zeros, or just before the first event of a compacted log.
+    """
+    if first is None or first[0] == 1:
         return Head(0, None, 0)
-    return Head(row[0] - 1, row[1], row[2] - 1)
+    return Head(first[0] - 1, first[1], first[2] - 1)
+
+
+def checked_rows(
+    rows: Iterable[Sequence[Any]], head: Head, origin: Head
+) -> tuple[list[Stored], Head]:
+    """Rows of :data:`~pwf.store.rows.COLUMNS` that follow ``head``, as events to re-store.
+
+    Each one's seq follows, its bytes match its content hash and its prev
+    hash names the event before (but where the log starts at ``origin``).
+    Returns the events (indexed columns, bytes) and the head after them.
+
+    Raises:
+        ChainError: the first row that does not.
+    """
+    events: list[Stored] = []
+    for row in rows:
+        seq, batch, body, digest, prev = row[0], row[1], bytes(row[11]), row[9], row[10]
+        if seq != head.seq + 1:
+            raise ChainError(head.seq + 1, f"seq {head.seq + 1} is missing from the log")
+        if content_hash_of(body) != digest:
+            raise ChainError(seq, "the stored bytes do not match their content hash")
+        if head.seq != origin.seq and prev != head.content_hash:
+            raise ChainError(seq, "prevHash does not match the event before")
+        events.append((tuple(row[:11]), body))
+        head = Head(seq=seq, content_hash=digest, batch=batch)
+    return events, head
 
 
 def _install(scratch: Path, path: Path, head: Head, busy_timeout_ms: int) -> None:
@@ -321,16 +405,27 @@ def prove_backup(log: EventLog, backup: Path) -> BackupProof:
     if _sha256(backup) != event.backup_sha256:
         return BackupProof(event, failure="its SHA-256 is not the one log.migrated names")
     try:
-        connection = sqlite3.connect(f"{backup.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+        count, failure = _walk_file(backup, _bodies(log, event.backup_seq), event)
     except sqlite3.Error as error:
         return BackupProof(event, failure=str(error))
+    except OSError as error:
+        return BackupProof(event, failure=f"{backup}: {error.strerror}")
+    return BackupProof(event, count, failure)
+
+
+def _walk_file(
+    backup: Path, ours: Iterator[tuple[int, bytes]], event: LogMigrated
+) -> tuple[int, str | None]:
+    """Walk the backup: a SQLite file's log, or a shared log's export (ADR 0104)."""
+    with backup.open("rb") as start:
+        is_database = start.read(len(_SQLITE_HEADER)) == _SQLITE_HEADER
+    if not is_database:
+        return _walk_lines(backup, ours, event)
+    connection = sqlite3.connect(f"{backup.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
     try:
-        count, failure = _walk_backup(connection, _bodies(log, event.backup_seq), event)
-    except sqlite3.Error as error:
-        return BackupProof(event, failure=str(error))
+        return _walk_backup(connection, ours, event)
     finally:
         connection.close()
-    return BackupProof(event, count, failure)
 
 
 def _walk_backup(
@@ -350,6 +445,36 @@ def _walk_backup(
             return count, f"seq {seq} differs from the migrated log"
         current = Head(seq, digest, 0)
         count += 1
+    if (current.seq, current.content_hash) != (event.backup_seq, event.backup_hash):
+        return count, "its head is not the one log.migrated names"
+    return count, None
+
+
+def _walk_lines(
+    backup: Path, ours: Iterator[tuple[int, bytes]], event: LogMigrated
+) -> tuple[int, str | None]:
+    """:func:`_walk_backup` of an export: each line one event's bytes and a newline."""
+    count = 0
+    current = Head(0, None, 0)
+    with backup.open("rb") as lines:
+        for line in lines:
+            seq = current.seq + 1
+            if not line.endswith(b"\n"):
+                return count, f"its line for seq {seq} has no newline"
+            body = line[:-1]
+            try:
+                entry = open_stored(body)
+                if count == 0:
+                    current = origin_of(entry.seq, body)
+                    seq = current.seq + 1
+                check_position(seq, entry.seq)
+                check_link(seq, entry, current, opens=count == 0)
+            except (InputError, ChainError) as error:
+                return count, f"its event at seq {seq} is not sound ({error})"
+            if next(ours, None) != (seq, body):
+                return count, f"seq {seq} differs from the migrated log"
+            current = Head(seq, entry.content_hash, entry.batch)
+            count += 1
     if (current.seq, current.content_hash) != (event.backup_seq, event.backup_hash):
         return count, "its head is not the one log.migrated names"
     return count, None

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from pwf._closing import Closing
-from pwf.errors import ChainError, StoreError
+from pwf.errors import ChainError, NotPwfDatabaseError, StoreError
 from pwf.store import EMPTY, AppendsAlone, Head, VerifyReport, origin_of
 from pwf.store.rows import BODY, COLUMNS, check_event, check_link
+from pwf.store.schema import FORMAT, FORMAT_V1
 from pwf.store.sqlite import SqliteStore, SqliteTransaction, Synchronous, translate_error
 from pwf.store.unit import Repeatable, repeatable, run_all
 
@@ -35,7 +37,6 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Iterable, Iterator, Sequence
     from contextlib import AbstractContextManager
-    from pathlib import Path
 
     from pwf.events import Entry
     from pwf.sqlreader import RowReader
@@ -101,6 +102,10 @@ class MirroredStore(AppendsAlone, Closing):
                 busy_timeout_ms=busy_timeout_ms,
                 hooks=hooks,
             )
+        except NotPwfDatabaseError:
+            log.close()
+            _refuse_old_file(path, log.path)
+            raise
         except BaseException:
             log.close()
             raise
@@ -419,6 +424,25 @@ class Mirror:
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Verify the shared log in PostgreSQL (the file holds a checked copy of it)."""
         return self.log.verify(deep=deep)
+
+
+def _refuse_old_file(path: str | os.PathLike[str], log: str) -> None:
+    """Refuse a local file of format ``pwf.store.v1`` with the line that re-creates it (ADR 0104).
+
+    Its copy of the log and its projections are the shared log's before it
+    was migrated: this host re-creates the file from the migrated log.
+
+    Raises:
+        NotPwfDatabaseError: the file is in format ``pwf.store.v1``.
+    """
+    from pwf.store.migration import file_format  # noqa: PLC0415 - only on this refusal
+
+    if file_format(Path(path)) == FORMAT_V1:
+        raise NotPwfDatabaseError(
+            f"{path}: this host's local file is in format {FORMAT_V1}, the shared log {log}"
+            f" in {FORMAT}: re-create it from the shared log with"
+            f" `pwf log migrate --store URL --db {path}` (the old file is kept beside it)"
+        )
 
 
 def _body(row: tuple[object, ...]) -> bytes:

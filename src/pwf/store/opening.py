@@ -42,8 +42,13 @@ refuses it or it is not a pwf database.
 """
 
 
-def open_shared_log(url: str, *, create: bool = False) -> PostgresStore:
+def open_shared_log(
+    url: str, *, create: bool = False, formats: tuple[str, ...] | None = None
+) -> PostgresStore:
     """The shared log in PostgreSQL at ``url`` (with ``create``, its schema installed).
+
+    ``formats``: the formats it may be in (default: this pwf's; ``pwf log
+    migrate`` also opens ``pwf.store.v1``, ADR 0104).
 
     Raises:
         ImportError: psycopg (the ``postgres`` extra) is not installed.
@@ -51,7 +56,9 @@ def open_shared_log(url: str, *, create: bool = False) -> PostgresStore:
     """
     from pwf.store.postgres import PostgresStore  # noqa: PLC0415 - an optional extra
 
-    return PostgresStore(url, create=create)
+    if formats is None:
+        return PostgresStore(url, create=create)
+    return PostgresStore(url, create=create, formats=formats)
 
 
 def open_mirror(  # noqa: PLR0913 - the file, the log and operator settings

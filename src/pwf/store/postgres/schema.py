@@ -7,14 +7,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from pwf.errors import StoreError
-from pwf.store.schema import EVENT_INDEXES, FORMAT, LOG_DDL, events_view
+from pwf.errors import NotPwfDatabaseError, StoreError
+from pwf.store.schema import EVENT_INDEXES, FORMAT, FORMAT_V1, LOG_DDL, events_view
 
 if TYPE_CHECKING:
     import psycopg
     from psycopg.rows import TupleRow
 
-__all__ = ["FORMAT", "LOCK_KEY", "SCHEMA", "install", "read_format"]
+__all__ = [
+    "EVENTS_VIEW",
+    "FORMAT",
+    "INDEXES",
+    "LOCK_KEY",
+    "SCHEMA",
+    "TABLES",
+    "found_format",
+    "install",
+    "read_format",
+]
 
 LOCK_KEY: Final = 0x707766_6C6F67
 """The advisory lock every append takes ("pwflog"); one log per database."""
@@ -27,9 +37,16 @@ EVENTS_VIEW: Final = events_view(
 ).replace("CREATE VIEW", "CREATE OR REPLACE VIEW")
 """The ``events`` view in PostgreSQL's spelling (ADR 0102)."""
 
+TABLES: Final = tuple(
+    ddl.format(schema="", integer="BIGINT", blob="BYTEA", strict="") for ddl in LOG_DDL
+)
+"""The log's three tables (ADR 0102)."""
+INDEXES: Final = tuple(index.format(schema="") for index in EVENT_INDEXES)
+"""The log's indexes."""
+
 SCHEMA: Final = (
-    *(ddl.format(schema="", integer="BIGINT", blob="BYTEA", strict="") for ddl in LOG_DDL),
-    *(index.format(schema="") for index in EVENT_INDEXES),
+    *TABLES,
+    *INDEXES,
     EVENTS_VIEW.format(schema=""),
     """CREATE TABLE IF NOT EXISTS _pwf_recorded (
   request_id TEXT PRIMARY KEY,
@@ -62,7 +79,8 @@ def install(connection: psycopg.Connection[TupleRow], where: str) -> None:
     """Create the schema under the log's lock, unless another program's table is in the way.
 
     Raises:
-        StoreError: the database holds an ``events`` table that is not a pwf log's.
+        StoreError: the database holds an ``events`` table that is not a pwf log's,
+            or a pwf log of another format (:func:`read_format`'s line).
     """
     with connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
@@ -71,6 +89,8 @@ def install(connection: psycopg.Connection[TupleRow], where: str) -> None:
         ).fetchone()
         if found is not None and found[0] and not found[1]:
             raise StoreError(f"{where}: holds another program's events table; not a pwf log")
+        if found_format(connection)[0] not in (None, FORMAT):  # a log of another format
+            read_format(connection, where)
         for statement in SCHEMA:
             params = (FORMAT,) if "%s" in statement else None
             connection.execute(statement, params)
@@ -80,18 +100,31 @@ def install(connection: psycopg.Connection[TupleRow], where: str) -> None:
         build(connection, head_of(connection.execute(HEAD).fetchone()))  # ADR 0083
 
 
-def read_format(connection: psycopg.Connection[TupleRow], where: str) -> str:
-    """The log's id, once its format row says it is a pwf log of this format.
-
-    Raises:
-        StoreError: the database holds no pwf log, or one of another format.
-    """
+def found_format(connection: psycopg.Connection[TupleRow]) -> tuple[str | None, str]:
+    """The database's format row (None: it has none) and the log's id ("" when it has none)."""
     rows: dict[str, str] = {}
     if connection.execute("SELECT to_regclass('_pwf_meta')").fetchone() != (None,):
         found = connection.execute("SELECT key, value FROM _pwf_meta").fetchall()
         rows = {str(key): str(value) for key, value in found}
-    if rows.get("format") != FORMAT:
-        raise StoreError(
-            f"{where}: not a pwf log (expected format {FORMAT}; run `pwf init --store`)"
+    return rows.get("format"), rows.get("log_id", "")
+
+
+def read_format(
+    connection: psycopg.Connection[TupleRow], where: str, formats: tuple[str, ...] = (FORMAT,)
+) -> tuple[str, str]:
+    """The log's format and id, once its format row says it is a pwf log of one of ``formats``.
+
+    Raises:
+        NotPwfDatabaseError: the log is in format ``pwf.store.v1`` (it is to be migrated).
+        StoreError: the database holds no pwf log, or one of another format.
+    """
+    found, log_id = found_format(connection)
+    if found is not None and found in formats:
+        return found, log_id
+    if found == FORMAT_V1:
+        raise NotPwfDatabaseError(
+            f"{where}: a shared log in format {FORMAT_V1}; this pwf reads {FORMAT}:"
+            " run `pwf log migrate --store URL --backup FILE` to upgrade it"
+            " (FILE keeps the old log, ADR 0104)"
         )
-    return rows.get("log_id", "")
+    raise StoreError(f"{where}: not a pwf log (expected format {FORMAT}; run `pwf init --store`)")

@@ -19,7 +19,7 @@ from pwf.errors import StoreError
 from pwf.store import AppendsAlone
 from pwf.store.postgres import append, reads
 from pwf.store.postgres.edge import shown_url, translate_error
-from pwf.store.postgres.schema import install, read_format
+from pwf.store.postgres.schema import FORMAT, install, read_format
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -36,8 +36,18 @@ __all__ = ["PostgresStore"]
 class PostgresStore(AppendsAlone, Closing):
     """A hash-chained event log in one PostgreSQL database, shared by any number of hosts."""
 
-    def __init__(self, url: str, *, create: bool = False, connect_timeout: int = 10) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = False,
+        connect_timeout: int = 10,
+        formats: tuple[str, ...] = (FORMAT,),
+    ) -> None:
         """Connect to ``url``; with ``create`` install the schema (idempotently).
+
+        ``formats`` are the formats the log may be in: only ``pwf log
+        migrate`` opens one of ``pwf.store.v1`` (ADR 0104).
 
         Raises:
             StoreError: PostgreSQL cannot be reached, or the database holds no pwf log.
@@ -54,7 +64,7 @@ class PostgresStore(AppendsAlone, Closing):
         try:
             if create:
                 install(self.connection, self.path)
-            self.log_id = read_format(self.connection, self.path)
+            self.format, self.log_id = read_format(self.connection, self.path, formats)
         except psycopg.Error as error:
             self.connection.close()
             raise translate_error(error, self.path) from None
