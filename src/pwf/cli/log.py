@@ -439,8 +439,12 @@ def _verified(
     if not report.ok:
         return _Verified(report, None, None, None)
     signed = None if note is None else _signed_checkpoint(store, note)
-    migrated = _migration_proof(store, Path(backup)) if backup is not None else None
-    pruned = _prune_proof(store, Path(backup)) if backup is not None and not migrated else None
+    pruned = _prune_proof(store, Path(backup)) if backup is not None else None
+    migrated = None
+    if backup is not None and (pruned is None or not pruned.named):
+        migrated = _migration_proof(store, Path(backup))
+        if migrated is not None:
+            pruned = None  # the migration's backup, not a prune's
     proof = (
         prove(store, Path(backup))
         if backup is not None and migrated is None and pruned is None

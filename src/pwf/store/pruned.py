@@ -42,6 +42,8 @@ class PruneProof:
     pruned: LogPruned
     proven: int = 0
     failure: str | None = None
+    named: bool = True
+    """False when no ``log.pruned`` names the file (it may be another proof's backup)."""
 
 
 def pruned_events(log: EventLog) -> list[LogPruned]:
@@ -84,7 +86,7 @@ def prove_pruned(log: EventLog, live: sqlite3.Connection, backup: Path) -> Prune
     named = [(seq, event) for seq, event in events if event.backup_sha256 == digest]
     if not named:
         failure = "its SHA-256 is not the one any log.pruned records"
-        return PruneProof(events[-1][1], failure=failure)
+        return PruneProof(events[-1][1], failure=failure, named=False)
     return _proven(*named[-1], live, backup)
 
 
