@@ -66,6 +66,7 @@ from bench import (
     bench_log,
     bench_maintenance,
     bench_metrics,
+    bench_migrate,
     bench_postgres,
     bench_serve,
     bench_startup,
@@ -73,24 +74,8 @@ from bench import (
 )
 from bench.targets import Target, summary
 
-from pwf.cli import cli
 
-
-def _migration() -> Target:
-    """Issue 31's migration target, which no benchmark here measures yet."""
-    log = getattr(cli, "commands", {}).get("log")
-    has = "migrate" in getattr(log, "commands", {})
-    return Target(
-        "a 1M-event v1 log migrates and verifies against its backup",
-        "not measured by make bench" if has else "not measured: this pwf has no `log migrate`",
-        "(no floor)",
-        None,
-        "< 2 minutes",
-        None,
-    )
-
-
-def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one section per benchmark
+def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912 - one section per benchmark
     """Run the benchmarks; ``--quick`` runs fewer, shorter rounds."""
     parser = argparse.ArgumentParser(description="run the pwf benchmarks")
     parser.add_argument(
@@ -150,10 +135,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one section per 
     for line in bench_maintenance.run(bench_maintenance.EVENTS):
         print(line, flush=True)
     print()
+    for line in bench_migrate.run(log_events, targets=targets):
+        print(line, flush=True)
+    print()
     for line in bench_postgres.run(3, 150 if args.quick else 300):
         print(line, flush=True)
     print()
-    print("\n".join(summary([*targets, _migration()])))
+    print("\n".join(summary(targets)))
     print()
     print(f"total {time.perf_counter() - started:.1f} s")
     return 0
