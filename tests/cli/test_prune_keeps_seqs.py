@@ -199,7 +199,7 @@ def _edit(path: Path, sql: str, *params: object) -> None:
     ],
     ids=["leaf deleted", "leaf changed", "hash changed", "bytes removed outside a prune"],
 )
-def test_damage_to_what_a_prune_kept_is_named_by_seq(
+def test_damage_to_what_a_prune_kept_is_named_by_seq(  # noqa: PLR0913, PLR0917 - fixtures
     run: Run,
     live: Path,
     tmp_path: Path,

@@ -1,7 +1,7 @@
-"""``pwf log migrate`` of a SQLite file: every seq, byte and proof kept, or nothing changed (ADR 0102).
+"""``pwf log migrate`` of a SQLite file: every seq, byte and proof kept, or nothing changed.
 
-The v1 files are made by hand (``tests/_sqlite_v1.py``) from logs of the
-demo's traffic, as pwf wrote them before ADR 0102.
+ADR 0102.  The v1 files are made by hand (``tests/_sqlite_v1.py``) from logs
+of the demo's traffic, as pwf wrote them before ADR 0102.
 """
 
 from __future__ import annotations
@@ -10,26 +10,23 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 import pytest
+from click.testing import CliRunner
 
+from pwf.cli import cli
 from pwf.errors import ChainError, InputError, StoreError
 from pwf.store import migration
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
     from click.testing import Result
-
     from tests._sqlite_v1 import make_v1
     from tests.integration._harness import Fixture, traffic_module
 else:
     from _harness import Fixture, traffic_module
+
     from _sqlite_v1 import make_v1
-
-from click.testing import CliRunner
-
-from pwf.cli import cli
 
 
 def _pwf(*args: str) -> Result:
@@ -144,6 +141,5 @@ def test_bad_input_is_one_line_and_changes_nothing(v1: Path, tmp_path: Path) -> 
     refused = _pwf("log", "migrate", "--db", str(foreign))
     assert refused.exit_code == 2
     assert "not a pwf database" in refused.output
-    with pytest.raises(InputError):
-        with SqliteStore(tmp_path / "missing.db"):
-            pass
+    with pytest.raises(InputError), SqliteStore(tmp_path / "missing.db"):
+        pass
