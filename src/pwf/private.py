@@ -13,7 +13,14 @@ import os
 from pathlib import Path
 from typing import Final
 
-__all__ = ["DIRECTORY_MODE", "FILE_MODE", "create_file", "make_directories", "read_object"]
+__all__ = [
+    "DIRECTORY_MODE",
+    "FILE_MODE",
+    "create_file",
+    "make_directories",
+    "read_object",
+    "sync",
+]
 
 DIRECTORY_MODE: Final = 0o700
 FILE_MODE: Final = 0o600
@@ -65,3 +72,12 @@ def read_object(path: Path) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def sync(path: Path) -> None:
+    """Write ``path`` (a file, or a folder: the names in it) through to the disk."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pwf.errors import CommandError, InputError
 from pwf.events import LogCompacted
 from pwf.host import acquire_lock, refuse_if_served
-from pwf.private import make_directories
+from pwf.private import make_directories, sync
 from pwf.store import EMPTY
 from pwf.store.compaction import file_sha256, prove
 from pwf.store.opening import open_file
@@ -162,7 +162,7 @@ def _replace(backup: Path, database: Path, now: int) -> Path | None:
     except BaseException:
         fresh.unlink(missing_ok=True)
         raise
-    _fsync(database.parent)
+    sync(database.parent)
     return kept if existed else None
 
 
@@ -178,7 +178,7 @@ def _copy(backup: Path, fresh: Path) -> None:
     finally:
         source.close()
     fresh.chmod(0o600)
-    _fsync(fresh)
+    sync(fresh)
 
 
 def _keep(database: Path, kept: Path) -> None:
@@ -187,12 +187,6 @@ def _keep(database: Path, kept: Path) -> None:
         os.link(database, kept)
     except OSError:
         shutil.copy2(database, kept)
-        _fsync(kept)
+        sync(kept)
 
 
-def _fsync(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

@@ -15,7 +15,6 @@ event at the same seq of the migrated log.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from pwf._sqlite import exact_text, quote
 from pwf.errors import ChainError, InputError, StoreError
 from pwf.events import LogMigrated, content_hash_of, open_body
 from pwf.events.stored import open_stored
-from pwf.private import create_file
+from pwf.private import create_file, sync
 from pwf.store import Head, check_position, origin_of
 from pwf.store.image import copy_file, install, shape_of
 from pwf.store.log_writes import write
@@ -132,7 +131,7 @@ def migrate(
     try:
         copy_file(path, backup)
         _settle_backup(backup)
-        digest = _sha256(backup)
+        digest = file_sha256(backup)
         for leftover in (scratch, *_sidecars(scratch)):
             leftover.unlink(missing_ok=True)
         head = _build(scratch, backup)
@@ -208,14 +207,6 @@ def _sidecars(path: Path) -> tuple[Path, ...]:
     return tuple(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as source:
-        while chunk := source.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _settle_backup(path: Path) -> None:
     """Leave the backup one file in rollback-journal mode, synced: its bytes are the whole log."""
     connection = sqlite3.connect(path, isolation_level=None)
@@ -225,15 +216,7 @@ def _settle_backup(path: Path) -> None:
         connection.close()
     for sidecar in _sidecars(path):
         sidecar.unlink(missing_ok=True)
-    _fsync(path)
-
-
-def _fsync(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    sync(path)
 
 
 def _build(scratch: Path, backup: Path) -> Head:
@@ -402,7 +385,7 @@ def prove_backup(log: EventLog, backup: Path) -> BackupProof:
         return BackupProof(None, failure="the log has no log.migrated event to prove against")
     if not backup.is_file():
         return BackupProof(event, failure=f"{backup} is not a file")
-    if _sha256(backup) != event.backup_sha256:
+    if file_sha256(backup) != event.backup_sha256:
         return BackupProof(event, failure="its SHA-256 is not the one log.migrated names")
     try:
         count, failure = _walk_file(backup, _bodies(log, event.backup_seq), event)

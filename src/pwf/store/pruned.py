@@ -12,7 +12,6 @@ the leaf hash the log kept.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 from pwf import merkle
 from pwf.errors import InputError, PwfError
 from pwf.events import LogPruned, content_hash_of, open_body
+from pwf.store.compaction import file_sha256
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -60,14 +60,6 @@ def _pruned(log: EventLog) -> list[tuple[int, LogPruned]]:
     return found
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as source:
-        while chunk := source.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def prove_pruned(log: EventLog, live: sqlite3.Connection, backup: Path) -> PruneProof | None:
     """Prove ``backup`` holds the bodies the ``log.pruned`` naming it took; None: never pruned.
 
@@ -82,7 +74,7 @@ def prove_pruned(log: EventLog, live: sqlite3.Connection, backup: Path) -> Prune
         return None
     if not backup.is_file():
         raise InputError(f"no backup at {backup}")
-    digest = _sha256(backup)
+    digest = file_sha256(backup)
     named = [(seq, event) for seq, event in events if event.backup_sha256 == digest]
     if not named:
         failure = "its SHA-256 is not the one any log.pruned records"

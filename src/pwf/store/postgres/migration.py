@@ -222,8 +222,4 @@ def _check_view(connection: psycopg.Connection[TupleRow], expected: str, where: 
 
 def _sync_folder(path: Path) -> None:
     """Make the backup's name durable: sync the folder that holds it."""
-    descriptor = os.open(path.absolute().parent, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    sync(path.absolute().parent)
