@@ -26,6 +26,7 @@ from pwf.events import LogMigrated, content_hash_of, open_body
 from pwf.events.stored import open_stored
 from pwf.private import create_file, sync
 from pwf.store import Head, check_position, origin_of
+from pwf.store.compaction import file_sha256
 from pwf.store.image import copy_file, install, shape_of
 from pwf.store.log_writes import write
 from pwf.store.rows import check_link

@@ -24,7 +24,7 @@ import psycopg
 
 from pwf.errors import InputError, StoreError
 from pwf.events import LogMigrated
-from pwf.private import create_file
+from pwf.private import create_file, sync
 from pwf.store.log_writes import pack
 from pwf.store.migration import Migration, checked_rows, v1_origin
 from pwf.store.postgres.append import PostgresTransaction
