@@ -106,7 +106,8 @@ pwf verify --db "$db"
 step "operators: where was the session's interaction waiting? replay the log to that seq and explain it"
 seq=$(pwf log show --db "$db" --type submission.recorded --run run-session --json | python -c 'import json,sys; print(json.loads(sys.stdin.readline())["seq"])')
 echo "the submission was recorded at seq $seq"
-pwf replay --db "$db" --until "$seq" --out "$dir/at-waiting.db"
+echo "(older runs were pruned before it: seqs kept their place, and the backup holds their bytes)"
+pwf replay --db "$dir/backups/before-prune.sqlite" --until "$seq" --out "$dir/at-waiting.db"
 pwf explain interaction interaction-run-session-attempt-release-1 --db "$dir/at-waiting.db" --time-format iso | tail -n 4
 echo "and now, at the head of the log:"
 pwf explain interaction interaction-run-session-attempt-release-1 --db "$db" | tail -n 2

@@ -222,3 +222,22 @@ def test_damage_to_what_a_prune_kept_is_named_by_seq(  # noqa: PLR0913, PLR0917 
     last = 16 if reason == "Merkle tree" else seq + 1
     assert seq <= found["firstBadSeq"] <= last
     assert reason in found["reason"]
+
+
+def test_signed_proofs_and_receipts_of_a_pruned_event_name_the_backup(
+    run: Run, live: Path, tmp_path: Path, key: tuple[Path, str]
+) -> None:
+    """A signed proof carries the event's bytes: for a pruned seq they are in the backup."""
+    private, _vkey = key
+    backup = tmp_path / "b.sqlite"
+    _prune(run, live, backup)
+    seq = _first_pruned(live)
+    signed = run("log", "prove", str(seq), "--db", str(live), "--key", str(private), "--json")
+    assert signed.exit_code == 2
+    assert f"seq {seq} was pruned: its bytes are in the backup {backup}" in signed.stderr
+    assert len(signed.stderr.strip().splitlines()) == 1
+    bare = run("log", "prove", str(seq), "--db", str(live), "--json")
+    assert bare.exit_code == 0, bare.output
+    receipt = run("log", "receipt", "r-1", "--db", str(live), "--key", str(private))
+    assert receipt.exit_code == 2
+    assert "was pruned: its bytes are in the backup" in receipt.stderr

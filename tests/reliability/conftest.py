@@ -49,11 +49,11 @@ PARTS: Final = (
         " the same database file. After every kill the hash chain verifies, every"
         " acknowledged request id, idempotency key, worker message and launch is in the"
         " log, and the live projections equal a rebuild of the log (`pwf verify`). Then"
-        " `pwf state prune --apply` is killed at random points of its backup, compaction"
-        " and vacuum, each time on a fresh copy of a filled database: every copy verifies,"
-        " equals a rebuild, and holds either its old log or a compacted log that its"
-        " backup proves (`pwf log verify --backup`). `pwf rebuild` is killed the same way on"
-        " copies whose projections were edited by hand: each keeps the log, verifies, and"
+        " `pwf state prune --apply` is killed at random points of its backup, its image and"
+        " its install, each time on a fresh copy of a filled database: every copy verifies,"
+        " equals a rebuild, and holds either its old log or the pruned log (every seq kept)"
+        " whose backup proves each removed body (`pwf log verify --backup`). `pwf rebuild`"
+        " is killed the same way on copies whose projections were edited by hand: each keeps the log, verifies, and"
         " holds the edited projections byte for byte or projections equal to a rebuild,"
         " never half swapped; the scratch files a killed rebuild leaves are deleted by the"
         " next one once nobody holds them. `pwf replay` killed the same way leaves no"
@@ -113,9 +113,8 @@ PARTS: Final = (
         " lock), and one with the default timeout through a prune of it."
         " `pwf state prune --apply` runs twice while a writer writes, each time removing"
         " the runs finished a second before the newest event: every acknowledged answer is"
-        " in the compacted log or, for a pruned run, in a backup; the log verifies from"
-        " its last compaction and each backup proves the"
-        " log that followed it.",
+        " in the live log or, for a pruned run, in a backup; the log verifies and each"
+        " backup proves the bodies the prune after it took.",
         (
             "races run",
             "processes raced",

@@ -188,5 +188,3 @@ def _keep(database: Path, kept: Path) -> None:
     except OSError:
         shutil.copy2(database, kept)
         sync(kept)
-
-

@@ -162,7 +162,7 @@ def prove(  # noqa: PLR0913 - one option each
             assert seq is not None
             data = _inclusion_proof(tree, seq, wanted)
             if key is not None:
-                data["event"] = _notes.b64(next(file.read(seq, seq)).body)
+                data["event"] = _notes.b64(_bytes_at(file, seq))
         if key is not None:
             data["checkpoint"] = _signed(key, origin, wanted, tree.root(wanted))
     if as_json:
@@ -227,6 +227,8 @@ def receipt(db: str | None, request_id: str, key_file: str, as_json: bool) -> No
         ).fetchall()
         events = []
         for seq, body in rows:
+            if body is None:
+                _bytes_at(file, seq)  # pruned: names the backup that holds it
             index = tree.leaf_index(seq)
             events.append(
                 {
@@ -395,6 +397,22 @@ def _checked_checkpoint(note: object, trusted: Trust) -> _notes.Checkpoint:
             f" {trusted.quorum} wanted"
         )
     return _notes.parse_checkpoint(text)
+
+
+def _bytes_at(file: SqliteStore, seq: int) -> bytes:
+    """The stored bytes of the event at ``seq``.
+
+    Raises:
+        InputError: a prune took them (ADR 0103): the line names the backup, where the
+            event's leaf and path are the same.
+    """
+    from pwf.store.pruned import gone  # noqa: PLC0415 - a pruned log's only
+
+    found = next(file.read(seq, seq), None)
+    if found is not None:
+        return found.body
+    where = gone(file, file.connection, seq) or f"no event at seq {seq} in this log"
+    raise InputError(f"{where}; prove it there, or leave out --key for its leaf and path alone")
 
 
 def _event(value: object, seq: object) -> bytes:

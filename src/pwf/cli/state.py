@@ -141,10 +141,12 @@ def prune(  # noqa: PLR0913, PLR0917 - one option per prune setting
     cancelled) strictly before the cutoff; a tree (a root and its restarts and
     continuations) goes only when every member is eligible and nothing still
     holds it.  --apply takes the maintenance lock file, makes a checked backup
-    at --backup, then compacts the log: it continues from a log.compacted event
-    naming the backup and its SHA-256, without the removed runs' events
-    (`pwf log verify --backup` proves the link).  A date alone is UTC
-    midnight; a date-time without an offset is read in the local time zone.
+    at --backup, then takes the removed runs' events' bytes out of the log:
+    every seq, hash and Merkle leaf stays, so every earlier proof still
+    verifies, and a log.pruned event names the backup and its SHA-256
+    (`pwf log verify --backup` proves each removed body against its leaf).
+    A date alone is UTC midnight; a date-time without an offset is read in
+    the local time zone.
     """
     cutoff = parse_cutoff(before)
     if cutoff is not None and not cutoff.zoned:
@@ -247,8 +249,9 @@ def restore(backup: str, db: str | None, at: int | None, as_json: bool) -> None:
     """Put a proved BACKUP in place of the database; the replaced file is kept beside it.
 
     BACKUP must prove first: its hash chain and its projections equal to a
-    rebuild of its log, and, when the database's log was compacted into this
-    very backup, the link pwf log verify --backup proves.  The restore is
+    rebuild of its log, and, when the database's log.pruned (or an older
+    log.compacted) names this very backup, what pwf log verify --backup
+    proves.  The restore is
     refused while a served host holds the database, while maintenance runs,
     or while any other process has it open.  The backup is written beside
     the database, synced and renamed over it; the replaced file stays as

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from pwf.store import EventLog
 
-__all__ = ["PruneProof", "prove_pruned", "pruned_events"]
+__all__ = ["PruneProof", "gone", "prove_pruned", "pruned_events"]
 
 _TAKEN: Final = (
     "SELECT p.seq, e.content_hash, p.leaf FROM _pwf_pruned p JOIN events e ON e.seq = p.seq"
@@ -130,3 +130,14 @@ def _bodies(
 def _seqs(live: sqlite3.Connection, taken: int) -> str:
     rows = live.execute("SELECT seq FROM _pwf_pruned WHERE taken = ? ORDER BY seq", (taken,))
     return "[" + ",".join(str(row[0]) for row in rows) + "]"
+
+
+def gone(log: EventLog, live: sqlite3.Connection, seq: int) -> str | None:
+    """Where the bytes of the event at ``seq`` went, when a prune took them: one line, else None."""
+    row = live.execute("SELECT taken FROM _pwf_pruned WHERE seq = ?", (seq,)).fetchone()
+    if row is None:
+        return None
+    backup = next(
+        (event.backup_path for taken, event in _pruned(log) if taken == row[0]), "its backup"
+    )
+    return f"seq {seq} was pruned: its bytes are in the backup {backup}"
