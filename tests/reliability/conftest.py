@@ -42,22 +42,22 @@ PARTS: Final = (
     Part(
         "test_crash",
         "Crash",
-        "A writer process drives runs through the real command path (client requests and"
-        " worker messages: start, launch, ready, node, interaction, submit, pause, resume,"
-        " cancel, finish, retries) and prints one flushed line per answer whose transaction"
-        " committed. The test kills it with SIGKILL after a random delay, again and again on"
-        " the same database file. After every kill the hash chain verifies, every"
-        " acknowledged request id, idempotency key, worker message and launch is in the"
-        " log, and the live projections equal a rebuild of the log (`pwf verify`). Then"
-        " `pwf state prune --apply` is killed at random points of its backup, its image and"
-        " its install, each time on a fresh copy of a filled database: every copy verifies,"
-        " equals a rebuild, and holds either its old log or the pruned log (every seq kept)"
-        " whose backup proves each removed body (`pwf log verify --backup`). `pwf rebuild`"
-        " is killed the same way on copies whose projections were edited by hand: each keeps the log, verifies, and"
-        " holds the edited projections byte for byte or projections equal to a rebuild,"
-        " never half swapped; the scratch files a killed rebuild leaves are deleted by the"
-        " next one once nobody holds them. `pwf replay` killed the same way leaves no"
-        " output file or a whole one that verifies and equals a rebuild of its log.",
+        "A writer process drives runs through the real command path (client requests and worker "
+        "messages: start, launch, ready, node, interaction, submit, pause, resume, cancel, "
+        "finish, retries) and prints one flushed line per answer whose transaction committed. The"
+        " test kills it with SIGKILL after a random delay, again and again on the same database "
+        "file. After every kill the hash chain verifies, every acknowledged request id, "
+        "idempotency key, worker message and launch is in the log, and the live projections equal"
+        " a rebuild of the log (`pwf verify`). Then `pwf state prune --apply` is killed at random"
+        " points of its backup, its image and its install, each time on a fresh copy of a filled "
+        "database: every copy verifies, equals a rebuild, and holds either its old log or the "
+        "pruned log (every seq kept) whose backup proves each removed body (`pwf log verify "
+        "--backup`). `pwf rebuild` is killed the same way on copies whose projections were edited"
+        " by hand: each keeps the log, verifies, and holds the edited projections byte for byte "
+        "or projections equal to a rebuild, never half swapped; the scratch files a killed "
+        "rebuild leaves are deleted by the next one once nobody holds them. `pwf replay` killed "
+        "the same way leaves no output file or a whole one that verifies and equals a rebuild of "
+        "its log.",
         (
             "kills survived",
             "batches acknowledged",
