@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -45,12 +46,32 @@ def _demo(directory: Path, seed: str | None) -> bytes:
     assert 0 == done.returncode, done.stdout.decode()[-3000:] + done.stderr.decode()[-2000:]
     reprs = [line for line in done.stdout.decode().splitlines() if PYTHON_REPR.search(line)]
     assert [] == reprs  # the demo prints JSON and sentences, never Python reprs
-    return subprocess.run(
-        [sys.executable, "-m", "pwf", "log", "export", "--db", str(directory / "host.db")],
-        env=env,
-        capture_output=True,
-        check=True,
-    ).stdout
+    # The demo prunes: the backup holds every event's bytes up to the prune (ADR 0103),
+    # the live log the ones after it.
+    backup = directory / "backups" / "before-prune.sqlite"
+    with sqlite3.connect(f"{backup.as_uri()}?mode=ro", uri=True) as connection:
+        (last,) = connection.execute("SELECT max(seq) FROM events").fetchone()
+    logs = []
+    for db, first in ((backup, 1), (directory / "host.db", last + 1)):
+        logs.append(
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pwf",
+                    "log",
+                    "export",
+                    "--db",
+                    str(db),
+                    "--from",
+                    f"{first}",
+                ],
+                env=env,
+                capture_output=True,
+                check=True,
+            ).stdout
+        )
+    return b"".join(logs)
 
 
 def _shaped(text: str) -> str:
