@@ -47,6 +47,7 @@ __all__ = [
     "checked_rows",
     "file_format",
     "migrate",
+    "migrated",
     "migrated_event",
     "old_local_file",
     "prove_backup",
@@ -136,14 +137,7 @@ def migrate(
         for leftover in (scratch, *_sidecars(scratch)):
             leftover.unlink(missing_ok=True)
         head = _build(scratch, backup)
-        event = LogMigrated(
-            from_format=FORMAT_V1,
-            to_format=FORMAT,
-            backup_path=str(backup.absolute()),
-            backup_sha256=digest,
-            backup_seq=head.seq,
-            backup_hash=head.content_hash,
-        )
+        event = migrated(backup, digest, head)
         seq = seal(scratch, event)
         _install(scratch, path, head, busy_timeout_ms)
         done = True
@@ -202,6 +196,18 @@ def set_aside(local: OldLocalFile) -> None:
     except sqlite3.Error as error:
         raise translate_error(error, local.path) from None
     local.path.rename(local.aside)
+
+
+def migrated(backup: Path, digest: str, head: Head) -> LogMigrated:
+    """The ``log.migrated`` event of a v1 log ending at ``head``, kept at ``backup``."""
+    return LogMigrated(
+        from_format=FORMAT_V1,
+        to_format=FORMAT,
+        backup_path=str(backup.absolute()),
+        backup_sha256=digest,
+        backup_seq=head.seq,
+        backup_hash=head.content_hash,
+    )
 
 
 def _sidecars(path: Path) -> tuple[Path, ...]:

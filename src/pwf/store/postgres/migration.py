@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 import psycopg
 
 from pwf.errors import InputError, StoreError
-from pwf.events import LogMigrated
 from pwf.private import create_file, sync
 from pwf.store.log_writes import pack
-from pwf.store.migration import Migration, checked_rows, v1_origin
+from pwf.store.migration import Migration, checked_rows, migrated, v1_origin
 from pwf.store.postgres.append import PostgresTransaction
 from pwf.store.postgres.edge import as_bytes, translate_error
 from pwf.store.postgres.reads import HEAD, head_of
@@ -104,14 +103,7 @@ def _migrate(
         with connection.transaction():
             connection.execute(f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})")
             head, digest = _restore(store, backup, out)
-            event = LogMigrated(
-                from_format=FORMAT_V1,
-                to_format=FORMAT,
-                backup_path=str(backup.absolute()),
-                backup_sha256=digest,
-                backup_seq=head.seq,
-                backup_hash=head.content_hash,
-            )
+            event = migrated(backup, digest, head)
             store.tree_cache = None
             sealed = PostgresTransaction(store, head).append([event], at=at, actor=actor)
     except psycopg.Error as error:
