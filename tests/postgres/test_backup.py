@@ -17,8 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from pwf import canonical
+from pwf._sqlite import exact_text
 from pwf.cli import cli
 from pwf.client import HostClient
+from pwf.errors import StoreError
 from pwf.server import Options, Server
 from pwf.store.postgres import snapshot
 
@@ -145,6 +147,75 @@ class TestBackup:
         assert set(tree) <= {
             tuple(row) for row in _pg(hosts.url, "SELECT pos, hash FROM _pwf_tree")
         }
+
+    def test_ids_with_lone_surrogates_keep_their_sqlite_form(
+        self, hosts: Hosts, tmp_path: Path
+    ) -> None:
+        """Text the shared log holds escaped (ADR 0071) is given back as SQLite keeps it.
+
+        The backup then verifies: each id column says what its event's bytes say.
+        """
+        cuts = ["\ud800", "\udc01", "\ufffd", "\ufffdd800"]
+        lines = b"\n".join(_surrogate_start(cut) for cut in cuts) + b"\n"
+        assert 0 == hosts("a", "request", "--at", str(AT), stdin=lines).exit_code
+        assert 0 == hosts("b", "status").exit_code  # b folds them from the shared log
+        target = tmp_path / "backup.db"
+        assert 0 == hosts("a", "state", "backup", str(target)).exit_code
+        _ok(target)
+        connection = exact_text(sqlite3.connect(target))
+        try:
+            kept = {row[0] for row in connection.execute("SELECT request_id FROM _pwf_batches")}
+        finally:
+            connection.close()
+        assert {f"r-{cut}" for cut in cuts} <= kept
+        assert _digest(target) == _digest(hosts.db("b"))
+
+    def test_a_failed_snapshot_leaves_nothing(
+        self,
+        hosts: Hosts,
+        client_line: Callable[..., bytes],
+        tmp_path: Path,
+        during_snapshot: list[Callable[[], None]],
+    ) -> None:
+        """The snapshot fails midway: one line, exit 2, no file at DEST or beside it."""
+        _requests(hosts, "a", client_line, range(1, 21))
+
+        def fail() -> None:
+            raise StoreError("the server went away")
+
+        during_snapshot.append(fail)
+        target = tmp_path / "out" / "backup.db"
+        result = hosts("a", "state", "backup", str(target))
+        assert 2 == result.exit_code
+        assert [f"Error: backup to {target} failed: the server went away"] == (
+            result.output.splitlines()
+        )
+        assert [] == list(target.parent.iterdir())
+
+
+def _surrogate_start(cut: str) -> bytes:
+    payload = {
+        "definitionDigest": "d1",
+        "definitionSnapshot": {},
+        "input": {},
+        "originSessionId": f"s-{cut}",
+        "projectPath": "/p",
+        "workflowName": "echo",
+        "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
+        "workflowSourceRef": "builtin:echo",
+    }
+    return canonical.encode(
+        {
+            "clientId": f"c-{cut}",
+            "idempotencyKey": f"k-{cut}",
+            "operation": "run.start",
+            "payload": payload,
+            "requestId": f"r-{cut}",
+            "runId": f"run-{cut}",
+            "schema": "pi-workflows.client.v1",
+            "type": "request",
+        }
+    )
 
 
 class TestWriters:

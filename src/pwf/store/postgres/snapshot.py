@@ -1,6 +1,6 @@
 """One consistent snapshot of the shared log, copied as stored into a new SQLite file (ADR 0106).
 
-Imports psycopg, sqlite3, errors, the SQLite store and this package's edge.
+Imports psycopg, sqlite3, _sqlite, errors, the SQLite store and this package's edge.
 :func:`snapshot_to` reads the whole log in one ``REPEATABLE READ, READ
 ONLY`` transaction of a connection of its own: PostgreSQL gives it one
 snapshot of every table without a lock a writer waits for (the advisory
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 import psycopg
 
+from pwf._sqlite import execute_many
 from pwf.errors import StoreError
 from pwf.store.postgres.edge import as_bytes, translate_error
 from pwf.store.postgres.reads import HEAD, head_of
@@ -116,7 +117,7 @@ def _copy(connection: psycopg.Connection[TupleRow], target: Path) -> Head:
                     f" VALUES ({', '.join('?' * len(names))})"
                 )
                 for rows in _rows(connection, table, names):
-                    sqlite.executemany(insert, rows)
+                    execute_many(sqlite, insert, rows)  # a lone surrogate bound exactly
             sqlite.executemany("INSERT OR REPLACE INTO _pwf_meta (key, value) VALUES (?, ?)", meta)
             sqlite.execute(HEAD_UPSERT, (head.seq, head.content_hash, head.batch))
         except BaseException:
