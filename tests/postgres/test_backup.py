@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -26,9 +27,12 @@ from pwf.store.postgres import snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from pathlib import Path
 
     from tests.postgres.conftest import Hosts
+    from tests.web._web_served import get, serve
+else:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "web"))
+    from _web_served import get, serve
 
 AT = 1_800_000_000_000
 
@@ -118,6 +122,19 @@ class TestBackup:
         assert [(head + 1,)] == recorded
         assert 0o600 == target.stat().st_mode & 0o777
         assert [target.name] == [path.name for path in target.parent.iterdir()]
+
+    def test_pwf_web_serves_the_backup(
+        self, hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
+    ) -> None:
+        """``pwf web`` opens the backup as it is and lists the shared log's runs."""
+        _requests(hosts, "a", client_line, range(1, 4))
+        _requests(hosts, "b", client_line, range(4, 6))
+        target = tmp_path / "backup.db"
+        assert 0 == hosts("a", "state", "backup", str(target)).exit_code
+        with serve(target) as base:
+            status, _headers, page = get(f"{base}/runs")
+        assert 200 == status
+        assert all(f"run-{n}" in page for n in range(1, 6))
 
     def test_the_log_rows_meta_and_tree_are_the_shared_logs(
         self, hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
