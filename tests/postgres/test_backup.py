@@ -20,7 +20,6 @@ from click.testing import CliRunner
 from pwf import canonical
 from pwf._sqlite import exact_text
 from pwf.cli import cli
-from pwf.client import HostClient
 from pwf.errors import StoreError
 from pwf.server import Options, Server
 from pwf.store.postgres import snapshot
@@ -378,7 +377,7 @@ class TestDestinations:
 def test_a_served_host_on_the_shared_log_backs_it_up(
     hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
 ) -> None:
-    """``state.backup`` through the socket: accepted, the file proves, a retry is adopted."""
+    """``state.backup`` by ``pwf call``: accepted, the file proves, a retry is adopted."""
     _requests(hosts, "a", client_line, range(1, 6))
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -414,9 +413,15 @@ def test_a_served_host_on_the_shared_log_backs_it_up(
     server = run(make())
     try:
         run(server.start())
-        with HostClient.connect(server.paths.socket, timeout=30) as client:
-            first = client.request(line)
-            again = client.request(line)
+        called = subprocess.run(
+            [str(Path(sys.executable).with_name("pwf")), "call", "--db", str(hosts.db("served"))],
+            input=line + b"\n" + line + b"\n",
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert (0, b"") == (called.returncode, called.stderr)
+        first, again = (json.loads(text) for text in called.stdout.splitlines())
     finally:
         if not server.stopped.is_set():
             run(server.stop())

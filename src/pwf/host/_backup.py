@@ -90,11 +90,14 @@ class Recording:
             except CommandError as error:
                 return self.record(ctx, request, Result(outcome="rejected", error=str(error)))
 
-    def validated(self, store: EventStore, request: ClientRequest) -> Result | ClientResponse:
+    def validated(
+        self, store: LogFile | EventStore, request: ClientRequest
+    ) -> Result | ClientResponse:
         """The validated result of ``request`` in a write transaction, unless an answer is due.
 
-        As :meth:`decide` with the validation as the work, on any store: the
-        file work that follows runs outside the transaction.
+        As :meth:`decide` with the validation as the work, on any store (a
+        file, or a shared log's host): the backup that follows runs outside
+        the transaction.
         """
         with store.transaction() as tx:
             ctx = self.open(tx)
@@ -128,7 +131,7 @@ def run_backup(
     A request with the same key that was recorded while the copy was made
     is adopted instead of recorded twice.
     """
-    result = recording.decide(store, request, lambda _tx, ctx: recording.validate(ctx, request))
+    result = recording.validated(store, request)
     if not isinstance(result, Result):
         return result
     assert result.effect is not None
