@@ -22,7 +22,8 @@ from pwf._sqlite import exact_text
 from pwf.cli import cli
 from pwf.errors import StoreError
 from pwf.server import Options, Server
-from pwf.store.postgres import snapshot
+from pwf.store.mirror import Mirror
+from pwf.store.postgres import snapshot, tree
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -271,6 +272,35 @@ class TestWriters:
         assert 0 == hosts("w", "status").exit_code
         assert json.loads(hosts("w", "log", "verify", "--json").output)["ok"]
 
+    def test_the_backing_up_host_folds_other_hosts_events_before_the_lock(
+        self,
+        hosts: Hosts,
+        client_line: Callable[..., bytes],
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        during_snapshot: list[Callable[[], None]],
+    ) -> None:
+        """What others appended during the snapshot is not folded under the log's lock.
+
+        The lock is held for the backup's record alone, so other hosts'
+        writers wait for no fold of the events they wrote meanwhile.
+        """
+        _requests(hosts, "a", client_line, range(1, 11))
+        during_snapshot.append(lambda: _requests(hosts, "w", client_line, range(11, 31)))
+        folded: list[int] = []
+        applied = Mirror._apply
+
+        def applying(mirror: Mirror, local: Any, target: Any, prefetched: Any = None) -> int:
+            count = applied(mirror, local, target, prefetched)
+            if prefetched is not None and local.store.path == hosts.db("a"):
+                folded.append(count)  # under the lock: it came with the lock's round trip
+            return count
+
+        monkeypatch.setattr(Mirror, "_apply", applying)
+        result = hosts("a", "state", "backup", str(tmp_path / "backup.db"))
+        assert 0 == result.exit_code, result.output
+        assert [0, 0] == folded  # the validation's transaction and the record's
+
     def test_a_writer_killed_during_the_backup_loses_nothing_acknowledged(
         self,
         hosts: Hosts,
@@ -436,3 +466,21 @@ def test_a_served_host_on_the_shared_log_backs_it_up(
         "SELECT seq FROM events WHERE request_id = 'backup-1' AND type = 'command.recorded'",
     )
     assert [(head + 1,)] == recorded
+
+
+def test_a_stale_writer_reads_the_logs_first_seq_from_its_key(
+    hosts: Hosts, client_line: Callable[..., bytes]
+) -> None:
+    """The first seq a writer with a stale tree reads under the lock is one index probe.
+
+    The ``events`` view's ``min(seq)`` is planned as a scan of the whole
+    log, which a host back from a backup paid under the lock (ADR 0106).
+    """
+    _requests(hosts, "a", client_line, range(1, 40))
+    with psycopg.connect(hosts.url, autocommit=True) as connection:
+        connection.execute("ANALYZE")
+        plan = "\n".join(
+            str(row[0]) for row in connection.execute(f"EXPLAIN {tree.SIZES}").fetchall()
+        )
+    log_tables = ("_pwf_events", "_pwf_batches", "_pwf_whole", "_pwf_pruned")
+    assert not [table for table in log_tables if f"Seq Scan on {table}" in plan], plan

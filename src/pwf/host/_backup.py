@@ -154,8 +154,11 @@ def run_shared_backup(
 
     The request is adopted or validated, and its outcome recorded, in the
     store's write transactions, which append to the shared log; the
-    snapshot between them holds no lock (ADR 0106).
+    snapshot between them holds no lock (ADR 0106).  Before each, the local
+    file catches up outside the lock, so the transaction holds the shared
+    log's lock only for the events appended since.
     """
+    store.catch_up()  # what other hosts appended is folded before the lock, not under it
     result = recording.validated(store, request)
     if not isinstance(result, Result):
         return result
@@ -164,6 +167,7 @@ def run_shared_backup(
         backup_shared(store, log, Path(result.effect[1]), replace=replace)
     except CommandError as error:
         result = Result(outcome="rejected", error=str(error))
+    store.catch_up()  # and what they appended during the backup
     return recording.finish(store, request, result)
 
 
