@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -122,6 +123,12 @@ class TestBackup:
         assert [(head + 1,)] == recorded
         assert 0o600 == target.stat().st_mode & 0o777
         assert [target.name] == [path.name for path in target.parent.iterdir()]
+        # It restores as any pwf database, and can be a host's local file on the log.
+        restored = tmp_path / "restored.db"
+        assert 0 == _pwf("state", "restore", str(target), "--db", str(restored)).exit_code
+        shutil.copyfile(target, hosts.db("c"))
+        assert 0 == hosts("c", "status").exit_code
+        assert [(head + 1,)] == _file(hosts.db("c"), "SELECT seq FROM _pwf_head")
 
     def test_pwf_web_serves_the_backup(
         self, hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
