@@ -23,7 +23,9 @@ ratio in the same run) and :mod:`bench.bench_log` (rebuild,
 replay, verify, check, diff and digest of a generated log of
 ``--log-events`` events, 1 000 000 by default, against raw-SQLite read
 floors) and :mod:`bench.bench_maintenance` (the longest wait of a writer
-through a backup and a prune of the 100 000-event log) and prints their
+through a backup and a prune of the 100 000-event log) and
+:mod:`bench.bench_shared_maintenance` (the same for a backup of that log
+shared in PostgreSQL, against the writer's longest wait without it) and prints their
 lines under a header naming the interpreter, SQLite, msgspec and the CPU count,
 then one block, "issue 31 targets", listing each target of issue 31 with
 the measured value, its floor from the same run, their ratio and whether it
@@ -69,6 +71,7 @@ from bench import (
     bench_migrate,
     bench_postgres,
     bench_serve,
+    bench_shared_maintenance,
     bench_startup,
     bench_tree,
 )
@@ -136,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912 - one sec
         print(line, flush=True)
     print()
     for line in bench_migrate.run(log_events, targets=targets):
+        print(line, flush=True)
+    print()
+    for line in bench_shared_maintenance.run(bench_shared_maintenance.EVENTS):
         print(line, flush=True)
     print()
     for line in bench_postgres.run(3, 150 if args.quick else 300):

@@ -178,42 +178,21 @@ class TestMoving:
 
 
 class TestFileMaintenance:
-    """Backup and prune work on SQLite files; on a shared log they refuse clearly."""
+    """A prune works on SQLite files; on a shared log it refuses clearly (ADR 0106 backs it up)."""
 
-    def test_state_backup_is_refused(self, hosts: Hosts, tmp_path: Path) -> None:
-        """``state.backup`` answers rejected and appends nothing."""
-        before = _pg_count(hosts.url, "SELECT count(*) FROM events")
-        result = hosts("a", "state", "backup", str(tmp_path / "b.db"), "--json")
-        assert "SQLite log only" in result.output
-        assert before == _pg_count(hosts.url, "SELECT count(*) FROM events")
-
-    @pytest.mark.parametrize(
-        ("operation", "verb"),
-        [
-            ("state.backup", ["state", "backup", "{target}"]),
-            (
-                "state.prune",
-                ["state", "prune", "--before", "2020-01-01", "--apply", "--backup", "{target}"],
-            ),
-        ],
-    )
-    def test_the_cli_refuses_with_one_line_and_changes_nothing(
-        self,
-        hosts: Hosts,
-        client_line: Callable[..., bytes],
-        tmp_path: Path,
-        operation: str,
-        verb: list[str],
+    def test_the_cli_refuses_a_prune_with_one_line_and_changes_nothing(
+        self, hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
     ) -> None:
-        """Backup and prune are SQLite-file capabilities (ADR 0059): exit 2, one line, no write."""
+        """A prune is a SQLite-file capability (ADR 0059): exit 2, one line, no write."""
         hosts("a", "request", "--at", str(AT), stdin=client_line(1))
         before = (_pg_count(hosts.url, "SELECT count(*) FROM events"), _local_seq(hosts.db("a")))
         target = tmp_path / "copy.sqlite"
-        result = hosts("a", *(part.format(target=target) for part in verb))
+        verb = ["state", "prune", "--before", "2020-01-01", "--apply", "--backup", str(target)]
+        result = hosts("a", *verb)
         assert 2 == result.exit_code
         expected = (
-            f"Error: {operation} works on a SQLite log only;"
-            " back up a PostgreSQL log with pg_dump or pwf log export"
+            "Error: state.prune works on a SQLite log only;"
+            " back up a PostgreSQL log with pwf state backup --store"
         )
         assert [expected] == result.output.splitlines()
         assert not target.exists()

@@ -60,8 +60,10 @@ def backup(
     this log names (symlinks followed).  The live database must pass its
     integrity checks; the copy is made with SQLite's online backup, gets mode
     0600 (parent directories 0700), and is reopened read-only to check its
-    integrity, its hash chain and that its projections equal its log.  The
-    command is recorded as state.backup.
+    integrity, its hash chain and that its projections equal its log.  With
+    --store, the copy is one read-only snapshot of the shared log, written as
+    a pwf database with its projections folded from it (--db is the live
+    file).  The command is recorded as state.backup.
     """
     destination = os.path.abspath(destination)  # noqa: PTH100 - keeps the path as typed, no symlinks resolved
     with activity("backing up"):

@@ -34,9 +34,24 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pwf.protocol.client import ClientRequest, ClientResponse
-    from pwf.store import EventLog, FileTransaction, LogFile, StoreTransaction
+    from pwf.store import (
+        EventLog,
+        EventStore,
+        FileTransaction,
+        LogFile,
+        SharedLog,
+        StoreTransaction,
+    )
 
-__all__ = ["Recording", "backup_database", "catch_up", "check_destination", "run_backup"]
+__all__ = [
+    "Recording",
+    "backup_database",
+    "backup_shared",
+    "catch_up",
+    "check_destination",
+    "run_backup",
+    "run_shared_backup",
+]
 
 T = TypeVar("T")
 
@@ -75,7 +90,29 @@ class Recording:
             except CommandError as error:
                 return self.record(ctx, request, Result(outcome="rejected", error=str(error)))
 
-    def finish(self, store: LogFile, request: ClientRequest, result: Result) -> ClientResponse:
+    def validated(
+        self, store: LogFile | EventStore, request: ClientRequest
+    ) -> Result | ClientResponse:
+        """The validated result of ``request`` in a write transaction, unless an answer is due.
+
+        As :meth:`decide` with the validation as the work, on any store (a
+        file, or a shared log's host): the backup that follows runs outside
+        the transaction.
+        """
+        with store.transaction() as tx:
+            ctx = self.open(tx)
+            stored = self.adopt(ctx, request) or self.closed(ctx, request)
+            if stored is not None:
+                return stored
+            try:
+                with tx.savepoint():
+                    return self.validate(ctx, request)
+            except CommandError as error:
+                return self.record(ctx, request, Result(outcome="rejected", error=str(error)))
+
+    def finish(
+        self, store: LogFile | EventStore, request: ClientRequest, result: Result
+    ) -> ClientResponse:
         """Record ``result`` in a write transaction of its own, after the work outside one.
 
         A request with the same key that was recorded meanwhile is adopted
@@ -94,7 +131,7 @@ def run_backup(
     A request with the same key that was recorded while the copy was made
     is adopted instead of recorded twice.
     """
-    result = recording.decide(store, request, lambda _tx, ctx: recording.validate(ctx, request))
+    result = recording.validated(store, request)
     if not isinstance(result, Result):
         return result
     assert result.effect is not None
@@ -103,6 +140,106 @@ def run_backup(
     except CommandError as error:
         result = Result(outcome="rejected", error=str(error))
     return recording.finish(store, request, result)
+
+
+def run_shared_backup(
+    store: EventStore,
+    log: SharedLog,
+    request: ClientRequest,
+    recording: Recording,
+    *,
+    replace: bool,
+) -> ClientResponse:
+    """``state.backup`` on a shared log: adopt or validate, snapshot off any lock, record.
+
+    The request is adopted or validated, and its outcome recorded, in the
+    store's write transactions, which append to the shared log; the
+    snapshot between them holds no lock (ADR 0106).  Before each, the local
+    file catches up outside the lock, so the transaction holds the shared
+    log's lock only for the events appended since.
+    """
+    store.catch_up()  # what other hosts appended is folded before the lock, not under it
+    result = recording.validated(store, request)
+    if not isinstance(result, Result):
+        return result
+    assert result.effect is not None
+    try:
+        backup_shared(store, log, Path(result.effect[1]), replace=replace)
+    except CommandError as error:
+        result = Result(outcome="rejected", error=str(error))
+    store.catch_up()  # and what they appended during the backup
+    return recording.finish(store, request, result)
+
+
+def backup_shared(
+    store: EventStore, log: SharedLog, destination: Path, *, replace: bool = True
+) -> Head:
+    """Write a snapshot of the shared ``log`` with its projections to ``destination``; its head.
+
+    The destination rules are the SQLite backup's, the live file being the
+    host's local projection file.  The log's rows are copied as stored in
+    one read-only snapshot (:meth:`pwf.store.SharedLog.snapshot_to`); the
+    projections are then folded from the copied log by a rebuild, the copy
+    is proved (integrity, its chain and tree, projections equal to its log,
+    its head the snapshot's), synced, and renamed into place (ADR 0106).
+
+    Raises:
+        CommandError: the destination is refused, or the copy failed or is unsound.
+    """
+    target = check_destination(store.projections_file.path, store, destination)
+    if not replace and target.exists():
+        raise CommandError(f"Backup destination already exists: {destination}")
+    partial = target.with_name(target.name + ".partial")
+    made = False
+    try:
+        make_directories(target.parent)
+        _unlink_database(partial)
+        os.close(create_file(partial))
+        made = True
+        head = log.snapshot_to(partial)
+        _fold_projections(partial)
+        _verify_copy(partial, head)
+        _sync(partial)
+        _place(partial, target, destination, replace=replace)
+        made = False
+        _sync(target.parent)
+    except OSError as error:
+        raise CommandError(f"backup to {destination} failed: {os_error_text(error)}") from None
+    except StoreError as error:
+        raise CommandError(f"backup to {destination} failed: {error}") from None
+    finally:
+        if made:
+            _unlink_database(partial)
+    return head
+
+
+def _fold_projections(partial: Path) -> None:
+    """Give the copied log its projections and views, folded from it as a rebuild folds them.
+
+    The file is left in rollback-journal mode: one file, nothing beside it.
+    """
+    from pwf.fold.rebuild import rebuild  # noqa: PLC0415 - a shared log's backup only
+    from pwf.sqlviews import install_views  # noqa: PLC0415 - as rebuild
+
+    with open_file(partial) as copy:
+        copy.install(ReadModel().install, install_views)
+        rebuild(copy)
+        copy.connection.execute("PRAGMA journal_mode = DELETE")
+
+
+def _unlink_database(path: Path) -> None:
+    """Remove ``path`` and what SQLite may have left beside it."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+
+def _sync(path: Path) -> None:
+    """Sync a file or a directory to disk (fsync)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def catch_up(store: EventLog, backup: Path, upto: Head) -> None:
@@ -204,14 +341,19 @@ def _place(partial: Path, target: Path, destination: Path, *, replace: bool) -> 
         partial.unlink(missing_ok=True)
 
 
-def _verify_copy(destination: Path) -> None:
-    """Reopen the copy read-only: integrity, the hash chain, and projections == its log."""
+def _verify_copy(destination: Path, head: Head | None = None) -> None:
+    """Reopen the copy read-only: integrity, the hash chain, and projections == its log.
+
+    With ``head`` the copy's log must end there (a snapshot's head).
+    """
     try:
         with open_file(destination, read_only=True) as copy:  # the copy is a file of its own
             _checked(copy, "the backup")
             report = copy.verify()
             if not report.ok:
                 raise CommandError(f"the backup's log is broken at seq {report.first_bad_seq}")
+            if head is not None and copy.head() != head:
+                raise CommandError(f"the backup's log does not end at seq {head.seq}")
             fresh = exact_text(sqlite3.connect(":memory:"))
             kept = exact_text(
                 sqlite3.connect(f"{destination.absolute().as_uri()}?mode=ro", uri=True)

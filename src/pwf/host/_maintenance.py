@@ -4,7 +4,8 @@ Imports commands, protocol and the host's context and recording rooms.
 Both are recorded like any maintenance command, but their file work runs
 outside the write transactions that adopt and record them (ADR 0018, 0022):
 :mod:`pwf.host._backup` and :mod:`pwf.host.prune` do it, loaded only when
-asked for.  Neither applies to a log of record elsewhere (ADR 0038 D6).
+asked for.  On a shared log in PostgreSQL a backup is a snapshot of it
+(ADR 0106) and a prune is refused (ADR 0038 D6).
 """
 
 from __future__ import annotations
@@ -27,17 +28,19 @@ if TYPE_CHECKING:
 __all__ = ["FILE_MAINTENANCE", "effect", "maintain", "not_on_shared_log"]
 
 FILE_MAINTENANCE: Final = frozenset({"state.backup", "state.prune"})
+"""Operations whose file work runs outside the write transactions that record them."""
+SQLITE_ONLY: Final = frozenset({"state.prune"})
 """Operations on the database file itself, which a shared log in PostgreSQL is not."""
 
 
 def not_on_shared_log(host: Host[EventStore], request: ClientRequest) -> ClientResponse | None:
-    """The refusal of file maintenance on a log kept in PostgreSQL, else None."""
-    if request.operation not in FILE_MAINTENANCE or host.store.log_file is not None:
+    """The refusal of a prune of a log kept in PostgreSQL, else None."""
+    if request.operation not in SQLITE_ONLY or host.store.log_file is not None:
         return None
     return refused(
         request,
         f"{request.operation} works on a SQLite log only; back up a PostgreSQL log"
-        " with pg_dump or pwf log export",
+        " with pwf state backup --store",
     )
 
 
@@ -58,6 +61,13 @@ def maintain(
         validate=handler,
         closed=lambda ctx, req: _closed_answer(host, ctx, req),
     )
+    shared = host.store.shared_log
+    if request.operation == "state.backup" and shared is not None:
+        from pwf.host._backup import run_shared_backup  # noqa: PLC0415 - only maintenance
+
+        return run_shared_backup(
+            host.store, shared, request, recording, replace=host.replace_backups
+        )
     store = _log_file(host)
     if request.operation == "state.backup":
         return run_backup(store, request, recording, replace=host.replace_backups)
@@ -90,7 +100,11 @@ def effect(host: Host[EventStore], kind: str, target: str) -> None:
     """
     if kind != "backup":
         raise CommandError(f"Unknown maintenance effect: {kind}")
-    from pwf.host._backup import backup_database  # noqa: PLC0415 - only state.backup
+    from pwf.host._backup import backup_database, backup_shared  # noqa: PLC0415 - only state.backup
 
+    shared = host.store.shared_log
+    if shared is not None:
+        backup_shared(host.store, shared, Path(target), replace=host.replace_backups)
+        return
     store = _log_file(host)
     backup_database(store, Path(target), replace=host.replace_backups)

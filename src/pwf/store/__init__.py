@@ -48,6 +48,7 @@ __all__ = [
     "Head",
     "LogFile",
     "ProjectionFile",
+    "SharedLog",
     "StoreTransaction",
     "StoredEvent",
     "Transaction",
@@ -324,6 +325,10 @@ class EventStore(EventLog, Protocol):
         """
 
     @property
+    def shared_log(self) -> SharedLog | None:
+        """The log of record in PostgreSQL, which its backup reads; None for a file (ADR 0106)."""
+
+    @property
     def projections_file(self) -> ProjectionFile:
         """The SQLite file that holds the projections, for what reads or folds the file itself.
 
@@ -447,6 +452,18 @@ class LogFile(EventLog, ProjectionFile, Protocol):
 
     def install_image(self, image: sqlite3.Connection, work: Callable[[FileTransaction], T]) -> T:
         """Copy the database ``image`` over this file in one write transaction, ``work`` first."""
+
+
+class SharedLog(Protocol):
+    """A log of record shared in PostgreSQL: the capability its backup needs (ADR 0106)."""
+
+    def snapshot_to(self, target: Path) -> Head:
+        """Write one consistent snapshot of the log, as stored, into the new SQLite file ``target``.
+
+        The snapshot is read in one read-only transaction that takes no lock
+        a writer waits for; the file gets the log's rows, tree, head and
+        ``_pwf_meta`` but no projections.  Returns the head of the snapshot.
+        """
 
 
 class FileTransaction(StoreTransaction, Protocol):

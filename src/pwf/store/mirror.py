@@ -126,7 +126,12 @@ class MirroredStore(AppendsAlone, Closing):
 
     @property
     def log_file(self) -> None:
-        """None: the log of record is not a file (``state.backup`` and ``state.prune`` refuse)."""
+        """None: the log of record is not a file (``state.prune`` refuses; ADR 0106 backs it up)."""
+
+    @property
+    def shared_log(self) -> PostgresStore:
+        """The shared log of record, whose snapshot ``state.backup`` writes (ADR 0106)."""
+        return self.shared.log
 
     @property
     def projections_file(self) -> SqliteStore:

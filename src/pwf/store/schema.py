@@ -118,8 +118,8 @@ _BODY: Final = (
 
 
 _PRINTF: Final = (
-    "printf('%s\"contentHash\":\"%s\",\"data\":%s,\"eventId\":\"evt-%d\",\"prevHash\":%s,"
-    "\"schema\":\"pwf.event.v1\",\"seq\":%d,\"type\":\"%s\"}}', {head}, {hex_hash}, e.data,"
+    'printf(\'%s"contentHash":"%s","data":%s,"eventId":"evt-%d","prevHash":%s,'
+    '"schema":"pwf.event.v1","seq":%d,"type":"%s"}}\', {head}, {hex_hash}, e.data,'
     " e.seq, coalesce('\"' || {hex_prev} || '\"', 'null'), e.seq, e.type)"
 )
 """The body as one ``printf`` of its parts (SQLite): the same bytes as :data:`_BODY`."""

@@ -164,6 +164,10 @@ class SqliteStore(AppendsAlone, Closing, SqliteFile):
         return self
 
     @property
+    def shared_log(self) -> None:
+        """None: the log of record is this file."""
+
+    @property
     def projections_file(self) -> SqliteStore:
         """This file holds the projections too."""
         return self

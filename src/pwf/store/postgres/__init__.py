@@ -16,6 +16,7 @@ The package's modules, by job (ADR 0060):
 * :mod:`~pwf.store.postgres.append`: write transactions under the advisory lock,
   the head's compare-and-set and the flush barrier;
 * :mod:`~pwf.store.postgres.reads`: the head, catch-up reads, streams, lookups, verify;
+* :mod:`~pwf.store.postgres.snapshot`: one snapshot of the log copied into a SQLite file (a backup);
 * :mod:`~pwf.store.postgres.edge`: URLs and psycopg's errors turned into pwf's.
 """
 

@@ -24,6 +24,7 @@ from pwf.store.postgres.schema import FORMAT, install, read_format
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from contextlib import AbstractContextManager
+    from pathlib import Path
 
     from pwf.events import Entry
     from pwf.store import Head, StoredEvent, VerifyReport
@@ -139,6 +140,20 @@ class PostgresStore(AppendsAlone, Closing):
             ChainError: the first stored event cannot start a log.
         """
         return reads.origin(self.connection)
+
+    def snapshot_to(self, target: Path) -> Head:
+        """Write one snapshot of the log, as stored, into the new SQLite file ``target`` (ADR 0106).
+
+        Read in one ``REPEATABLE READ, READ ONLY`` transaction of a connection
+        of its own, which no writer waits for; returns the snapshot's head.
+        See :func:`pwf.store.postgres.snapshot.snapshot_to`.
+
+        Raises:
+            StoreError: the log cannot be read or the file cannot be written.
+        """
+        from pwf.store.postgres.snapshot import snapshot_to  # noqa: PLC0415 - backups only
+
+        return snapshot_to(self.url, self.path, target)
 
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Check the chain from stored bytes in one snapshot and name the first bad seq."""
