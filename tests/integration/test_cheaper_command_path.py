@@ -25,6 +25,7 @@ from pwf.cli._options import open_store
 from pwf.errors import BlobConflictError
 from pwf.events import Actor, CommandRecorded
 from pwf.host import Host
+from pwf.host.served import Identity, ServedHost
 from pwf.projections.blobs import BLOB_CONFLICT
 from pwf.protocol.client import parse_request
 from pwf.readmodel import ReadModel
@@ -507,3 +508,32 @@ def test_a_served_group_runs_thirteen_statements_per_run_start_and_six_of_its_ow
             assert [("accepted", None)] * size == [tuple(outcome) for outcome in outcomes]
             counts.append(sum(n == 0 or text != seen[n - 1] for n, text in enumerate(seen)))
     assert [6 + 13, 6 + 4 * 13] == counts
+
+
+def _guard_statements(store: Any, now: int) -> list[str]:
+    """The statements one direct-mode guard runs at ``now`` (ADR 0105)."""
+    seen: list[str] = []
+    connection: sqlite3.Connection = store.connection
+    _statements(connection, seen)
+    try:
+        Host(store).refuse_if_served(now)
+    finally:
+        connection.set_trace_callback(None)
+    return seen
+
+
+def test_the_direct_guard_runs_one_statement_served_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pwf request`` checks before every line: one read of the claim, and none at all where
+    ``host_state`` is missing (SQLite refuses to prepare the read; no ``sqlite_master`` look-up)."""
+    monkeypatch.delenv("PWF_STORE", raising=False)
+    db = tmp_path / "state.db"
+    open_store(str(db), create=True).close()
+    with open_store(str(db), deciding=True) as store:
+        assert [] == _guard_statements(store, AT)  # never served: no host_state table
+        served = ServedHost(store, Identity("h-1", 1, "start-1"))
+        served.start("ab" * 32, 30_000, AT)
+        assert served.release(AT + 1)
+        [read] = _guard_statements(store, AT + 2)  # served once, no live claim
+        assert read.startswith("SELECT epoch FROM host_state")
