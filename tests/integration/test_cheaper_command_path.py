@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from pwf import canonical
+from pwf._sqlite import execute_many
 from pwf.cli._options import open_store
 from pwf.errors import BlobConflictError
 from pwf.events import Actor, CommandRecorded
@@ -30,6 +31,7 @@ from pwf.projections.blobs import BLOB_CONFLICT
 from pwf.protocol.client import parse_request
 from pwf.readmodel import ReadModel
 from pwf.server._writer import Writer
+from pwf.store import log_writes
 from pwf.store.sqlite import SqliteStore
 from pwf.store.unit import OnceOnly, Repeatable
 
@@ -537,3 +539,29 @@ def test_the_direct_guard_runs_one_statement_served_or_not(
         assert served.release(AT + 1)
         [read] = _guard_statements(store, AT + 2)  # served once, no live claim
         assert read.startswith("SELECT epoch FROM host_state")
+
+
+def test_a_one_event_append_inserts_its_rows_without_executemany(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision stages its events one by one: each run of rows is one row a table (ADR 0105).
+
+    ``executemany`` over a generator costs more than a plain ``execute`` of one row; runs of
+    several events (an import, a fold's copy) still take it.
+    """
+    many: list[str] = []
+
+    def counted(connection: sqlite3.Connection, sql: str, rows: Any) -> None:
+        many.append(sql.split("(", maxsplit=1)[0])
+        execute_many(connection, sql, rows)
+
+    monkeypatch.setattr(log_writes, "execute_many", counted)  # the name the writer calls
+    with store.transaction() as tx:
+        tx.append([_recorded(1)], at=AT, actor=ACTOR)
+        tx.append([_recorded(2)], at=AT, actor=ACTOR)
+    assert [] == many
+    with store.transaction() as tx:
+        tx.append([_recorded(3), _recorded(4)], at=AT, actor=ACTOR)
+    assert ["INSERT INTO main._pwf_events "] == many  # one batch row, two event rows
+    assert [1, 2, 3, 4] == [event.seq for event in store.read()]
+    assert store.verify().ok
