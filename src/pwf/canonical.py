@@ -530,19 +530,28 @@ def _loads(line: bytes, text: str) -> object:
         raise NotJsonError(f"not JSON: {error}") from None
 
 
-_STRINGS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_STRINGS: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+"""A JSON string, its runs of plain bytes taken whole: four times faster than one byte a
+step on a line of long strings, and the same strings (ADR 0105)."""
 _NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_BRACKETS_OR_QUOTES: Final = bytes(b for b in range(256) if b not in b'[]{}"')
 
 
 def nesting_depth(line: bytes, limit: int) -> int:
     """How deeply a JSON text nests arrays and objects, counted up to ``limit + 1``.
 
     Cheap when the text has few brackets (depth never exceeds their count);
-    otherwise strings are blanked and only the brackets are walked.
+    otherwise strings are blanked and only the brackets are walked.  A text
+    without a backslash and with its quotes in pairs has its strings between
+    them, every second piece of a split at the quotes (ADR 0105).
     """
-    if line.count(b"[") + line.count(b"{") <= limit:
-        return min(line.count(b"[") + line.count(b"{"), limit)
-    brackets = _STRINGS.sub(b'""', line).translate(None, _NOT_BRACKETS)
+    opened = line.count(b"[") + line.count(b"{")
+    if opened <= limit:
+        return opened
+    if b"\\" not in line and line.count(b'"') % 2 == 0:
+        brackets = b"".join(line.translate(None, _NOT_BRACKETS_OR_QUOTES).split(b'"')[::2])
+    else:
+        brackets = _STRINGS.sub(b'""', line).translate(None, _NOT_BRACKETS)
     depth = deepest = 0
     for byte in brackets:
         depth += 1 if byte in b"[{" else -1
@@ -603,9 +612,7 @@ def _proven(line: bytes) -> object:
     msgspec escapes every other character as the exact encoder does (a unit
     test holds the two to that, code point by code point).
     """
-    if line.count(b"[") + line.count(b"{") > _PROOF_DEPTH and (
-        nesting_depth(line, _PROOF_DEPTH) > _PROOF_DEPTH
-    ):
+    if nesting_depth(line, _PROOF_DEPTH) > _PROOF_DEPTH:  # counts the brackets first itself
         return MISSING
     try:
         value = _PROOF_DECODER.decode(line)

@@ -21,14 +21,18 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from pwf import canonical
+from pwf._sqlite import execute_many
 from pwf.cli._options import open_store
+from pwf.commands.payload import members as members_of
 from pwf.errors import BlobConflictError
 from pwf.events import Actor, CommandRecorded
 from pwf.host import Host
+from pwf.host.served import Identity, ServedHost
 from pwf.projections.blobs import BLOB_CONFLICT
-from pwf.protocol.client import parse_request
+from pwf.protocol.client import ClientRequest, parse_request, payload_member
 from pwf.readmodel import ReadModel
 from pwf.server._writer import Writer
+from pwf.store import log_writes
 from pwf.store.sqlite import SqliteStore
 from pwf.store.unit import OnceOnly, Repeatable
 
@@ -507,3 +511,150 @@ def test_a_served_group_runs_thirteen_statements_per_run_start_and_six_of_its_ow
             assert [("accepted", None)] * size == [tuple(outcome) for outcome in outcomes]
             counts.append(sum(n == 0 or text != seen[n - 1] for n, text in enumerate(seen)))
     assert [6 + 13, 6 + 4 * 13] == counts
+
+
+def _guard_statements(store: Any, now: int) -> list[str]:
+    """The statements one direct-mode guard runs at ``now`` (ADR 0105)."""
+    seen: list[str] = []
+    connection: sqlite3.Connection = store.connection
+    _statements(connection, seen)
+    try:
+        Host(store).refuse_if_served(now)
+    finally:
+        connection.set_trace_callback(None)
+    return seen
+
+
+def test_the_direct_guard_runs_one_statement_served_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pwf request`` checks before every line: one read of the claim, and none at all where
+    ``host_state`` is missing (SQLite refuses to prepare the read; no ``sqlite_master`` look-up)."""
+    monkeypatch.delenv("PWF_STORE", raising=False)
+    db = tmp_path / "state.db"
+    open_store(str(db), create=True).close()
+    with open_store(str(db), deciding=True) as store:
+        assert [] == _guard_statements(store, AT)  # never served: no host_state table
+        served = ServedHost(store, Identity("h-1", 1, "start-1"))
+        served.start("ab" * 32, 30_000, AT)
+        assert served.release(AT + 1)
+        [read] = _guard_statements(store, AT + 2)  # served once, no live claim
+        assert read.startswith("SELECT epoch FROM host_state")
+
+
+def test_a_one_event_append_inserts_its_rows_without_executemany(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision stages its events one by one: each run of rows is one row a table (ADR 0105).
+
+    ``executemany`` over a generator costs more than a plain ``execute`` of one row; runs of
+    several events (an import, a fold's copy) still take it.
+    """
+    many: list[str] = []
+
+    def counted(connection: sqlite3.Connection, sql: str, rows: Any) -> None:
+        many.append(sql.split("(", maxsplit=1)[0])
+        execute_many(connection, sql, rows)
+
+    monkeypatch.setattr(log_writes, "execute_many", counted)  # the name the writer calls
+    with store.transaction() as tx:
+        tx.append([_recorded(1)], at=AT, actor=ACTOR)
+        tx.append([_recorded(2)], at=AT, actor=ACTOR)
+    assert [] == many
+    with store.transaction() as tx:
+        tx.append([_recorded(3), _recorded(4)], at=AT, actor=ACTOR)
+    assert ["INSERT INTO main._pwf_events "] == many  # one batch row, two event rows
+    assert [1, 2, 3, 4] == [event.seq for event in store.read()]
+    assert store.verify().ok
+
+
+_SNAPSHOT: Final = {
+    "nodes": [
+        {"id": f"n-{n}", "prompt": "Summarise the release. " * 4, "next": n + 1} for n in range(20)
+    ],
+    "entry": "n-0",
+    "10": "an array index key, sorted first",
+    "2": [1.5, -0.0, 2**53, 1e21],
+    "\u00e9t\u00e9": "\U0001f600",
+}
+"""A definition snapshot with the shapes canonical JSON writes its own way (ADR 0002)."""
+
+
+def _large_start(number: int, snapshot: object = _SNAPSHOT) -> ClientRequest:
+    payload = dict(members_of(parse_request(_start_line(number)).payload))
+    return ClientRequest(
+        request_id=f"r-{number}",
+        client_id="client-a",
+        operation="run.start",
+        idempotency_key=f"k-{number}",
+        payload={**payload, "definitionSnapshot": snapshot, "launchOptions": {"model": "m"}},
+        run_id=f"run-{number}",
+    )
+
+
+def test_a_parsed_request_gives_its_payload_members_as_the_lines_bytes() -> None:
+    """The very bytes ``canonical.encode`` writes for each member; None where unknown (ADR 0105)."""
+    built = _large_start(1)
+    parsed = parse_request(_line_of(built))
+    for name in ("definitionSnapshot", "input", "launchOptions", "workflowSource"):
+        member = payload_member(parsed, name)
+        assert member is not None
+        assert canonical.encode(members_of(built.payload)[name]) == bytes(member)
+    assert payload_member(parsed, "parentRunId") is None  # absent
+    assert payload_member(built, "input") is None  # built in process: no line
+    lone = parse_request(_line_of(_large_start(2, {"\ud800": 1})))  # msgspec reads no such text
+    assert payload_member(lone, "definitionSnapshot") is None
+
+
+def _line_of(request: ClientRequest) -> bytes:
+    """The canonical line of a request built in process."""
+    return canonical.encode(
+        {
+            "clientId": request.client_id,
+            "idempotencyKey": request.idempotency_key,
+            "operation": request.operation,
+            "payload": request.payload,
+            "requestId": request.request_id,
+            "runId": request.run_id,
+            "schema": "pi-workflows.client.v1",
+            "type": "request",
+        }
+    )
+
+
+def _reserved_body(db: Path, request: ClientRequest) -> bytes:
+    with open_store(str(db), create=True) as store:
+        assert "accepted" == Host(store).request(request, AT).outcome
+        [reserved] = [event for event in store.read() if b'"type":"run.reserved"' in event.body]
+        return reserved.body
+
+
+def test_a_run_start_from_a_line_does_not_encode_its_snapshot_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The line's bytes of the snapshot, input and options go into ``run.reserved`` as they are.
+
+    The stored event is byte for byte the one a request built in process stores.
+    """
+    monkeypatch.delenv("PWF_STORE", raising=False)
+    built = _large_start(1)
+    parsed = parse_request(_line_of(built))
+    encoded: list[int] = []
+    real = canonical.encode
+
+    def counted(value: object) -> bytes:
+        encoded.append(id(value))
+        return real(value)
+
+    monkeypatch.setattr(canonical, "encode", counted)
+    from_line = _reserved_body(tmp_path / "line.db", parsed)
+    parsed_payload = members_of(parsed.payload)
+    for name in ("definitionSnapshot", "input", "launchOptions"):
+        assert id(parsed_payload[name]) not in encoded, name
+    encoded.clear()
+    assert from_line == _reserved_body(tmp_path / "built.db", built)
+    assert id(members_of(built.payload)["definitionSnapshot"]) in encoded  # no line: encoded
+    lone = _large_start(2, {"\ud800": [1]})  # its line's members are encoded again: same bytes
+    assert _reserved_body(tmp_path / "lone-line.db", parse_request(_line_of(lone))) == (
+        _reserved_body(tmp_path / "lone-built.db", lone)
+    )

@@ -29,6 +29,7 @@ from pwf.events import (
     RunReserved,
 )
 from pwf.projections.runs import RESERVED_GENERATION, RESERVED_REVISION
+from pwf.protocol.client import payload_member
 from pwf.protocol.schemas import RunStarted, Stopping, receipt
 
 if TYPE_CHECKING:
@@ -176,23 +177,37 @@ def reserve(  # noqa: PLR0913 - a reservation has this many facts
         ctx.emit(RunQueueDoneForContinuation(run_id=parent_id, continuation_run_id=run_id))
 
 
-def _template(payload: dict[str, object]) -> RunTemplate:
+def _template(request: ClientRequest, payload: dict[str, object]) -> RunTemplate:
+    """The run ``request`` asks for; its JSON members are kept as the line's bytes when known.
+
+    A definition snapshot is the request's largest member; encoding it again
+    was most of a ``run.start``'s Python when it is large (ADR 0105).
+    """
     mode: ExecutionMode = (
         "headless" if payload.get("executionMode") == "headless" else "interactive"
     )
-    launch = payload.get("launchOptions", {})
+    launch = payload_member(request, "launchOptions")
+    if launch is None or bytes(launch) == b"null":  # absent or null: no options
+        value = payload.get("launchOptions")
+        launch = canonical.raw({} if value is None else value)
     return {
         "project_path": absolute_path(payload, "projectPath"),
         "workflow_name": text(payload, "workflowName"),
         "workflow_ref": text(payload, "workflowSourceRef"),
         "workflow_source": canonical.raw(normalised_source(payload.get("workflowSource"))),
         "definition_digest": text(payload, "definitionDigest"),
-        "definition_snapshot": canonical.raw(payload.get("definitionSnapshot")),
-        "input": canonical.raw(payload.get("input")),
-        "launch_options": canonical.raw({} if launch is None else launch),
+        "definition_snapshot": _json(request, payload, "definitionSnapshot"),
+        "input": _json(request, payload, "input"),
+        "launch_options": launch,
         "origin_session_id": optional_text(payload, "originSessionId"),
         "execution_mode": mode,
     }
+
+
+def _json(request: ClientRequest, payload: dict[str, object], name: str) -> msgspec.Raw:
+    """Payload member ``name``'s canonical bytes (``null`` when absent)."""
+    known = payload_member(request, name)
+    return canonical.raw(payload.get(name)) if known is None else known
 
 
 def template_of(ctx: Context, run: RunRow, run_input: msgspec.Raw) -> RunTemplate:
@@ -262,7 +277,7 @@ def run_start(ctx: Context, request: ClientRequest) -> Result:
     """``run.start``: reserve a new run, or adopt an identical existing one."""
     run_id = require_run_id(request)
     payload = members(request.payload)
-    template = _template(payload)
+    template = _template(request, payload)
     existing = get_run(ctx, run_id)
     if existing is not None:
         if not _compatible(ctx, existing, template, payload):

@@ -53,8 +53,19 @@ def cause_of(source: ClientRequest | WorkerMessage) -> Cause:
 
     The cause takes the members of the same name: the operation and the
     fingerprint, and a request's id, client id and idempotency key, or a
-    message's worker epoch and message id.
+    message's worker epoch and message id.  A client request's cause is
+    built from its members directly, a tenth of the time of
+    ``msgspec.convert``'s walk of its attributes (ADR 0105); its members
+    were checked when the request was read.
     """
+    if isinstance(source, ClientRequest):
+        return Cause(
+            operation=source.operation,
+            request_id=source.request_id,
+            client_id=source.client_id,
+            idempotency_key=source.idempotency_key,
+            fingerprint=source.fingerprint,
+        )
     return msgspec.convert(source, Cause, from_attributes=True)
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "parse_message",
     "parse_request",
     "parse_response",
+    "payload_member",
     "request_fingerprint",
 ]
 
@@ -417,7 +418,48 @@ def parse_request(line: bytes) -> ClientRequest:
     fingerprint = _line_fingerprint(line, request.request_id)
     if fingerprint is not None:
         request.__dict__["fingerprint"] = fingerprint  # what the cached property would compute
+    request.__dict__[_LINE] = line  # its payload members' bytes, for payload_member
     return request
+
+
+_LINE: Final = "_line"
+"""Where :func:`parse_request` keeps the canonical line a request was read from."""
+_MEMBERS: Final = "_payload_members"
+"""Where :func:`payload_member` keeps the line's payload members, once decoded."""
+
+
+class _LinePayload(msgspec.Struct):
+    """A request line's payload members, each as the bytes the line holds (unknown keys skipped)."""
+
+    payload: dict[str, msgspec.Raw]
+
+
+_LINE_PAYLOAD: Final = msgspec.json.Decoder(_LinePayload)
+
+
+def payload_member(request: ClientRequest, name: str) -> msgspec.Raw | None:
+    """The canonical bytes of the payload member ``name``, as the request's line holds them.
+
+    A request read by :func:`parse_request` came on a line proven
+    canonical, and a member of a canonical object is written as its value's
+    canonical bytes, so they are the very bytes ``canonical.encode`` would
+    write for the value: a decider keeps them instead of encoding the value
+    a second time (ADR 0105).  The members are decoded from the line the
+    first time one is asked for.  None when the member is absent, or the
+    request was not read from a line (built in process), or its payload is
+    not an object msgspec reads (a caller then encodes the value).
+    """
+    members: dict[str, msgspec.Raw] | None = request.__dict__.get(_MEMBERS)
+    if members is None:
+        line = request.__dict__.get(_LINE)
+        members = {}
+        if line is not None:
+            try:
+                members = _LINE_PAYLOAD.decode(line).payload
+            except msgspec.MsgspecError:
+                members = {}
+        request.__dict__[_MEMBERS] = members
+    return members.get(name)
 
 
 def _line_fingerprint(line: bytes, request_id: str) -> str | None:

@@ -10,9 +10,10 @@ append, a compaction's image, a fold's copy, an import) goes through
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from pwf._sqlite import execute_many
+from pwf._sqlite import execute, execute_many
 from pwf.store.packing import head_of, split
 from pwf.store.schema import BATCH_INSERT, ROW_INSERT, WHOLE_INSERT
 
@@ -105,16 +106,27 @@ def write(  # noqa: PLR0913 - where the rows go and what the caller knows of the
     Returns the batch row of the last event.  Ids with lone surrogates are
     bound exactly (ADR 0071).
     """
-    prefix = f"{schema}."
+    statements = _statements(schema)
     if last is None and not new_batch:
-        found = connection.execute(LAST_BATCH.format(schema=prefix)).fetchone()
+        found = connection.execute(statements["last"]).fetchone()
         last = None if found is None else tuple(found)
     if not events:
         return last
     packed = pack(events, previous=previous, last=last)
-    if packed.batches:
-        execute_many(connection, _SQLITE["batches"].format(schema=prefix), packed.batches)
-    execute_many(connection, _SQLITE["rows"].format(schema=prefix), packed.rows)
-    if packed.whole:
-        execute_many(connection, _SQLITE["whole"].format(schema=prefix), packed.whole)
+    for table in ("batches", "rows", "whole"):
+        rows = getattr(packed, table)
+        if len(rows) == 1:  # an append's usual run: one event, no generator around the driver
+            execute(connection, statements[table], rows[0])
+        elif rows:
+            execute_many(connection, statements[table], rows)
     return packed.last
+
+
+@functools.cache
+def _statements(schema: str) -> dict[str, str]:
+    """The statements of ``schema``'s log, written once per schema (ADR 0105)."""
+    prefix = f"{schema}."
+    return {
+        **{name: text.format(schema=prefix) for name, text in _SQLITE.items()},
+        "last": LAST_BATCH.format(schema=prefix),
+    }
