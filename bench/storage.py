@@ -196,7 +196,7 @@ def touched(
 _CONTROL: Final = re.compile(r"\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b", re.IGNORECASE)
 _WRITE: Final = re.compile(
     r"\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)"
-    r"\s+[\"`\[]?(\w+)",
+    r"\s+(?:\w+\.)?[\"`\[]?(\w+)",
     re.IGNORECASE,
 )
 

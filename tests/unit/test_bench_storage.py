@@ -141,6 +141,8 @@ def test_statement_part_sorts_by_the_table_written(storage: Any) -> None:
     assert "control" == part("SAVEPOINT s1")
     assert "log" == part("INSERT INTO events (seq) VALUES (?)")
     assert "log" == part("INSERT INTO event_rows (seq) VALUES (?)")
+    assert "log" == part("INSERT INTO main._pwf_events (seq) VALUES (?)")  # named by its schema
+    assert "projections" == part("INSERT INTO main.runs (run_id) VALUES (?)")
     assert "log" == part(
         "INSERT INTO _pwf_head (id) VALUES (1) ON CONFLICT (id) DO UPDATE SET seq = 2"
     )
