@@ -109,7 +109,10 @@ def load_v1(url: str, rows: Iterable[tuple[object, ...]]) -> None:
             "INSERT INTO _pwf_meta (key, value)"
             " VALUES ('format', 'pwf.store.v1'), ('log_id', gen_random_uuid()::text)"
         )
+        # The tree reads the first seq from v2's table (ADR 0106): a v1 log's is its events.
+        connection.execute("CREATE TEMP VIEW _pwf_events AS SELECT seq FROM events")
         build(connection, head_of(connection.execute(HEAD).fetchone()))
+        connection.execute("DROP VIEW pg_temp._pwf_events")
 
 
 def export_of(url: str) -> bytes:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from pwf._closing import Closing
 from pwf._sqlite import exact_text
@@ -127,6 +127,8 @@ class SqliteStore(AppendsAlone, Closing, SqliteFile):
         self.checkpointer = Checkpointer(self.path, self.synchronous_level)
 
     def _install(self) -> None:
+        if self.connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+            self.connection.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # before the first table
         with self._immediate():
             names = {row[0] for row in self.connection.execute("SELECT name FROM sqlite_master")}
             if names and "_pwf_meta" not in names:
@@ -231,6 +233,10 @@ class SqliteStore(AppendsAlone, Closing, SqliteFile):
         from pwf.store.sqlite_unit import run_group  # noqa: PLC0415 - a served host's only
 
         return run_group(self, works, observe)
+
+
+PAGE_SIZE: Final = 1024
+"""The page size of a new file (ADR 0102): a commit writes a page of each B-tree it changes."""
 
 
 def _connect(
