@@ -53,7 +53,7 @@ _QUEUE: Final = {
     "cancelled": "cancelled",
 }
 
-pytestmark = pytest.mark.sqlite_only("prune backs up and compacts the SQLite file itself")
+pytestmark = pytest.mark.sqlite_only("prune backs up and prunes the SQLite file itself")
 
 
 def _reserved(run_id: str, *, parent: str | None = None, options: object = None) -> RunReserved:
