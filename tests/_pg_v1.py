@@ -111,7 +111,9 @@ def load_v1(url: str, rows: Iterable[tuple[object, ...]]) -> None:
         )
         # The tree reads the first seq from v2's table (ADR 0106): a v1 log's is its events.
         connection.execute("CREATE TEMP VIEW _pwf_events AS SELECT seq FROM events")
+        connection.execute("CREATE TEMP TABLE _pwf_pruned (seq BIGINT, leaf BYTEA, taken BIGINT)")
         build(connection, head_of(connection.execute(HEAD).fetchone()))
+        connection.execute("DROP TABLE pg_temp._pwf_pruned")
         connection.execute("DROP VIEW pg_temp._pwf_events")
 
 

@@ -178,26 +178,19 @@ class TestMoving:
 
 
 class TestFileMaintenance:
-    """A prune works on SQLite files; on a shared log it refuses clearly (ADR 0106 backs it up)."""
+    """A prune of a shared log backs it up and takes nothing but the selected trees (ADR 0107)."""
 
-    def test_the_cli_refuses_a_prune_with_one_line_and_changes_nothing(
+    def test_a_prune_that_selects_nothing_backs_up_and_takes_nothing(
         self, hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
     ) -> None:
-        """A prune is a SQLite-file capability (ADR 0059): exit 2, one line, no write."""
         hosts("a", "request", "--at", str(AT), stdin=client_line(1))
-        before = (_pg_count(hosts.url, "SELECT count(*) FROM events"), _local_seq(hosts.db("a")))
         target = tmp_path / "copy.sqlite"
         verb = ["state", "prune", "--before", "2020-01-01", "--apply", "--backup", str(target)]
         result = hosts("a", *verb)
-        assert 2 == result.exit_code
-        expected = (
-            "Error: state.prune works on a SQLite log only;"
-            " back up a PostgreSQL log with pwf state backup --store"
-        )
-        assert [expected] == result.output.splitlines()
-        assert not target.exists()
-        after = (_pg_count(hosts.url, "SELECT count(*) FROM events"), _local_seq(hosts.db("a")))
-        assert before == after
+        assert 0 == result.exit_code, result.output
+        assert "selected runs: 0\n" in result.output
+        assert target.exists()
+        assert 0 == _pg_count(hosts.url, "SELECT count(*) FROM events WHERE body IS NULL")
 
 
 KILLED_BETWEEN_COMMITS = r"""

@@ -247,6 +247,13 @@ def upgrade_views(store: EventStore) -> None:
     store.projections_file.upgrade(views_current, install_views)
 
 
+def refold(store: EventStore) -> None:
+    """Fold a host's local projections again from its copy of the shared log (ADR 0107)."""
+    from pwf.fold.rebuild import rebuild  # noqa: PLC0415 - only after another host's prune
+
+    rebuild(store)
+
+
 def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) -> EventStore:
     from pwf.store.opening import open_mirror  # noqa: PLC0415 - an optional extra
 
@@ -258,6 +265,7 @@ def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) 
         hooks=[read_model],
         install=read_model.install,
     )
+    store.refold = refold
     context = click.get_current_context(silent=True)
     if context is None or not context.meta.get(CATCH_UP_KEY):
         try:

@@ -464,7 +464,7 @@ def _prune_proof(store: EventStore, backup: Path) -> PruneProof | None:
     from pwf.store.pruned import prove_pruned  # noqa: PLC0415
 
     try:
-        live = sqlite_file(store)
+        live = sqlite_file(store.projections_file)  # a shared log's: the host's caught-up copy
     except InputError:
         return None
     return prove_pruned(store, live.connection, backup)

@@ -29,8 +29,9 @@ __all__ = ["FILE_MAINTENANCE", "effect", "maintain", "not_on_shared_log"]
 
 FILE_MAINTENANCE: Final = frozenset({"state.backup", "state.prune"})
 """Operations whose file work runs outside the write transactions that record them."""
-SQLITE_ONLY: Final = frozenset({"state.prune"})
-"""Operations on the database file itself, which a shared log in PostgreSQL is not."""
+SQLITE_ONLY: Final = frozenset[str]()
+"""Operations on the database file itself, which a shared log in PostgreSQL is not: none since
+ADR 0107 (a shared log is backed up and pruned too)."""
 
 
 def not_on_shared_log(host: Host[EventStore], request: ClientRequest) -> ClientResponse | None:
@@ -67,6 +68,12 @@ def maintain(
 
         return run_shared_backup(
             host.store, shared, request, recording, replace=host.replace_backups
+        )
+    if shared is not None:  # state.prune of the shared log (ADR 0107)
+        from pwf.host.prune import run_shared_prune  # noqa: PLC0415 - only state.prune
+
+        return run_shared_prune(
+            host.store, shared, request, now, recording, actor=host.actor, cause=cause
         )
     store = _log_file(host)
     if request.operation == "state.backup":

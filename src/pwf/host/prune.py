@@ -13,17 +13,23 @@ import datetime as dt
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
+from pwf import merkle
 from pwf._sqlite import PROJECTION_TABLES, quote
 from pwf.commands import Result
 from pwf.commands.prune import Cutoff, prune_options, select
 from pwf.errors import CommandError, PwfError, StoreError
+from pwf.events import LogCompacted, LogPruned, open_body
+from pwf.events.compaction import compacted
+from pwf.fold.rebuild import rebuild
 from pwf.host._backup import Recording, backup_database, catch_up
 from pwf.host._compacting import Prepared, prepared
 from pwf.host._lock import acquire_lock
 from pwf.isotime import iso_utc
 from pwf.sqlreader import RowReader
+from pwf.store.compaction import file_sha256
+from pwf.store.log_writes import strip
 
 if TYPE_CHECKING:
     import sqlite3
@@ -32,7 +38,7 @@ if TYPE_CHECKING:
     from pwf.commands.prune import Selection
     from pwf.events import Actor, Cause
     from pwf.protocol.client import ClientRequest, ClientResponse
-    from pwf.store import FileTransaction, LogFile
+    from pwf.store import EventStore, FileTransaction, LogFile, SharedLog
 
 __all__ = [
     "Recording",
@@ -41,6 +47,7 @@ __all__ = [
     "report",
     "resolve_cutoff",
     "run_prune",
+    "run_shared_prune",
     "settle",
     "tally",
 ]
@@ -386,3 +393,118 @@ def _settled(store: LogFile, result: Result) -> Result:
         return Result(outcome="rejected", error=str(error))
     assert isinstance(result.receipt, dict)
     return Result(receipt={**result.receipt, "databaseBytesAfter": database_bytes(store.path)})
+
+
+def run_shared_prune(  # noqa: PLR0913 - the command and how to record it
+    store: EventStore,
+    shared: SharedLog,
+    request: ClientRequest,
+    now: int,
+    recording: Recording,
+    *,
+    actor: Actor,
+    cause: Cause,
+) -> ClientResponse:
+    """One ``state.prune`` of a shared log: a backup, then the bytes taken out under its lock.
+
+    ADR 0107.
+
+    The selection, blockers and report are the SQLite prune's, read from
+    this host's caught-up local file.  The backup is a snapshot of the
+    shared log (ADR 0106), taken without its lock; then, in one transaction
+    under the log's lock, the backup is brought to the head, the selection is
+    checked again, the removed runs' events lose their bytes in the shared
+    log and in this host's copy (their seqs, hashes and leaves kept), and
+    ``log.pruned`` is appended.  This host then folds its projections again;
+    every other host does when its catch-up takes in the ``log.pruned``.
+    """
+    # Both are read as a file is: the decision's transaction is the local file's, under the
+    # shared log's lock, and the plan needs the local file's path (lock, sizes).
+    both, local = cast("LogFile", store), cast("LogFile", store.projections_file)
+    with ExitStack() as held:
+        planned = recording.decide(
+            both, request, lambda tx, ctx: _planned(local, (tx, ctx), request, recording, held)
+        )
+        if not isinstance(planned, _Plan):
+            return planned
+        result = _shared_applied(store, shared, recording, planned, (now, actor, cause))
+        return recording.finish(store, request, result)
+
+
+def _shared_applied(
+    store: EventStore,
+    shared: SharedLog,
+    recording: Recording,
+    plan: _Plan,
+    who: tuple[int, Actor, Cause],
+) -> Result:
+    """The snapshot, then the strip and ``log.pruned`` under the lock, then the refold."""
+    from pwf.host._backup import backup_shared  # noqa: PLC0415 - only maintenance
+
+    try:
+        backup_shared(store, shared, plan.destination, replace=False)
+        size, before = _stripped(store, shared, recording, plan, who)
+    except CommandError as error:
+        return Result(outcome="rejected", error=str(error))
+    except PwfError as error:
+        return Result(outcome="rejected", error=f"prune failed: {error}")
+    local = store.projections_file
+    rebuild(store)  # this host's projections, folded from its pruned copy of the log
+    with local.snapshot() as reader:
+        after = tally(reader)
+    receipt = report(
+        plan.selected[0], before=before, after=after, bytes_before=size, bytes_after=size,
+        applied=True,
+    )  # fmt: skip
+    return Result(receipt={**receipt, "databaseBytesAfter": database_bytes(local.path)})
+
+
+def _stripped(
+    store: EventStore,
+    shared: SharedLog,
+    recording: Recording,
+    plan: _Plan,
+    who: tuple[int, Actor, Cause],
+) -> tuple[int, Tally]:
+    """Under the shared log's lock: the backup to the head, the check, the strip, ``log.pruned``.
+
+    Returns the database's size and the tally before.
+    """
+    destination, selected = plan.destination, plan.selected
+    selection = selected[0]
+    now, actor, cause = who
+    with store.transaction() as tx:
+        ctx = recording.open(tx)
+        catch_up(store, destination, tx.head)
+        reader = cast("RowReader", tx.reader())
+        _unchanged(reader, select(ctx, selection.cutoff), selected)
+        size = database_bytes(store.projections_file.path)
+        before = tally(reader)
+        going = _going(store, frozenset(selection.runs))
+        taken = tx.head.seq + 1
+        shared.strip(going, taken)
+        strip(tx.connection, going, taken)  # type: ignore[attr-defined]
+        pruned = LogPruned(
+            cutoff=selection.cutoff,
+            removed_run_ids=tuple(sorted(selection.runs)),
+            removed_events=len(going),
+            backup_path=str(destination.absolute()),
+            backup_sha256=file_sha256(destination),
+            backup_seq=tx.head.seq,
+            backup_hash=tx.head.content_hash,
+        )
+        tx.append([pruned], at=now, actor=actor, cause=cause)
+    return size, before
+
+
+def _going(store: EventStore, removed: frozenset[str]) -> list[tuple[int, bytes]]:
+    """The seq and leaf of each event of the removed runs whose bytes go (ADR 0103's rule)."""
+    going: dict[int, bytes] = {}
+    for run_id in sorted(removed):
+        for stored in store.find(run_id=run_id):
+            entry = open_body(stored.body)
+            if compacted(entry.event, removed) is None and not isinstance(
+                entry.event, LogCompacted
+            ):
+                going[stored.seq] = merkle.leaf_hash(stored.body)
+    return sorted(going.items())

@@ -76,5 +76,13 @@ def _mirror(options: Options, read_model: ReadModel) -> EventStore:
         hooks=[read_model],
         install=read_model.install,
     )
+    store.refold = _refold
     store.catch_up()
     return store
+
+
+def _refold(store: EventStore) -> None:
+    """Fold the host's local projections again after another host's prune (ADR 0107)."""
+    from pwf.fold.rebuild import rebuild  # noqa: PLC0415 - only after a prune
+
+    rebuild(store)

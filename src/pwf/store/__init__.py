@@ -465,6 +465,13 @@ class SharedLog(Protocol):
         ``_pwf_meta`` but no projections.  Returns the head of the snapshot.
         """
 
+    def strip(self, going: Sequence[tuple[int, bytes]], taken: int) -> None:
+        """Take the bytes of ``going`` (seq, leaf) out of the log, keeping each leaf (ADR 0107).
+
+        Runs inside the transaction that holds the log's lock; ``taken`` is
+        the seq the prune's ``log.pruned`` is about to stand at.
+        """
+
 
 class FileTransaction(StoreTransaction, Protocol):
     """The write transaction of a log that is one SQLite file (:meth:`LogFile.transaction`).

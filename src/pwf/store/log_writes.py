@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Iterable, Sequence
 
-__all__ = ["Packed", "pack", "write"]
+__all__ = ["PRUNED_INSERT", "STRIP", "Packed", "pack", "strip", "write", "write_pruned"]
 
 Stored = tuple[tuple[object, ...], bytes]
 """An event to store: its indexed columns (:data:`pwf.store.rows.COLUMNS` less body) and bytes."""
@@ -130,3 +130,74 @@ def _statements(schema: str) -> dict[str, str]:
         **{name: text.format(schema=prefix) for name, text in _SQLITE.items()},
         "last": LAST_BATCH.format(schema=prefix),
     }
+
+
+PRUNED_INSERT: Final = "INSERT INTO {schema}_pwf_pruned (seq, leaf, taken) VALUES ({marks})"
+"""The leaf a prune kept of an event whose bytes it took (ADR 0103)."""
+
+
+def write_pruned(  # noqa: PLR0913 - the row's columns and what the prune kept of it
+    connection: sqlite3.Connection,
+    columns: tuple[object, ...],
+    leaf: bytes,
+    taken: int,
+    *,
+    previous: str | None,
+    schema: str = "main",
+) -> None:
+    """Insert a pruned event (no bytes: its columns, its leaf, the prune that took it).
+
+    A host's copy of a shared log gets such a row when a prune took the
+    event's bytes before the host caught up (ADR 0107).  Its batch row holds
+    the event's own batch columns with an empty head: a pruned event has no
+    bytes for the head to start.
+    """
+    seq, batch, tag, at, run_id, session_id, request_id, client_id, key, digest, prev = columns
+    assert isinstance(digest, str)
+    assert prev is None or isinstance(prev, str)
+    prefix = f"{schema}."
+    link = None if prev == previous or prev is None else bytes.fromhex(prev)
+    execute_many(
+        connection,
+        _SQLITE["batches"].format(schema=prefix),
+        [(seq, batch, at, request_id, client_id, key, b"")],
+    )
+    execute_many(
+        connection,
+        _SQLITE["rows"].format(schema=prefix),
+        [(seq, seq, tag, run_id, session_id, bytes.fromhex(digest), link, None)],
+    )
+    connection.execute(PRUNED_INSERT.format(schema=prefix, marks="?, ?, ?"), (seq, leaf, taken))
+
+
+STRIP: Final = (
+    "UPDATE {schema}_pwf_events SET data = NULL WHERE seq = {mark}",
+    "DELETE FROM {schema}_pwf_whole WHERE seq = {mark}",
+)
+"""Take an event's bytes out of the log's tables, its row kept (ADR 0103); ``{mark}``: one seq."""
+
+
+def strip(
+    connection: sqlite3.Connection,
+    going: Sequence[tuple[int, bytes]],
+    taken: int,
+    schema: str = "main",
+) -> None:
+    """Take the bytes of ``going`` (seq, leaf) out of a SQLite log, keeping each leaf and ``taken``.
+
+    Rows whose bytes are already gone are left as they are.
+    """
+    prefix = f"{schema}."
+    kept = {
+        row[0]
+        for row in connection.execute(f"SELECT seq FROM {prefix}_pwf_pruned")  # noqa: S608
+    }
+    rows = [(seq, leaf) for seq, leaf in going if seq not in kept]
+    for statement in STRIP:
+        connection.executemany(
+            statement.format(schema=prefix, mark="?"), [(seq,) for seq, _leaf in rows]
+        )
+    connection.executemany(
+        PRUNED_INSERT.format(schema=prefix, marks="?, ?, ?"),
+        [(seq, leaf, taken) for seq, leaf in rows],
+    )

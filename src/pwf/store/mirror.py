@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from pwf._closing import Closing
 from pwf.errors import ChainError, NotPwfDatabaseError, StoreError
+from pwf.events import LogPruned
 from pwf.store import EMPTY, AppendsAlone, Head, VerifyReport, origin_of
-from pwf.store.rows import BODY, COLUMNS, check_event, check_link
+from pwf.store.log_writes import strip
+from pwf.store.rows import BODY, COLUMNS, check_event, check_link, pruned_at
 from pwf.store.schema import FORMAT, FORMAT_V1
 from pwf.store.sqlite import SqliteStore, SqliteTransaction, Synchronous, translate_error
 from pwf.store.unit import Repeatable, repeatable, run_all
@@ -92,6 +94,7 @@ class MirroredStore(AppendsAlone, Closing):
             StoreError: the file belongs to another log, or is ahead of this one.
         """
         self.shared = Mirror(log)
+        self.refold: Callable[[MirroredStore], object] | None = None  # see _refolded
         self.before_local_commit: Callable[[], None] | None = None
         """Called between the shared log's commit and the file's (tests kill there)."""
         try:
@@ -149,18 +152,39 @@ class MirroredStore(AppendsAlone, Closing):
 
     def catch_up(self) -> int:
         """Fold what the shared log holds beyond the local file; return how many events."""
-        return self.shared.catch_up(self.local)
+        try:
+            return self.shared.catch_up(self.local)
+        finally:
+            self._refolded()
 
-    def transaction(self) -> AbstractContextManager[SqliteTransaction]:
+    @contextmanager
+    def transaction(self) -> Iterator[SqliteTransaction]:
         """Both logs' write transaction: the lock is the shared log's, its commit goes first."""
-        return self.shared.transaction(self.local, self._before_local_commit)
+        try:
+            with self.shared.transaction(self.local, self._before_local_commit) as tx:
+                yield tx
+        finally:
+            self._refolded()
 
     def run(self, work: Work[T]) -> T:
         """One decision: a repeatable one ahead of the shared log's lock when it may (ADR 0062)."""
         if isinstance(work, Repeatable):
-            return self.shared.run(self.local, work, self._before_local_commit)
+            try:
+                return self.shared.run(self.local, work, self._before_local_commit)
+            finally:
+                self._refolded()
         with self.transaction() as tx:
             return work(tx)
+
+    def _refolded(self) -> None:
+        """Fold the projections again (:attr:`refold`) if a catch-up took in a prune (ADR 0107).
+
+        The prune took the bytes of events the file had folded: its projections
+        are folded again from its copy of the log, once the transaction committed.
+        """
+        if self.shared.pruned and self.refold is not None:
+            self.shared.pruned = False
+            self.refold(self)
 
     def run_group(
         self, works: Iterator[Work[object]], observe: Observe | None = None
@@ -172,7 +196,14 @@ class MirroredStore(AppendsAlone, Closing):
         its savepoint; ``observe`` has nothing to be told.
         """
         del observe
-        return run_all(self.transaction, works)
+        try:
+            return run_all(self.shared_transaction, works)
+        finally:
+            self._refolded()
+
+    def shared_transaction(self) -> AbstractContextManager[SqliteTransaction]:
+        """Both logs' transaction, without the refold after it (a group's, refolded once)."""
+        return self.shared.transaction(self.local, self._before_local_commit)
 
     def _before_local_commit(self) -> None:
         if self.before_local_commit is not None:
@@ -225,6 +256,9 @@ class Mirror:
     verification through it; it holds the connection to PostgreSQL and
     nothing of the local file but what each call is given.
     """
+
+    pruned: bool = False
+    """A catch-up took in a ``log.pruned`` whose events the file had folded (ADR 0107)."""
 
     def __init__(self, log: PostgresStore) -> None:
         """Mirror the shared ``log``."""
@@ -410,6 +444,10 @@ class Mirror:
         before, opening, count = head, None, 0
         for row in rows:
             seq = int(str(row[0]))
+            if row[BODY] is None:  # a prune took its bytes before this file caught up
+                before = self._pruned_row(local, before, row)
+                count += 1
+                continue
             if before == EMPTY and seq != 1:
                 before = origin_of(seq, _body(row))
                 opening = seq
@@ -422,13 +460,51 @@ class Mirror:
                     f"{self.log.path}: the shared log is damaged at seq {error.seq}: {error.reason}"
                 ) from None
             local.insert_verified(entry, _body(row))
+            if isinstance(entry.event, LogPruned):
+                self.pruned = _strip(self.log, local, entry.seq) or self.pruned
             before = Head(seq=entry.seq, content_hash=entry.content_hash, batch=entry.batch)
             count += 1
         return count
 
+    def _pruned_row(self, local: SqliteTransaction, before: Head, row: tuple[object, ...]) -> Head:
+        """Copy a row whose bytes a prune took: its link checked, its leaf from the shared log."""
+        seq = before.seq + 1
+        try:
+            head = pruned_at(seq, row, before, opens=before == EMPTY and seq == 1)
+        except ChainError as error:
+            raise StoreError(
+                f"{self.log.path}: the shared log is damaged at seq {error.seq}: {error.reason}"
+            ) from None
+        found = self.log.connection.execute(
+            "SELECT leaf, taken FROM _pwf_pruned WHERE seq = %s", (seq,)
+        ).fetchone()
+        if found is None:
+            raise StoreError(
+                f"{self.log.path}: the shared log is damaged at seq {seq}:"
+                " the event has neither its bytes nor the leaf hash a prune keeps"
+            )
+        local.insert_pruned(head, tuple(row[:BODY]), bytes(found[0]), int(found[1]))
+        return head
+
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Verify the shared log in PostgreSQL (the file holds a checked copy of it)."""
         return self.log.verify(deep=deep)
+
+
+def _strip(log: PostgresStore, local: SqliteTransaction, taken: int) -> bool:
+    """Take out of the file the bytes the shared log's prune at ``taken`` took (ADR 0107).
+
+    Returns whether there were any.
+    """
+    going = [
+        (int(seq), bytes(leaf))
+        for seq, leaf in log.connection.execute(
+            "SELECT seq, leaf FROM _pwf_pruned WHERE taken = %s ORDER BY seq", (taken,)
+        )
+    ]
+    if going:
+        strip(local.connection, going, taken)
+    return bool(going)
 
 
 def _refuse_old_file(path: str | os.PathLike[str], log: str) -> None:

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Final
 from pwf.events import Sealed
 from pwf.sqlreader import RowReader
 from pwf.store import Head
-from pwf.store.log_writes import write
+from pwf.store.log_writes import write, write_pruned
 from pwf.store.rows import columns
 from pwf.store.sealing import Batches
 from pwf.store.sqlite_schema import HEAD_UPSERT
-from pwf.store.tree import Tree, extend, load
+from pwf.store.tree import Pruned, Tree, extend, grow, load
 
 if TYPE_CHECKING:
     import sqlite3
@@ -178,6 +178,32 @@ class SqliteTransaction(Batches):
     def insert_verified(self, entry: Entry, body: bytes) -> None:
         """Write an already checked event verbatim (import); the caller checked the chain."""
         self._write([Sealed(entry=entry, body=body)])
+
+    def insert_pruned(
+        self, head: Head, columns: tuple[object, ...], leaf: bytes, taken: int
+    ) -> None:
+        """Write a pruned event's row (its columns, its kept leaf) at ``head``, its link checked.
+
+        A shared log's prune took its bytes before this file caught up (ADR 0103, 0107).
+        """
+        before = self._head
+        tree = self.tree
+        write_pruned(
+            self.connection,
+            columns,
+            leaf,
+            taken,
+            previous=before.content_hash if before.seq == head.seq - 1 else None,
+        )
+        rows: list[tuple[int, bytes]] = []
+        tree = grow(tree, head.seq, Pruned(leaf), rows)
+        if rows:
+            self.connection.executemany(
+                "INSERT INTO main._pwf_tree (pos, hash) VALUES (?, ?)", rows
+            )
+        self._head = head
+        self._tree = (head, tree)
+        self._batch_row = None
 
 
 def _savepoint(depth: int) -> tuple[str, str, str]:

@@ -200,6 +200,7 @@ class PostgresTransaction(Batches):
             and int(str(rows[0][0])) == cached[0].seq + 1
             and rows[0][10] == cached[0].content_hash
             and (int(str(rows[-1][0])), rows[-1][9]) == (self._head.seq, self._head.content_hash)
+            and all(row[BODY] is not None for row in rows)  # a pruned row's leaf is stored
         ):
             return tree_rows(cached[1], rows)[0]
         self._send_pending()

@@ -111,11 +111,15 @@ def rows(
 def read(
     connection: Connection, where: str, first: int = 1, last: int | None = None
 ) -> Iterator[StoredEvent]:
-    """Stream stored events with ``first <= seq <= last`` in seq order (constant memory)."""
+    """Stream stored events with ``first <= seq <= last`` in seq order (constant memory).
+
+    A pruned event (its bytes in the prune's backup, ADR 0103) is not among them.
+    """
     stop = last if last is not None else _LAST
     sql = "SELECT seq, body FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq"
     for seq, body in _stream(connection, where, sql, (first, stop)):
-        yield StoredEvent(seq=int(str(seq)), body=as_bytes(body))
+        if body is not None:
+            yield StoredEvent(seq=int(str(seq)), body=as_bytes(body))
 
 
 def entries(
@@ -145,7 +149,8 @@ def find(
     sql = f"SELECT seq, body FROM events WHERE {condition} ORDER BY seq"
     limits = (after, *([] if until is None else [until]))
     for seq, body in _stream(connection, where, sql, (*given.values(), *limits)):
-        yield StoredEvent(seq=int(str(seq)), body=as_bytes(body))
+        if body is not None:  # not pruned (ADR 0103)
+            yield StoredEvent(seq=int(str(seq)), body=as_bytes(body))
 
 
 def origin(connection: Connection) -> Head:
@@ -155,7 +160,9 @@ def origin(connection: Connection) -> Head:
         ChainError: the first stored event cannot start a log.
     """
     row = connection.execute("SELECT seq, body FROM events ORDER BY seq LIMIT 1").fetchone()
-    return EMPTY if row is None else origin_of(row[0], as_bytes(row[1]))
+    if row is None or row[0] == 1:  # seq 1 opens the log, its bytes pruned or not (ADR 0103)
+        return EMPTY
+    return origin_of(row[0], as_bytes(row[1]))
 
 
 def verify(connection: Connection, where: str, *, deep: bool = True) -> VerifyReport:
@@ -170,7 +177,10 @@ def verify(connection: Connection, where: str, *, deep: bool = True) -> VerifyRe
         if deep:
             last = verify_rows(stored, start, shared=True)
         else:
-            last = walk_rows(((row[0], str(row[9]).encode(), row[11]) for row in stored), start)
+            last = walk_rows(
+                ((row[0], str(row[9]).encode(), row[11], row[1], row[10]) for row in stored),
+                start,
+            )
         from pwf.store.postgres.tree import check  # noqa: PLC0415 - verify only
 
         check(connection)  # the tree over the chain (ADR 0083)

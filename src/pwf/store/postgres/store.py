@@ -155,6 +155,29 @@ class PostgresStore(AppendsAlone, Closing):
 
         return snapshot_to(self.url, self.path, target)
 
+    def strip(self, going: Sequence[tuple[int, bytes]], taken: int) -> None:
+        """Take the bytes of ``going`` (seq, leaf) out of the log, keeping each leaf (ADR 0107).
+
+        Runs on this store's connection, in the transaction that holds the
+        log's lock (the prune's); rows whose bytes are already gone stay.
+
+        Raises:
+            StoreError: PostgreSQL refused the statements.
+        """
+        rows = [(seq, leaf, taken) for seq, leaf in going]
+        try:
+            with self.connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO _pwf_pruned (seq, leaf, taken) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (seq) DO NOTHING",
+                    rows,
+                )
+                seqs = [seq for seq, _leaf in going]
+                cursor.execute("UPDATE _pwf_events SET data = NULL WHERE seq = ANY(%s)", (seqs,))
+                cursor.execute("DELETE FROM _pwf_whole WHERE seq = ANY(%s)", (seqs,))
+        except psycopg.Error as error:
+            raise translate_error(error, self.path) from None
+
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Check the chain from stored bytes in one snapshot and name the first bad seq."""
         return reads.verify(self.connection, self.path, deep=deep)

@@ -17,7 +17,7 @@ from pwf import merkle
 from pwf.errors import StoreError
 from pwf.store.postgres.edge import as_bytes
 from pwf.store.rows import BODY
-from pwf.store.tree import EMPTY_TREE, Tree, check_nodes, grow
+from pwf.store.tree import EMPTY_TREE, Pruned, Tree, check_nodes, grow, leaf_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -37,6 +37,20 @@ _INSERT: Final = "INSERT INTO _pwf_tree (pos, hash) VALUES (%s, %s)"
 SIZES: Final = "SELECT (SELECT min(seq) FROM _pwf_events), (SELECT max(pos) FROM _pwf_tree)"
 """The log's first seq and the stored tree's last position, each from a primary key."""
 _CHUNK: Final = 4096
+
+_LEAVES: Final = (
+    "SELECT e.seq, e.body, p.leaf FROM events e LEFT JOIN _pwf_pruned p ON p.seq = e.seq"
+)
+"""Each event's bytes, or the leaf hash a prune kept of it (ADR 0103)."""
+
+
+def _leaf(seq: object, body: object, kept: object) -> bytes | Pruned:
+    """What a leaf is made of: the event's bytes, or the leaf a prune kept."""
+    return leaf_of(
+        int(str(seq)),
+        None if body is None else as_bytes(body),
+        None if kept is None else as_bytes(kept),
+    )
 
 
 def _sizes(
@@ -93,12 +107,12 @@ def _frontier(connection: psycopg.Connection[TupleRow], base: int | None, size: 
         return tree
     assert base is not None
     rows = connection.execute(
-        "SELECT seq, body FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq",
+        _LEAVES + " WHERE e.seq BETWEEN %s AND %s ORDER BY e.seq",
         (base + whole, base + size - 1),
     ).fetchall()
     ignored: list[tuple[int, bytes]] = []
-    for seq, body in rows:
-        tree = grow(tree, int(seq), as_bytes(body), ignored)
+    for seq, body, kept in rows:
+        tree = grow(tree, int(seq), _leaf(seq, body, kept), ignored)
     if tree.size != size:
         raise StoreError(f"the log lacks events of the tree of {size} leaves")
     return tree
@@ -118,9 +132,9 @@ def build(connection: psycopg.Connection[TupleRow], head: Head) -> int:
     rows: list[tuple[int, bytes]] = []
     with connection.cursor(name="pwf_tree_build") as cursor:
         cursor.itersize = _CHUNK
-        cursor.execute("SELECT seq, body FROM events WHERE seq >= %s ORDER BY seq", (base + have,))
-        for found, body in cursor:
-            tree = grow(tree, int(found), as_bytes(body), rows)
+        cursor.execute(_LEAVES + " WHERE e.seq >= %s ORDER BY e.seq", (base + have,))
+        for found, body, kept in cursor:
+            tree = grow(tree, int(found), _leaf(found, body, kept), rows)
             if len(rows) >= _CHUNK:
                 connection.cursor().executemany(_INSERT, rows)
                 rows = []
@@ -152,9 +166,9 @@ def check(connection: psycopg.Connection[TupleRow]) -> None:
         connection.cursor(name="pwf_tree_nodes") as nodes,
     ):
         events.itersize = nodes.itersize = _CHUNK
-        events.execute("SELECT seq, body FROM events ORDER BY seq")
+        events.execute(_LEAVES + " ORDER BY e.seq")
         nodes.execute("SELECT pos, hash FROM _pwf_tree ORDER BY pos")
         check_nodes(
-            ((int(seq), as_bytes(body)) for seq, body in events),
+            ((int(seq), _leaf(seq, body, kept)) for seq, body, kept in events),
             ((int(position), as_bytes(node)) for position, node in nodes),
         )
