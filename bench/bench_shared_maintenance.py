@@ -1,4 +1,4 @@
-"""A writer on the shared PostgreSQL log during its backup: the longest wait, against its floor.
+"""A writer on the shared PostgreSQL log during its backup and prune: the longest wait, its floor.
 
 A throwaway PostgreSQL server (``fsync=on``, as :mod:`bench.bench_postgres`
 starts it) gets the bench log (``bench_log.cached_log``, 100 000 events by
@@ -139,6 +139,17 @@ def run(events: int = EVENTS, seed: int = 7) -> list[str]:
                 )
             # As long again without maintenance: the writer's longest wait there is the floor.
             time.sleep(_SETTLE_S + (backup[1] - backup[0]) + _SETTLE_S)
+            with _shared(url):
+                prune = bench_maintenance._maintain(  # noqa: SLF001 - the sibling bench's request
+                    ops_db,
+                    "state.prune",
+                    {
+                        "before": bench_maintenance._cutoff(ops_db),  # noqa: SLF001
+                        "apply": True,
+                        "backupPath": str(work / "prune.sqlite"),
+                    },
+                )
+            time.sleep(2 * _SETTLE_S + 1)
         finally:
             stop.touch()
             writer.wait(timeout=60)
@@ -153,6 +164,8 @@ def run(events: int = EVENTS, seed: int = 7) -> list[str]:
     worst, writes, failed = bench_maintenance._worst(parsed, start, end)  # noqa: SLF001
     calm = end + _SETTLE_S
     floor, calm_writes, _ = bench_maintenance._worst(parsed, calm, calm + end - start)  # noqa: SLF001
+    p_start, p_end, p_outcome = prune
+    p_worst, p_writes, p_failed = bench_maintenance._worst(parsed, p_start, p_end + 1)  # noqa: SLF001
     return [
         (
             f"shared log maintenance under a writer on another host: log of {head} events"
@@ -164,6 +177,12 @@ def run(events: int = EVENTS, seed: int = 7) -> list[str]:
             f" longest wait {worst * 1000:.0f} ms ({worst / floor if floor else 0:.1f}x its longest"
             f" wait of {floor * 1000:.0f} ms in as long without maintenance, {calm_writes} writes;"
             f" {worst / median if median else 0:.0f}x its median), {failed} failed"
+        ),
+        (
+            f"  prune   {p_end - p_start:6.1f} s, {p_outcome}: {p_writes} writes meanwhile and in"
+            f" the second after (the writer's host takes in log.pruned and folds again),"
+            f" longest wait {p_worst * 1000:.0f} ms ({p_worst / floor if floor else 0:.1f}x the"
+            f" floor above), {p_failed} failed"
         ),
     ]
 
