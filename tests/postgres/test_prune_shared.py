@@ -8,9 +8,14 @@ cutoff of 5 000 makes ``run-1`` the only tree to go.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+import pytest
 from click.testing import CliRunner
 
 from pwf.cli import cli
@@ -19,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from tests._pg import Server
     from tests.postgres.conftest import Hosts
 
 CUTOFF = "1970-01-01T00:00:05.000Z"
@@ -29,18 +35,18 @@ def _pg(url: str, sql: str) -> list[tuple[Any, ...]]:
         return connection.execute(sql).fetchall()
 
 
-def _runs(hosts: Hosts, name: str) -> list[str]:
+def _runs(hosts: Hosts | _Hosts, name: str) -> list[str]:
     listing = hosts(name, "query", "runs").stdout.splitlines()
     return sorted(line.split()[0] for line in listing[1:])
 
 
-def _digest(hosts: Hosts, name: str) -> object:
+def _digest(hosts: Hosts | _Hosts, name: str) -> object:
     result = CliRunner().invoke(cli, ["digest", str(hosts.db(name)), "--json"])
     assert 0 == result.exit_code, result.output
     return json.loads(result.output)["all"]
 
 
-def _traffic(hosts: Hosts, client_line: Callable[..., bytes]) -> None:
+def _traffic(hosts: Hosts | _Hosts, client_line: Callable[..., bytes]) -> None:
     lines = b"".join(client_line(number, at=number * 1000) for number in (1, 2, 3))
     lines += client_line(1, "run.cancel", at=4000) + client_line(2, "run.cancel", at=6000)
     done = hosts("a", "request", stdin=lines)
@@ -137,3 +143,116 @@ def test_a_prune_that_fails_under_the_lock_leaves_the_shared_log_and_the_host_as
     assert _pg(hosts.url, "SELECT count(*) FROM _pwf_pruned") == [(0,)]
     assert _runs(hosts, "a") == ["run-1", "run-2", "run-3"]
     assert 0 == hosts("a", "verify").exit_code
+
+
+class _Hosts:
+    """``pwf`` as host ``name`` on the shared log at ``url`` (the ``hosts`` fixture's, for a
+    server of the test's own)."""
+
+    def __init__(self, url: str, folder: Path) -> None:
+        self.url, self.folder = url, folder
+
+    def db(self, name: str) -> Path:
+        return self.folder / f"{name}.db"
+
+    def __call__(self, name: str, *args: str, stdin: bytes | None = None) -> Any:
+        return CliRunner().invoke(
+            cli, [*args, "--db", str(self.db(name)), "--store", self.url], input=stdin
+        )
+
+
+def _writer(url: str, db: Path, lines: Path) -> subprocess.Popen[bytes]:
+    """Host ``db`` answering ``lines`` through ``pwf request`` on the shared log, in a process."""
+    with lines.open("rb") as stdin:
+        return subprocess.Popen(
+            [
+                *(sys.executable, "-m", "pwf", "request"),
+                *("--db", str(db), "--store", url, "--at", "10000"),
+            ],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+
+def _accepted(out: bytes) -> set[str]:
+    return {
+        answer["requestId"]
+        for answer in (json.loads(line) for line in out.splitlines())
+        if answer["outcome"] == "accepted"
+    }
+
+
+@pytest.mark.slow
+def test_a_writer_killed_during_a_prune_loses_nothing_and_every_host_agrees(
+    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
+) -> None:
+    """A second host writes through the prune and is killed in it: nothing it was told is lost."""
+    _traffic(hosts, client_line)
+    lines = tmp_path / "w.jsonl"
+    lines.write_bytes(b"".join(client_line(number, at=10_000) for number in range(100, 400)))
+    writer = _writer(hosts.url, hosts.db("w"), lines)
+    time.sleep(0.5)
+    pruned = hosts(
+        "a", "state", "prune", "--before", CUTOFF, "--apply", "--backup",
+        str(tmp_path / "b.sqlite"), "--at", "9000",
+    )  # fmt: skip
+    writer.send_signal(signal.SIGKILL)
+    out, _ = writer.communicate(timeout=60)
+    assert 0 == pruned.exit_code, pruned.output
+    told = _accepted(out)
+    recorded = {str(row[0]) for row in _pg(hosts.url, "SELECT request_id FROM _pwf_recorded")}
+    assert told <= recorded, sorted(told - recorded)
+    assert "run-1" not in _runs(hosts, "a")
+    for name in ("a", "b", "w"):
+        verified = hosts(name, "verify")
+        assert 0 == verified.exit_code, (name, verified.output)
+    assert _digest(hosts, "a") == _digest(hosts, "b") == _digest(hosts, "w")
+
+
+@pytest.mark.slow
+def test_postgresql_crashed_during_a_prune_leaves_a_log_that_verifies(
+    tmp_path: Path, client_line: Callable[..., bytes], postgres_server: Server
+) -> None:
+    """PostgreSQL stops as a crash would while a prune runs: the log verifies after, pruned or not.
+
+    The prune's strip and ``log.pruned`` are one transaction: after the
+    restart either none of it is in the log or all of it is, and the hosts'
+    files, caught up again, agree.
+    """
+    server = type(postgres_server)(postgres_server.bin_dir, durable=True)
+    server.start()
+    try:
+        url = server.create_database()
+        made = _Hosts(url, tmp_path)
+        assert 0 == made("a", "init").exit_code
+        _traffic(made, client_line)
+        lines = tmp_path / "w.jsonl"
+        lines.write_bytes(b"".join(client_line(number, at=10_000) for number in range(100, 300)))
+        writer = _writer(url, made.db("w"), lines)
+        prune = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "pwf", "state", "prune", "--before", CUTOFF, "--apply"),
+                *("--backup", str(tmp_path / "b.sqlite"), "--at", "9000"),
+                *("--db", str(made.db("a")), "--store", url),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(0.3)
+        server.crash()
+        prune.communicate(timeout=120)
+        out, _ = writer.communicate(timeout=120)
+        server.restart()
+        told = _accepted(out)
+        recorded = {str(row[0]) for row in _pg(url, "SELECT request_id FROM _pwf_recorded")}
+        assert told <= recorded, sorted(told - recorded)
+        taken = _pg(url, "SELECT count(*) FROM _pwf_pruned")[0][0]
+        records = _pg(url, "SELECT count(*) FROM events WHERE type = 'log.pruned'")[0][0]
+        assert (taken > 0) == (records == 1)  # all of the prune, or none of it
+        for name in ("a", "b", "w"):
+            verified = made(name, "verify")
+            assert 0 == verified.exit_code, (name, verified.output)
+        assert _digest(made, "a") == _digest(made, "b") == _digest(made, "w")
+    finally:
+        server.stop()
