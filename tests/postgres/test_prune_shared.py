@@ -256,3 +256,32 @@ def test_postgresql_crashed_during_a_prune_leaves_a_log_that_verifies(
         assert _digest(made, "a") == _digest(made, "b") == _digest(made, "w")
     finally:
         server.stop()
+
+
+def test_a_backup_of_the_shared_log_restores_into_an_empty_one(
+    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path, postgres_server: Server
+) -> None:
+    """Backed up, pruned, backed up again: each backup goes into a new shared log as it was."""
+    _traffic(hosts, client_line)
+    backup = tmp_path / "b.sqlite"
+    assert 0 == hosts("a", "state", "prune", "--before", CUTOFF, "--apply", "--backup",
+                      str(backup), "--at", "9000").exit_code  # fmt: skip
+    second = tmp_path / "after.sqlite"
+    assert 0 == hosts("a", "state", "backup", str(second)).exit_code
+    for kept in (backup, second):
+        url = postgres_server.create_database()
+        other = _Hosts(url, tmp_path / kept.stem)
+        other.folder.mkdir()
+        assert 0 == other("x", "init").exit_code
+        done = CliRunner().invoke(cli, ["state", "restore", str(kept), "--store", url])
+        assert 0 == done.exit_code, done.output
+        for name in ("x", "y"):
+            verified = other(name, "verify")
+            assert 0 == verified.exit_code, (name, verified.output)
+            assert 0 == other(name, "log", "verify").exit_code
+        restored = _digest(other, "y")
+        with_it = CliRunner().invoke(cli, ["digest", str(kept), "--json"])
+        assert restored == json.loads(with_it.output)["all"]
+        again = CliRunner().invoke(cli, ["state", "restore", str(kept), "--store", url])
+        assert 2 == again.exit_code
+        assert "a backup is restored into an empty shared log only" in again.output

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-__all__ = ["Restored", "restore"]
+    from pwf.store.postgres import PostgresStore
+
+__all__ = ["Restored", "restore", "restore_shared"]
 
 
 class Restored(NamedTuple):
@@ -79,6 +81,20 @@ def restore(backup: Path, database: Path, now: int) -> Restored:
     finally:
         lock.release()
     return Restored(events, head_seq, proved, kept, replaced)
+
+
+def restore_shared(backup: Path, log: PostgresStore) -> tuple[int, int]:
+    """Prove ``backup`` alone, then copy it into the empty shared ``log``; events and head seq.
+
+    Raises:
+        InputError: the backup does not prove, or the shared log holds an event.
+    """
+    backup = backup.absolute()
+    if not backup.is_file():
+        raise InputError(f"no backup at {backup}")
+    events, head_seq = _prove_alone(backup)
+    log.restore_from(backup)
+    return events, head_seq
 
 
 def _prove_alone(backup: Path) -> tuple[int, int]:

@@ -27,7 +27,7 @@ from pwf.cli._seed import seeded_epochs, seeded_id
 from pwf.cli.request import at_option, now_ms
 from pwf.commands.prune import parse_cutoff
 from pwf.config import Settings
-from pwf.errors import CommandError, InputError
+from pwf.errors import CommandError
 from pwf.host import Host
 from pwf.host.statereads import state_read
 from pwf.protocol.client import ClientRequest, ClientResponse
@@ -242,6 +242,22 @@ def _read_request(operation: str) -> ClientRequest:
     )
 
 
+def _restore_shared(backup: Path, url: str, *, as_json: bool) -> None:
+    """``pwf state restore BACKUP --store URL``: into an empty shared log (ADR 0107)."""
+    from pwf.cli._options import open_log  # noqa: PLC0415 - a shared log's only
+    from pwf.cli._restore import restore_shared  # noqa: PLC0415
+
+    with activity("restoring"), open_log(url) as log:
+        events, head_seq = restore_shared(backup, log)
+        where = log.path
+    if as_json:
+        echo_json({"events": events, "headSeq": head_seq, "store": where})
+        return
+    click.echo(
+        f"restored {where} from {backup}: head seq {head_seq} (chain and projections proved)"
+    )
+
+
 @state.command()
 @click.argument("backup", metavar="BACKUP")
 @db_option
@@ -257,12 +273,15 @@ def restore(backup: str, db: str | None, at: int | None, as_json: bool) -> None:
     refused while a served host holds the database, while maintenance runs,
     or while any other process has it open.  The backup is written beside
     the database, synced and renamed over it; the replaced file stays as
-    DB.before-restore-TIME.
+    DB.before-restore-TIME.  With --store, BACKUP goes into an empty shared
+    log instead, row for row, in one transaction.
     """
     from pwf.cli._restore import restore as run_restore  # noqa: PLC0415 - only restore needs it
 
-    if store_url() is not None:
-        raise InputError("pwf state restore puts back a SQLite database; --store is not restored")
+    url = store_url()
+    if url is not None:
+        _restore_shared(Path(backup), url, as_json=as_json)
+        return
     database = Path(Settings.load(db=db).db)
     with activity("restoring"):
         done = run_restore(Path(backup), database, now_ms(at))

@@ -155,6 +155,15 @@ class PostgresStore(AppendsAlone, Closing):
 
         return snapshot_to(self.url, self.path, target)
 
+    def restore_from(self, backup: Path) -> Head:
+        """Copy the proved pwf database ``backup`` into this empty log, in one transaction.
+
+        See :func:`pwf.store.postgres.restore.restore_into` (ADR 0107).
+        """
+        from pwf.store.postgres.restore import restore_into  # noqa: PLC0415 - restores only
+
+        return restore_into(self, backup)
+
     def strip(self, going: Sequence[tuple[int, bytes]], taken: int) -> None:
         """Take the bytes of ``going`` (seq, leaf) out of the log, keeping each leaf (ADR 0107).
 
