@@ -7,24 +7,28 @@ cutoff of 5 000 makes ``run-1`` the only tree to go.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
 from click.testing import CliRunner
 
+from pwf import canonical
 from pwf.cli import cli
+from pwf.server import Options, Server
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
-    from tests._pg import Server
+    from tests._pg import Server as Postgres
     from tests.postgres.conftest import Hosts
 
 CUTOFF = "1970-01-01T00:00:05.000Z"
@@ -212,7 +216,7 @@ def test_a_writer_killed_during_a_prune_loses_nothing_and_every_host_agrees(
 
 @pytest.mark.slow
 def test_postgresql_crashed_during_a_prune_leaves_a_log_that_verifies(
-    tmp_path: Path, client_line: Callable[..., bytes], postgres_server: Server
+    tmp_path: Path, client_line: Callable[..., bytes], postgres_server: Postgres
 ) -> None:
     """PostgreSQL stops as a crash would while a prune runs: the log verifies after, pruned or not.
 
@@ -259,7 +263,7 @@ def test_postgresql_crashed_during_a_prune_leaves_a_log_that_verifies(
 
 
 def test_a_backup_of_the_shared_log_restores_into_an_empty_one(
-    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path, postgres_server: Server
+    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path, postgres_server: Postgres
 ) -> None:
     """Backed up, pruned, backed up again: each backup goes into a new shared log as it was."""
     _traffic(hosts, client_line)
@@ -285,3 +289,65 @@ def test_a_backup_of_the_shared_log_restores_into_an_empty_one(
         again = CliRunner().invoke(cli, ["state", "restore", str(kept), "--store", url])
         assert 2 == again.exit_code
         assert "a backup is restored into an empty shared log only" in again.output
+
+
+def test_a_served_host_on_the_shared_log_prunes_it(
+    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
+) -> None:
+    """``state.prune`` by ``pwf call`` to a served host: accepted, a retry adopted, hosts agree."""
+    _traffic(hosts, client_line)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def run(coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(120)
+
+    options = Options(
+        db=hosts.db("served"),
+        store_url=hosts.url,
+        clock=lambda: 9000,
+        token="token-of-the-test",  # noqa: S106 - a test claim token
+        heartbeat_ms=10**9,
+        poll_ms=10**9,
+        signals=False,
+    )
+
+    async def make() -> Server:
+        return Server(options)
+
+    backup = tmp_path / "served-prune.sqlite"
+    line = canonical.encode(
+        {
+            "schema": "pi-workflows.client.v1",
+            "type": "request",
+            "requestId": "prune-1",
+            "clientId": "ops",
+            "idempotencyKey": "prune-1",
+            "operation": "state.prune",
+            "payload": {"before": CUTOFF, "apply": True, "backupPath": str(backup)},
+        }
+    )
+    server = run(make())
+    try:
+        run(server.start())
+        called = subprocess.run(
+            [str(Path(sys.executable).with_name("pwf")), "call", "--db", str(hosts.db("served"))],
+            input=line + b"\n" + line + b"\n",
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert (0, b"") == (called.returncode, called.stderr)
+        first, again = (json.loads(text) for text in called.stdout.splitlines())
+    finally:
+        if not server.stopped.is_set():
+            run(server.stop())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(60)
+        loop.close()
+    assert ("accepted", "adopted") == (first["outcome"], again["outcome"]), (first, again)
+    assert _runs(hosts, "a") == ["run-2", "run-3"]
+    assert _digest(hosts, "a") == _digest(hosts, "served")
+    proved = hosts("a", "log", "verify", "--backup", str(backup))
+    assert 0 == proved.exit_code, proved.output
