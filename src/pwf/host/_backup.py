@@ -17,7 +17,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from pwf._sqlite import dump, exact_text
 from pwf.commands import Context, Result
@@ -25,7 +25,7 @@ from pwf.errors import CommandError, PwfError, StoreError, os_error_text
 from pwf.events import LogCompacted, open_body
 from pwf.fold.bulk import rebuild_into
 from pwf.host._destination import check_destination
-from pwf.private import create_file, make_directories
+from pwf.private import create_file, make_directories, sync
 from pwf.readmodel import ReadModel
 from pwf.store import Head, check_link, check_position
 from pwf.store.opening import open_file
@@ -99,16 +99,8 @@ class Recording:
         file, or a shared log's host): the backup that follows runs outside
         the transaction.
         """
-        with store.transaction() as tx:
-            ctx = self.open(tx)
-            stored = self.adopt(ctx, request) or self.closed(ctx, request)
-            if stored is not None:
-                return stored
-            try:
-                with tx.savepoint():
-                    return self.validate(ctx, request)
-            except CommandError as error:
-                return self.record(ctx, request, Result(outcome="rejected", error=str(error)))
+        file = cast("LogFile", store)  # decide only opens its transaction
+        return self.decide(file, request, lambda _tx, ctx: self.validate(ctx, request))
 
     def finish(
         self, store: LogFile | EventStore, request: ClientRequest, result: Result
@@ -199,10 +191,10 @@ def backup_shared(
         head = log.snapshot_to(partial)
         _fold_projections(partial)
         _verify_copy(partial, head)
-        _sync(partial)
+        sync(partial)
         _place(partial, target, destination, replace=replace)
         made = False
-        _sync(target.parent)
+        sync(target.parent)
     except OSError as error:
         raise CommandError(f"backup to {destination} failed: {os_error_text(error)}") from None
     except StoreError as error:
@@ -231,15 +223,6 @@ def _unlink_database(path: Path) -> None:
     """Remove ``path`` and what SQLite may have left beside it."""
     for suffix in ("", "-wal", "-shm", "-journal"):
         path.with_name(path.name + suffix).unlink(missing_ok=True)
-
-
-def _sync(path: Path) -> None:
-    """Sync a file or a directory to disk (fsync)."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def catch_up(store: EventLog, backup: Path, upto: Head) -> None:
