@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from pwf.store.postgres import PostgresStore
+    from pwf.store import SharedLog
 
 __all__ = ["Restored", "restore", "restore_shared"]
 
@@ -83,7 +83,7 @@ def restore(backup: Path, database: Path, now: int) -> Restored:
     return Restored(events, head_seq, proved, kept, replaced)
 
 
-def restore_shared(backup: Path, log: PostgresStore) -> tuple[int, int]:
+def restore_shared(backup: Path, log: SharedLog) -> tuple[int, int]:
     """Prove ``backup`` alone, then copy it into the empty shared ``log``; events and head seq.
 
     Raises:

@@ -465,6 +465,13 @@ class SharedLog(Protocol):
         ``_pwf_meta`` but no projections.  Returns the head of the snapshot.
         """
 
+    def restore_from(self, backup: Path) -> Head:
+        """Copy the proved pwf database ``backup`` into this empty log, in one transaction.
+
+        Raises:
+            InputError: the log holds an event already (ADR 0107).
+        """
+
     def strip(self, going: Sequence[tuple[int, bytes]], taken: int) -> None:
         """Take the bytes of ``going`` (seq, leaf) out of the log, keeping each leaf (ADR 0107).
 
