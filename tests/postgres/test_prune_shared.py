@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -351,3 +352,30 @@ def test_a_served_host_on_the_shared_log_prunes_it(
     assert _digest(hosts, "a") == _digest(hosts, "served")
     proved = hosts("a", "log", "verify", "--backup", str(backup))
     assert 0 == proved.exit_code, proved.output
+
+
+def test_a_host_stopped_before_it_folded_again_folds_at_its_next_catch_up(
+    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
+) -> None:
+    """The strip and the mark that a fold is owed commit together: a host killed between its
+    catch-up and its fold folds the next time it opens (ADR 0107)."""
+    from pwf.readmodel import ReadModel  # noqa: PLC0415 - this test's
+    from pwf.store.opening import open_mirror, open_shared_log  # noqa: PLC0415
+
+    _traffic(hosts, client_line)
+    assert _runs(hosts, "b") == ["run-1", "run-2", "run-3"]
+    pruned = hosts(
+        "a", "state", "prune", "--before", CUTOFF, "--apply", "--backup",
+        str(tmp_path / "b.sqlite"), "--at", "9000",
+    )  # fmt: skip
+    assert 0 == pruned.exit_code, pruned.output
+    with open_mirror(hosts.db("b"), open_shared_log(hosts.url), hooks=[ReadModel()]) as store:
+        store.catch_up()  # takes the prune in, with no refold given: as if killed after it
+    marked = sqlite3.connect(hosts.db("b"))
+    try:
+        assert marked.execute("SELECT 1 FROM _pwf_meta WHERE key = 'refold'").fetchall()
+    finally:
+        marked.close()
+    assert 0 == hosts("b", "verify").exit_code  # its next catch-up folds first
+    assert _runs(hosts, "b") == ["run-2", "run-3"]
+    assert _digest(hosts, "a") == _digest(hosts, "b")

@@ -449,7 +449,12 @@ def _shared_applied(
     except PwfError as error:
         return Result(outcome="rejected", error=f"prune failed: {error}")
     local = store.projections_file
-    rebuild(store)  # this host's projections, folded from its pruned copy of the log
+    from pwf.store.mirror import refold_owed, refolded  # noqa: PLC0415 - a shared log's only
+
+    connection = cast("sqlite3.Connection", getattr(local, "connection"))  # noqa: B009
+    if refold_owed(connection):  # not yet folded by the store's own refold
+        rebuild(store)  # this host's projections, folded from its pruned copy of the log
+        refolded(connection)
     with local.snapshot() as reader:
         after = tally(reader)
     receipt = report(
@@ -470,6 +475,8 @@ def _stripped(
 
     Returns the database's size and the tally before.
     """
+    from pwf.store.mirror import owe_refold  # noqa: PLC0415 - a shared log's only
+
     destination, selected = plan.destination, plan.selected
     selection = selected[0]
     now, actor, cause = who
@@ -484,6 +491,7 @@ def _stripped(
         taken = tx.head.seq + 1
         shared.strip(going, taken)
         strip(tx.connection, going, taken)  # type: ignore[attr-defined]
+        owe_refold(tx.connection, taken)  # type: ignore[attr-defined]
         pruned = LogPruned(
             cutoff=selection.cutoff,
             removed_run_ids=tuple(sorted(selection.runs)),

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from pwf.store.postgres import PostgresStore, PostgresTransaction
     from pwf.store.unit import Observe, Outcome, Work
 
-__all__ = ["MirroredStore"]
+__all__ = ["MirroredStore", "owe_refold", "refold_owed", "refolded"]
 
 _SMALL_GAP: Final = 1_000
 """Up to this many missing events are fetched in one query, more are streamed."""
@@ -182,9 +182,9 @@ class MirroredStore(AppendsAlone, Closing):
         The prune took the bytes of events the file had folded: its projections
         are folded again from its copy of the log, once the transaction committed.
         """
-        if self.shared.pruned and self.refold is not None:
-            self.shared.pruned = False
+        if self.refold is not None and refold_owed(self.local.connection):
             self.refold(self)
+            refolded(self.local.connection)
 
     def run_group(
         self, works: Iterator[Work[object]], observe: Observe | None = None
@@ -256,9 +256,6 @@ class Mirror:
     verification through it; it holds the connection to PostgreSQL and
     nothing of the local file but what each call is given.
     """
-
-    pruned: bool = False
-    """A catch-up took in a ``log.pruned`` whose events the file had folded (ADR 0107)."""
 
     def __init__(self, log: PostgresStore) -> None:
         """Mirror the shared ``log``."""
@@ -461,7 +458,7 @@ class Mirror:
                 ) from None
             local.insert_verified(entry, _body(row))
             if isinstance(entry.event, LogPruned):
-                self.pruned = _strip(self.log, local, entry.seq) or self.pruned
+                _strip(self.log, local, entry.seq)
             before = Head(seq=entry.seq, content_hash=entry.content_hash, batch=entry.batch)
             count += 1
         return count
@@ -491,6 +488,38 @@ class Mirror:
         return self.log.verify(deep=deep)
 
 
+_REFOLD: Final = "refold"
+"""The ``_pwf_meta`` key that says the file's projections are owed a fold from its log."""
+
+
+def owe_refold(connection: sqlite3.Connection, taken: int) -> None:
+    """Mark, in the transaction that took a prune's bytes out of the file, that it must refold.
+
+    Durable with the strip itself: a host killed before it folded again folds at its next
+    catch-up (ADR 0107).
+    """
+    connection.execute(
+        "INSERT OR REPLACE INTO _pwf_meta (key, value) VALUES (?, ?)", (_REFOLD, str(taken))
+    )
+
+
+def refold_owed(connection: sqlite3.Connection) -> bool:
+    """Whether the file's projections are owed a fold from its log (:func:`owe_refold`)."""
+    found = connection.execute("SELECT 1 FROM _pwf_meta WHERE key = ?", (_REFOLD,)).fetchone()
+    return found is not None
+
+
+def refolded(connection: sqlite3.Connection) -> None:
+    """The fold owed is done: clear the mark, in a transaction of its own."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute("DELETE FROM _pwf_meta WHERE key = ?", (_REFOLD,))
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
 def _strip(log: PostgresStore, local: SqliteTransaction, taken: int) -> bool:
     """Take out of the file the bytes the shared log's prune at ``taken`` took (ADR 0107).
 
@@ -504,6 +533,7 @@ def _strip(log: PostgresStore, local: SqliteTransaction, taken: int) -> bool:
     ]
     if going:
         strip(local.connection, going, taken)
+        owe_refold(local.connection, taken)
     return bool(going)
 
 
