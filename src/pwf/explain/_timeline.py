@@ -35,17 +35,13 @@ if TYPE_CHECKING:
 
 __all__ = ["interaction_log", "run_log"]
 
-_SESSION_TYPES: Final = (
-    CoordinatorAttached.TAG,
-    CoordinatorDetached.TAG,
-    BranchReported.TAG,
-)
+_SESSION_EVENTS: Final = (CoordinatorAttached, CoordinatorDetached, BranchReported)
+"""The session's events a timeline reads besides the run's own."""
+_SESSION_TYPES: Final = tuple(kind.TAG for kind in _SESSION_EVENTS)
 _RUN_STATES: Final = (RunClaimed, RunStarted, RunResumed, RunFinished)
 """The run's events after which it is under way again, or finished."""
 _RUN_TYPES: Final = (
-    CoordinatorAttached,
-    CoordinatorDetached,
-    BranchReported,
+    *_SESSION_EVENTS,
     RunClaimed,
     RunStarted,
     RunWaiting,
