@@ -26,6 +26,8 @@ from pwf.protocol.client import (
     encode_line,
     encode_request,
     encode_response,
+    is_safe_integer,
+    js_length,
     parse_event,
     parse_hello,
     parse_message,
@@ -127,6 +129,37 @@ class TestConstants:
     def test_protocol_error_is_input_error(self):
         """A refused message is bad input: exit code 2."""
         assert (True, 2) == (issubclass(ProtocolError, InputError), ProtocolError.exit_code)
+
+
+class TestJavaScriptNumbersAndText:
+    """The two JavaScript rules both protocols check values by."""
+
+    @pytest.mark.parametrize(
+        ("value", "minimum", "accepted"),
+        [
+            (0, 0, True),
+            (2**53 - 1, 0, True),
+            (2**53, 0, False),
+            (-1, 0, False),
+            (0, 1, False),
+            (1, 1, True),
+            (True, 0, False),
+            (1.0, 0, False),
+            ("1", 0, False),
+        ],
+    )
+    def test_a_safe_integer_is_an_int_from_the_minimum_to_2_53_less_1(
+        self, value, minimum, accepted
+    ):
+        """Bools and floats are not integers here, whatever their value."""
+        assert accepted is is_safe_integer(value, minimum)
+
+    @pytest.mark.parametrize(
+        ("text", "units"), [("", 0), ("ab", 2), ("é€", 2), ("😀", 2), ("a😀b", 4)]
+    )
+    def test_length_counts_utf16_code_units(self, text, units):
+        """A character outside the BMP is a surrogate pair: two units, as JavaScript counts."""
+        assert units == js_length(text)
 
 
 class TestParseRequest:

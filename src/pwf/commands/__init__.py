@@ -1,4 +1,4 @@
-"""Deciders: what a command or worker message changes, as events; imports events and errors.
+"""Deciders: what a command or worker message changes, as events; imports canonical, events, errors.
 
 A decider gets a :class:`Context`: it reads the current projections through
 the context's :class:`Reader` (SQL text lives here, the connection at the
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
+from pwf import canonical
 from pwf.errors import CommandError, Outcome
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 R = TypeVar("R", bound=tuple[Any, ...])
 
-__all__ = ["CommandError", "Context", "Reader", "Result", "Row"]
+__all__ = ["CommandError", "Context", "Reader", "Result", "Row", "raw_or_missing"]
 
 
 class Row(Protocol):
@@ -117,6 +118,16 @@ class Context:
 
 def _no_mint(prefix: str) -> str:
     raise CommandError(f"no id source for {prefix}")
+
+
+def raw_or_missing(value: object) -> msgspec.Raw | msgspec.UnsetType:
+    """A value an event embeds: its canonical bytes, or MISSING (the member left out) as it is.
+
+    A result's receipt, a run's final output or error may be absent
+    (:data:`canonical.MISSING`); an event then omits the member rather than
+    writing ``null``.
+    """
+    return canonical.MISSING if value is canonical.MISSING else canonical.raw(value)
 
 
 def refuse(message: str, outcome: Outcome = "rejected") -> CommandError:

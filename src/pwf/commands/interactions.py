@@ -170,7 +170,7 @@ def record_submission(  # noqa: PLR0913 - a submission has this many facts
     if ctx.one("SELECT 1 FROM interactive_submissions WHERE submission_id = ?", submission_id):
         raise refuse(f"Interactive submission already exists: {submission_id}")
     receipt = (
-        canonical.raw({"requestId": request.request_id, "submissionId": submission_id})
+        canonical.raw(_plain_receipt(request, submission_id))
         if outcome == "accepted"
         else canonical.MISSING
     )
@@ -191,6 +191,11 @@ def record_submission(  # noqa: PLR0913 - a submission has this many facts
     return None
 
 
+def _plain_receipt(request: RequestRow, submission_id: str) -> dict[str, object]:
+    """A submission's plain receipt, as an accepted one records it: its request and its id."""
+    return {"requestId": request.request_id, "submissionId": submission_id}
+
+
 def _adopted(request: RequestRow, stored: StoredSubmissionRow, value: object) -> Result:
     """The answer to a retried submission, from the first one's stored state (HOST.md §6).
 
@@ -203,7 +208,7 @@ def _adopted(request: RequestRow, stored: StoredSubmissionRow, value: object) ->
     receipt = (
         canonical.decode(stored.receipt)
         if stored.receipt is not None
-        else {"requestId": request.request_id, "submissionId": stored.submission_id}
+        else _plain_receipt(request, stored.submission_id)
     )
     run_id = request.run_id
     if stored.outcome == "rejected":

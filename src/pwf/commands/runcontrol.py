@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from pwf import canonical
-from pwf.commands import Context, Result, refuse
+from pwf.commands import Context, Result, raw_or_missing, refuse
 from pwf.commands.deadlines import resume_shift
 from pwf.commands.ids import message_id, terminal_fingerprint, terminal_source_id
 from pwf.commands.messages import cancel_source, ensure, ensure_interaction_message
@@ -349,10 +349,8 @@ def finish_run(  # noqa: PLR0913 - the terminal facts
             status=status,
             queue_status=queue_status,
             detail=detail,
-            final_output=canonical.MISSING
-            if final_output is canonical.MISSING
-            else canonical.raw(final_output),
-            error=canonical.MISSING if error is canonical.MISSING else canonical.raw(error),
+            final_output=raw_or_missing(final_output),
+            error=raw_or_missing(error),
             error_code=error_code,
             reason=reason,
             stale_control=stale_control,

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from pwf import canonical
-from pwf.commands import Context, Result
+from pwf.commands import Context, Result, raw_or_missing
 from pwf.commands.catalogue import Route
 from pwf.errors import CommandError
 from pwf.events import CommandRecorded
@@ -97,9 +96,7 @@ def record(
             outcome=result.outcome,
             run_id=result.run_id or request.run_id,
             revision=result.revision,
-            receipt=canonical.MISSING
-            if result.receipt is canonical.MISSING
-            else canonical.raw(result.receipt),
+            receipt=raw_or_missing(result.receipt),
             error=result.error,
             host_epoch=host_epoch,
         )

@@ -12,8 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from pwf import canonical
-from pwf.commands import Result
+from pwf.commands import Result, raw_or_missing
 from pwf.commands.processes import PROCESS_OPERATIONS, process_operation
 from pwf.commands.workers import WORKER_OPERATIONS, check_worker, launch_run, run_revision
 from pwf.errors import BlobConflictError, CommandError
@@ -139,9 +138,7 @@ def _record(
             fingerprint=message.fingerprint,
             outcome=outcome,
             revision=revision,
-            result=canonical.MISSING
-            if result.receipt is canonical.MISSING
-            else canonical.raw(result.receipt),
+            result=raw_or_missing(result.receipt),
             error=result.error,
             lease_expires_at=lease if _still_owner(ctx, message) else None,
         )

@@ -51,6 +51,8 @@ __all__ = [
     "encode_line",
     "encode_request",
     "encode_response",
+    "is_safe_integer",
+    "js_length",
     "parse_event",
     "parse_hello",
     "parse_message",
@@ -260,9 +262,18 @@ def _text(members: Mapping[str, object], name: str, label: str) -> str:
     return value
 
 
-def _is_revision(value: object) -> TypeGuard[int]:
-    """Tell whether a value is a safe non-negative integer (bools are not)."""
-    return type(value) is int and 0 <= value <= MAX_SAFE_INTEGER
+def is_safe_integer(value: object, minimum: int = 0) -> TypeGuard[int]:
+    """Tell whether a value is an integer from ``minimum`` to the largest safe one (bools are not).
+
+    The one check of every protocol integer: a revision, and the worker
+    protocol's generation and expected revision.
+    """
+    return type(value) is int and minimum <= value <= MAX_SAFE_INTEGER
+
+
+def js_length(text: str) -> int:
+    """JavaScript's ``length``: UTF-16 code units, so characters outside the BMP count twice."""
+    return len(text) + sum(char > "\uffff" for char in text)
 
 
 def _revision(members: Mapping[str, object], name: str, label: str) -> int | None:
@@ -270,7 +281,7 @@ def _revision(members: Mapping[str, object], name: str, label: str) -> int | Non
     if name not in members:
         return None
     value = members[name]
-    if not _is_revision(value):
+    if not is_safe_integer(value):
         raise ProtocolError(f"{label} must be a non-negative integer")
     return value
 
@@ -599,7 +610,7 @@ def _well_formed(response: ClientResponse) -> bool:
         and _is_opaque(response.request_id)
         and isinstance(outcome, str)
         and outcome in OUTCOMES
-        and (revision is None or _is_revision(revision))
+        and (revision is None or is_safe_integer(revision))
         and (error is None or (isinstance(error, str) and error != ""))
     )
 
@@ -639,7 +650,7 @@ def collapse_error(text: str) -> str:
     line = _BREAKS.sub(" ", text).strip(_JS_WHITESPACE)
     if not line:
         return "Workflow request failed"
-    if len(line) + sum(char > "\uffff" for char in line) <= _MAX_ERROR_UNITS:
+    if js_length(line) <= _MAX_ERROR_UNITS:
         return line
     units = line.encode("utf-16-le", "surrogatepass")[: (_MAX_ERROR_UNITS - 3) * 2]
     return units.decode("utf-16-le", "surrogatepass") + "..."

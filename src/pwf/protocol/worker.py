@@ -21,7 +21,7 @@ import msgspec
 from pwf import canonical
 from pwf.errors import ProtocolError
 from pwf.protocol._lines import Dialect, encode_object, read_object
-from pwf.protocol.client import MAX_SAFE_INTEGER
+from pwf.protocol.client import is_safe_integer, js_length
 from pwf.protocol.wire import MAX_FRAMED_MESSAGE_BYTES
 
 if TYPE_CHECKING:
@@ -138,14 +138,9 @@ class LaunchEnvelope(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 # --------------------------------------------------------------------------- checks
 
 
-def _utf16_length(text: str) -> int:
-    """JavaScript's ``length``: characters outside the BMP count twice."""
-    return len(text) + sum(char > "\uffff" for char in text)
-
-
 def _is_text(value: object) -> TypeGuard[str]:
     """Tell whether a value is non-empty text of at most 256 UTF-16 code units."""
-    return isinstance(value, str) and 0 < _utf16_length(value) <= MAX_WORKER_TEXT_UNITS
+    return isinstance(value, str) and 0 < js_length(value) <= MAX_WORKER_TEXT_UNITS
 
 
 def _text(members: Mapping[str, object], name: str) -> str:
@@ -155,21 +150,16 @@ def _text(members: Mapping[str, object], name: str) -> str:
     return value
 
 
-def _is_safe(value: object, minimum: int) -> TypeGuard[int]:
-    """Tell whether a value is a safe integer of at least ``minimum`` (bools are not)."""
-    return type(value) is int and minimum <= value <= MAX_SAFE_INTEGER
-
-
 def _generation(members: Mapping[str, object]) -> int:
     value = members.get("generation")
-    if not _is_safe(value, 1):
+    if not is_safe_integer(value, 1):
         raise ProtocolError("Worker generation must be positive")
     return value
 
 
 def _expected_revision(members: Mapping[str, object]) -> int:
     value = members.get("expectedRevision")
-    if not _is_safe(value, 0):
+    if not is_safe_integer(value):
         raise ProtocolError("Worker expectedRevision must be non-negative")
     return value
 
@@ -257,7 +247,7 @@ def _optional_revision(members: Mapping[str, object]) -> int | None:
     if "revision" not in members:
         return None
     value = members["revision"]
-    if not _is_safe(value, 0):
+    if not is_safe_integer(value):
         raise ProtocolError("Worker response revision must be non-negative")
     return value
 
