@@ -103,3 +103,31 @@ def test_failed_copy_is_a_recorded_rejection_and_leaves_no_file(tmp_path: Path) 
     assert 1 == fx.count("host_commands", operation="state.backup")
     assert not destination.exists()
     assert fx.store.verify().ok
+
+
+def test_the_placed_backup_is_synced_into_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the rename the folder is synced, so the backup's name survives a power cut."""
+    import pwf.host._backup as backup  # noqa: PLC0415 - the module whose sync is watched
+
+    synced: list[Path] = []
+    monkeypatch.setattr(backup, "sync", synced.append)
+    fx = Fixture.f(tmp_path / "s.db")
+    destination = tmp_path / "backups" / "a.sqlite"
+    response = fx.request("state.backup", {"destination": str(destination)}, at=5000)
+    assert "accepted" == response.outcome
+    assert [destination.parent] == synced
+
+
+def test_what_an_earlier_attempt_left_beside_the_partial_file_is_removed(tmp_path: Path) -> None:
+    """What SQLite left beside an earlier attempt's ``.partial`` file goes with it."""
+    fx = Fixture.f(tmp_path / "s.db")
+    destination = tmp_path / "a.sqlite"
+    left = tmp_path / "a.sqlite.partial-shm"
+    left.write_bytes(b"an earlier attempt's shared memory")
+    response = fx.request("state.backup", {"destination": str(destination)}, at=5000)
+    assert "accepted" == response.outcome
+    assert not left.exists()
+    with SqliteStore(destination, read_only=True) as copy:
+        assert copy.verify().ok

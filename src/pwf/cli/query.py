@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, get_args
 
 import click
 
 from pwf.cli._options import code_units, db_option, open_store
 from pwf.cli._output import Shape, Window, listing, pick_columns, print_rows, with_options
+from pwf.events.runs import RunStatus
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,7 +44,7 @@ _SOURCES: Final = {
         run="r.run_id",
         session="r.origin_session_id",
         status="r.status",
-        statuses=("queued", "running", "waiting", "completed", "failed", "timed_out", "cancelled"),
+        statuses=get_args(RunStatus),
         time="r.created_at",
         shown=(
             "run_id",

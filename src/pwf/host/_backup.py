@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -31,7 +32,7 @@ from pwf.store import Head, check_link, check_position
 from pwf.store.opening import open_file
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.store import (
@@ -181,27 +182,11 @@ def backup_shared(
     target = check_destination(store.projections_file.path, store, destination)
     if not replace and target.exists():
         raise CommandError(f"Backup destination already exists: {destination}")
-    partial = target.with_name(target.name + ".partial")
-    made = False
-    try:
-        make_directories(target.parent)
-        _unlink_database(partial)
-        os.close(create_file(partial))
-        made = True
+    with _failing_as_backup(destination), _placed(target, destination, replace=replace) as partial:
         head = log.snapshot_to(partial)
         _fold_projections(partial)
         _verify_copy(partial, head)
         sync(partial)
-        _place(partial, target, destination, replace=replace)
-        made = False
-        sync(target.parent)
-    except OSError as error:
-        raise CommandError(f"backup to {destination} failed: {os_error_text(error)}") from None
-    except StoreError as error:
-        raise CommandError(f"backup to {destination} failed: {error}") from None
-    finally:
-        if made:
-            _unlink_database(partial)
     return head
 
 
@@ -290,25 +275,49 @@ def backup_database(store: LogFile, destination: Path, *, replace: bool = True) 
     target = check_destination(store.path, store, destination)
     if not replace and target.exists():
         raise CommandError(f"Backup destination already exists: {destination}")
-    partial = target.with_name(target.name + ".partial")
-    made = False
-    try:
+    with _failing_as_backup(destination):
         _checked(store, "the live database")
-        make_directories(target.parent)
-        partial.unlink(missing_ok=True)
-        os.close(create_file(partial))
-        made = True
-        store.backup_to(partial)
-        _place(partial, target, destination, replace=replace)
-        made = False
+        with _placed(target, destination, replace=replace) as partial:
+            store.backup_to(partial)
+    _verify_copy(target)
+
+
+@contextmanager
+def _failing_as_backup(destination: Path) -> Iterator[None]:
+    """What the block raises as ``OSError`` or ``StoreError`` is a failed backup to ``destination``.
+
+    Raises:
+        CommandError: ``backup to DESTINATION failed:`` and the error's own text.
+    """
+    try:
+        yield
     except OSError as error:
         raise CommandError(f"backup to {destination} failed: {os_error_text(error)}") from None
     except StoreError as error:
         raise CommandError(f"backup to {destination} failed: {error}") from None
-    finally:
-        if made:
-            partial.unlink(missing_ok=True)
-    _verify_copy(target)
+
+
+@contextmanager
+def _placed(target: Path, destination: Path, *, replace: bool) -> Iterator[Path]:
+    """A new empty file beside ``target`` for the block to fill, then renamed onto ``target``.
+
+    The parents are made first (0700), and a ``.partial`` file left by an
+    earlier attempt is removed with what SQLite left beside it.  When the
+    block ends well the file is placed (:func:`_place`) and the folder
+    synced, so the backup's name is on disk; when the block or the placing
+    fails the file is removed.
+    """
+    partial = target.with_name(target.name + ".partial")
+    make_directories(target.parent)
+    _unlink_database(partial)
+    os.close(create_file(partial))
+    try:
+        yield partial
+        _place(partial, target, destination, replace=replace)
+    except BaseException:
+        _unlink_database(partial)
+        raise
+    sync(target.parent)
 
 
 def _place(partial: Path, target: Path, destination: Path, *, replace: bool) -> None:

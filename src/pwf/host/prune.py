@@ -33,6 +33,7 @@ from pwf.store.log_writes import strip
 
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Callable
 
     from pwf.commands import Context
     from pwf.commands.prune import Selection
@@ -170,14 +171,36 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
     own; the maintenance lock is held until then and released whatever
     happens.
     """
+    return _pruned(
+        store,
+        store,
+        request,
+        recording,
+        lambda plan: _applied(_Compaction(store, recording, plan, now, actor, cause)),
+    )
+
+
+def _pruned(
+    store: LogFile,
+    local: LogFile,
+    request: ClientRequest,
+    recording: Recording,
+    apply: Callable[[_Plan], Result],
+) -> ClientResponse:
+    """Plan in a write transaction, ``apply`` the plan outside it, record the outcome after.
+
+    ``local`` is the file the plan measures and locks (its path names the
+    maintenance lock and the sizes): the log's own, or a shared log's host's
+    local file.  The maintenance lock the plan takes is held until the
+    outcome is recorded, and released whatever happens.
+    """
     with ExitStack() as held:
         planned = recording.decide(
-            store, request, lambda tx, ctx: _planned(store, (tx, ctx), request, recording, held)
+            store, request, lambda tx, ctx: _planned(local, (tx, ctx), request, recording, held)
         )
         if not isinstance(planned, _Plan):
             return planned
-        result = _applied(_Compaction(store, recording, planned, now, actor, cause))
-        return recording.finish(store, request, result)
+        return recording.finish(store, request, apply(planned))
 
 
 @dataclass(frozen=True)
@@ -421,14 +444,13 @@ def run_shared_prune(  # noqa: PLR0913 - the command and how to record it
     # Both are read as a file is: the decision's transaction is the local file's, under the
     # shared log's lock, and the plan needs the local file's path (lock, sizes).
     both, local = cast("LogFile", store), cast("LogFile", store.projections_file)
-    with ExitStack() as held:
-        planned = recording.decide(
-            both, request, lambda tx, ctx: _planned(local, (tx, ctx), request, recording, held)
-        )
-        if not isinstance(planned, _Plan):
-            return planned
-        result = _shared_applied(store, shared, recording, planned, (now, actor, cause))
-        return recording.finish(store, request, result)
+    return _pruned(
+        both,
+        local,
+        request,
+        recording,
+        lambda plan: _shared_applied(store, shared, recording, plan, (now, actor, cause)),
+    )
 
 
 def _shared_applied(

@@ -17,13 +17,14 @@ import contextlib
 import hashlib
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, get_args
 
 from pwf import canonical
 from pwf._sqlite import exact_text, execute
 from pwf.errors import ChainError, InputError, PwfError
 from pwf.events import Entry, LogCompacted, open_body
 from pwf.events.compaction import compacted
+from pwf.events.runs import TerminalStatus
 from pwf.store import EMPTY, Head, check_link, check_position
 from pwf.store.segment import (
     Kept,
@@ -143,7 +144,7 @@ def prove(store: EventStore, backup: Path) -> Proof:
         return _compare(store, copy.connection, opening, first)
 
 
-_TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
+_TERMINAL: Final = get_args(TerminalStatus)
 
 
 def _ineligible(connection: sqlite3.Connection, opening: LogCompacted) -> str | None:

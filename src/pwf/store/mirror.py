@@ -23,7 +23,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypedDict, TypeVar
 
 from pwf._closing import Closing
 from pwf.errors import ChainError, NotPwfDatabaseError, StoreError
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from pwf.store.postgres import PostgresStore, PostgresTransaction
     from pwf.store.unit import Observe, Outcome, Work
 
-__all__ = ["MirroredStore", "owe_refold", "refold_owed", "refolded"]
+__all__ = ["MirrorOptions", "MirroredStore", "owe_refold", "refold_owed", "refolded"]
 
 _SMALL_GAP: Final = 1_000
 """Up to this many missing events are fetched in one query, more are streamed."""
@@ -59,6 +59,15 @@ class _Stale(Exception):  # noqa: N818 - a decision, not an error: it is made ag
     Raised by this module alone, at the end of the transaction, and caught in
     :meth:`Mirror.run`, which makes the decision again under the lock.
     """
+
+
+class MirrorOptions(TypedDict, total=False):
+    """The operator settings of :class:`MirroredStore`'s keywords, which give their defaults."""
+
+    synchronous: Synchronous
+    busy_timeout_ms: int
+    hooks: Sequence[AppendHook]
+    install: Callable[[sqlite3.Connection], None] | None
 
 
 class MirroredStore(AppendsAlone, Closing):

@@ -20,13 +20,10 @@ from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     import os
-    import sqlite3
-    from collections.abc import Callable, Sequence
+    from typing import Unpack
 
-    from pwf.store import AppendHook
-    from pwf.store.mirror import MirroredStore
+    from pwf.store.mirror import MirroredStore, MirrorOptions
     from pwf.store.postgres import PostgresStore
-    from pwf.store.sqlite_schema import Synchronous
 
 __all__ = ["open_file", "open_mirror", "open_shared_log", "sqlite_file"]
 
@@ -61,34 +58,22 @@ def open_shared_log(
     return PostgresStore(url, create=create, formats=formats)
 
 
-def open_mirror(  # noqa: PLR0913 - the file, the log and operator settings
-    path: str | os.PathLike[str],
-    log: PostgresStore,
-    *,
-    synchronous: Synchronous = "NORMAL",
-    busy_timeout_ms: int = 5_000,
-    hooks: Sequence[AppendHook] = (),
-    install: Callable[[sqlite3.Connection], None] | None = None,
+def open_mirror(
+    path: str | os.PathLike[str], log: PostgresStore, **options: Unpack[MirrorOptions]
 ) -> MirroredStore:
     """A host's local file on a shared log, caught up from it (ADR 0038).
 
-    The store owns ``log`` and closes it when the file cannot be opened; the
-    mirror's module loads only here, so a verb on one SQLite file never
-    imports it.
+    ``options`` are :class:`~pwf.store.mirror.MirroredStore`'s, with its
+    defaults.  The store owns ``log`` and closes it when the file cannot be
+    opened; the mirror's module loads only here, so a verb on one SQLite
+    file never imports it.
 
     Raises:
         StoreError: the file belongs to another log, or is ahead of this one.
     """
     from pwf.store.mirror import MirroredStore  # noqa: PLC0415 - only a shared log's host needs it
 
-    return MirroredStore(
-        path,
-        log,
-        synchronous=synchronous,
-        busy_timeout_ms=busy_timeout_ms,
-        hooks=hooks,
-        install=install,
-    )
+    return MirroredStore(path, log, **options)
 
 
 def sqlite_file(file: object) -> SqliteStore:

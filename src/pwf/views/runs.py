@@ -15,7 +15,7 @@ import hashlib
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf import canonical
-from pwf.commands.runs import source_of
+from pwf.commands.runs import TERMINAL, source_of
 from pwf.commands.views import stored_json, view_text, view_value
 from pwf.views._paging import PAGE_ITEMS, Window, centred_page, forward_page, page_start
 
@@ -40,7 +40,6 @@ RUN_VIEW_SCHEMA: Final = "pi-workflows.run-view.v1"
 LIST_SCHEMA: Final = "pi-workflows.run-list-page.v1"
 MANIFEST_SCHEMA: Final = "pi-workflows.run-manifest.v1"
 TRACE_SCHEMA: Final = "pi-workflows.trace-event.v1"
-TERMINAL: Final = ("completed", "failed", "timed_out", "cancelled")
 INLINE_REASON_BYTES: Final = 16 * 1024
 
 
