@@ -29,6 +29,9 @@ MAX_EVENT_BYTES: Final = 8 * 1_048_576
 SafeInt = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]
 """A non-negative integer that survives the original's conversion to a double."""
 
+Positive = Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
+"""A positive integer that survives the original's conversion to a double (seq, revision, epoch)."""
+
 OpaqueId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 """A non-empty opaque identifier (the byte limit is checked where ids enter)."""
 
@@ -122,13 +125,13 @@ class Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="
 
     actor: Actor
     at: SafeInt
-    batch: Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
+    batch: Positive
     content_hash: Hex256
     data: msgspec.Raw
     event_id: OpaqueId
     prev_hash: Hex256 | None
     schema: Literal["pwf.event.v1"]
-    seq: Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
+    seq: Positive
     type: str
     cause: Cause | None = None
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import ClassVar
 
 import msgspec
 
 from pwf.errors import Outcome  # noqa: TC001 - msgspec reads the field types at run time
-from pwf.events._base import Event, Hex256, OpaqueId, SafeInt
+from pwf.events._base import Event, Hex256, OpaqueId, Positive, SafeInt
 
 
 class _Command(Event, frozen=True, kw_only=True):
@@ -32,7 +32,7 @@ class CommandRecorded(_Command, frozen=True, kw_only=True):
     revision: SafeInt | None = None
     receipt: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     error: str | None = None
-    host_epoch: Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)] | None = None
+    host_epoch: Positive | None = None
 
 
 class CommandRefused(_Command, frozen=True, kw_only=True):

@@ -7,13 +7,7 @@ SHA-256 of the claim token is logged, never the token.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import msgspec
-
-from pwf.events._base import Event, Hex256, OpaqueId, SafeInt
-
-Epoch = Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
+from pwf.events._base import Event, Hex256, OpaqueId, Positive, SafeInt
 
 
 class HostClaimed(Event, frozen=True, kw_only=True):
@@ -21,7 +15,7 @@ class HostClaimed(Event, frozen=True, kw_only=True):
 
     TAG = "host.claimed"
 
-    epoch: Epoch
+    epoch: Positive
     host_id: OpaqueId
     token_hash: Hex256
     pid: SafeInt
@@ -34,7 +28,7 @@ class HostRenewed(Event, frozen=True, kw_only=True):
 
     TAG = "host.renewed"
 
-    epoch: Epoch
+    epoch: Positive
     expires_at: SafeInt
 
 
@@ -43,4 +37,4 @@ class HostReleased(Event, frozen=True, kw_only=True):
 
     TAG = "host.released"
 
-    epoch: Epoch
+    epoch: Positive

@@ -6,11 +6,11 @@ computed by a projector.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import msgspec
 
-from pwf.events._base import Event, OpaqueId, SafeInt
+from pwf.events._base import Event, OpaqueId, Positive, SafeInt
 
 RequestKind = Literal["agent", "assistant", "decision"]
 MessageKind = Literal["step", "decision", "notification", "terminal", "followUp"]
@@ -18,7 +18,6 @@ SubmissionOutcome = Literal["validating", "accepted"]
 """How a submission is first stored: awaiting the worker's verdict, or settled at once."""
 Verdict = Literal["accepted", "rejected"]
 """How the validation of a submission ended."""
-Positive = Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
 
 
 class InteractionRequested(Event, frozen=True, kw_only=True):

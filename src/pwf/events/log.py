@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from pwf.events._base import Event, Hex256, OpaqueId, SafeInt
+from pwf.events._base import Event, Hex256, OpaqueId, Positive, SafeInt
 
 
 class LogCompacted(Event, frozen=True, kw_only=True):
@@ -20,9 +20,9 @@ class LogCompacted(Event, frozen=True, kw_only=True):
 
     TAG = "log.compacted"
 
-    replaced_seq: Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
+    replaced_seq: Positive
     replaced_hash: Hex256
-    replaced_batch: Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
+    replaced_batch: Positive
     backup_path: Annotated[str, msgspec.Meta(min_length=2, max_length=4096)]
     backup_sha256: Hex256
     cutoff: SafeInt

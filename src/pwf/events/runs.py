@@ -7,11 +7,11 @@ the handler, so folding the log needs no clock and no lookups.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Final, Literal, get_args
+from typing import ClassVar, Final, Literal, get_args
 
 import msgspec
 
-from pwf.events._base import Event, Hex256, OpaqueId, SafeInt
+from pwf.events._base import Event, Hex256, OpaqueId, Positive, SafeInt
 
 RunStatus = Literal["queued", "running", "waiting", "completed", "failed", "timed_out", "cancelled"]
 TerminalStatus = Literal["completed", "failed", "timed_out", "cancelled"]
@@ -27,7 +27,6 @@ WorkerOutcome = Literal["accepted", "adopted", "rejected", "claimLost"]
 WORKER_OUTCOME_MEMBERS: Final[tuple[WorkerOutcome, ...]] = get_args(WorkerOutcome)
 LineageKind = Literal["continuation", "restart"]
 ExecutionMode = Literal["interactive", "headless"]
-Positive = Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
 Json = msgspec.Raw | msgspec.UnsetType
 
 

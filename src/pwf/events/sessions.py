@@ -6,13 +6,10 @@ change, so folding them is copying (DOMAIN §10.1).
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Final, Literal, get_args
+from typing import ClassVar, Final, Literal, get_args
 
-import msgspec
+from pwf.events._base import Event, OpaqueId, Positive, SafeInt
 
-from pwf.events._base import Event, OpaqueId, SafeInt
-
-Positive = Annotated[int, msgspec.Meta(ge=1, le=2**53 - 1)]
 StopReason = Literal["completed", "aborted", "error", "lost"]
 STOP_REASONS: Final[tuple[StopReason, ...]] = get_args(StopReason)
 ShiftCause = Literal["turn.start", "run.resume", "session.resumed", "host.recovery"]
