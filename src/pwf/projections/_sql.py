@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias, TypeVar
 
 import msgspec
 
@@ -22,6 +22,7 @@ __all__ = [
     "Statement",
     "dispatch",
     "each",
+    "for_each_chunk",
     "handlers",
     "json_hash",
     "on",
@@ -45,6 +46,27 @@ class Sql(NamedTuple):
 
     text: str
     params: tuple[object, ...] = ()
+
+
+CHUNK: Final = 500
+"""Values one ``IN (...)`` statement of :func:`for_each_chunk` binds."""
+
+
+def for_each_chunk(sql: str, values: tuple[str, ...]) -> list[Statement]:
+    """``sql``'s ``IN ({})`` filled with :data:`CHUNK` marks, once per chunk of ``values``.
+
+    For a statement over a column no index serves (a pruned run's recorded
+    commands): one scan of the table per chunk, not one per value.  The last
+    chunk repeats its last value to fill the marks, so every statement has
+    the same text; ``sql`` must not mind a value twice (an ``UPDATE`` that
+    sets a constant, a ``DELETE``).
+    """
+    text = sql.format(", ".join("?" * CHUNK))
+    statements: list[Statement] = []
+    for start in range(0, len(values), CHUNK):
+        chunk = values[start : start + CHUNK]
+        statements.append((text, chunk + (chunk[-1],) * (CHUNK - len(chunk))))
+    return statements
 
 
 def dispatch(handlers: Mapping[type[Event], Handler], entry: Entry) -> list[Statement]:

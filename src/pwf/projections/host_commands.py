@@ -10,6 +10,7 @@ from pwf.projections._sql import (
     Statement,
     dispatch,
     each,
+    for_each_chunk,
     handlers,
     json_hash,
     on,
@@ -59,7 +60,7 @@ _INSERT: Final = (
 )
 
 
-_UNLINK: Final = "UPDATE host_commands SET run_id = NULL WHERE run_id = ?"
+_UNLINK: Final = "UPDATE host_commands SET run_id = NULL WHERE run_id IN ({})"
 """A pruned run's recorded commands stay, no longer naming it (ADR 0103)."""
 
 
@@ -85,7 +86,7 @@ HANDLERS: Final = handlers(
     ),
     each(
         LogPruned,
-        lambda event, _at: [(_UNLINK, (run_id,)) for run_id in event.removed_run_ids],
+        lambda event, _at: for_each_chunk(_UNLINK, event.removed_run_ids),
     ),
 )
 """Each event class this read model folds, with its handler."""

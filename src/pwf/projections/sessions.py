@@ -20,7 +20,7 @@ from pwf.events import (
     TurnEnded,
     TurnStarted,
 )
-from pwf.projections._sql import Statement, dispatch, each, handlers, on, text_hash
+from pwf.projections._sql import Statement, dispatch, each, for_each_chunk, handlers, on, text_hash
 
 NAME: Final = "sessions"
 VERSION: Final = 1
@@ -135,7 +135,7 @@ _CLEARED: Final = (
 
 
 _UNCLEARED: Final = (
-    "UPDATE session_terminal_views SET cleared_run_id = NULL WHERE cleared_run_id = ?"
+    "UPDATE session_terminal_views SET cleared_run_id = NULL WHERE cleared_run_id IN ({})"
 )
 """A terminal view cleared for a pruned run stays cleared, no longer naming it (ADR 0103)."""
 
@@ -207,7 +207,7 @@ HANDLERS: Final = handlers(
     on(TerminalCleared, _CLEARED, lambda event, at: (event.target_session_id, event.run_id, at)),
     each(
         LogPruned,
-        lambda event, _at: [(_UNCLEARED, (run_id,)) for run_id in event.removed_run_ids],
+        lambda event, _at: for_each_chunk(_UNCLEARED, event.removed_run_ids),
     ),
 )
 """Each event class this read model folds, with its handler."""
