@@ -495,13 +495,17 @@ def _stripped(
 ) -> tuple[int, Tally]:
     """Under the shared log's lock: the backup to the head, the check, the strip, ``log.pruned``.
 
-    Returns the database's size and the tally before.
+    The removed runs' events are found before the lock, up to the host's
+    head; only those after it are read under the lock.  Returns the
+    database's size and the tally before.
     """
     from pwf.store.mirror import owe_refold  # noqa: PLC0415 - a shared log's only
 
     destination, selected = plan.destination, plan.selected
     selection = selected[0]
     now, actor, cause = who
+    read = store.head().seq
+    early = _going(store, frozenset(selection.runs), until=read)
     with store.transaction() as tx:
         ctx = recording.open(tx)
         catch_up(store, destination, tx.head)
@@ -509,7 +513,7 @@ def _stripped(
         _unchanged(reader, select(ctx, selection.cutoff), selected)
         size = database_bytes(store.projections_file.path)
         before = tally(reader)
-        going = _going(store, frozenset(selection.runs))
+        going = sorted({**early, **_going(store, frozenset(selection.runs), after=read)}.items())
         taken = tx.head.seq + 1
         shared.strip(going, taken)
         strip(tx.connection, going, taken)  # type: ignore[attr-defined]
@@ -527,14 +531,19 @@ def _stripped(
     return size, before
 
 
-def _going(store: EventStore, removed: frozenset[str]) -> list[tuple[int, bytes]]:
-    """The seq and leaf of each event of the removed runs whose bytes go (ADR 0103's rule)."""
+def _going(
+    store: EventStore, removed: frozenset[str], *, after: int = 0, until: int | None = None
+) -> dict[int, bytes]:
+    """The seq and leaf of each event of the removed runs whose bytes go (ADR 0103's rule).
+
+    Only the events after seq ``after`` up to ``until`` are read.
+    """
     going: dict[int, bytes] = {}
     for run_id in sorted(removed):
-        for stored in store.find(run_id=run_id):
+        for stored in store.find(after=after, until=until, run_id=run_id):
             entry = open_body(stored.body)
             if compacted(entry.event, removed) is None and not isinstance(
                 entry.event, LogCompacted
             ):
                 going[stored.seq] = merkle.leaf_hash(stored.body)
-    return sorted(going.items())
+    return going

@@ -173,15 +173,16 @@ class PostgresStore(AppendsAlone, Closing):
         Raises:
             StoreError: PostgreSQL refused the statements.
         """
-        rows = [(seq, leaf, taken) for seq, leaf in going]
+        seqs = [seq for seq, _leaf in going]
+        leaves = [leaf for _seq, leaf in going]
         try:
             with self.connection.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO _pwf_pruned (seq, leaf, taken) VALUES (%s, %s, %s)"
+                cursor.execute(  # one statement, not one round trip a row: it runs under the lock
+                    "INSERT INTO _pwf_pruned (seq, leaf, taken)"
+                    " SELECT seq, leaf, %s FROM unnest(%s::bigint[], %s::bytea[]) AS g(seq, leaf)"
                     " ON CONFLICT (seq) DO NOTHING",
-                    rows,
+                    (taken, seqs, leaves),
                 )
-                seqs = [seq for seq, _leaf in going]
                 cursor.execute("UPDATE _pwf_events SET data = NULL WHERE seq = ANY(%s)", (seqs,))
                 cursor.execute("DELETE FROM _pwf_whole WHERE seq = ANY(%s)", (seqs,))
         except psycopg.Error as error:
