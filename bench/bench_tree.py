@@ -159,6 +159,9 @@ def _synthetic(path: Path, leaves: int) -> sqlite3.Connection:
     """A file with ``leaves`` stand-in events (8-byte bodies) and their stored tree."""
     connection = sqlite3.connect(path, isolation_level=None)
     connection.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+    connection.execute(  # the leaves a prune kept, read beside the bodies (ADR 0103): none here
+        "CREATE TABLE _pwf_pruned (seq INTEGER PRIMARY KEY, leaf BLOB NOT NULL, taken INTEGER)"
+    )
     connection.execute(TREE_DDL.format(schema="main"))
     connection.execute("BEGIN")
     connection.executemany(

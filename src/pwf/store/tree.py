@@ -252,11 +252,15 @@ def grow(tree: Tree, seq: int, body: bytes | Pruned, rows: list[tuple[int, bytes
     size = tree.size
     if seq != base + size:
         raise StoreError(f"seq {seq} is not leaf {size} of the Merkle tree starting at seq {base}")
-    frontier, written = merkle.append_leaf(size, tree.frontier, _hash(body))
-    rows.extend(
-        (merkle.stored_position(level, size >> level), written[level])
-        for level in range(merkle.STORED_LEVEL, len(written))
-    )
+    leaf = body.leaf if type(body) is Pruned else merkle.leaf_hash(body)  # type: ignore[arg-type]
+    if not size & 1:  # an even leaf completes no node: it only joins the frontier (every append)
+        return Tree(base, size + 1, (*tree.frontier, leaf))
+    frontier, written = merkle.append_leaf(size, tree.frontier, leaf)
+    if len(written) > merkle.STORED_LEVEL:
+        rows.extend(
+            (merkle.stored_position(level, size >> level), written[level])
+            for level in range(merkle.STORED_LEVEL, len(written))
+        )
     return Tree(base, size + 1, tuple(frontier))
 
 
