@@ -648,3 +648,90 @@ class TestDeepLinks:
         with pytest.raises(ChainError) as caught:
             walk_chain(log.path, origin, processes=processes, deep=True)
         assert (3, "batch 2 does not follow batch 2") == (caught.value.seq, caught.value.reason)
+
+
+def _rows(store: SqliteStore, pruned: frozenset[int]) -> list[tuple[object, ...]]:
+    """The bytes-only walk's rows of the log, the events at ``pruned`` without their bytes."""
+    rows = store.connection.execute(
+        f"SELECT {chainwalk._BYTES_ONLY} FROM events ORDER BY seq"  # noqa: S608 - the walk's own columns
+    ).fetchall()
+    return [(*row[:2], None, *row[3:]) if row[0] in pruned else tuple(row) for row in rows]
+
+
+def _walk_fault(rows: list[tuple[object, ...]], origin: Head = EMPTY) -> tuple[int, str]:
+    with pytest.raises(ChainError) as caught:
+        walk_rows(rows, origin)
+    return caught.value.seq, caught.value.reason
+
+
+class TestPrunedRows:
+    """A pruned event (ADR 0103) is walked by its kept hash, batch and link, with its bytes gone."""
+
+    @pytest.mark.parametrize("pruned", [(1,), (2, 3), (4,), (7,), (1, 2, 3, 4, 5, 6, 7)])
+    def test_the_walk_reaches_the_same_head(
+        self, log: SqliteStore, pruned: tuple[int, ...]
+    ) -> None:
+        whole = walk_rows(_rows(log, frozenset()), EMPTY)
+        assert walk_rows(_rows(log, frozenset(pruned)), EMPTY) == whole
+        assert whole.seq == EVENTS
+
+    @pytest.mark.parametrize("seq", [1, 2, 5, 7])
+    def test_a_range_may_open_on_a_pruned_event(self, log: SqliteStore, seq: int) -> None:
+        """Ranges open where a batch does (the first event of each of the four batches)."""
+        whole = _rows(log, frozenset())
+        rows = _rows(log, frozenset({seq}))
+        origin = EMPTY
+        if seq > 1:
+            hash_before, batch_before = whole[seq - 2][1], whole[seq - 2][3]
+            assert isinstance(hash_before, bytes)
+            assert isinstance(batch_before, int)
+            origin = Head(seq - 1, hash_before.decode(), batch_before)
+        assert walk_rows(rows[seq - 1 :], origin) == walk_rows(whole[seq - 1 :], origin)
+
+    @pytest.mark.parametrize("seq", [2, 4, 6])
+    def test_a_changed_kept_hash_breaks_the_next_link(self, log: SqliteStore, seq: int) -> None:
+        rows = _rows(log, frozenset({seq}))
+        rows[seq - 1] = (seq, b"0" * 64, None, *rows[seq - 1][3:])
+        found, reason = _walk_fault(rows)
+        assert found == seq + 1
+        assert "prevHash" in reason
+
+    @pytest.mark.parametrize("seq", [2, 4, 6])
+    def test_a_changed_link_is_named_at_the_pruned_seq(self, log: SqliteStore, seq: int) -> None:
+        rows = _rows(log, frozenset({seq}))
+        rows[seq - 1] = (*rows[seq - 1][:4], "0" * 64)
+        assert _walk_fault(rows)[0] == seq
+
+    @pytest.mark.parametrize("seq", [1, 2, 4, 6])
+    def test_a_changed_batch_is_named_at_the_pruned_seq(self, log: SqliteStore, seq: int) -> None:
+        rows = _rows(log, frozenset({seq}))
+        batch = rows[seq - 1][3]
+        assert isinstance(batch, int)
+        rows[seq - 1] = (*rows[seq - 1][:3], batch + 5, rows[seq - 1][4])
+        assert _walk_fault(rows)[0] in {seq, seq + 1}
+
+    @pytest.mark.parametrize("seq", [1, 3, 7])
+    def test_a_pruned_row_out_of_place_is_named(self, log: SqliteStore, seq: int) -> None:
+        rows = _rows(log, frozenset({seq}))
+        rows[seq - 1] = (seq + 10, *rows[seq - 1][1:])
+        found, reason = _walk_fault(rows)
+        assert found == seq
+        assert "missing" in reason
+
+    @pytest.mark.parametrize(
+        "damage",
+        [
+            lambda row: (row[0], None, None, *row[3:]),
+            lambda row: (row[0], row[1], None, None, row[4]),
+            lambda row: (row[0], row[1], None, str(row[3])),
+            lambda row: row[:3],
+        ],
+        ids=["no hash", "no batch", "batch as text", "short row"],
+    )
+    @pytest.mark.parametrize("seq", [1, 4])
+    def test_a_pruned_row_without_its_kept_columns_is_refused(
+        self, log: SqliteStore, seq: int, damage: Callable[[tuple[object, ...]], tuple[object, ...]]
+    ) -> None:
+        rows = _rows(log, frozenset({seq}))
+        rows[seq - 1] = damage(rows[seq - 1])
+        assert _walk_fault(rows) == (seq, "the stored body is not bytes")
