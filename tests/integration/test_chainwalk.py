@@ -735,3 +735,16 @@ class TestPrunedRows:
         rows = _rows(log, frozenset({seq}))
         rows[seq - 1] = damage(rows[seq - 1])
         assert _walk_fault(rows) == (seq, "the stored body is not bytes")
+
+    def test_a_range_opening_on_a_pruned_event_inside_a_batch_is_refused(
+        self, log: SqliteStore
+    ) -> None:
+        """As for an event with its bytes: cut inside batch 2, seq 3 must open batch 3."""
+        whole = _rows(log, frozenset())
+        rows = _rows(log, frozenset({3}))
+        hash_before, batch_before = whole[1][1], whole[1][3]
+        assert isinstance(hash_before, bytes)
+        assert isinstance(batch_before, int)
+        origin = Head(2, hash_before.decode(), batch_before)
+        expected = _walk_fault(whole[2:], origin)
+        assert _walk_fault(rows[2:], origin) == expected == (3, "batch 2 does not follow batch 2")
