@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -10,7 +9,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,16 +20,18 @@ from pwf import canonical
 from pwf._sqlite import exact_text
 from pwf.cli import cli
 from pwf.errors import StoreError
-from pwf.server import Options, Server
 from pwf.store.mirror import Mirror
 from pwf.store.postgres import snapshot, tree
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from tests.postgres._served import call, served
     from tests.postgres.conftest import Hosts
     from tests.web._web_served import get, serve
 else:
+    from _served import call, served
+
     sys.path.insert(0, str(Path(__file__).parents[1] / "web"))
     from _web_served import get, serve
 
@@ -416,26 +416,6 @@ def test_a_served_host_on_the_shared_log_backs_it_up(
 ) -> None:
     """``state.backup`` by ``pwf call``: accepted, the file proves, a retry is adopted."""
     _requests(hosts, "a", client_line, range(1, 6))
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    def run(coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(120)
-
-    options = Options(
-        db=hosts.db("served"),
-        store_url=hosts.url,
-        clock=lambda: AT,
-        token="token-of-the-test",  # noqa: S106 - a test claim token
-        heartbeat_ms=10**9,
-        poll_ms=10**9,
-        signals=False,
-    )
-
-    async def make() -> Server:
-        return Server(options)
-
     target = tmp_path / "served-backup.db"
     request = {
         "schema": "pi-workflows.client.v1",
@@ -447,24 +427,8 @@ def test_a_served_host_on_the_shared_log_backs_it_up(
         "payload": {"destination": str(target)},
     }
     line = canonical.encode(request)
-    server = run(make())
-    try:
-        run(server.start())
-        called = subprocess.run(
-            [str(Path(sys.executable).with_name("pwf")), "call", "--db", str(hosts.db("served"))],
-            input=line + b"\n" + line + b"\n",
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-        assert (0, b"") == (called.returncode, called.stderr)
-        first, again = (json.loads(text) for text in called.stdout.splitlines())
-    finally:
-        if not server.stopped.is_set():
-            run(server.stop())
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(60)
-        loop.close()
+    with served(hosts, AT):
+        first, again = call(hosts.db("served"), line, line)
     assert ("accepted", "adopted") == (first["outcome"], again["outcome"]), (first, again)
     _ok(target)
     head = _file(target, "SELECT seq FROM _pwf_head")[0][0]

@@ -7,15 +7,12 @@ cutoff of 5 000 makes ``run-1`` the only tree to go.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -24,13 +21,16 @@ from click.testing import CliRunner
 
 from pwf import canonical
 from pwf.cli import cli
-from pwf.server import Options, Server
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from tests._pg import Server as Postgres
+    from tests.postgres._served import call, served
     from tests.postgres.conftest import Hosts
+else:
+    from _served import call, served
 
 CUTOFF = "1970-01-01T00:00:05.000Z"
 
@@ -297,26 +297,6 @@ def test_a_served_host_on_the_shared_log_prunes_it(
 ) -> None:
     """``state.prune`` by ``pwf call`` to a served host: accepted, a retry adopted, hosts agree."""
     _traffic(hosts, client_line)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    def run(coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(120)
-
-    options = Options(
-        db=hosts.db("served"),
-        store_url=hosts.url,
-        clock=lambda: 9000,
-        token="token-of-the-test",  # noqa: S106 - a test claim token
-        heartbeat_ms=10**9,
-        poll_ms=10**9,
-        signals=False,
-    )
-
-    async def make() -> Server:
-        return Server(options)
-
     backup = tmp_path / "served-prune.sqlite"
     line = canonical.encode(
         {
@@ -329,24 +309,8 @@ def test_a_served_host_on_the_shared_log_prunes_it(
             "payload": {"before": CUTOFF, "apply": True, "backupPath": str(backup)},
         }
     )
-    server = run(make())
-    try:
-        run(server.start())
-        called = subprocess.run(
-            [str(Path(sys.executable).with_name("pwf")), "call", "--db", str(hosts.db("served"))],
-            input=line + b"\n" + line + b"\n",
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-        assert (0, b"") == (called.returncode, called.stderr)
-        first, again = (json.loads(text) for text in called.stdout.splitlines())
-    finally:
-        if not server.stopped.is_set():
-            run(server.stop())
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(60)
-        loop.close()
+    with served(hosts, 9000):
+        first, again = call(hosts.db("served"), line, line)
     assert ("accepted", "adopted") == (first["outcome"], again["outcome"]), (first, again)
     assert _runs(hosts, "a") == ["run-2", "run-3"]
     assert _digest(hosts, "a") == _digest(hosts, "served")

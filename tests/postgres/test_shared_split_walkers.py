@@ -8,10 +8,8 @@ every split threshold below the log's length and above it (ADR 0074).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
@@ -20,51 +18,24 @@ import pwf.fold.parallel
 import pwf.store.chainwalk
 from pwf.cli import cli
 from pwf.client import HostClient
-from pwf.server import Options, Server
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from tests.postgres._served import served
     from tests.postgres.conftest import Hosts
+else:
+    from _served import served
 
 AT = 1_800_000_000_000
 
 
 def _serve(hosts: Hosts, client_line: Callable[..., bytes], numbers: range) -> None:
     """A served host in this process answers ``run.start`` for ``numbers``, then stops."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    def run(coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(120)
-
-    options = Options(
-        db=hosts.db("served"),
-        store_url=hosts.url,
-        clock=lambda: AT,
-        token="token-of-the-test",  # noqa: S106 - a test claim token
-        heartbeat_ms=10**9,
-        poll_ms=10**9,
-        signals=False,
-    )
-
-    async def make() -> Server:
-        return Server(options)
-
-    server = run(make())
-    try:
-        run(server.start())
-        with HostClient.connect(server.paths.socket, timeout=30) as client:
-            answers = [client.request(client_line(n).strip()) for n in numbers]
-        assert {"accepted"} == {answer["outcome"] for answer in answers}
-    finally:
-        if not server.stopped.is_set():
-            run(server.stop())
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(60)
-        loop.close()
+    with served(hosts, AT) as server, HostClient.connect(server.paths.socket, timeout=30) as client:
+        answers = [client.request(client_line(n).strip()) for n in numbers]
+    assert {"accepted"} == {answer["outcome"] for answer in answers}
 
 
 @pytest.mark.parametrize("split", [False, True])
