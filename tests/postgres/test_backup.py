@@ -26,11 +26,11 @@ from pwf.store.postgres import snapshot, tree
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from tests.postgres._served import call, served
+    from tests.postgres._served_shared import call, served
     from tests.postgres.conftest import Hosts
     from tests.web._web_served import get, serve
 else:
-    from _served import call, served
+    from _served_shared import call, served
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "web"))
     from _web_served import get, serve

@@ -27,10 +27,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tests._pg import Server as Postgres
-    from tests.postgres._served import call, served
+    from tests.postgres._served_shared import call, served
     from tests.postgres.conftest import Hosts
 else:
-    from _served import call, served
+    from _served_shared import call, served
 
 CUTOFF = "1970-01-01T00:00:05.000Z"
 

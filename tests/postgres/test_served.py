@@ -12,10 +12,10 @@ from pwf.client import HostClient
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tests.postgres._served import served
+    from tests.postgres._served_shared import served
     from tests.postgres.conftest import Hosts
 else:
-    from _served import served
+    from _served_shared import served
 
 AT = 1_800_000_000_000
 

@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from tests.postgres._served import served
+    from tests.postgres._served_shared import served
     from tests.postgres.conftest import Hosts
 else:
-    from _served import served
+    from _served_shared import served
 
 AT = 1_800_000_000_000
 
