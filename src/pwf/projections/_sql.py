@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias, TypeVar
 import msgspec
 
 from pwf import canonical
+from pwf.events import LogPruned
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -26,6 +27,7 @@ __all__ = [
     "handlers",
     "json_hash",
     "on",
+    "pruned",
     "quoted_list",
     "text_hash",
 ]
@@ -67,6 +69,24 @@ def for_each_chunk(sql: str, values: tuple[str, ...]) -> list[Statement]:
         chunk = values[start : start + CHUNK]
         statements.append((text, chunk + (chunk[-1],) * (CHUNK - len(chunk))))
     return statements
+
+
+def pruned(*sql: str) -> tuple[type[Event], Handler]:
+    """A ``HANDLERS`` item: a ``log.pruned`` deletes its removed runs' rows with each of ``sql``.
+
+    Each statement holds ``IN ({})`` for the removed run ids
+    (:func:`for_each_chunk`).  A prune removes whole run trees (DOMAIN
+    §13.2): the rows a fold of the kept events never makes are these, so the
+    live fold of ``log.pruned`` leaves what a fold of the pruned log gives,
+    and in such a fold, or a fold of the image a prune installs, it deletes
+    nothing (ADR 0107).
+    """
+
+    def fold(event: LogPruned, _at: int) -> list[Statement]:
+        ids = event.removed_run_ids
+        return [statement for text in sql for statement in for_each_chunk(text, ids)]
+
+    return each(LogPruned, fold)
 
 
 def dispatch(handlers: Mapping[type[Event], Handler], entry: Entry) -> list[Statement]:

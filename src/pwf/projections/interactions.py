@@ -17,7 +17,7 @@ from pwf.events import (
     SubmissionFinished,
     SubmissionRecorded,
 )
-from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on
+from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on, pruned
 
 NAME: Final = "interactions"
 VERSION: Final = 1
@@ -106,6 +106,12 @@ _FINISHED: Final = (
 )
 
 
+_SUBMISSIONS_PRUNED: Final = (
+    "DELETE FROM interactive_submissions WHERE request_id IN"
+    " (SELECT request_id FROM interactive_requests WHERE run_id IN ({}))"
+)
+"""A removed run's submissions go before its requests, which name the run (ADR 0107)."""
+
 HANDLERS: Final = handlers(
     on(
         InteractionRequested,
@@ -158,6 +164,7 @@ HANDLERS: Final = handlers(
         _FINISHED,
         lambda event, at: (event.outcome, json_hash(event.receipt), at, event.submission_id),
     ),
+    pruned(_SUBMISSIONS_PRUNED, "DELETE FROM interactive_requests WHERE run_id IN ({})"),
 )
 """Each event class this read model folds, with its handler."""
 

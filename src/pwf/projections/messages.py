@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Final
 
 from pwf.events import Entry, MessageCancelled, MessageCreated, MessageSent, TurnEnded, TurnStarted
-from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on
+from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on, pruned
 
 NAME: Final = "workflow_messages"
 VERSION: Final = 2
@@ -137,6 +137,7 @@ HANDLERS: Final = handlers(
         _TURN_ENDED,
         lambda event, at: (at, event.workflow_message_id, event.workflow_turn_id),
     ),
+    pruned("DELETE FROM workflow_messages WHERE run_id IN ({})"),
 )
 """Each event class this read model folds, with its handler."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from pwf.events import AttemptChanged, AttemptStarted, DeadlineShifted, Entry
-from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on
+from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on, pruned
 
 NAME: Final = "node_attempts"
 VERSION: Final = 1
@@ -74,6 +74,7 @@ HANDLERS: Final = handlers(
         _CHANGED,
         lambda event, at: (event.status, json_hash(event.output), at, event.attempt_id),
     ),
+    pruned("DELETE FROM node_attempts WHERE run_id IN ({})"),
 )
 """Each event class this read model folds, with its handler."""
 

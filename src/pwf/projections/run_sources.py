@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from pwf import canonical
 from pwf.events import Entry, RunReserved
-from pwf.projections._sql import Statement, dispatch, each, handlers
+from pwf.projections._sql import Statement, dispatch, each, handlers, pruned
 
 NAME: Final = "run_sources"
 VERSION: Final = 1
@@ -58,7 +58,9 @@ def _reserved(event: RunReserved, _at: int) -> list[Statement]:
     return [(_INSERT, (event.run_id, *row)) for row in source_rows(source)]
 
 
-HANDLERS: Final = handlers(each(RunReserved, _reserved))
+HANDLERS: Final = handlers(
+    each(RunReserved, _reserved), pruned("DELETE FROM run_sources WHERE run_id IN ({})")
+)
 """Each event class this read model folds, with its handler."""
 
 

@@ -14,7 +14,7 @@ import msgspec
 
 from pwf import canonical
 from pwf.events import Entry, RunFinished, RunReserved
-from pwf.projections._sql import Statement, dispatch, each, handlers
+from pwf.projections._sql import Statement, dispatch, each, handlers, pruned
 
 NAME: Final = "run_view_content"
 VERSION: Final = 1
@@ -73,7 +73,11 @@ def _finished(event: RunFinished, at: int) -> list[Statement]:
     return _store(event.run_id, event.final_output, at) + _store(event.run_id, event.error, at)
 
 
-HANDLERS: Final = handlers(each(RunReserved, _reserved), each(RunFinished, _finished))
+HANDLERS: Final = handlers(
+    each(RunReserved, _reserved),
+    each(RunFinished, _finished),
+    pruned("DELETE FROM run_view_content WHERE run_id IN ({})"),
+)
 """Each event class this read model folds, with its handler."""
 
 

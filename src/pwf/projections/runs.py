@@ -31,7 +31,7 @@ from pwf.events import (
     WorkerEnded,
     WorkerMessageRecorded,
 )
-from pwf.projections._sql import Statement, dispatch, each, handlers, json_hash, on
+from pwf.projections._sql import Statement, dispatch, each, handlers, json_hash, on, pruned
 from pwf.projections.run_totals import TOTALS_DDL
 
 if TYPE_CHECKING:
@@ -337,6 +337,9 @@ def _bumped(event: AttemptStarted | AttemptChanged | DeadlineShifted, at: int) -
     return [(_BUMP_RUN, (at, event.run_id))]
 
 
+_RUN_TABLES: Final = ("run_updates", "run_checkpoints", "run_bindings", "run_queue", "runs")
+"""This read model's tables of a run's own rows, which a prune deletes with the run (ADR 0107)."""
+
 HANDLERS: Final = handlers(
     each(RunReserved, _reserved),
     each(RunClaimed, _claimed),
@@ -369,6 +372,7 @@ HANDLERS: Final = handlers(
     each(AttemptStarted, _bumped),
     each(AttemptChanged, _bumped),
     each(DeadlineShifted, _bumped),
+    pruned(*(f"DELETE FROM {table} WHERE run_id IN ({{}})" for table in _RUN_TABLES)),
 )
 """Each event class this read model folds, with its handler."""
 

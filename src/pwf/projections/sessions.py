@@ -138,6 +138,11 @@ _UNCLEARED: Final = (
     "UPDATE session_terminal_views SET cleared_run_id = NULL WHERE cleared_run_id IN ({})"
 )
 """A terminal view cleared for a pruned run stays cleared, no longer naming it (ADR 0103)."""
+_PRUNED: Final = (
+    "DELETE FROM workflow_turns WHERE run_id IN ({})",
+    "DELETE FROM workflow_follow_ups WHERE run_id IN ({})",
+)
+"""A removed run's turns and follow-ups go with it (ADR 0107)."""
 
 
 HANDLERS: Final = handlers(
@@ -207,7 +212,11 @@ HANDLERS: Final = handlers(
     on(TerminalCleared, _CLEARED, lambda event, at: (event.target_session_id, event.run_id, at)),
     each(
         LogPruned,
-        lambda event, _at: for_each_chunk(_UNCLEARED, event.removed_run_ids),
+        lambda event, _at: [
+            statement
+            for text in (_UNCLEARED, *_PRUNED)
+            for statement in for_each_chunk(text, event.removed_run_ids)
+        ],
     ),
 )
 """Each event class this read model folds, with its handler."""

@@ -18,7 +18,7 @@ from pwf.events import (
     WorkerMessageRecorded,
 )
 from pwf.projections import host
-from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on, text_hash
+from pwf.projections._sql import Statement, dispatch, handlers, json_hash, on, pruned, text_hash
 
 NAME: Final = "workers"
 VERSION: Final = 1
@@ -128,6 +128,10 @@ HANDLERS: Final = handlers(
         ),
     ),
     *host.HANDLERS.items(),
+    pruned(
+        "DELETE FROM run_workers WHERE run_id IN ({})",
+        "DELETE FROM worker_messages WHERE run_id IN ({})",
+    ),
 )
 """Each event class this read model folds, with its handler."""
 
