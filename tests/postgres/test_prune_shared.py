@@ -45,6 +45,19 @@ def _runs(hosts: Hosts | _Hosts, name: str) -> list[str]:
     return sorted(line.split()[0] for line in listing[1:])
 
 
+def _dated(hosts: Hosts | _Hosts, name: str) -> int:
+    """When host ``name``'s blobs date run-2's launch options (the same as run-1's)."""
+    connection = sqlite3.connect(hosts.db(name))
+    try:
+        [(at,)] = connection.execute(
+            "SELECT b.created_at FROM blobs AS b JOIN runs AS r"
+            " ON b.blob_hash = r.launch_options_hash WHERE r.run_id = 'run-2'"
+        ).fetchall()
+    finally:
+        connection.close()
+    return int(at)
+
+
 def _digest(hosts: Hosts | _Hosts, name: str) -> object:
     result = CliRunner().invoke(cli, ["digest", str(hosts.db(name)), "--json"])
     assert 0 == result.exit_code, result.output
@@ -65,6 +78,7 @@ def test_a_prune_of_the_shared_log_keeps_every_seq_and_every_host_agrees(
     assert 0 == hosts("b", "status").exit_code  # host b has folded every run
     assert _runs(hosts, "b") == ["run-1", "run-2", "run-3"]
     before = _pg(hosts.url, "SELECT seq, content_hash FROM events ORDER BY seq")
+    assert _dated(hosts, "b") == 1000  # run-1 carried the launch options first
     key = tmp_path / "log.key"
     made = CliRunner().invoke(cli, ["log", "keygen", "example.com/shared", "--out", str(key)])
     assert 0 == made.exit_code, made.output
@@ -86,6 +100,8 @@ def test_a_prune_of_the_shared_log_keeps_every_seq_and_every_host_agrees(
     assert _runs(hosts, "b") == ["run-2", "run-3"]  # b's catch-up took in the prune
     assert _runs(hosts, "c") == ["run-2", "run-3"]  # c is made from the pruned log
     assert _digest(hosts, "a") == _digest(hosts, "b") == _digest(hosts, "c")
+    # a blob the removed run carried first is dated by the first kept carrier, on every host
+    assert [_dated(hosts, name) for name in ("a", "b", "c")] == [2000, 2000, 2000]
     for name in ("a", "b", "c"):
         verified = hosts(name, "verify")
         assert 0 == verified.exit_code, (name, verified.output)

@@ -248,10 +248,10 @@ def upgrade_views(store: EventStore) -> None:
 
 
 def refold(store: EventStore) -> None:
-    """Fold a host's local projections again from its copy of the shared log (ADR 0107)."""
-    from pwf.fold.rebuild import rebuild  # noqa: PLC0415 - only after another host's prune
+    """Fold a host's blobs again from its copy of the shared log after a prune (ADR 0107)."""
+    from pwf.fold.rebuild import refold_blobs  # noqa: PLC0415 - only after a prune
 
-    rebuild(store)
+    refold_blobs(store)
 
 
 def _open_mirror(settings: Settings, read_model: ReadModel, log: PostgresStore) -> EventStore:

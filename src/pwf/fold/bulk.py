@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from pwf.events import Entry
 
-__all__ = ["STATEMENTS_HELD", "BulkFold", "check_expressions", "rebuild_into"]
+__all__ = ["STATEMENTS_HELD", "BulkFold", "check_expressions", "rebuild_into", "run_statements"]
 
 _INDEX: Final = re.compile(
     r"\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE
@@ -158,9 +158,9 @@ class BulkFold(ReadModel):
                     add(handler(entry))
                 count, last = count + 1, entry.seq
                 if len(statements) >= STATEMENTS_HELD:
-                    _run(execute, statements)
+                    run_statements(execute, statements)
                     statements.clear()
-            _run(execute, statements)
+            run_statements(execute, statements)
         finally:
             if collecting:
                 gc.enable()
@@ -196,7 +196,9 @@ def check_expressions(ddl: str) -> list[str]:
     return found
 
 
-def _run(execute: Callable[[str, Sequence[object]], object], statements: list[Statement]) -> None:
+def run_statements(
+    execute: Callable[[str, Sequence[object]], object], statements: list[Statement]
+) -> None:
     """Execute statements in order; text with a lone surrogate is bound exactly (ADR 0071)."""
     for text, params in statements:
         try:

@@ -2,7 +2,9 @@
 
 :func:`rebuild` folds the log into a scratch file beside the live database
 while writers carry on, then swaps the rebuilt tables in under the live write
-lock, in one transaction.  Imports workfile, _sqlite, sqlviews and errors.
+lock, in one transaction; :func:`refold_blobs` folds the blobs alone again after a
+shared log's prune.  Imports events, bulk, decode, workfile, projections, _sqlite,
+sqlviews and errors.
 """
 
 from __future__ import annotations
@@ -10,19 +12,24 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from pwf._sqlite import projection_tables, quote, transaction
 from pwf.errors import ChainError, StoreError
+from pwf.events import EVENT_TYPES
+from pwf.fold.bulk import STATEMENTS_HELD, run_statements
+from pwf.fold.decode import entry_at
 from pwf.fold.workfile import CHUNK, Progress, scratch_fold
+from pwf.projections import blobs
 from pwf.sqlviews import drop_views, install_views
 
 if TYPE_CHECKING:
     import sqlite3
 
+    from pwf.projections import Statement
     from pwf.store import EventStore
 
-__all__ = ["RebuildReport", "rebuild"]
+__all__ = ["RebuildReport", "rebuild", "refold_blobs"]
 
 _CREATE: Final = re.compile(r"^CREATE (UNIQUE INDEX|INDEX|TABLE|TRIGGER) ")
 
@@ -77,6 +84,41 @@ def rebuild(
     with contextlib.suppress(StoreError):  # the rebuild committed; the checkpoint is a nicety
         file.checkpoint()
     return RebuildReport(events=head.seq - scratch.chain.origin.seq, seq=head.seq, tables=tables)
+
+
+_CARRYING: Final = tuple(sorted(cls.TAG for cls in EVENT_TYPES if cls.JSON_BLOBS or cls.TEXT_BLOBS))
+"""The tags of the events that carry blobs."""
+_CARRIERS: Final = (
+    "SELECT seq, body FROM events WHERE body IS NOT NULL"  # noqa: S608 - marks only
+    f" AND type IN ({', '.join('?' * len(_CARRYING))}) ORDER BY seq"
+)
+
+
+def refold_blobs(store: EventStore) -> int:
+    """Fold the ``blobs`` table again from the store's own log, in one transaction; the blobs.
+
+    What a host runs after its copy of a shared log lost the bytes a prune
+    took (ADR 0107).  The removed run trees went with the ``log.pruned``'s own
+    fold; what no fold of what stays can give back is the blobs': a value
+    only removed events carried is gone, and one a kept event carries too
+    is dated by the first kept carrier.  So the table is emptied and the
+    blobs of every event that kept its bytes are stored again, in seq order,
+    as a fold of the pruned log stores them.  Returns the rows it holds.
+    """
+    file = store.projections_file
+    connection = cast("sqlite3.Connection", getattr(file, "connection"))  # noqa: B009 - a file's
+    with transaction(connection, "BEGIN IMMEDIATE"):
+        connection.execute("DELETE FROM blobs")
+        execute = connection.cursor().execute
+        statements: list[Statement] = []
+        rows = connection.execute(_CARRIERS, _CARRYING)  # the fold's decoding, not verify's
+        for seq, body in rows:
+            statements.extend(blobs.apply(entry_at(seq, seq, body)))
+            if len(statements) >= STATEMENTS_HELD:
+                run_statements(execute, statements)
+                statements.clear()
+        run_statements(execute, statements)
+        return int(connection.execute("SELECT count(*) FROM blobs").fetchone()[0])
 
 
 def _swap(connection: sqlite3.Connection) -> int:

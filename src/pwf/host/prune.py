@@ -22,7 +22,7 @@ from pwf.commands.prune import Cutoff, prune_options, select
 from pwf.errors import CommandError, PwfError, StoreError
 from pwf.events import LogCompacted, LogPruned, open_body
 from pwf.events.compaction import compacted
-from pwf.fold.rebuild import rebuild
+from pwf.fold.rebuild import refold_blobs
 from pwf.host._backup import Recording, backup_database, catch_up
 from pwf.host._compacting import Prepared, prepared
 from pwf.host._lock import acquire_lock
@@ -438,8 +438,9 @@ def run_shared_prune(  # noqa: PLR0913 - the command and how to record it
     under the log's lock, the backup is brought to the head, the selection is
     checked again, the removed runs' events lose their bytes in the shared
     log and in this host's copy (their seqs, hashes and leaves kept), and
-    ``log.pruned`` is appended.  This host then folds its projections again;
-    every other host does when its catch-up takes in the ``log.pruned``.
+    ``log.pruned`` is appended; its fold deletes the removed run trees.  This
+    host then folds its blobs again; every other host does both when its
+    catch-up takes in the ``log.pruned``.
     """
     # Both are read as a file is: the decision's transaction is the local file's, under the
     # shared log's lock, and the plan needs the local file's path (lock, sizes).
@@ -475,7 +476,7 @@ def _shared_applied(
 
     connection = cast("sqlite3.Connection", getattr(local, "connection"))  # noqa: B009
     if refold_owed(connection):  # not yet folded by the store's own refold
-        rebuild(store)  # this host's projections, folded from its pruned copy of the log
+        refold_blobs(store)  # the run trees went with the log.pruned's fold; the blobs
         refolded(connection)
     with local.snapshot() as reader:
         after = tally(reader)

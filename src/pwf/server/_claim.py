@@ -82,7 +82,7 @@ def _mirror(options: Options, read_model: ReadModel) -> EventStore:
 
 
 def _refold(store: EventStore) -> None:
-    """Fold the host's local projections again after another host's prune (ADR 0107)."""
-    from pwf.fold.rebuild import rebuild  # noqa: PLC0415 - only after a prune
+    """Fold the host's blobs again after a prune of the shared log (ADR 0107)."""
+    from pwf.fold.rebuild import refold_blobs  # noqa: PLC0415 - only after a prune
 
-    rebuild(store)
+    refold_blobs(store)

@@ -186,10 +186,12 @@ class MirroredStore(AppendsAlone, Closing):
             return work(tx)
 
     def _refolded(self) -> None:
-        """Fold the projections again (:attr:`refold`) if a catch-up took in a prune (ADR 0107).
+        """Run :attr:`refold` if a catch-up took in a prune (ADR 0107).
 
-        The prune took the bytes of events the file had folded: its projections
-        are folded again from its copy of the log, once the transaction committed.
+        The prune took the bytes of events the file had folded; the
+        ``log.pruned``'s fold deleted the removed run trees, and what only a
+        fold of the pruned log gives (the blobs) is folded again from its copy
+        of the log, once the transaction committed.
         """
         if self.refold is not None and refold_owed(self.local.connection):
             self.refold(self)
