@@ -78,26 +78,30 @@ def _cancellation(facts: Facts) -> tuple[str, int | None] | None:
     return reason, since
 
 
-def _cancelled_unproductive(facts: Facts) -> Finding | None:
+def _cancelled_for(facts: Facts, reason: str, rule: str, summary: str) -> Finding | None:
+    """``rule``'s finding when the request was cancelled for ``reason``."""
     found = _cancellation(facts)
-    if found is None or found[0] != UNPRODUCTIVE:
+    if found is None or found[0] != reason:
         return None
-    return find(
+    return find(rule, summary, found[1])
+
+
+def _cancelled_unproductive(facts: Facts) -> Finding | None:
+    return _cancelled_for(
+        facts,
+        UNPRODUCTIVE,
         "cancelled-unproductive",
         "cancelled by the third unproductive turn; the run failed (unproductiveTurns)",
-        found[1],
     )
 
 
 def _cancelled_timeout(facts: Facts) -> Finding | None:
-    found = _cancellation(facts)
-    if found is None or found[0] != EXPIRED:
-        return None
-    return find(
+    return _cancelled_for(
+        facts,
+        EXPIRED,
         "cancelled-timeout",
         "the model-turn deadline expired and the timeout began;"
         " a worker finishes the node as timed out",
-        found[1],
     )
 
 
@@ -207,41 +211,46 @@ def _branch_not_reported(facts: Facts) -> Finding | None:
     )
 
 
-def _message_blocked(facts: Facts) -> Finding | None:
+def _pending_and_next(facts: Facts) -> tuple[Row, Row] | None:
+    """The request's pending message and its session's next one, while the request waits."""
     message = facts.pending_message
     nxt = facts.next
     if not facts.pending or message is None or nxt is None:
         return None
+    return message, nxt
+
+
+def _message_blocked(facts: Facts) -> Finding | None:
+    found = _pending_and_next(facts)
+    if found is None:
+        return None
+    message, nxt = found
     if nxt["workflow_message_id"] == message["workflow_message_id"]:
         return None
     if nxt["order_number"] > message["order_number"]:
         return None
-    since = _created(facts, message)
     return find(
         "message-blocked",
         f"message {short(message['workflow_message_id'])} is pending behind"
         f" {nxt['kind']} message {short(nxt['workflow_message_id'])}"
         f" (order {nxt['order_number']}) of run {nxt['run_id']}",
-        since,
+        _created(facts, message),
     )
 
 
 def _message_not_delivered(facts: Facts) -> Finding | None:
-    message = facts.pending_message
-    nxt = facts.next
+    found = _pending_and_next(facts)
     coordinator = facts.coordinator
-    if not facts.pending or message is None or nxt is None or coordinator is None:
+    if found is None or coordinator is None or not coordinator["branch_reported"]:
         return None
-    if not coordinator["branch_reported"]:
-        return None
+    message, nxt = found
     if nxt["workflow_message_id"] != message["workflow_message_id"]:
         return None
-    since = _created(facts, message)
     return find(
         "message-not-delivered",
         f"{message['kind']} message {short(message['workflow_message_id'])} is the session's"
         " next message but no branch report shows it sent",
-        since,
+        _created(facts, message),
     )
 
 
@@ -280,56 +289,58 @@ def _awaiting_turn(facts: Facts) -> Finding | None:
     )
 
 
-def _deadline_since(facts: Facts) -> int | None:
+def _passed(facts: Facts) -> Row | None:
+    """The attempt whose deadline has passed while the request waits, if any."""
+    attempt = facts.attempt
+    if not facts.pending or attempt is None or attempt["deadline_at"] is None:
+        return None
+    return attempt if attempt["deadline_at"] <= facts.now else None
+
+
+def _deadline_finding(facts: Facts, attempt: Row, rule: str, rest: str) -> Finding:
+    """``rule``'s finding: the attempt's deadline passed at now, then ``rest``.
+
+    It holds since the deadline was last set: shifted, else the attempt's start.
+    """
     attempt_id = facts.request["attempt_id"]
-    return facts.log.last(DeadlineShifted, attempt_id=attempt_id) or facts.log.last(
+    since = facts.log.last(DeadlineShifted, attempt_id=attempt_id) or facts.log.last(
         AttemptStarted, attempt_id=attempt_id
     )
-
-
-def _passed(facts: Facts) -> bool:
-    attempt = facts.attempt
-    return bool(
-        facts.pending
-        and attempt is not None
-        and attempt["deadline_at"] is not None
-        and attempt["deadline_at"] <= facts.now
+    deadline = attempt["deadline_at"]
+    return find(
+        rule, f"deadline {deadline} passed at {facts.now}{rest}", since, deadline, facts.now
     )
 
 
 def _deadline_expired(facts: Facts) -> Finding | None:
-    if not _passed(facts) or facts.open_turn is None:
+    attempt = _passed(facts)
+    if attempt is None or facts.open_turn is None:
         return None
-    assert facts.attempt is not None
     blockers = []
     if facts.live_worker:
         blockers.append("a worker holds the run")
-    if facts.attempt["status"] == "interrupted":
+    if attempt["status"] == "interrupted":
         blockers.append("the attempt is interrupted")
     if facts.coordinator is None:
         blockers.append("the session has no coordinator")
     tail = f" once nothing blocks it ({', '.join(blockers)})" if blockers else ""
-    return find(
+    return _deadline_finding(
+        facts,
+        attempt,
         "deadline-expired",
-        f"deadline {facts.attempt['deadline_at']} passed at {facts.now} with a started turn:"
-        f" pwf session expire would begin the timeout{tail}",
-        _deadline_since(facts),
-        facts.attempt["deadline_at"],
-        facts.now,
+        f" with a started turn: pwf session expire would begin the timeout{tail}",
     )
 
 
 def _deadline_passed_no_turn(facts: Facts) -> Finding | None:
-    if not _passed(facts) or facts.open_turn is not None:
+    attempt = _passed(facts)
+    if attempt is None or facts.open_turn is not None:
         return None
-    assert facts.attempt is not None
-    return find(
+    return _deadline_finding(
+        facts,
+        attempt,
         "deadline-passed-no-turn",
-        f"deadline {facts.attempt['deadline_at']} passed at {facts.now} but no step turn is"
-        " started, so expiry cannot begin",
-        _deadline_since(facts),
-        facts.attempt["deadline_at"],
-        facts.now,
+        " but no step turn is started, so expiry cannot begin",
     )
 
 
