@@ -70,17 +70,16 @@ def maintain(
             host.store, shared, request, recording, replace=host.replace_backups
         )
     if shared is not None:  # state.prune of the shared log (ADR 0107)
-        from pwf.host.prune import run_shared_prune  # noqa: PLC0415 - only state.prune
+        from pwf.host.prune import Stamp, run_shared_prune  # noqa: PLC0415 - only state.prune
 
-        return run_shared_prune(
-            host.store, shared, request, now, recording, actor=host.actor, cause=cause
-        )
+        stamp = Stamp(now, host.actor, cause)
+        return run_shared_prune(host.store, shared, request, recording, stamp)
     store = _log_file(host)
     if request.operation == "state.backup":
         return run_backup(store, request, recording, replace=host.replace_backups)
-    from pwf.host.prune import run_prune  # noqa: PLC0415 - only state.prune
+    from pwf.host.prune import Stamp, run_prune  # noqa: PLC0415 - only state.prune
 
-    return run_prune(store, request, now, recording, actor=host.actor, cause=cause)
+    return run_prune(store, request, recording, Stamp(now, host.actor, cause))
 
 
 def _log_file(host: Host[EventStore]) -> LogFile:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Recording",
+    "Stamp",
     "Tally",
     "database_bytes",
     "report",
@@ -145,14 +146,17 @@ def report(  # noqa: PLR0913 - the original's report members
 # --------------------------------------------------------------------------- the flow
 
 
-def run_prune(  # noqa: PLR0913 - the command and how to record it
-    store: LogFile,
-    request: ClientRequest,
-    now: int,
-    recording: Recording,
-    *,
-    actor: Actor,
-    cause: Cause,
+@dataclass(frozen=True)
+class Stamp:
+    """What a prune's own event is appended with: the time, who asks and the request's cause."""
+
+    at: int
+    actor: Actor
+    cause: Cause
+
+
+def run_prune(
+    store: LogFile, request: ClientRequest, recording: Recording, stamp: Stamp
 ) -> ClientResponse:
     """Select, back up, compact, checkpoint and record one ``state.prune`` (ADR 0018, 0022).
 
@@ -176,7 +180,7 @@ def run_prune(  # noqa: PLR0913 - the command and how to record it
         store,
         request,
         recording,
-        lambda plan: _applied(_Compaction(store, recording, plan, now, actor, cause)),
+        lambda plan: _applied(_Compaction(store, recording, plan, stamp)),
     )
 
 
@@ -213,14 +217,12 @@ class _Plan:
 
 @dataclass(frozen=True)
 class _Compaction:
-    """What each step of an applied prune works with: the log, its recording, the plan, who asks."""
+    """What each step of an applied prune works with: the log, its recording, plan and stamp."""
 
     store: LogFile
     recording: Recording
     plan: _Plan
-    now: int
-    actor: Actor
-    cause: Cause
+    stamp: Stamp
 
 
 def _planned(
@@ -372,9 +374,9 @@ def _swapped(job: _Compaction, scratch: Prepared) -> Result:
             image,
             destination,
             cutoff=selection.cutoff,
-            at=job.now,
-            actor=job.actor,
-            cause=job.cause,
+            at=job.stamp.at,
+            actor=job.stamp.actor,
+            cause=job.stamp.cause,
         )
         return size, before, tally(RowReader(image))
 
@@ -418,15 +420,8 @@ def _settled(store: LogFile, result: Result) -> Result:
     return Result(receipt={**result.receipt, "databaseBytesAfter": database_bytes(store.path)})
 
 
-def run_shared_prune(  # noqa: PLR0913 - the command and how to record it
-    store: EventStore,
-    shared: SharedLog,
-    request: ClientRequest,
-    now: int,
-    recording: Recording,
-    *,
-    actor: Actor,
-    cause: Cause,
+def run_shared_prune(
+    store: EventStore, shared: SharedLog, request: ClientRequest, recording: Recording, stamp: Stamp
 ) -> ClientResponse:
     """One ``state.prune`` of a shared log: a backup, then the bytes taken out under its lock.
 
@@ -450,7 +445,7 @@ def run_shared_prune(  # noqa: PLR0913 - the command and how to record it
         local,
         request,
         recording,
-        lambda plan: _shared_applied(store, shared, recording, plan, (now, actor, cause)),
+        lambda plan: _shared_applied(store, shared, recording, plan, stamp),
     )
 
 
@@ -459,14 +454,14 @@ def _shared_applied(
     shared: SharedLog,
     recording: Recording,
     plan: _Plan,
-    who: tuple[int, Actor, Cause],
+    stamp: Stamp,
 ) -> Result:
     """The snapshot, then the strip and ``log.pruned`` under the lock, then the refold."""
     from pwf.host._backup import backup_shared  # noqa: PLC0415 - only maintenance
 
     try:
         backup_shared(store, shared, plan.destination, replace=False)
-        size, before = _stripped(store, shared, recording, plan, who)
+        size, before = _stripped(store, shared, recording, plan, stamp)
     except CommandError as error:
         return Result(outcome="rejected", error=str(error))
     except PwfError as error:
@@ -492,7 +487,7 @@ def _stripped(
     shared: SharedLog,
     recording: Recording,
     plan: _Plan,
-    who: tuple[int, Actor, Cause],
+    stamp: Stamp,
 ) -> tuple[int, Tally]:
     """Under the shared log's lock: the backup to the head, the check, the strip, ``log.pruned``.
 
@@ -504,7 +499,6 @@ def _stripped(
 
     destination, selected = plan.destination, plan.selected
     selection = selected[0]
-    now, actor, cause = who
     read = store.head().seq
     early = _going(store, frozenset(selection.runs), until=read)
     with store.transaction() as tx:
@@ -528,7 +522,7 @@ def _stripped(
             backup_seq=tx.head.seq,
             backup_hash=tx.head.content_hash,
         )
-        tx.append([pruned], at=now, actor=actor, cause=cause)
+        tx.append([pruned], at=stamp.at, actor=stamp.actor, cause=stamp.cause)
     return size, before
 
 

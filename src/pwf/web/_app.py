@@ -246,8 +246,8 @@ def _attempt_start(found: dict[str, Any]) -> int:
     shifts = found["shifts"]
     attempt = found["attempt"]
     candidates = [int(found["request"]["created_at"])]
-    if shifts and shifts[0].from_started_at is not None:
-        candidates.append(shifts[0].from_started_at)
+    if shifts and shifts[0].event.from_started_at is not None:
+        candidates.append(shifts[0].event.from_started_at)
     elif attempt is not None and attempt["started_at"] is not None:
         candidates.append(int(attempt["started_at"]))
     return min(candidates)

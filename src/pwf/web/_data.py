@@ -189,15 +189,14 @@ def run_page(view: View, run_id: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Shift:
-    """One ``attempt.deadline_shifted``: when, by how much, from where to where, and why."""
+    """One ``attempt.deadline_shifted`` where the log holds it: its seq, its time and the event.
+
+    The event says by how much, from where to where, and why.
+    """
 
     seq: int
     at: int
-    idle_ms: int
-    from_deadline: int
-    to_deadline: int
-    from_started_at: int | None
-    cause: str
+    event: DeadlineShifted
 
 
 @dataclass(frozen=True)
@@ -244,7 +243,7 @@ def _budget(attempt: Row | None, shifts: list[Shift]) -> dict[str, int] | None:
     """Why the deadline is where it is: first start + active-time budget + idle credited."""
     if attempt is None or attempt["deadline_at"] is None or attempt["started_at"] is None:
         return None
-    idle = sum(shift.idle_ms for shift in shifts)
+    idle = sum(shift.event.idle_ms for shift in shifts)
     first_start = int(attempt["started_at"]) - idle
     first_deadline = int(attempt["deadline_at"]) - idle
     return {
@@ -265,17 +264,7 @@ def _deadline_history(
         entry = open_body(stored.body)
         event = entry.event
         if isinstance(event, DeadlineShifted) and event.attempt_id == attempt_id:
-            shifts.append(
-                Shift(
-                    seq=entry.seq,
-                    at=entry.at,
-                    idle_ms=event.idle_ms,
-                    from_deadline=event.from_deadline,
-                    to_deadline=event.to_deadline,
-                    from_started_at=event.from_started_at,
-                    cause=event.cause,
-                )
-            )
+            shifts.append(Shift(entry.seq, entry.at, event))
         elif isinstance(event, RunPaused):
             pauses.append(Pause(start=entry.at, end=None))
         elif isinstance(event, RunResumed) and pauses and pauses[-1].end is None:

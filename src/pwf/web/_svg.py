@@ -233,7 +233,8 @@ def model_time_picture(  # noqa: PLR0913 - one argument per thing drawn
     activity = [now, start + 1, *[p.end for p in pauses if p.end is not None]]
     activity += [ended for t in turns if isinstance(ended := t.get("endedAt"), int)]
     deadlines = [value for value in (deadline,) if value is not None]
-    deadlines += [value for shift in shifts for value in (shift.from_deadline, shift.to_deadline)]
+    moves = [shift.event for shift in shifts]
+    deadlines += [value for move in moves for value in (move.from_deadline, move.to_deadline)]
     axis = Axis.of(start, max(activity), deadlines)
     x = axis.x
     top = TOP + 14
@@ -273,14 +274,15 @@ def _pause_bar(pause: Pause, now: int, place: Callable[[int], float], y: float) 
 
 
 def _shift_bar(shift: Shift, place: Callable[[int], float], y: float) -> Bar:
+    move = shift.event
     return Bar(
-        x1=place(shift.from_deadline),
-        x2=place(shift.to_deadline),
+        x1=place(move.from_deadline),
+        x2=place(move.to_deadline),
         y=y,
-        label=f"+{shift.idle_ms / 1000:g} s idle ({shift.cause}, seq {shift.seq})",
+        label=f"+{move.idle_ms / 1000:g} s idle ({move.cause}, seq {shift.seq})",
         title=(
-            f"seq {shift.seq} at {shift.at}: {shift.cause} credited {shift.idle_ms} ms idle;"
-            f" deadline {shift.from_deadline} -> {shift.to_deadline}"
+            f"seq {shift.seq} at {shift.at}: {move.cause} credited {move.idle_ms} ms idle;"
+            f" deadline {move.from_deadline} -> {move.to_deadline}"
         ),
         css="shift",
         arrow=True,
@@ -295,7 +297,7 @@ def _time_lines(
     if deadline is not None:
         lines.append(Line(x=place(deadline), label="deadline", css="deadline", anchor="end"))
     if shifts:
-        first = place(shifts[0].from_deadline)
+        first = place(shifts[0].event.from_deadline)
         crowded = deadline is not None and place(deadline) - first < 160
         lines.append(
             Line(
