@@ -3,9 +3,10 @@
 The client and the worker protocol read and write their lines by the same
 rule and word their refusals each in its own way: a :class:`Dialect` holds
 the words and the size limit, :func:`read_object` and :func:`encode_object`
-the rule.  Both also take a message's members off its Struct the same way
-(:func:`wire_members`) and check a member that names one of a set of words
-the same way (:func:`one_of`).
+the rule.  Both also write a message from its Struct the same way
+(:func:`wire_members`, then the message's own reader as the check:
+:func:`encode_message`) and check a member that names one of a set of
+words the same way (:func:`one_of`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,17 @@ from pwf import canonical
 from pwf.errors import CanonicalError, LineError, ProtocolError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
-__all__ = ["MAX_MESSAGE_DEPTH", "Dialect", "encode_object", "one_of", "read_object", "wire_members"]
+__all__ = [
+    "MAX_MESSAGE_DEPTH",
+    "Dialect",
+    "encode_message",
+    "encode_object",
+    "one_of",
+    "read_object",
+    "wire_members",
+]
 
 MAX_MESSAGE_DEPTH: Final = 128
 """Deepest array/object nesting a message may have; events add a few levels and must verify."""
@@ -107,3 +116,12 @@ def wire_members(message: msgspec.Struct) -> dict[str, object]:
             continue
         members[wire_name] = value
     return members
+
+
+def encode_message(
+    message: msgspec.Struct, check: Callable[[Mapping[str, object]], object], dialect: Dialect
+) -> bytes:
+    """Canonical bytes of a message's wire members, once ``check`` (the reader) accepts them."""
+    members = wire_members(message)
+    check(members)
+    return encode_object(members, dialect)

@@ -26,6 +26,7 @@ from pwf.errors import Outcome, ProtocolError
 from pwf.protocol._lines import (
     MAX_MESSAGE_DEPTH,
     Dialect,
+    encode_message,
     encode_object,
     one_of,
     read_object,
@@ -526,19 +527,13 @@ def request_fingerprint(members: Mapping[str, object]) -> str:
 # --------------------------------------------------------------------------- encoding
 
 
-def _checked(message: msgspec.Struct, reader: Callable[[Mapping[str, object]], object]) -> bytes:
-    members = wire_members(message)
-    reader(members)
-    return encode_object(members, _DIALECT)
-
-
 def encode_hello(hello: ClientHello) -> bytes:
     """Canonical bytes of a hello, without a newline.
 
     Raises:
         ProtocolError: the hello is invalid or exceeds 1 MiB.
     """
-    return _checked(hello, _read_hello)
+    return encode_message(hello, _read_hello, _DIALECT)
 
 
 def encode_request(request: ClientRequest) -> bytes:
@@ -547,7 +542,7 @@ def encode_request(request: ClientRequest) -> bytes:
     Raises:
         ProtocolError: the request is invalid or exceeds 1 MiB.
     """
-    return _checked(request, _read_request)
+    return encode_message(request, _read_request, _DIALECT)
 
 
 def encode_response(response: ClientResponse) -> bytes:
@@ -563,7 +558,7 @@ def encode_response(response: ClientResponse) -> bytes:
     """
     if _well_formed(response):
         return encode_object(wire_members(response), _DIALECT)
-    return _checked(response, _read_response)
+    return encode_message(response, _read_response, _DIALECT)
 
 
 def _well_formed(response: ClientResponse) -> bool:
@@ -592,7 +587,7 @@ def encode_event(event: ClientEvent) -> bytes:
     Raises:
         ProtocolError: the event is invalid or exceeds 1 MiB.
     """
-    return _checked(event, _read_event)
+    return encode_message(event, _read_event, _DIALECT)
 
 
 def encode_line(message: bytes) -> bytes:

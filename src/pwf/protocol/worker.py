@@ -20,7 +20,7 @@ import msgspec
 
 from pwf import canonical
 from pwf.errors import ProtocolError
-from pwf.protocol._lines import Dialect, encode_object, one_of, read_object, wire_members
+from pwf.protocol._lines import Dialect, encode_message, one_of, read_object
 from pwf.protocol.client import is_safe_integer, js_length
 from pwf.protocol.wire import MAX_FRAMED_MESSAGE_BYTES
 
@@ -246,9 +246,7 @@ def encode_worker_response(response: WorkerResponse) -> bytes:
     Raises:
         ProtocolError: the response is invalid or its line would exceed 1 MiB.
     """
-    members = wire_members(response)
-    _read_response(members)
-    return encode_object(members, _DIALECT)
+    return encode_message(response, _read_response, _DIALECT)
 
 
 def parse_worker_response(line: bytes) -> WorkerResponse:
@@ -269,9 +267,7 @@ def encode_launch(envelope: LaunchEnvelope) -> bytes:
     Raises:
         ProtocolError: a field is invalid or the line would exceed 1 MiB.
     """
-    wire = wire_members(envelope)
-    _check_launch(wire)
-    return encode_object(wire, _DIALECT)
+    return encode_message(envelope, _check_launch, _DIALECT)
 
 
 def _check_launch(members: Mapping[str, object]) -> None:
