@@ -26,9 +26,10 @@ if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
 from bench.bench_serve import _start
 
 from pwf.client import _decode
+from pwf.protocol._lines import encode_message
 from pwf.protocol.client import (
+    _DIALECT,
     ClientResponse,
-    _checked,
     _read_response,
     encode_line,
     encode_response,
@@ -71,7 +72,9 @@ def main() -> int:
         "frame one request line": lambda: FrameDecoder().feed(line + b"\n"),
         "parse_request": lambda: parse_request(line),
         "encode_response + encode_line": lambda: encode_line(encode_response(answer)),
-        "  the same with the full read-back": lambda: encode_line(_checked(answer, _read_response)),
+        "  the same with the full read-back": lambda: encode_line(
+            encode_message(answer, _read_response, _DIALECT)
+        ),
         "client: decode the answer": lambda: _decode(framed[:-1]),
     }
     for name, step in steps.items():

@@ -698,13 +698,7 @@ def canonical_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> bytes:
         NotJsonError: the text does not parse.
         NonCanonicalLineError: the value has no canonical form.
     """
-    text = _line_text(line, limit)
-    try:
-        return encode(_loads(line, text))
-    except CanonicalError as error:
-        raise NonCanonicalLineError(f"no canonical JSON form: {error}") from None
-    except RecursionError:
-        raise NotJsonError(_TOO_DEEP) from None
+    return _reencoded(line, _line_text(line, limit), "no canonical JSON form")[1]
 
 
 def parse_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> object:
@@ -727,16 +721,26 @@ def parse_line(line: bytes, *, limit: int = MAX_LINE_BYTES) -> object:
     return _exact(line, text)
 
 
-def _exact(line: bytes, text: str) -> object:
-    """:func:`parse_line`'s exact check of valid UTF-8: decode, re-encode, compare the bytes."""
+def _reencoded(line: bytes, text: str, refusal: str) -> tuple[object, bytes]:
+    """The value of a line of valid UTF-8 and its canonical bytes.
+
+    Raises:
+        NotJsonError: the text does not parse, or nests deeper than the interpreter's stack.
+        NonCanonicalLineError: the value has no canonical form (``refusal: why``).
+    """
     try:
         value = _loads(line, text)
-        again = encode(value)
+        return value, encode(value)
     except CanonicalError as error:
-        raise NonCanonicalLineError(f"not canonical JSON: {error}") from None
+        raise NonCanonicalLineError(f"{refusal}: {error}") from None
     except RecursionError:
         # Nesting deeper than the interpreter's stack: refused, never a crash.
         raise NotJsonError(_TOO_DEEP) from None
+
+
+def _exact(line: bytes, text: str) -> object:
+    """:func:`parse_line`'s exact check of valid UTF-8: decode, re-encode, compare the bytes."""
+    value, again = _reencoded(line, text, "not canonical JSON")
     if again != line:
         offset = next(
             (i for i, (a, b) in enumerate(zip(again, line, strict=False)) if a != b),

@@ -9,7 +9,8 @@ the I/O.
 * :mod:`pwf.protocol.framing`: :class:`~pwf.protocol.framing.FrameDecoder`.
 * :mod:`pwf.protocol.wire`: the constants both ends share (schema, version, limits).
 * :mod:`pwf.protocol._lines`: reading and writing one canonical JSON object a line, the
-  rule both protocols share, worded by each.
+  rule both protocols share, worded by each, and the member checks and wire members
+  both take the same way.
 
 The package itself imports nothing, so the light client of ``pwf call``
 reads :mod:`pwf.protocol.wire` without loading the parser.

@@ -23,7 +23,15 @@ import msgspec
 
 from pwf import canonical
 from pwf.errors import Outcome, ProtocolError
-from pwf.protocol._lines import MAX_MESSAGE_DEPTH, Dialect, encode_object, read_object
+from pwf.protocol._lines import (
+    MAX_MESSAGE_DEPTH,
+    Dialect,
+    encode_message,
+    encode_object,
+    one_of,
+    read_object,
+    wire_members,
+)
 from pwf.protocol.wire import CLIENT_SCHEMA, MAX_PROTOCOL_MESSAGE_BYTES
 
 if TYPE_CHECKING:
@@ -173,7 +181,7 @@ class ClientRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel", d
     @functools.cached_property
     def fingerprint(self) -> str:
         """Hex SHA-256 of the canonical request without its ``requestId`` (DOMAIN §7.1)."""
-        return request_fingerprint(_wire(self))
+        return request_fingerprint(wire_members(self))
 
 
 class ClientResponse(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -303,14 +311,6 @@ def _operation(members: Mapping[str, object]) -> str:
     return value
 
 
-def _outcome(members: Mapping[str, object]) -> str:
-    """An outcome from the seven."""
-    value = members.get("outcome")
-    if not isinstance(value, str) or value not in OUTCOMES:
-        raise ProtocolError("Invalid client response outcome")
-    return value
-
-
 # --------------------------------------------------------------------------- readers
 
 _HELLO_KEYS: Final = frozenset({"schema", "type", "connectionId", "packageVersion"})
@@ -360,7 +360,7 @@ def _read_response(members: Mapping[str, object]) -> ClientResponse:
     _header(members, "response", _RESPONSE_KEYS)
     return ClientResponse(
         request_id=_opaque(members, "requestId"),
-        outcome=_outcome(members),
+        outcome=one_of(members, "outcome", OUTCOMES, "Invalid client response outcome"),
         revision=_revision(members, "revision", "response revision"),
         error=_text(members, "error", "response error") if "error" in members else None,
         receipt=members.get("receipt", canonical.MISSING),
@@ -369,9 +369,7 @@ def _read_response(members: Mapping[str, object]) -> ClientResponse:
 
 def _read_event(members: Mapping[str, object]) -> ClientEvent:
     _header(members, "event", _EVENT_KEYS)
-    event = members.get("event")
-    if not isinstance(event, str) or event not in EVENT_NAMES:
-        raise ProtocolError("Invalid client event name")
+    event = one_of(members, "event", EVENT_NAMES, "Invalid client event name")
     return ClientEvent(
         subscription_id=_opaque(members, "subscriptionId"),
         event=event,
@@ -529,45 +527,13 @@ def request_fingerprint(members: Mapping[str, object]) -> str:
 # --------------------------------------------------------------------------- encoding
 
 
-_FIELDS: dict[type, tuple[tuple[str, str, bool], ...]] = {}
-"""Per message class: (attribute, wire name, whether None is the default) of each field.
-``msgspec.structs.fields`` evaluates the class's annotations on every call."""
-
-
-def _fields(cls: type[msgspec.Struct]) -> tuple[tuple[str, str, bool], ...]:
-    found = _FIELDS.get(cls)
-    if found is None:
-        found = _FIELDS[cls] = tuple(
-            (field.name, field.encode_name, field.default is None)
-            for field in msgspec.structs.fields(cls)
-        )
-    return found
-
-
-def _wire(message: msgspec.Struct) -> dict[str, object]:
-    """The wire members of a message: camelCase, absent optional members omitted."""
-    members: dict[str, object] = {}
-    for name, wire_name, none_by_default in _fields(type(message)):
-        value = getattr(message, name)
-        if value is canonical.MISSING or (value is None and none_by_default):
-            continue
-        members[wire_name] = value
-    return members
-
-
-def _checked(message: msgspec.Struct, reader: Callable[[Mapping[str, object]], object]) -> bytes:
-    members = _wire(message)
-    reader(members)
-    return encode_object(members, _DIALECT)
-
-
 def encode_hello(hello: ClientHello) -> bytes:
     """Canonical bytes of a hello, without a newline.
 
     Raises:
         ProtocolError: the hello is invalid or exceeds 1 MiB.
     """
-    return _checked(hello, _read_hello)
+    return encode_message(hello, _read_hello, _DIALECT)
 
 
 def encode_request(request: ClientRequest) -> bytes:
@@ -576,7 +542,7 @@ def encode_request(request: ClientRequest) -> bytes:
     Raises:
         ProtocolError: the request is invalid or exceeds 1 MiB.
     """
-    return _checked(request, _read_request)
+    return encode_message(request, _read_request, _DIALECT)
 
 
 def encode_response(response: ClientResponse) -> bytes:
@@ -591,8 +557,8 @@ def encode_response(response: ClientResponse) -> bytes:
         ProtocolError: the response is invalid or exceeds 1 MiB.
     """
     if _well_formed(response):
-        return encode_object(_wire(response), _DIALECT)
-    return _checked(response, _read_response)
+        return encode_object(wire_members(response), _DIALECT)
+    return encode_message(response, _read_response, _DIALECT)
 
 
 def _well_formed(response: ClientResponse) -> bool:
@@ -621,7 +587,7 @@ def encode_event(event: ClientEvent) -> bytes:
     Raises:
         ProtocolError: the event is invalid or exceeds 1 MiB.
     """
-    return _checked(event, _read_event)
+    return encode_message(event, _read_event, _DIALECT)
 
 
 def encode_line(message: bytes) -> bytes:

@@ -20,7 +20,7 @@ import msgspec
 
 from pwf import canonical
 from pwf.errors import ProtocolError
-from pwf.protocol._lines import Dialect, encode_object, read_object
+from pwf.protocol._lines import Dialect, encode_message, one_of, read_object
 from pwf.protocol.client import is_safe_integer, js_length
 from pwf.protocol.wire import MAX_FRAMED_MESSAGE_BYTES
 
@@ -164,13 +164,6 @@ def _expected_revision(members: Mapping[str, object]) -> int:
     return value
 
 
-def _kind(members: Mapping[str, object]) -> str:
-    value = members.get("kind")
-    if not isinstance(value, str) or value not in KINDS:
-        raise ProtocolError("Invalid worker message kind")
-    return value
-
-
 def _payload(members: Mapping[str, object]) -> object:
     if "payload" not in members:
         raise ProtocolError("Worker payload is required")
@@ -190,7 +183,7 @@ def _read_message(members: Mapping[str, object], fingerprint: str) -> WorkerMess
         message_id=_text(members, "messageId"),
         run_id=_text(members, "runId"),
         worker_epoch=_text(members, "workerEpoch"),
-        kind=_kind(members),
+        kind=one_of(members, "kind", KINDS, "Invalid worker message kind"),
         generation=_generation(members),
         expected_revision=_expected_revision(members),
         operation=_text(members, "operation"),
@@ -215,25 +208,11 @@ def parse_worker_message(line: bytes) -> WorkerMessage:
 # --------------------------------------------------------------------------- responses
 
 
-def _response_members(response: WorkerResponse) -> dict[str, object]:
-    members: dict[str, object] = {
-        "schema": response.schema,
-        "messageId": response.message_id,
-        "outcome": response.outcome,
-        "revision": canonical.MISSING if response.revision is None else response.revision,
-        "result": response.result,
-        "error": canonical.MISSING if response.error is None else response.error,
-    }
-    return {key: item for key, item in members.items() if item is not canonical.MISSING}
-
-
 def _read_response(members: Mapping[str, object]) -> WorkerResponse:
     if members.get("schema") != WORKER_RESPONSE_SCHEMA:
         raise ProtocolError("Invalid worker response schema")
     message_id = _text(members, "messageId")
-    outcome = members.get("outcome")
-    if not isinstance(outcome, str) or outcome not in WORKER_OUTCOMES:
-        raise ProtocolError("Invalid worker response outcome")
+    outcome = one_of(members, "outcome", WORKER_OUTCOMES, "Invalid worker response outcome")
     return WorkerResponse(
         message_id=message_id,
         outcome=outcome,
@@ -267,9 +246,7 @@ def encode_worker_response(response: WorkerResponse) -> bytes:
     Raises:
         ProtocolError: the response is invalid or its line would exceed 1 MiB.
     """
-    members = _response_members(response)
-    _read_response(members)
-    return encode_object(members, _DIALECT)
+    return encode_message(response, _read_response, _DIALECT)
 
 
 def parse_worker_response(line: bytes) -> WorkerResponse:
@@ -290,12 +267,7 @@ def encode_launch(envelope: LaunchEnvelope) -> bytes:
     Raises:
         ProtocolError: a field is invalid or the line would exceed 1 MiB.
     """
-    wire = {
-        field.encode_name: getattr(envelope, field.name)
-        for field in msgspec.structs.fields(envelope)
-    }
-    _check_launch(wire)
-    return encode_object(wire, _DIALECT)
+    return encode_message(envelope, _check_launch, _DIALECT)
 
 
 def _check_launch(members: Mapping[str, object]) -> None:
