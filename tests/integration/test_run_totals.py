@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from pwf.cli import cli
 from pwf.commands import Context
+from pwf.projections.run_totals import TOTALS_FILL
 from pwf.store.sqlite import SqliteStore
 from pwf.views.runs import list_revision, list_total
 from pwf.views.status import allowed_pair, contradictions
@@ -142,10 +143,14 @@ EDITS = (
 )
 
 
+@pytest.mark.parametrize("rebuilt", [False, True], ids=["as written", "after a rebuild"])
 def test_every_change_of_a_row_keeps_the_totals_equal_to_the_aggregates(
-    seeded: Path, tmp_path: Path
+    seeded: Path, tmp_path: Path, *, rebuilt: bool
 ) -> None:
+    """After a rebuild too: its fold made the row from the tables and its triggers after."""
     db = _copy(seeded, tmp_path)
+    if rebuilt:
+        _cli("rebuild", "--db", str(db))
     connection = sqlite3.connect(db, isolation_level=None)
     try:
         for edit in EDITS:
@@ -176,6 +181,24 @@ def _steps(db: Path) -> int:
         contradictions(ctx)
         store.connection.set_progress_handler(None, 0)
     return counted[0]
+
+
+def test_the_fill_makes_the_row_the_triggers_keep(seeded: Path, tmp_path: Path) -> None:
+    """``TOTALS_FILL`` run on the tables after each edit gives the row the triggers kept."""
+    db = _copy(seeded, tmp_path)
+    connection = sqlite3.connect(db, isolation_level=None)
+    try:
+        for edit in EDITS:
+            connection.execute(edit)
+            kept = connection.execute(KEPT).fetchone()
+            connection.execute("SAVEPOINT fill")
+            for statement in TOTALS_FILL:
+                connection.execute(statement)
+            assert connection.execute(KEPT).fetchone() == kept, edit
+            connection.execute("ROLLBACK TO fill")
+            connection.execute("RELEASE fill")
+    finally:
+        connection.close()
 
 
 def test_reading_the_totals_costs_the_same_with_thousands_more_runs(

@@ -2,9 +2,9 @@
 
 Replay and rebuild run the projections of the live path (:class:`~pwf.readmodel.ReadModel`)
 through :meth:`BulkFold.fold`, which moves the checkpoints once per call and routes events the
-same way.  A fold into new tables leaves their secondary indexes and CHECK constraints to
-:meth:`BulkFold.create_indexes` (ADR 0013).  :func:`rebuild_into` is the whole of it on one
-connection, for a fold small enough to need neither chunks nor a scratch file.
+same way.  A fold into new tables leaves their secondary indexes, CHECK constraints and
+kept-row triggers to :meth:`BulkFold.create_indexes` (ADR 0013).  :func:`rebuild_into` is the
+whole of it on one connection, for a fold small enough to need neither chunks nor a scratch file.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 from pwf._sqlite import exact_statement
 from pwf.errors import StoreError
 from pwf.projections import PROJECTIONS, Projection, Statement
+from pwf.projections.blobs import UPSERT
 from pwf.readmodel import CHECKPOINT_TABLE, ReadModel
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ __all__ = ["STATEMENTS_HELD", "BulkFold", "check_expressions", "rebuild_into", "
 _INDEX: Final = re.compile(
     r"\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE
 )
+_TRIGGER: Final = re.compile(r"\s*CREATE\s+TRIGGER\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 _TABLE: Final = re.compile(r"\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 _CHECK: Final = re.compile(r"\bCHECK\s*\(", re.IGNORECASE)
 
@@ -47,6 +49,8 @@ class BulkFold(ReadModel):
         """(projection name, CREATE INDEX statement) left by ``install`` for later."""
         self.unchecked: list[tuple[str, str, list[str]]] = []
         """(projection name, table, CHECK expressions) that ``install`` left for later."""
+        self._kept: set[str] = set()
+        """The read models whose kept rows :meth:`_keep` made."""
 
     def install(self, connection: sqlite3.Connection) -> None:
         """Create every projection's tables and checkpoint rows, deferring indexes and CHECKs.
@@ -54,7 +58,9 @@ class BulkFold(ReadModel):
         The ``CREATE [UNIQUE] INDEX`` statements are kept in :attr:`deferred`
         instead, for :meth:`create_indexes` to run once the tables are filled:
         a bulk fold then maintains only the primary keys and inline ``UNIQUE``
-        constraints, which its upserts need.  The tables' CHECK constraints
+        constraints, which its upserts need.  So are the ``CREATE TRIGGER``
+        statements of a read model that says how to make the rows they keep
+        from its tables (its ``KEPT``: the runs' totals, ADR 0094).  The tables' CHECK constraints
         wait too (``PRAGMA ignore_check_constraints``, a third of the
         statements' cost): :meth:`create_indexes` checks every row against
         them before it creates an index.
@@ -64,7 +70,7 @@ class BulkFold(ReadModel):
 
     def _create(self, connection: sqlite3.Connection, name: str, statement: str) -> None:
         """Run one DDL statement of projection ``name``, or keep it for :meth:`create_indexes`."""
-        if _INDEX.match(statement):
+        if _INDEX.match(statement) or (_TRIGGER.match(statement) and _kept_by(self, name)):
             self.deferred.append((name, statement))
             return
         connection.execute(statement)
@@ -74,7 +80,10 @@ class BulkFold(ReadModel):
             self.unchecked.append((name, table.group(1), checks))
 
     def create_indexes(self, connection: sqlite3.Connection) -> None:
-        """Check the deferred CHECK constraints, then create the deferred indexes.
+        """Check the deferred CHECK constraints, then create the deferred indexes and triggers.
+
+        A read model's triggers come after the rows they keep were made from
+        its tables (:meth:`_keep`).
 
         From here on every statement checks its constraints again.  Indexes
         come in the order the projections list them.
@@ -87,6 +96,8 @@ class BulkFold(ReadModel):
         self.check_constraints(connection)
         while self.deferred:
             name, statement = self.deferred[0]
+            if _TRIGGER.match(statement) and name not in self._kept:
+                self._keep(connection, name)
             try:
                 connection.execute(statement)
             except sqlite3.IntegrityError as error:
@@ -97,6 +108,18 @@ class BulkFold(ReadModel):
                     f" ({error})"
                 ) from None
             del self.deferred[0]
+
+    def _keep(self, connection: sqlite3.Connection, name: str) -> None:
+        """Make the rows read model ``name``'s triggers keep, from its folded tables, once.
+
+        Its triggers wait with the indexes: run row by row they would cost a
+        bulk fold about a sixth of its statements' time, and their kept rows
+        are made at once here (the read model's ``KEPT``) before they are
+        created, to be kept by them from then on.
+        """
+        for statement in _kept_by(self, name):
+            connection.execute(statement)
+        self._kept.add(name)
 
     def check_constraints(self, connection: sqlite3.Connection) -> None:
         """Enforce CHECK constraints again and check the rows ``install`` let in unchecked.
@@ -147,6 +170,7 @@ class BulkFold(ReadModel):
         routes, route = self._routes, self.handlers
         execute = connection.cursor().execute  # one cursor: no new object per statement
         statements: list[Statement] = []
+        stored: set[tuple[object, object]] = set()
         add = statements.extend
         count, last = 0, None
         collecting = gc.isenabled()
@@ -158,9 +182,9 @@ class BulkFold(ReadModel):
                     add(handler(entry))
                 count, last = count + 1, entry.seq
                 if len(statements) >= STATEMENTS_HELD:
-                    run_statements(execute, statements)
+                    run_statements(execute, statements, stored)
                     statements.clear()
-            run_statements(execute, statements)
+            run_statements(execute, statements, stored)
         finally:
             if collecting:
                 gc.enable()
@@ -170,6 +194,13 @@ class BulkFold(ReadModel):
                 [(last, projection.NAME) for projection in self.projections],
             )
         return count
+
+
+def _kept_by(model: ReadModel, name: str) -> tuple[str, ...]:
+    """Read model ``name``'s ``KEPT``: what makes the rows its triggers keep; none without."""
+    projection = next(p for p in model.projections if name == p.NAME)
+    kept: tuple[str, ...] = getattr(projection, "KEPT", ())
+    return kept
 
 
 def check_expressions(ddl: str) -> list[str]:
@@ -197,10 +228,24 @@ def check_expressions(ddl: str) -> list[str]:
 
 
 def run_statements(
-    execute: Callable[[str, Sequence[object]], object], statements: list[Statement]
+    execute: Callable[[str, Sequence[object]], object],
+    statements: list[Statement],
+    stored: set[tuple[object, object]],
 ) -> None:
-    """Execute statements in order; text with a lone surrogate is bound exactly (ADR 0071)."""
+    """Execute statements in order; text with a lone surrogate is bound exactly (ADR 0071).
+
+    A blob whose hash and media type are in ``stored`` is not upserted
+    again: in the same transaction :data:`~pwf.projections.blobs.UPSERT`
+    would change nothing (its first carrier dated it), as the live read model
+    skips it.  ``stored`` gains each blob upserted; the caller keeps it for
+    one transaction.
+    """
     for text, params in statements:
+        if text is UPSERT:
+            key = (params[0], params[1])
+            if key in stored:
+                continue
+            stored.add(key)
         try:
             execute(text, params)
         except UnicodeEncodeError:

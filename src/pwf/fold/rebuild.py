@@ -20,7 +20,7 @@ from pwf.events import EVENT_TYPES
 from pwf.fold.bulk import STATEMENTS_HELD, run_statements
 from pwf.fold.decode import entry_at
 from pwf.fold.workfile import CHUNK, Progress, scratch_fold
-from pwf.projections import blobs
+from pwf.projections import PROJECTIONS, blobs
 from pwf.sqlviews import drop_views, install_views
 
 if TYPE_CHECKING:
@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 __all__ = ["RebuildReport", "rebuild", "refold_blobs"]
 
 _CREATE: Final = re.compile(r"^CREATE (UNIQUE INDEX|INDEX|TABLE|TRIGGER) ")
+_NAMED: Final = re.compile(
+    r"\s*CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX|TRIGGER)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -111,61 +115,76 @@ def refold_blobs(store: EventStore) -> int:
         connection.execute("DELETE FROM blobs")
         execute = connection.cursor().execute
         statements: list[Statement] = []
+        stored: set[tuple[object, object]] = set()
         rows = connection.execute(_CARRIERS, _CARRYING)  # the fold's decoding, not verify's
         for seq, body in rows:
             statements.extend(blobs.apply(entry_at(seq, seq, body)))
             if len(statements) >= STATEMENTS_HELD:
-                run_statements(execute, statements)
+                run_statements(execute, statements, stored)
                 statements.clear()
-        run_statements(execute, statements)
+                stored.clear()  # a bound on memory: a repeat upserted again changes nothing
+        run_statements(execute, statements, stored)
         return int(connection.execute("SELECT count(*) FROM blobs").fetchone()[0])
+
+
+def _ddl_order() -> dict[str, int]:
+    """Each object the projections' DDL creates, by name, with its place in that DDL."""
+    names = (_NAMED.match(statement) for p in PROJECTIONS for statement in p.DDL)
+    return {found.group(1): place for place, found in enumerate(names) if found}
 
 
 def _swap(connection: sqlite3.Connection) -> int:
     """Replace the live projections and checkpoints by the rebuilt ones, in the open transaction.
 
-    The readable views are dropped first and made again last, so the live
-    schema keeps its order: the log's objects, the projections', the views.
+    The live schema keeps its order: the log's objects, then the projections'
+    as their DDL makes them (an object the DDL does not name, a table a read
+    model makes on its first event, after them), then the readable views,
+    dropped first and made again last.  Each table's rows are copied once
+    it and its indexes exist and before any trigger watches it: with the
+    same definition on both sides, an empty target and no trigger, SQLite
+    copies the b-trees whole.  The rows a trigger keeps (the runs' totals,
+    ADR 0094) are copied as the fold made them.
     """
     views = drop_views(connection, "live")
     for table in projection_tables(connection, "live"):
         connection.execute(f"DROP TABLE live.{quote(table)}")
     tables = projection_tables(connection, "main")
     names = ", ".join("?" * len(tables))
-    # Each table, then its indexes, as the projections' DDL creates them: the scratch file
-    # created its indexes after the fold, but the live schema keeps its order.  A trigger
-    # (the runs' kept totals, ADR 0094) keeps its own place, after the tables it names.
     query = (
-        f"SELECT item.sql FROM main.sqlite_master AS item WHERE item.tbl_name IN ({names})"  # noqa: S608 - placeholders only
-        " AND item.sql IS NOT NULL ORDER BY CASE item.type WHEN 'trigger' THEN item.rowid"
-        " ELSE (SELECT owner.rowid FROM main.sqlite_master AS owner"
-        " WHERE owner.type = 'table' AND owner.name = item.tbl_name) END,"
-        " item.type = 'index', item.rowid"
+        "SELECT name, type, tbl_name, sql FROM main.sqlite_master"  # noqa: S608 - placeholders only
+        f" WHERE tbl_name IN ({names}) AND sql IS NOT NULL ORDER BY rowid"
     )
-    schema = connection.execute(query, tables).fetchall()
-    for (statement,) in schema:
+    order = _ddl_order()
+    schema = sorted(
+        connection.execute(query, tables).fetchall(),
+        key=lambda row: order.get(row[0], len(order)),  # stable: the rest in the file's order
+    )
+    made: list[str] = []
+    copied: set[str] = set()
+    for name, kind, table, statement in schema:
         qualified, found = _CREATE.subn(r"CREATE \1 live.", statement, count=1)
         if not found:
             raise StoreError(f"cannot recreate a projection object: {statement[:60]}")
+        if kind != "index":
+            _copy_made(connection, made, copied)
+        if kind == "trigger" and table not in copied:
+            raise StoreError(f"cannot recreate trigger {name}: its table {table} comes after it")
         connection.execute(qualified)
-    # In the order the DDL made them: a table a trigger writes (the runs' kept totals, ADR
-    # 0094) comes after the tables the trigger watches, and what their copies made it write
-    # is replaced by its own copy.
-    ordered = [
-        name
-        for (name,) in connection.execute(
-            "SELECT name FROM main.sqlite_master WHERE type = 'table' ORDER BY rowid"
-        )
-        if name in tables
-    ]
-    for table in ordered:
-        # Same definition on both sides and an empty target: SQLite copies the b-trees whole.
-        connection.execute(f"DELETE FROM live.{quote(table)}")  # noqa: S608 - as below
-        connection.execute(
-            f"INSERT INTO live.{quote(table)} SELECT * FROM main.{quote(table)}"  # noqa: S608 - names from sqlite_master
-        )
+        if kind == "table":
+            made.append(name)
+    _copy_made(connection, made, copied)
     connection.execute("DELETE FROM live._pwf_checkpoint")
     connection.execute("INSERT INTO live._pwf_checkpoint SELECT * FROM main._pwf_checkpoint")
     if views:
         install_views(connection, "live")
     return len(tables)
+
+
+def _copy_made(connection: sqlite3.Connection, made: list[str], copied: set[str]) -> None:
+    """Copy the rows of every table made in ``live`` and not yet copied."""
+    for table in made:
+        if table not in copied:
+            connection.execute(
+                f"INSERT INTO live.{quote(table)} SELECT * FROM main.{quote(table)}"  # noqa: S608 - names from sqlite_master
+            )
+            copied.add(table)

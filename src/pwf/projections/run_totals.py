@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["ALLOWED_LIFECYCLE", "TOTALS_DDL", "allowed_pair"]
+__all__ = ["ALLOWED_LIFECYCLE", "TOTALS_DDL", "TOTALS_FILL", "allowed_pair"]
 
 ALLOWED_LIFECYCLE: Final = {
     "queued": ("queued",),
@@ -156,3 +156,19 @@ TOTALS_DDL: Final = (
     ),
 )
 """The table and its triggers, after ``runs`` and ``run_queue`` in the ``runs`` DDL."""
+
+TOTALS_FILL: Final = (
+    "DELETE FROM runs_totals",
+    (
+        "INSERT INTO runs_totals (id, queue_rows, listed, revisions, contradictions) SELECT 1,"  # noqa: S608 - constants
+        " (SELECT count(*) FROM run_queue),"
+        " (SELECT count(*) FROM runs r JOIN run_queue q ON q.run_id = r.run_id),"
+        " (SELECT coalesce(sum(revision), 0) FROM runs),"
+        " (SELECT count(*) FROM runs r JOIN run_queue q ON q.run_id = r.run_id"
+        f" WHERE {_outside('r.status', 'q.status')})"
+        " WHERE EXISTS (SELECT 1 FROM runs) OR EXISTS (SELECT 1 FROM run_queue)"
+    ),
+)
+"""The row the triggers keep, made again from the tables at once: what a fold that creates the
+triggers after the rows (a bulk fold, ADR 0013) runs first.  Every run and queue entry's share
+summed, as the triggers sum them one by one; no row when both tables are empty."""

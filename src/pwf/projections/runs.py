@@ -32,7 +32,7 @@ from pwf.events import (
     WorkerMessageRecorded,
 )
 from pwf.projections._sql import Statement, dispatch, each, handlers, json_hash, on, pruned
-from pwf.projections.run_totals import TOTALS_DDL
+from pwf.projections.run_totals import TOTALS_DDL, TOTALS_FILL
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -144,6 +144,9 @@ DDL: Final = (
     # pwf's own (ADR 0094): the run list's totals and contradictions, kept by triggers.
     *TOTALS_DDL,
 )
+
+KEPT: Final = TOTALS_FILL
+"""What makes the rows this read model's triggers keep, from its tables (:mod:`pwf.fold.bulk`)."""
 
 
 _BUMP: Final = "revision = revision + 1, updated_at = ?"
