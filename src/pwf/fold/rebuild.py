@@ -26,7 +26,6 @@ from pwf.sqlviews import drop_views, install_views
 if TYPE_CHECKING:
     import sqlite3
 
-    from pwf.projections import Statement
     from pwf.store import EventStore
 
 __all__ = ["RebuildReport", "rebuild", "refold_blobs"]
@@ -93,37 +92,84 @@ def rebuild(
 _CARRYING: Final = tuple(sorted(cls.TAG for cls in EVENT_TYPES if cls.JSON_BLOBS or cls.TEXT_BLOBS))
 """The tags of the events that carry blobs."""
 _CARRIERS: Final = (
-    "SELECT seq, body FROM events WHERE body IS NOT NULL"  # noqa: S608 - marks only
-    f" AND type IN ({', '.join('?' * len(_CARRYING))}) ORDER BY seq"
+    "SELECT seq, body FROM events"  # noqa: S608 - marks only
+    f" WHERE +type IN ({', '.join('?' * len(_CARRYING))}) ORDER BY seq"
+)
+"""Read along the log, not through its type index: most events carry blobs, and the index's
+order would want a sort.  A pruned event's body, None, is passed over by the reader (a test of
+``body`` here would make the view assemble every body twice)."""
+
+
+_FIRST: Final = "_pwf_first_carriers"
+"""A temporary table: each blob value the kept events carry, with its first carrier."""
+_FIRST_DDL: Final = (
+    f"CREATE TEMP TABLE {_FIRST} (blob_hash BLOB PRIMARY KEY, media_type TEXT NOT NULL,"
+    " at INTEGER NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID"
+)
+_FIRST_INSERT: Final = f"INSERT OR IGNORE INTO temp.{_FIRST} VALUES (?, ?, ?, ?)"  # noqa: S608
+_GONE: Final = (
+    f"DELETE FROM main.blobs WHERE NOT EXISTS (SELECT 1 FROM temp.{_FIRST} f"  # noqa: S608
+    " WHERE f.blob_hash = blobs.blob_hash AND f.media_type = blobs.media_type)"
+)
+_REDATED: Final = (
+    f"UPDATE main.blobs SET created_at = f.at FROM temp.{_FIRST} f"  # noqa: S608
+    " WHERE f.blob_hash = blobs.blob_hash AND blobs.created_at IS NOT f.at"
+)
+_MISSING: Final = (
+    f"SELECT f.seq FROM temp.{_FIRST} f WHERE NOT EXISTS"  # noqa: S608
+    " (SELECT 1 FROM main.blobs b WHERE b.blob_hash = f.blob_hash) ORDER BY f.seq"
 )
 
 
 def refold_blobs(store: EventStore) -> int:
-    """Fold the ``blobs`` table again from the store's own log, in one transaction; the blobs.
+    """Bring the ``blobs`` table to what a fold of the store's own log makes, in one transaction.
 
     What a host runs after its copy of a shared log lost the bytes a prune
     took (ADR 0107).  The removed run trees went with the ``log.pruned``'s own
     fold; what no fold of what stays can give back is the blobs': a value
     only removed events carried is gone, and one a kept event carries too
-    is dated by the first kept carrier.  So the table is emptied and the
-    blobs of every event that kept its bytes are stored again, in seq order,
-    as a fold of the pruned log stores them.  Returns the rows it holds.
+    is dated by the first kept carrier.  So every event that kept its bytes
+    is read in seq order and each value it carries noted with its first
+    carrier (hash, media type, time and seq, in a temporary table, not its
+    bytes); then a row no kept event carries is deleted, a row dated
+    otherwise is dated again, and a value without a row is stored from its
+    first carrier.  Rows are compared by key, as ``pwf digest`` and ``pwf
+    verify`` compare them; the values' bytes are not written again.
+    Returns the rows the table holds.
     """
     file = store.projections_file
     connection = cast("sqlite3.Connection", getattr(file, "connection"))  # noqa: B009 - a file's
     with transaction(connection, "BEGIN IMMEDIATE"):
-        connection.execute("DELETE FROM blobs")
-        execute = connection.cursor().execute
-        statements: list[Statement] = []
-        stored: set[tuple[object, object]] = set()
-        rows = connection.execute(_CARRIERS, _CARRYING)  # the fold's decoding, not verify's
-        for seq, body in rows:
-            statements.extend(blobs.apply(entry_at(seq, seq, body)))
-            if len(statements) >= STATEMENTS_HELD:
-                run_statements(execute, statements, stored)
-                statements.clear()
-                stored.clear()  # a bound on memory: a repeat upserted again changes nothing
-        run_statements(execute, statements, stored)
+        connection.execute(f"DROP TABLE IF EXISTS temp.{_FIRST}")
+        connection.execute(_FIRST_DDL)
+        try:
+            noted: list[tuple[object, ...]] = []
+            seen: set[bytes] = set()
+            rows = connection.execute(_CARRIERS, _CARRYING)  # the fold's decoding, not verify's
+            for seq, body in rows:
+                if body is None:  # its bytes were taken (ADR 0103)
+                    continue
+                for _text, params in blobs.apply(entry_at(seq, seq, body)):
+                    digest = params[0]
+                    assert isinstance(digest, bytes)
+                    if digest not in seen:
+                        seen.add(digest)
+                        noted.append((digest, params[1], params[4], seq))
+                if len(noted) >= STATEMENTS_HELD:
+                    connection.executemany(_FIRST_INSERT, noted)
+                    noted.clear()
+                    seen.clear()  # a bound on memory: a repeat noted again is ignored
+            connection.executemany(_FIRST_INSERT, noted)
+            connection.execute(_GONE)
+            connection.execute(_REDATED)
+            missing = [seq for (seq,) in connection.execute(_MISSING).fetchall()]
+            execute = connection.cursor().execute
+            for seq in missing:  # only where the table lost a row a kept event carries
+                body = connection.execute("SELECT body FROM events WHERE seq = ?", (seq,))
+                entry = entry_at(seq, seq, body.fetchone()[0])
+                run_statements(execute, list(blobs.apply(entry)), set())
+        finally:
+            connection.execute(f"DROP TABLE IF EXISTS temp.{_FIRST}")
         return int(connection.execute("SELECT count(*) FROM blobs").fetchone()[0])
 
 
