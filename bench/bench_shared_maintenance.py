@@ -48,13 +48,6 @@ __all__ = ["main", "run"]
 
 EVENTS: Final = 100_000
 _SETTLE_S: Final = 0.5
-_TABLES: Final = (
-    ("_pwf_batches", "seq, batch, at, request_id, client_id, idempotency_key, head"),
-    ("_pwf_events", "seq, head, type, run_id, session_id, content_hash, link, data"),
-    ("_pwf_whole", "seq, prev_hash, body"),
-    ("_pwf_pruned", "seq, leaf, taken"),
-    ("_pwf_tree", "pos, hash"),
-)
 _RECORDED: Final = (
     "SELECT request_id, client_id, idempotency_key, seq FROM events"
     " WHERE type = 'command.recorded' ORDER BY seq"
@@ -66,6 +59,7 @@ def load(url: str, log: Path) -> None:
     import psycopg  # noqa: PLC0415 - the postgres extra
 
     from pwf.store.postgres import PostgresStore  # noqa: PLC0415
+    from pwf.store.postgres.snapshot import TABLES  # noqa: PLC0415 - the tables a backup copies
     from pwf.store.rows import shared_row  # noqa: PLC0415
 
     PostgresStore(url, create=True).close()
@@ -74,7 +68,10 @@ def load(url: str, log: Path) -> None:
         with psycopg.connect(url) as connection, connection.cursor() as cursor:
             cursor.execute("DELETE FROM _pwf_tree")
             for table, columns, select in (
-                *((table, columns, f"SELECT {columns} FROM {table}") for table, columns in _TABLES),  # noqa: S608 - constants
+                *(
+                    (table, ", ".join(columns), f"SELECT {', '.join(columns)} FROM {table}")  # noqa: S608 - constants
+                    for table, columns in TABLES
+                ),
                 ("_pwf_recorded", "request_id, client_id, idempotency_key, seq", _RECORDED),
             ):
                 rows = source.execute(select)
