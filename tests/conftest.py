@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib
 import itertools
 import json
 import os
@@ -343,3 +344,10 @@ def postgres_server() -> Iterator[Server]:
 def pg_url(postgres_server: Server) -> str:
     """The URL of a fresh, empty PostgreSQL database on the throwaway server."""
     return postgres_server.create_database()
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Any]:
+    """Import ``bench.NAME`` from the repository root, as the benchmarks run (never timed here)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    return lambda name: importlib.import_module(f"bench.{name}")

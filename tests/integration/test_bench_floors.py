@@ -10,30 +10,18 @@ only its own B-trees).
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import pytest
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+Bench = Callable[[str], Any]
 
 
-@pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The ``bench`` package, importable from the repository root as the benchmarks run."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    return importlib.import_module("bench")
-
-
-def _durable(bench: Any) -> Any:
-    return importlib.import_module(f"{bench.__name__}.bench_durable")
-
-
-def test_the_floor_groups_commits_and_carries_its_chain(bench: Any, tmp_path: Path) -> None:
-    durable = _durable(bench)
-    storage = importlib.import_module(f"{bench.__name__}.storage")
+def test_the_floor_groups_commits_and_carries_its_chain(bench: Bench, tmp_path: Path) -> None:
+    durable, storage = bench("bench_durable"), bench("storage")
     path = tmp_path / "floor.db"
     connection = durable._floor_open(path)
     connection.execute("PRAGMA wal_autocheckpoint = 0")
@@ -58,8 +46,8 @@ def test_the_floor_groups_commits_and_carries_its_chain(bench: Any, tmp_path: Pa
     assert "run-12" == json.loads(rows[-2][1])["runId"]
 
 
-def test_the_log_and_the_projections_replay_apart(bench: Any, tmp_path: Path) -> None:
-    durable = _durable(bench)
+def test_the_log_and_the_projections_replay_apart(bench: Bench, tmp_path: Path) -> None:
+    durable = bench("bench_durable")
     statements = durable.recorded(tmp_path / "recorded.db", durable.requests(8))
     parts = {
         part: durable.replay_wal(tmp_path / f"{part}.db", statements, part, 4)

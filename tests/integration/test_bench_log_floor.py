@@ -9,28 +9,20 @@ this checks only that the floor runs and copies every row.
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-from typing import Any, Final
-
-import pytest
+from typing import TYPE_CHECKING, Any
 
 from pwf.host import Host
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 
-@pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The ``bench`` package, importable from the repository root as the benchmarks run."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    return importlib.import_module("bench")
-
-
-def test_the_write_floor_copies_a_log_with_runs(bench: Any, tmp_path: Path) -> None:
+def test_the_write_floor_copies_a_log_with_runs(
+    bench: Callable[[str], Any], tmp_path: Path
+) -> None:
     """The totals row the ``runs`` triggers keep is copied once, not written twice."""
-    durable = importlib.import_module(f"{bench.__name__}.bench_durable")
-    log = importlib.import_module(f"{bench.__name__}.bench_log")
+    durable, log = bench("bench_durable"), bench("bench_log")
     path = tmp_path / "log.db"
     store = durable.pwf_store(path)
     host = Host(store)

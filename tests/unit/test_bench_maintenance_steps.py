@@ -10,21 +10,14 @@ each name as the bench does, without running a prune.
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any
 
-import pytest
-
-ROOT: Final = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
-@pytest.fixture
-def maintenance(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.syspath_prepend(str(ROOT))
-    return importlib.import_module("bench.bench_maintenance")
-
-
-def test_every_timed_step_resolves_to_a_function(maintenance: Any) -> None:
+def test_every_timed_step_resolves_to_a_function(bench: Callable[[str], Any]) -> None:
+    maintenance = bench("bench_maintenance")
     targets = [target for _, target in maintenance.UNDER_LOCK]
     targets += [maintenance._LOCKED, maintenance._INSTALL]
     for target in targets:

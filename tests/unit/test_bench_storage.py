@@ -8,21 +8,21 @@ root, as the benchmarks load it.
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 PAGE: Final = 1024
 
 
 @pytest.fixture
-def storage(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.syspath_prepend(str(ROOT))
-    return importlib.import_module("bench.storage")
+def storage(bench: Callable[[str], Any]) -> Any:
+    return bench("storage")
 
 
 def _database(path: Path) -> sqlite3.Connection:
