@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 else:
     from _dbfile import opened, projections
 
-__all__ = ["assert_pruned", "expected_after_prune"]
+__all__ = ["assert_pruned", "expected_after_prune", "prune_failure"]
 
 RUN_TABLES: Final = (
     "runs",
@@ -116,7 +116,11 @@ def assert_pruned(store: EventStore, old: Path, backup: Path, prune_request: str
             assert dangling == 0, (table, column)
     assert store.verify().ok
     assert store.verify(deep=False).ok
-    proof = prove_pruned(store, sqlite_file(store).connection, backup)
-    assert proof is not None
-    assert proof.failure is None, proof.failure
+    assert prune_failure(store, backup) is None
     return opening
+
+
+def prune_failure(store: EventStore, backup: Path) -> str | None:
+    """Why ``backup`` does not prove what a ``log.pruned`` took (ADR 0103); None when it does."""
+    proof = prove_pruned(store, sqlite_file(store).connection, backup)
+    return "the log holds no log.pruned" if proof is None else proof.failure

@@ -35,7 +35,6 @@ from pwf.store import image
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
 from pwf.store.opening import sqlite_file
-from pwf.store.pruned import prove_pruned
 from pwf.store.sqlite import SqliteStore
 from pwf.store.tree import proofs
 from pwf.verify import check
@@ -46,14 +45,14 @@ if TYPE_CHECKING:
         session_history,
         traffic_module,
     )
-    from tests.integration._pruning import assert_pruned
+    from tests.integration._pruning import assert_pruned, prune_failure
 else:
     from _harness import (
         Fixture,
         session_history,
         traffic_module,
     )
-    from _pruning import assert_pruned
+    from _pruning import assert_pruned, prune_failure
 
 if TYPE_CHECKING:
     from tests._compacted import compact_by_hand
@@ -135,11 +134,6 @@ def _assert_compaction_matches(fx: Fixture, cutoff: int, tmp_path: Path) -> None
     fx.assert_rebuild_equals_live()
 
 
-def _proven(store: SqliteStore | Any, backup: Path) -> bool:
-    proof = prove_pruned(store, sqlite_file(store).connection, backup)
-    return proof is not None and proof.failure is None
-
-
 def test_a_pruned_log_replays_at_its_head_and_prunes_again(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
     fx, cutoff = _traffic_history(db)
@@ -169,10 +163,10 @@ def test_a_pruned_log_replays_at_its_head_and_prunes_again(tmp_path: Path) -> No
     assert second.outcome == "accepted", second
     assert fx.store.verify().ok
     assert fx.count("runs") == 0
-    assert _proven(fx.store, tmp_path / "b" / "two.sqlite")
-    assert _proven(fx.store, tmp_path / "b" / "one.sqlite")
+    assert prune_failure(fx.store, tmp_path / "b" / "two.sqlite") is None
+    assert prune_failure(fx.store, tmp_path / "b" / "one.sqlite") is None
     with SqliteStore(tmp_path / "b" / "two.sqlite", read_only=True) as two:
-        assert _proven(two, tmp_path / "b" / "one.sqlite")
+        assert prune_failure(two, tmp_path / "b" / "one.sqlite") is None
 
 
 def test_a_compacted_log_round_trips_and_replays(tmp_path: Path) -> None:
@@ -211,12 +205,10 @@ def test_a_tampered_or_foreign_backup_does_not_prove(tmp_path: Path) -> None:
     data[-10] ^= 0xFF
     forged = tmp_path / "b" / "forged.sqlite"
     forged.write_bytes(bytes(data))
-    proof = prove_pruned(fx.store, sqlite_file(fx.store).connection, forged)
-    assert proof is not None
-    assert "SHA-256" in (proof.failure or "")
+    assert "SHA-256" in (prune_failure(fx.store, forged) or "")
     other, _ = _session_history(tmp_path / "other.db")
     checkpoint(other.store.projections_file.path)
-    assert not _proven(fx.store, tmp_path / "other.db")
+    assert prune_failure(fx.store, tmp_path / "other.db") is not None
 
 
 @pytest.mark.parametrize(

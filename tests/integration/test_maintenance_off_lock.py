@@ -21,8 +21,6 @@ from pwf.host import _backup
 from pwf.host import prune as prune_flow
 from pwf.host._compacting import Prepared
 from pwf.host._lock import lock_path
-from pwf.store.opening import sqlite_file
-from pwf.store.pruned import prove_pruned
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -30,8 +28,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tests.integration._harness import Fixture, finish_fixture_run, start_run
+    from tests.integration._pruning import prune_failure
 else:
     from _harness import Fixture, finish_fixture_run, start_run
+    from _pruning import prune_failure
 
 
 def _write_now(db: Path) -> None:
@@ -79,12 +79,6 @@ def test_a_prune_holds_no_write_lock_while_it_copies(
     assert ("accepted", [1]) == (response.outcome, ran)
 
 
-def _proven(fx: Fixture, backup: Path) -> bool:
-    """The backup proves each body the prune took against the leaf kept (ADR 0103)."""
-    proof = prove_pruned(fx.store, sqlite_file(fx.store).connection, backup)
-    return proof is not None and proof.failure is None
-
-
 def _prune(fx: Fixture, backup: Path) -> Any:
     payload = {"before": iso_utc(120_000), "apply": True, "backupPath": str(backup)}
     return fx.request("state.prune", payload, key="prune", rid="prune", at=130_000)
@@ -104,7 +98,7 @@ def test_events_committed_during_the_copy_reach_the_backup_and_the_proof(
         late = list(copy.find(run_id="run-late"))
         assert copy.verify().ok
     assert late, "the run started during the copy is not in the backup"
-    assert _proven(fx, backup)
+    assert prune_failure(fx.store, backup) is None
     assert fx.row("runs", run_id="run-late") is not None
     assert fx.row("runs", run_id="run-1") is None
     fx.assert_rebuild_equals_live()
@@ -159,7 +153,7 @@ def test_a_prune_holds_no_write_lock_while_it_prepares_the_compaction(
     ran = _while_preparing(monkeypatch, lambda: _write_now(fx.store.projections_file.path))
     response = _prune(fx, tmp_path / "p.sqlite")
     assert ("accepted", [1]) == (response.outcome, ran)
-    assert _proven(fx, tmp_path / "p.sqlite")
+    assert prune_failure(fx.store, tmp_path / "p.sqlite") is None
 
 
 @pytest.mark.parametrize("rounds", [0, 1], ids=["tail under the lock", "tail folded off the lock"])
@@ -192,6 +186,6 @@ def test_events_committed_while_the_compaction_is_prepared_are_kept(
     with SqliteStore(backup, read_only=True) as copy:
         assert list(copy.find(run_id=f"run-late-{len(ran)}"))
     assert fx.row("runs", run_id="run-1") is None
-    assert _proven(fx, backup)
+    assert prune_failure(fx.store, backup) is None
     assert fx.store.verify(deep=True).ok
     fx.assert_rebuild_equals_live()

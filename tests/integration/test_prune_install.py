@@ -25,16 +25,16 @@ from pwf.events.compaction import compacted
 from pwf.host import _compacting
 from pwf.store.compaction import file_sha256
 from pwf.store.image import install
-from pwf.store.opening import sqlite_file
-from pwf.store.pruned import prove_pruned
 from pwf.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from tests.integration._harness import Fixture, finish_fixture_run, start_run
+    from tests.integration._pruning import prune_failure
 else:
     from _harness import Fixture, finish_fixture_run, start_run
+    from _pruning import prune_failure
 
 if TYPE_CHECKING:
     from tests._dbfile import projections, rows
@@ -120,9 +120,7 @@ def test_the_installed_log_is_the_prune_the_rules_define_byte_for_byte(
     )
     assert live == expected
     assert record.event.removed_events == sum(1 for row in expected if row[2] is None) > 0
-    proof = prove_pruned(fx.store, sqlite_file(fx.store).connection, backup)
-    assert proof is not None
-    assert proof.failure is None
+    assert prune_failure(fx.store, backup) is None
     assert fx.store.verify(deep=True).ok
     fx.assert_rebuild_equals_live()
     assert fx.store.projections_file.integrity_check() is None

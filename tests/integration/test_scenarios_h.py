@@ -19,8 +19,10 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.integration._harness import RUN, Fixture, finish_fixture_run
+    from tests.integration._pruning import prune_failure
 else:
     from _harness import RUN, Fixture, finish_fixture_run
+    from _pruning import prune_failure
 
 from pwf.events import (
     Actor,
@@ -31,8 +33,6 @@ from pwf.events import (
     RunReserved,
     RunStarted,
 )
-from pwf.store.opening import sqlite_file
-from pwf.store.pruned import prove_pruned
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -332,9 +332,7 @@ def test_h57_apply_backs_up_compacts_and_keeps_the_rest(tmp_path: Path) -> None:
     assert not _lock(db).exists()
     # Every seq stays (ADR 0103): the log verifies, and the backup proves each removed body.
     assert fx.store.verify().ok
-    proof = prove_pruned(fx.store, sqlite_file(fx.store).connection, backup)
-    assert proof is not None
-    assert proof.failure is None
+    assert prune_failure(fx.store, backup) is None
     fx.assert_rebuild_equals_live()
     # A retried old request of a pruned run is still adopted from its record.
     again = fx.request("run.status", {}, run_id=A1, key="status-a1", rid="status-a1", at=NOW)
