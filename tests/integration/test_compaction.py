@@ -27,7 +27,7 @@ from pwf import merkle
 from pwf.cli._options import open_store
 from pwf.commands.prune import iso_utc
 from pwf.errors import InputError, StoreError
-from pwf.events import LogPruned
+from pwf.events import Actor, LogPruned
 from pwf.fold.rebuild import rebuild
 from pwf.fold.replay import replay
 from pwf.host import _compacting
@@ -274,7 +274,7 @@ def test_the_opening_event_cannot_be_dropped_or_repeated(tmp_path: Path) -> None
     shutil.copy(db, repeated)
     with SqliteStore(repeated) as store, store.transaction() as tx:
         event = next(store.entries(opening, opening)).event
-        tx.append([event], at=1, actor=compacted_actor())
+        tx.append([event], at=1, actor=Actor(type="host", id="pwf-direct"))
     with SqliteStore(repeated) as store:
         report = store.verify()
         assert report.reason == "log.compacted may only open a log"
@@ -312,12 +312,6 @@ def test_a_pruned_log_keeps_the_tree_of_every_event_it_held(tmp_path: Path) -> N
     tree = proofs(connection, fx.store.head())
     assert merkle.root_from_frontier(_frontier(bodies)) == tree.root(len(bodies))
     assert fx.store.verify().ok
-
-
-def compacted_actor() -> Any:
-    from pwf.events import Actor  # noqa: PLC0415 - one test's
-
-    return Actor(type="host", id="pwf-direct")
 
 
 def _frontier(bodies: list[bytes]) -> list[bytes]:

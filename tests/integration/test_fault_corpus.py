@@ -632,9 +632,7 @@ def _turn(
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
-def test_every_walker_names_the_same_first_bad_seq(
-    template: Log, group: str, request: pytest.FixtureRequest
-) -> None:
+def test_every_walker_names_the_same_first_bad_seq(template: Log, group: str) -> None:
     """Each walker that reads what the fault changed names its first bad seq; the others none.
 
     A flip beyond the third event's body does not exist on this log.
