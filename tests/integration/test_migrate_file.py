@@ -133,7 +133,9 @@ def test_bad_input_is_one_line_and_changes_nothing(v1: Path, tmp_path: Path) -> 
     before = v1.read_bytes()
     exists = _pwf("log", "migrate", "--db", str(v1), "--backup", str(taken))
     assert exists.exit_code == 2
-    assert len(exists.output.strip().splitlines()) == 1
+    assert exists.output.splitlines() == [
+        f"Error: {taken} exists; name another --backup for the pwf.store.v1 file"
+    ]
     assert taken.read_bytes() == b"mine"
     assert v1.read_bytes() == before
     foreign = tmp_path / "foreign.db"
