@@ -165,9 +165,8 @@ def refold_blobs(store: EventStore) -> int:
             missing = [seq for (seq,) in connection.execute(_MISSING).fetchall()]
             execute = connection.cursor().execute
             for seq in missing:  # only where the table lost a row a kept event carries
-                body = connection.execute("SELECT body FROM events WHERE seq = ?", (seq,))
-                entry = entry_at(seq, seq, body.fetchone()[0])
-                run_statements(execute, list(blobs.apply(entry)), set())
+                (carried,) = connection.execute("SELECT body FROM events WHERE seq = ?", (seq,))
+                run_statements(execute, list(blobs.apply(entry_at(seq, seq, carried[0]))), set())
         finally:
             connection.execute(f"DROP TABLE IF EXISTS temp.{_FIRST}")
         return int(connection.execute("SELECT count(*) FROM blobs").fetchone()[0])
