@@ -15,16 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
 
-from pwf import merkle
 from pwf._sqlite import PROJECTION_TABLES, quote
 from pwf.commands import Result
 from pwf.commands.prune import Cutoff, prune_options, select
 from pwf.errors import CommandError, PwfError, StoreError
-from pwf.events import LogCompacted, LogPruned, open_body
-from pwf.events.compaction import compacted
+from pwf.events import LogPruned
 from pwf.fold.rebuild import refold_blobs
 from pwf.host._backup import Recording, backup_database, catch_up
-from pwf.host._compacting import Prepared, prepared
+from pwf.host._compacting import Prepared, Pruning, prepared
 from pwf.host._lock import acquire_lock
 from pwf.isotime import iso_utc
 from pwf.sqlreader import RowReader
@@ -533,12 +531,8 @@ def _going(
 
     Only the events after seq ``after`` up to ``until`` are read.
     """
-    going: dict[int, bytes] = {}
+    walk = Pruning(removed)
     for run_id in sorted(removed):
         for stored in store.find(after=after, until=until, run_id=run_id):
-            entry = open_body(stored.body)
-            if compacted(entry.event, removed) is None and not isinstance(
-                entry.event, LogCompacted
-            ):
-                going[stored.seq] = merkle.leaf_hash(stored.body)
-    return going
+            walk.keep(stored)
+    return dict(walk.going)
