@@ -28,6 +28,7 @@ from pwf.isotime import iso_utc
 from pwf.sqlreader import RowReader
 from pwf.store.compaction import file_sha256
 from pwf.store.log_writes import strip
+from pwf.store.opening import sqlite_file
 
 if TYPE_CHECKING:
     import sqlite3
@@ -464,10 +465,10 @@ def _shared_applied(
         return Result(outcome="rejected", error=str(error))
     except PwfError as error:
         return Result(outcome="rejected", error=f"prune failed: {error}")
-    local = store.projections_file
     from pwf.store.mirror import refold_owed, refolded  # noqa: PLC0415 - a shared log's only
 
-    connection = cast("sqlite3.Connection", getattr(local, "connection"))  # noqa: B009
+    local = sqlite_file(store.projections_file)  # the host's caught-up copy
+    connection = local.connection
     if refold_owed(connection):  # not yet folded by the store's own refold
         refold_blobs(store)  # the run trees went with the log.pruned's fold; the blobs
         refolded(connection)
