@@ -13,6 +13,8 @@ that no kept row points at a missing blob and that nothing new appeared.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -209,6 +211,44 @@ def test_a_tampered_or_foreign_backup_does_not_prove(tmp_path: Path) -> None:
     other, _ = _session_history(tmp_path / "other.db")
     checkpoint(other.store.projections_file.path)
     assert prune_failure(fx.store, tmp_path / "other.db") is not None
+
+
+@pytest.mark.parametrize(
+    ("tamper", "failure"),
+    [
+        pytest.param(
+            "UPDATE _pwf_pruned SET leaf = zeroblob(32)"
+            " WHERE seq = (SELECT min(seq) FROM _pwf_pruned)",
+            r"its event at seq \d+ is not the leaf kept",
+            id="a leaf kept changed",
+        ),
+        pytest.param(
+            "DELETE FROM _pwf_pruned WHERE seq = (SELECT min(seq) FROM _pwf_pruned)",
+            r"it holds \d+ of the \d+ bodies log\.pruned took",
+            id="a leaf kept lost",
+        ),
+        pytest.param(
+            "INSERT INTO _pwf_pruned (seq, leaf, taken)"
+            " SELECT max(taken), zeroblob(32), max(taken) FROM _pwf_pruned",
+            r"it holds no bytes of the event at seq \d+",
+            id="an event the backup never held",
+        ),
+    ],
+)
+def test_a_backup_that_does_not_hold_the_leaves_kept_does_not_prove(
+    tmp_path: Path, tamper: str, failure: str
+) -> None:
+    """The backup named proves each body against the leaf the log kept, and all of them."""
+    db = tmp_path / "state.db"
+    fx, cutoff = _session_history(db)
+    backup = tmp_path / "b" / "full.sqlite"
+    assert _prune(fx, cutoff, backup).outcome == "accepted"
+    assert _proven(fx.store, backup)
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as connection:
+        connection.execute(tamper)
+    proof = prove_pruned(fx.store, sqlite_file(fx.store).connection, backup)
+    assert proof is not None
+    assert re.fullmatch(failure, proof.failure or "")
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from pwf._sqlite import dump, exact_text
 from pwf.commands import Context, Result
 from pwf.errors import CommandError, PwfError, StoreError, os_error_text
 from pwf.events import LogCompacted, open_body
+from pwf.fold import scratchfiles
 from pwf.fold.bulk import rebuild_into
 from pwf.host._destination import check_destination
 from pwf.private import create_file, make_directories, sync
@@ -206,7 +207,7 @@ def _fold_projections(partial: Path) -> None:
 
 def _unlink_database(path: Path) -> None:
     """Remove ``path`` and what SQLite may have left beside it."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in scratchfiles.SUFFIXES:
         path.with_name(path.name + suffix).unlink(missing_ok=True)
 
 

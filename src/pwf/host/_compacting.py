@@ -44,7 +44,7 @@ from pwf.store.image import begin_image, carry_over, finish_image, index_events
 from pwf.store.log_writes import write
 from pwf.store.opening import open_file
 from pwf.store.rows import columns
-from pwf.store.segment import Kept, Segment
+from pwf.store.segment import Segment
 from pwf.store.sqlite import translate_error
 from pwf.store.sqlite_schema import HEAD_UPSERT
 from pwf.store.tree import extend, load
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from pwf.store import FileTransaction, LogFile, StoredEvent
     from pwf.store.image import Shape
 
-__all__ = ["Prepared", "prepared", "tail"]
+__all__ = ["Prepared", "Pruning", "prepared", "tail"]
 
 T = TypeVar("T")
 
@@ -103,7 +103,7 @@ class Prepared:
         self.path = path
         self.kept = kept
         self.live = live
-        self.segment = Segment(removed=removed, seq=0, kept=0, dropped=0, batch_index=0, batch=None)
+        self.segment = Segment(removed=removed, seq=0, dropped=0)
         self._model = BulkFold()
         self._indexed = False
 
@@ -254,7 +254,7 @@ class Prepared:
                 image.execute("UPDATE main._pwf_pruned SET taken = ? WHERE taken = 0", (last.seq,))
                 image.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
                 index_events(image, self.live)
-                BulkFold().fold(image, [item.original for item in kept] + [last])
+                BulkFold().fold(image, [*kept, last])
                 carry_over(image, tx)
         except sqlite3.Error as error:
             raise translate_error(error, self.path) from None
@@ -262,29 +262,11 @@ class Prepared:
 
     def _fold(self, connection: sqlite3.Connection, rows: Iterable[StoredEvent]) -> None:
         segment = self.segment
-        walk = _Pruning(segment)
-        entries: list[Entry] = []
-        going: list[tuple[int, bytes]] = []
-        for stored in rows:
-            found = walk.keep(stored)
-            if found is None:
-                if walk.goes:
-                    going.append((stored.seq, merkle.leaf_hash(stored.body)))
-                continue
-            entry, event = found
-            if event is not entry.event:
-                entry = replace_event(entry, event)
-            entries.append(entry)
-        execute_many(connection, _GOING, going)
+        walk = Pruning(segment.removed)
+        entries = [entry for stored in rows if (entry := walk.keep(stored)) is not None]
+        execute_many(connection, _GOING, walk.going)
         self._model.fold(connection, entries)
-        self.segment = Segment(
-            removed=segment.removed,
-            seq=segment.seq,
-            kept=segment.kept + len(entries),
-            dropped=walk.dropped,
-            batch_index=0,
-            batch=None,
-        )
+        self.segment = replace(segment, dropped=segment.dropped + len(walk.going))
 
 
 def replace_event(entry: Entry, event: Event) -> Entry:
@@ -308,27 +290,28 @@ def _copy_rows(connection: sqlite3.Connection, source: str, first: int, last: in
         connection.execute(statement, (first, last))
 
 
-class _Pruning:
-    """The prune's rule for each event after a segment: kept (unlinked or not), or going.
+class Pruning:
+    """The prune's rule for each event (ADR 0103): folded (unlinked or not), or its bytes going.
 
     A ``log.compacted`` that opens a log compacted before stays whole and is
     not folded, as a fold never folds it.
     """
 
-    def __init__(self, segment: Segment) -> None:
-        self.removed = segment.removed
-        self.dropped = segment.dropped
-        self.goes = False
+    def __init__(self, removed: frozenset[str]) -> None:
+        """Nothing walked yet; ``removed`` are the run ids whose trees go."""
+        self.removed = removed
+        self.going: list[tuple[int, bytes]] = []
+        """The seq and Merkle leaf hash of each event walked whose bytes go."""
 
-    def keep(self, stored: StoredEvent) -> tuple[Entry, Event] | None:
-        """The entry and the event the fold takes of it, or None (:attr:`goes`: its bytes go)."""
+    def keep(self, stored: StoredEvent) -> Entry | None:
+        """The entry the fold takes of ``stored``, or None: its bytes go, or a ``log.compacted``."""
         entry = open_body(stored.body)
         event = compacted(entry.event, self.removed)
-        self.goes = event is None and not isinstance(entry.event, LogCompacted)
         if event is None:
-            self.dropped += int(self.goes)
+            if not isinstance(entry.event, LogCompacted):
+                self.going.append((stored.seq, merkle.leaf_hash(stored.body)))
             return None
-        return entry, event
+        return entry if event is entry.event else replace_event(entry, event)
 
 
 @contextlib.contextmanager
@@ -357,21 +340,17 @@ def prepared(store: LogFile, removed: frozenset[str]) -> Iterator[Prepared]:
 
 def tail(
     tx: FileTransaction, segment: Segment
-) -> tuple[Segment, list[Kept], list[tuple[int, bytes]]]:
+) -> tuple[Segment, list[Entry], list[tuple[int, bytes]]]:
     """What the live events after the prepared segment keep, under the write lock.
 
-    Returns the segment with their drops counted, the kept ones (to fold)
-    and the seq and leaf hash of each one that goes.
+    Returns the segment with their drops counted, the entries to fold and
+    the seq and leaf hash of each event that goes.
     """
-    walk = _Pruning(segment)
-    kept: list[Kept] = []
-    going: list[tuple[int, bytes]] = []
-    for stored in tx.store.read(segment.seq + 1, tx.head.seq):
-        found = walk.keep(stored)
-        if found is not None:
-            entry, event = found
-            original = entry if event is entry.event else replace_event(entry, event)
-            kept.append(Kept(batch_index=0, original=original, event=event))
-        elif walk.goes:
-            going.append((stored.seq, merkle.leaf_hash(stored.body)))
-    return replace(segment, dropped=walk.dropped, seq=tx.head.seq), kept, going
+    walk = Pruning(segment.removed)
+    kept = [
+        entry
+        for stored in tx.store.read(segment.seq + 1, tx.head.seq)
+        if (entry := walk.keep(stored)) is not None
+    ]
+    dropped = segment.dropped + len(walk.going)
+    return replace(segment, dropped=dropped, seq=tx.head.seq), kept, walk.going

@@ -5,7 +5,7 @@ Both are recorded like any maintenance command, but their file work runs
 outside the write transactions that adopt and record them (ADR 0018, 0022):
 :mod:`pwf.host._backup` and :mod:`pwf.host.prune` do it, loaded only when
 asked for.  On a shared log in PostgreSQL a backup is a snapshot of it
-(ADR 0106) and a prune is refused (ADR 0038 D6).
+(ADR 0106) and a prune takes the bytes out under the log's lock (ADR 0107).
 """
 
 from __future__ import annotations
@@ -25,24 +25,10 @@ if TYPE_CHECKING:
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.store import EventStore, LogFile
 
-__all__ = ["FILE_MAINTENANCE", "effect", "maintain", "not_on_shared_log"]
+__all__ = ["FILE_MAINTENANCE", "effect", "maintain"]
 
 FILE_MAINTENANCE: Final = frozenset({"state.backup", "state.prune"})
 """Operations whose file work runs outside the write transactions that record them."""
-SQLITE_ONLY: Final = frozenset[str]()
-"""Operations on the database file itself, which a shared log in PostgreSQL is not: none since
-ADR 0107 (a shared log is backed up and pruned too)."""
-
-
-def not_on_shared_log(host: Host[EventStore], request: ClientRequest) -> ClientResponse | None:
-    """The refusal of a prune of a log kept in PostgreSQL, else None."""
-    if request.operation not in SQLITE_ONLY or host.store.log_file is not None:
-        return None
-    return refused(
-        request,
-        f"{request.operation} works on a SQLite log only; back up a PostgreSQL log"
-        " with pwf state backup --store",
-    )
 
 
 def maintain(
@@ -83,7 +69,7 @@ def maintain(
 
 
 def _log_file(host: Host[EventStore]) -> LogFile:
-    """The SQLite file of record; :func:`not_on_shared_log` refused any other store first."""
+    """The SQLite file of record; a shared log took its own path first."""
     store = host.store.log_file
     if store is None:
         raise CommandError("file maintenance needs a SQLite log of record")

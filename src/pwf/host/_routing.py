@@ -14,7 +14,7 @@ from pwf.commands import Result
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
 from pwf.errors import AnswerTooLargeError, BlobConflictError, CommandError, ProtocolError
 from pwf.host._context import cause_of, context, guarded, refused
-from pwf.host._maintenance import FILE_MAINTENANCE, maintain, not_on_shared_log
+from pwf.host._maintenance import FILE_MAINTENANCE, maintain
 from pwf.host._recording import adopt_or_execute
 from pwf.host.statereads import state_read
 from pwf.projections.blobs import BLOB_CONFLICT
@@ -49,9 +49,6 @@ def decide(
     operation = CLIENT_OPERATIONS.get(request.operation)
     if operation is None:
         return refused(request, f"Unsupported workflow operation: {request.operation}"), None
-    shared = not_on_shared_log(host, request)
-    if shared is not None:
-        return shared, None
     if request.operation in FILE_MAINTENANCE:
         return maintain(host, request, operation.handler, now), None
     if operation.route in (Route.EXECUTED, Route.MAINTENANCE):

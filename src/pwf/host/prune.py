@@ -15,21 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
 
-from pwf import merkle
 from pwf._sqlite import PROJECTION_TABLES, quote
 from pwf.commands import Result
 from pwf.commands.prune import Cutoff, prune_options, select
 from pwf.errors import CommandError, PwfError, StoreError
-from pwf.events import LogCompacted, LogPruned, open_body
-from pwf.events.compaction import compacted
+from pwf.events import LogPruned
 from pwf.fold.rebuild import refold_blobs
 from pwf.host._backup import Recording, backup_database, catch_up
-from pwf.host._compacting import Prepared, prepared
+from pwf.host._compacting import Prepared, Pruning, prepared
 from pwf.host._lock import acquire_lock
 from pwf.isotime import iso_utc
 from pwf.sqlreader import RowReader
 from pwf.store.compaction import file_sha256
 from pwf.store.log_writes import strip
+from pwf.store.opening import sqlite_file
 
 if TYPE_CHECKING:
     import sqlite3
@@ -466,10 +465,10 @@ def _shared_applied(
         return Result(outcome="rejected", error=str(error))
     except PwfError as error:
         return Result(outcome="rejected", error=f"prune failed: {error}")
-    local = store.projections_file
     from pwf.store.mirror import refold_owed, refolded  # noqa: PLC0415 - a shared log's only
 
-    connection = cast("sqlite3.Connection", getattr(local, "connection"))  # noqa: B009
+    local = sqlite_file(store.projections_file)  # the host's caught-up copy
+    connection = local.connection
     if refold_owed(connection):  # not yet folded by the store's own refold
         refold_blobs(store)  # the run trees went with the log.pruned's fold; the blobs
         refolded(connection)
@@ -533,12 +532,8 @@ def _going(
 
     Only the events after seq ``after`` up to ``until`` are read.
     """
-    going: dict[int, bytes] = {}
+    walk = Pruning(removed)
     for run_id in sorted(removed):
         for stored in store.find(after=after, until=until, run_id=run_id):
-            entry = open_body(stored.body)
-            if compacted(entry.event, removed) is None and not isinstance(
-                entry.event, LogCompacted
-            ):
-                going[stored.seq] = merkle.leaf_hash(stored.body)
-    return going
+            walk.keep(stored)
+    return dict(walk.going)

@@ -87,6 +87,7 @@ def _proven(seq: int, event: LogPruned, live: sqlite3.Connection, backup: Path) 
     from pwf.store.opening import open_file  # noqa: PLC0415 - a backup is a file
 
     try:
+        taken = live.execute(_TAKEN, (seq,)).fetchall()
         with open_file(backup, read_only=True) as copy:
             head = copy.head()
             if (head.seq, head.content_hash) != (event.backup_seq, event.backup_hash):
@@ -98,20 +99,20 @@ def _proven(seq: int, event: LogPruned, live: sqlite3.Connection, backup: Path) 
             bodies = dict(
                 copy.connection.execute(
                     "SELECT seq, body FROM events e WHERE seq IN (SELECT value FROM json_each(?))",
-                    (_seqs(live, seq),),
+                    ("[" + ",".join(str(row[0]) for row in taken) + "]",),
                 ).fetchall()
             )
     except (PwfError, sqlite3.Error) as error:
         return PruneProof(event, failure=str(error))
-    return _bodies(seq, event, live, bodies)
+    return _bodies(event, taken, bodies)
 
 
 def _bodies(
-    taken: int, event: LogPruned, live: sqlite3.Connection, bodies: dict[int, bytes]
+    event: LogPruned, taken: list[tuple[int, str, bytes]], bodies: dict[int, bytes]
 ) -> PruneProof:
     """Each body the prune took, against the content hash and leaf the log kept."""
     proven = 0
-    for seq, content_hash, leaf in live.execute(_TAKEN, (taken,)):
+    for seq, content_hash, leaf in taken:
         body = bodies.get(seq)
         if body is None:
             return PruneProof(event, proven, f"it holds no bytes of the event at seq {seq}")
@@ -125,11 +126,6 @@ def _bodies(
             event, proven, f"it holds {proven} of the {event.removed_events} bodies log.pruned took"
         )
     return PruneProof(event, proven)
-
-
-def _seqs(live: sqlite3.Connection, taken: int) -> str:
-    rows = live.execute("SELECT seq FROM _pwf_pruned WHERE taken = ? ORDER BY seq", (taken,))
-    return "[" + ",".join(str(row[0]) for row in rows) + "]"
 
 
 def gone(log: EventLog, live: sqlite3.Connection, seq: int) -> str | None:
