@@ -321,7 +321,8 @@ class EventStore(EventLog, Protocol):
         """The SQLite file that is the log of record, which file maintenance acts on.
 
         None when the log of record is elsewhere (a shared log in PostgreSQL):
-        ``state.backup`` and ``state.prune`` then refuse (ADR 0038 D6, ADR 0059).
+        ``state.backup`` and ``state.prune`` then act on :attr:`shared_log`
+        (ADR 0106, ADR 0107; before them they refused, ADR 0038 D6).
         """
 
     @property
