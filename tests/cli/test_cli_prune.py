@@ -7,7 +7,9 @@ A cutoff of 5 000 makes ``run-1`` the only tree to go.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -136,6 +138,12 @@ def test_a_pruned_log_is_not_exported_without_its_removed_bytes(
     assert refused.exit_code == 2
     assert len(refused.stderr.strip().splitlines()) == 1
     assert f"its bytes are in the backup {backup}" in refused.stderr
+    with contextlib.closing(sqlite3.connect(live)) as connection:
+        first = connection.execute("SELECT min(seq) FROM _pwf_pruned").fetchone()[0]
+    assert refused.stderr == (
+        f"Error: seq {first} was pruned: its bytes are in the backup {backup.absolute()};"
+        " export that backup, or the range after the pruned seqs (--from)\n"
+    )
     assert not out.exists()
     whole = run("log", "export", "--db", str(backup))
     assert whole.exit_code == 0, whole.stderr

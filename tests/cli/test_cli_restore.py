@@ -111,20 +111,58 @@ def test_refused_while_another_process_has_the_database_open(
     assert not list(live.parent.glob("live.db.before-restore-*"))
 
 
-def test_the_backup_of_a_prune_is_proved_against_its_log_compacted(
-    run: Run, live: Path, tmp_path: Path
-) -> None:
-    saved = tmp_path / "backups" / "pruned-from.db"
+def _prune(run: Run, live: Path, saved: Path) -> None:
     done = run(
         "state", "prune", "--db", str(live), "--before", CUTOFF, "--apply",
         "--backup", str(saved), "--at", "9000",
     )  # fmt: skip
     assert done.exit_code == 0, done.output
+
+
+def test_the_backup_of_a_prune_is_proved_against_its_log_compacted(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    saved = tmp_path / "backups" / "pruned-from.db"
+    _prune(run, live, saved)
     assert _runs(run, live) == ["run-2", "run-3"]
     restored = run("state", "restore", str(saved), "--db", str(live), "--at", "10000", "--json")
     assert restored.exit_code == 0, restored.output
     assert json.loads(restored.stdout)["compactionProved"] is True
     assert _runs(run, live) == ["run-1", "run-2", "run-3"]
+
+
+def test_another_backup_of_a_pruned_log_is_restored_on_its_own_proof(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    """Only the backup ``log.pruned`` names is proved against the prune; any other stands alone."""
+    _prune(run, live, tmp_path / "backups" / "pruned-from.db")
+    later = tmp_path / "backups" / "later.db"
+    assert run("state", "backup", str(later), "--db", str(live), "--at", "9500").exit_code == 0
+    restored = run("state", "restore", str(later), "--db", str(live), "--at", "10000", "--json")
+    assert restored.exit_code == 0, restored.output
+    assert json.loads(restored.stdout)["compactionProved"] is False
+    assert _runs(run, live) == ["run-2", "run-3"]
+
+
+def test_the_backup_a_prune_names_that_does_not_prove_is_refused_and_nothing_changes(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    saved = tmp_path / "backups" / "pruned-from.db"
+    _prune(run, live, saved)
+    edit(
+        live,
+        "UPDATE _pwf_pruned SET leaf = zeroblob(32) WHERE seq = (SELECT min(seq) FROM _pwf_pruned)",
+    )
+    before = live.read_bytes()
+    done = run("state", "restore", str(saved), "--db", str(live), "--at", "10000")
+    assert done.exit_code == 2
+    line = one_line(done.stderr)
+    assert line.startswith(
+        f"Error: {saved} is the backup {live}'s log.pruned names, but it does not prove: its event"
+    ), line
+    assert line.endswith("is not the leaf kept"), line
+    assert before == live.read_bytes()
+    assert not list(live.parent.glob("live.db.before-restore-*"))
 
 
 def test_restore_to_a_new_path_keeps_nothing(run: Run, backup: Path, tmp_path: Path) -> None:

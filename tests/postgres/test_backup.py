@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -455,3 +456,43 @@ def test_a_stale_writer_reads_the_logs_first_seq_from_its_key(
         )
     log_tables = ("_pwf_events", "_pwf_batches", "_pwf_whole", "_pwf_pruned")
     assert not [table for table in log_tables if f"Seq Scan on {table}" in plan], plan
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("missing.db", "no backup at {path}"),
+        ("folder", "no backup at {path}"),
+        ("text.db", "{path}: not a pwf database or damaged"),
+        ("v1.db", "{path}: a pwf database in format pwf.store.v1;"),
+        ("damaged.db", "{path} does not prove, so it is not restored:"),
+    ],
+)
+def test_a_backup_that_cannot_be_restored_into_the_shared_log_is_one_line_and_changes_nothing(
+    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path, name: str, message: str
+) -> None:
+    """``pwf state restore BACKUP --store URL``: exit 2, one line, the shared log still empty."""
+    good = tmp_path / "good.db"
+    assert 0 == _pwf("init", "--db", str(good)).exit_code
+    request = ["request", "--db", str(good), "--at", str(AT)]
+    assert 0 == CliRunner().invoke(cli, request, input=client_line(1)).exit_code
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "text.db").write_text("not a database\n")
+    golden = Path(__file__).resolve().parents[1] / "golden" / "main-before-0033.db.gz"
+    (tmp_path / "v1.db").write_bytes(gzip.decompress(golden.read_bytes()))
+    shutil.copyfile(good, tmp_path / "damaged.db")
+    connection = sqlite3.connect(tmp_path / "damaged.db")
+    try:
+        connection.execute("UPDATE _pwf_batches SET at = at + 1")
+        connection.commit()
+    finally:
+        connection.close()
+    path = tmp_path / name
+    refused = CliRunner().invoke(cli, ["state", "restore", str(path), "--store", hosts.url])
+    assert 2 == refused.exit_code
+    [line] = refused.output.splitlines()
+    assert line.startswith("Error: " + message.format(path=path)), line
+    assert [(0,)] == _pg(hosts.url, "SELECT count(*) FROM _pwf_events")
+    assert 0 == _pg_head(hosts.url)
+    restored = CliRunner().invoke(cli, ["state", "restore", str(good), "--store", hosts.url])
+    assert 0 == restored.exit_code, restored.output

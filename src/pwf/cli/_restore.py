@@ -115,7 +115,7 @@ def _check_live(backup: Path, database: Path, now: int) -> tuple[bool, int | Non
         refuse_if_served(live, now)
         head = live.head().seq
         pruned = prove_pruned(live, live.connection, backup)
-        if pruned is not None:
+        if pruned is not None and pruned.named:  # else a backup other than the prune's
             if pruned.failure is None:
                 return True, head
             raise InputError(

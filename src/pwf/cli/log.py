@@ -669,7 +669,7 @@ def _whole(store: EventStore, first: int, last: int | None) -> None:
         InputError: an event of the range was pruned.
     """
     from pwf.store.opening import sqlite_file  # noqa: PLC0415 - a SQLite log's only
-    from pwf.store.pruned import pruned_events  # noqa: PLC0415
+    from pwf.store.pruned import gone  # noqa: PLC0415
 
     try:
         connection = sqlite_file(store).connection
@@ -679,13 +679,11 @@ def _whole(store: EventStore, first: int, last: int | None) -> None:
         "SELECT min(seq) FROM _pwf_pruned WHERE seq BETWEEN ? AND ?",
         (first, last if last is not None else 2**63 - 1),
     ).fetchone()[0]
-    if found is None:
-        return
-    backups = [event.backup_path for event in pruned_events(store) if event.backup_seq >= found]
-    raise InputError(
-        f"seq {found} was pruned: its bytes are in the backup {backups[0] if backups else '?'};"
-        " export that backup, or the range after the pruned seqs (--from)"
-    )
+    if found is not None:
+        raise InputError(
+            f"{gone(store, connection, found)};"
+            " export that backup, or the range after the pruned seqs (--from)"
+        )
 
 
 @log.command(name="import")
