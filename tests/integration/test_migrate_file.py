@@ -145,3 +145,16 @@ def test_bad_input_is_one_line_and_changes_nothing(v1: Path, tmp_path: Path) -> 
     assert "not a pwf database" in refused.output
     with pytest.raises(InputError), SqliteStore(tmp_path / "missing.db"):
         pass
+    missing = _pwf("log", "migrate", "--db", str(tmp_path / "missing.db"))
+    assert missing.exit_code == 2
+    assert missing.output.splitlines() == [
+        f"Error: no state database at {tmp_path / 'missing.db'} (run `pwf init` first)"
+    ]
+    assert not (tmp_path / "missing.db").exists()
+    nowhere = tmp_path / "no-such-folder" / "v1.db"
+    unplaced = _pwf("log", "migrate", "--db", str(v1), "--backup", str(nowhere))
+    assert unplaced.exit_code == 2
+    assert unplaced.output.splitlines() == [
+        f"Error: cannot write --backup {nowhere}: its folder does not exist"
+    ]
+    assert v1.read_bytes() == before

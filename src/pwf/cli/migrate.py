@@ -66,7 +66,7 @@ def migrate(db: str | None, backup: str | None, as_json: bool) -> None:
     settings = Settings.load(db=db)
     path = Path(settings.db)
     if not path.is_file():
-        raise click.UsageError(f"no state database at {path}")
+        raise InputError(f"no state database at {path} (run `pwf init` first)")
     kept = Path(backup) if backup is not None else path.with_name(path.name + ".v1-backup")
     lock = acquire_lock(path)
     try:

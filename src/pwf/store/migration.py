@@ -113,7 +113,7 @@ def migrate(
     is still the backup's.
 
     Raises:
-        InputError: ``path`` is not a v1 pwf database, or ``backup`` exists.
+        InputError: ``path`` is not a v1 pwf database, or ``backup`` exists or has no folder.
         ChainError: an event of the old log does not match its hash or link.
         StoreError: SQLite failed, or the log moved while it was migrated.
     """
@@ -128,6 +128,8 @@ def migrate(
         raise InputError(
             f"{backup} exists; name another --backup for the {FORMAT_V1} file"
         ) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(f"cannot write --backup {backup}: its folder does not exist") from None
     scratch = path.with_name(path.name + ".migrating")
     done = False
     try:
