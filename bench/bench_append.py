@@ -7,9 +7,10 @@ every round appends the same pre-generated batches to a *fresh* database:
   head, seal (canonical encode twice, SHA-256), insert the row, move the
   head, ``COMMIT``;
 * **floor**: plain :mod:`sqlite3` on a database made with pwf's own
-  ``SCHEMA`` (same columns, constraints and indexes) and the same pragmas,
+  ``SCHEMA`` (same tables, constraints and indexes) and the same pragmas,
   one ``BEGIN IMMEDIATE; INSERT ...; COMMIT`` per event, inserting the very
-  rows pwf wrote (precomputed, so bodies and index keys match byte for byte).
+  log rows pwf wrote (its batch, event and, where kept, whole row of the
+  store format of ADR 0102; precomputed, so bytes and index keys match).
 
 Databases live in a temporary directory under ``bench/out/`` (git-ignored,
 on the repository's filesystem) that is removed afterwards.  Rounds
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,6 +37,7 @@ from bench.harness import Rates, gc_paused
 from bench.workload import Batch, append_batches, compact_batches
 
 from pwf.events import seal
+from pwf.store.schema import BATCH_INSERT, ROW_INSERT, WHOLE_INSERT
 from pwf.store.sqlite import SCHEMA, SqliteStore
 
 if TYPE_CHECKING:
@@ -52,7 +54,9 @@ LEVELS: Final[tuple[Level, ...]] = ("FULL", "NORMAL")
 OUT: Final = Path(__file__).resolve().parent / "out"
 """Where the temporary databases go: ``bench/out/`` on the repository's filesystem."""
 
-Row = tuple[object, ...]
+Row = tuple[tuple[Any, ...] | None, tuple[Any, ...], tuple[Any, ...] | None, tuple[Any, ...], int]
+"""One event's log rows: its batch row (or None), event row, whole row (or None), the head it
+leaves, and the length of its canonical bytes."""
 
 
 def _remove(path: Path) -> None:
@@ -61,11 +65,31 @@ def _remove(path: Path) -> None:
 
 
 def floor_rows(batches: Sequence[Batch], workdir: Path) -> list[Row]:
-    """The exact ``events`` rows pwf writes for ``batches`` (made once, untimed)."""
+    """The exact log rows pwf writes for ``batches`` (made once, untimed), one item an event.
+
+    Each item is the event's ``_pwf_batches`` row (None when its batch began
+    at an earlier event), its ``_pwf_events`` row, its ``_pwf_whole`` row or
+    None, and the head it leaves ``(seq, content_hash, batch)``, as the
+    store format of ADR 0102 keeps them; and the length of its bytes.
+    """
     path = workdir / "rows.sqlite"
     with SqliteStore(path, create=True, synchronous="NORMAL") as store:
         append_batches(store, batches)
-        rows = store.connection.execute("SELECT * FROM events ORDER BY seq").fetchall()
+        read = store.connection.execute
+        rows = [
+            (
+                read(f"SELECT {_BATCH_COLUMNS} FROM _pwf_batches WHERE seq = ?", (seq,)).fetchone(),  # noqa: S608 - constants
+                read(f"SELECT {_EVENT_COLUMNS} FROM _pwf_events WHERE seq = ?", (seq,)).fetchone(),  # noqa: S608 - constants
+                read(
+                    "SELECT seq, prev_hash, body FROM _pwf_whole WHERE seq = ?", (seq,)
+                ).fetchone(),
+                (seq, content_hash, batch),
+                length,
+            )
+            for seq, content_hash, batch, length in read(
+                "SELECT seq, content_hash, batch, length(body) FROM events ORDER BY seq"
+            ).fetchall()
+        ]
     _remove(path)
     return rows
 
@@ -82,7 +106,11 @@ def time_pwf(batches: Sequence[Batch], path: Path, level: Level) -> float:
     return len(batches) / elapsed
 
 
-_INSERT: Final = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+_BATCH_COLUMNS: Final = "seq, batch, at, request_id, client_id, idempotency_key, head"
+_EVENT_COLUMNS: Final = "seq, head, type, run_id, session_id, content_hash, link, data"
+_BATCH: Final = BATCH_INSERT.format(schema="", marks=", ".join("?" * 7))
+_EVENT: Final = ROW_INSERT.format(schema="", marks=", ".join("?" * 8))
+_WHOLE: Final = WHOLE_INSERT.format(schema="", marks="?, ?, ?")
 _HEAD_READ: Final = "SELECT seq, content_hash, batch FROM _pwf_head"
 _HEAD_WRITE: Final = (
     "INSERT INTO _pwf_head (id, seq, content_hash, batch) VALUES (1, ?, ?, ?)"
@@ -107,18 +135,18 @@ def time_floor(rows: Sequence[Row], path: Path, level: Level, *, head: bool = Fa
             connection.execute(statement)
         execute = connection.execute
         start = time.perf_counter()
-        if head:
-            for row in rows:
-                execute("BEGIN IMMEDIATE")
+        for batch, event, whole, moved, _length in rows:
+            execute("BEGIN IMMEDIATE")
+            if head:
                 execute(_HEAD_READ).fetchone()
-                execute(_INSERT, row)
-                execute(_HEAD_WRITE, (row[0], row[9], row[1]))
-                execute("COMMIT")
-        else:
-            for row in rows:
-                execute("BEGIN IMMEDIATE")
-                execute(_INSERT, row)
-                execute("COMMIT")
+            if batch is not None:
+                execute(_BATCH, batch)
+            execute(_EVENT, event)
+            if whole is not None:
+                execute(_WHOLE, whole)
+            if head:
+                execute(_HEAD_WRITE, moved)
+            execute("COMMIT")
         elapsed = time.perf_counter() - start
     finally:
         connection.close()
@@ -173,7 +201,7 @@ def run(rounds: int = 5, appends: int = 2000, budget: float = 120.0) -> list[str
         batches = compact_batches(appends, seed=5)
         rows = floor_rows(batches, workdir)
         plan = plan_appends(rows, workdir, rounds, budget)
-        sizes = [len(row[-1]) for row in rows if isinstance(row[-1], bytes)]
+        sizes = [row[-1] for row in rows]
         pwf = {level: Rates(()) for level in LEVELS}
         floor = {level: Rates(()) for level in LEVELS}
         floor_head = {level: Rates(()) for level in LEVELS}

@@ -62,3 +62,14 @@ def test_the_log_and_the_projections_replay_apart(bench: Bench, tmp_path: Path) 
     assert parts["all"].bytes > max(parts["log"].bytes, parts["projections"].bytes)
     with pytest.raises(RuntimeError, match="commits recorded"):
         durable.replay_wal(tmp_path / "short.db", statements, "all", 5)
+
+
+def test_the_append_floor_writes_the_log_rows_pwf_wrote(bench: Bench, tmp_path: Path) -> None:
+    """The floor inserts the rows of the store format pwf wrote (``events`` is a view now)."""
+    append, workload = bench("bench_append"), bench("workload")
+    rows = append.floor_rows(workload.compact_batches(12), tmp_path)
+    assert [row[3][0] for row in rows] == list(range(1, 13))
+    assert all(row[0] is not None for row in rows)  # one-event batches: a batch row each
+    assert all(row[4] > 0 for row in rows)
+    assert append.time_floor(rows, tmp_path / "floor.sqlite", "NORMAL", head=True) > 0
+    assert append.time_floor(rows, tmp_path / "bare.sqlite", "NORMAL") > 0
