@@ -41,9 +41,9 @@ from pwf.store.schema import BATCH_INSERT, ROW_INSERT, WHOLE_INSERT
 from pwf.store.sqlite import SCHEMA, SqliteStore
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
-__all__ = ["LEVELS", "OUT", "TARGET", "main", "run"]
+__all__ = ["LEVELS", "OUT", "TARGET", "insert_log_row", "log_rows", "main", "run"]
 
 TARGET: Final = 0.7
 """Wanted ratio of pwf's append rate to the raw-SQLite floor."""
@@ -75,23 +75,37 @@ def floor_rows(batches: Sequence[Batch], workdir: Path) -> list[Row]:
     path = workdir / "rows.sqlite"
     with SqliteStore(path, create=True, synchronous="NORMAL") as store:
         append_batches(store, batches)
-        read = store.connection.execute
-        rows = [
-            (
-                read(f"SELECT {_BATCH_COLUMNS} FROM _pwf_batches WHERE seq = ?", (seq,)).fetchone(),  # noqa: S608 - constants
-                read(f"SELECT {_EVENT_COLUMNS} FROM _pwf_events WHERE seq = ?", (seq,)).fetchone(),  # noqa: S608 - constants
-                read(
-                    "SELECT seq, prev_hash, body FROM _pwf_whole WHERE seq = ?", (seq,)
-                ).fetchone(),
-                (seq, content_hash, batch),
-                length,
-            )
-            for seq, content_hash, batch, length in read(
-                "SELECT seq, content_hash, batch, length(body) FROM events ORDER BY seq"
-            ).fetchall()
-        ]
+        rows = log_rows(store.connection, 1)
     _remove(path)
     return rows
+
+
+def log_rows(connection: sqlite3.Connection, first: int) -> list[Row]:
+    """The log rows of every event from seq ``first`` on, as :func:`floor_rows` gives them."""
+    read = connection.execute
+    return [
+        (
+            read(f"SELECT {_BATCH_COLUMNS} FROM _pwf_batches WHERE seq = ?", (seq,)).fetchone(),  # noqa: S608 - constants
+            read(f"SELECT {_EVENT_COLUMNS} FROM _pwf_events WHERE seq = ?", (seq,)).fetchone(),  # noqa: S608 - constants
+            read("SELECT seq, prev_hash, body FROM _pwf_whole WHERE seq = ?", (seq,)).fetchone(),
+            (seq, content_hash, batch),
+            length,
+        )
+        for seq, content_hash, batch, length in read(
+            "SELECT seq, content_hash, batch, length(body) FROM events WHERE seq >= ? ORDER BY seq",
+            (first,),
+        ).fetchall()
+    ]
+
+
+def insert_log_row(execute: Callable[..., object], row: Row) -> None:
+    """Write one event's log rows as pwf wrote them (the head is the caller's to move)."""
+    batch, event, whole, _moved, _length = row
+    if batch is not None:
+        execute(_BATCH, batch)
+    execute(_EVENT, event)
+    if whole is not None:
+        execute(_WHOLE, whole)
 
 
 def time_pwf(batches: Sequence[Batch], path: Path, level: Level) -> float:
@@ -135,17 +149,13 @@ def time_floor(rows: Sequence[Row], path: Path, level: Level, *, head: bool = Fa
             connection.execute(statement)
         execute = connection.execute
         start = time.perf_counter()
-        for batch, event, whole, moved, _length in rows:
+        for row in rows:
             execute("BEGIN IMMEDIATE")
             if head:
                 execute(_HEAD_READ).fetchone()
-            if batch is not None:
-                execute(_BATCH, batch)
-            execute(_EVENT, event)
-            if whole is not None:
-                execute(_WHOLE, whole)
+            insert_log_row(execute, row)
             if head:
-                execute(_HEAD_WRITE, moved)
+                execute(_HEAD_WRITE, row[3])
             execute("COMMIT")
         elapsed = time.perf_counter() - start
     finally:

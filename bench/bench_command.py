@@ -31,6 +31,7 @@ from typing import Any, Final
 if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bench_append import insert_log_row, log_rows
 from bench.harness import Rates, gc_paused
 
 from pwf.host import Host
@@ -100,9 +101,7 @@ def time_pwf(path: Path, requests: list[ClientRequest]) -> tuple[float, list[Any
             host.request(request, 2_000 + n)
         elapsed = time.perf_counter() - began
     connection = store.connection
-    rows = connection.execute(
-        "SELECT * FROM events WHERE seq >= ? ORDER BY seq", (first,)
-    ).fetchall()
+    rows = log_rows(connection, first)
     commands = connection.execute(
         "SELECT * FROM host_commands WHERE request_id LIKE 'status-%' ORDER BY completed_at"
     ).fetchall()
@@ -139,15 +138,15 @@ def time_floor(path: Path, plan: list[Any]) -> float:
             ).fetchone()
             execute("SELECT * FROM runs WHERE run_id = 'run-1'").fetchone()
             execute("SELECT * FROM run_queue WHERE run_id = 'run-1'").fetchone()
-            execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", event)
+            insert_log_row(execute, event)
             execute("INSERT INTO host_commands VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", command)
             if blob is not None:
                 execute("INSERT OR IGNORE INTO blobs VALUES (?,?,?,?,?)", blob)
             execute(
                 "UPDATE _pwf_head SET seq = ?, content_hash = ?, batch = ?",
-                (event[0], event[9], event[1]),
+                event[3],
             )
-            execute("UPDATE _pwf_checkpoint SET last_seq = ?", (event[0],))
+            execute("UPDATE _pwf_checkpoint SET last_seq = ?", (event[3][0],))
             execute("COMMIT")
         elapsed = time.perf_counter() - began
     connection.close()

@@ -73,3 +73,13 @@ def test_the_append_floor_writes_the_log_rows_pwf_wrote(bench: Bench, tmp_path: 
     assert all(row[4] > 0 for row in rows)
     assert append.time_floor(rows, tmp_path / "floor.sqlite", "NORMAL", head=True) > 0
     assert append.time_floor(rows, tmp_path / "bare.sqlite", "NORMAL") > 0
+
+
+def test_the_command_floor_replays_the_rows_the_command_path_wrote(
+    bench: Bench, tmp_path: Path
+) -> None:
+    command = bench("bench_command")
+    rate, plan = command.time_pwf(tmp_path / "pwf.db", command._requests(6))
+    assert rate > 0
+    assert len(plan) == 6
+    assert command.time_floor(tmp_path / "floor.db", plan) > 0
