@@ -93,11 +93,22 @@ def time_floor(url: str, count: int) -> float:
                 draft = {"seq": seq + 1, "prevHash": prev, "requestId": f"status-{n}", "n": n}
                 digest = hashlib.sha256(json.dumps(draft, sort_keys=True).encode()).hexdigest()
                 body = json.dumps({**draft, "contentHash": digest}, sort_keys=True).encode()
+                # The store format's rows of a one-event batch (ADR 0102): its batch, its event.
                 connection.execute(
-                    "INSERT INTO events (seq, batch, type, at, request_id, client_id,"
-                    " idempotency_key, content_hash, prev_hash, body)"
-                    " VALUES (%s, %s, 'command.recorded', %s, %s, 'c', %s, %s, %s, %s)",
-                    (seq + 1, batch + 1, n, f"status-{n}", f"status-{n}", digest, prev, body),
+                    "INSERT INTO _pwf_batches (seq, batch, at, request_id, client_id,"
+                    " idempotency_key, head) VALUES (%s, %s, %s, %s, 'c', %s, %s)",
+                    (seq + 1, batch + 1, n, f"status-{n}", f"status-{n}", body[:64]),
+                )
+                connection.execute(
+                    "INSERT INTO _pwf_events (seq, head, type, content_hash, link, data)"
+                    " VALUES (%s, %s, 'command.recorded', %s, %s, %s)",
+                    (
+                        seq + 1,
+                        seq + 1,
+                        bytes.fromhex(digest),
+                        bytes.fromhex(prev) if prev else None,
+                        body,
+                    ),
                 )
                 connection.execute(
                     "UPDATE _pwf_head SET seq = %s, content_hash = %s, batch = %s",
