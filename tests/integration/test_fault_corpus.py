@@ -64,6 +64,7 @@ from pwf.store.compaction import prove
 from pwf.store.jsonl import import_jsonl
 from pwf.store.rows import COLUMNS, columns, verify_rows
 from pwf.store.sqlite import SqliteStore
+from pwf.store.sqlite_rows import CHAIN_COLUMNS, chain_rows
 
 if TYPE_CHECKING:
     from tests.integration._inprocess import ranges_in_process
@@ -582,6 +583,7 @@ def _damaged(template: Log, fault: Fault, name: str) -> Damaged:
         fault.apply(connection, template.first)
         connection.commit()
         rows = connection.execute(f"SELECT {COLUMNS} FROM events ORDER BY seq").fetchall()  # noqa: S608 - constant
+        assert_rows_as_viewed(connection)
         row = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
     finally:
         connection.close()
@@ -595,6 +597,15 @@ def _damaged(template: Log, fault: Fault, name: str) -> Damaged:
         directory / "backup.sqlite",
         directory / "empty.db",
     )
+
+
+def assert_rows_as_viewed(connection: sqlite3.Connection) -> None:
+    """The fold's reader of the parts gives the view's rows, whole and from any seq on."""
+    view = connection.execute(f"SELECT {CHAIN_COLUMNS} FROM events ORDER BY seq").fetchall()  # noqa: S608 - constant
+    assert list(chain_rows(connection, 1, 2**63 - 1)) == view
+    for start in range(len(view)):
+        low, high = view[start][0], view[min(start + 2, len(view) - 1)][0]
+        assert list(chain_rows(connection, low, high)) == view[start : start + 3]
 
 
 def _walk_all(

@@ -21,6 +21,7 @@ one the machine computes from its own fold of the log (DOMAIN §10.2).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import shutil
@@ -68,6 +69,7 @@ from pwf.fold.bulk import rebuild_into
 from pwf.host import Host
 from pwf.protocol.client import OUTCOMES, ClientRequest, ClientResponse
 from pwf.protocol.worker import WORKER_OUTCOMES, WorkerResponse, parse_worker_message
+from pwf.store.sqlite_rows import CHAIN_COLUMNS, chain_rows
 
 if TYPE_CHECKING:
     from tests._depth import examples
@@ -1486,6 +1488,9 @@ class CommandPathMachine(RuleBasedStateMachine):
                 assert dump(rebuilt) == projections(copy)
             finally:
                 rebuilt.close()
+        with contextlib.closing(sqlite3.connect(copy)) as connection:
+            view = f"SELECT {CHAIN_COLUMNS} FROM events ORDER BY seq"  # noqa: S608 - constant
+            assert list(chain_rows(connection, 1, 2**63 - 1)) == connection.execute(view).fetchall()
 
     @rule(jump=JUMPS)
     def expire(self, jump):

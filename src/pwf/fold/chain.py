@@ -21,10 +21,7 @@ if TYPE_CHECKING:
 
     from pwf.events import Entry
 
-__all__ = ["FOLD_COLUMNS", "Chain"]
-
-FOLD_COLUMNS: Final = "seq, body, content_hash, batch, prev_hash"
-"""What :meth:`Chain.entries` reads of each row: a pruned event (no body) is linked by the rest."""
+__all__ = ["Chain"]
 
 _HASH_MEMBER: Final = b'"contentHash":"'
 _HASH_SKIP: Final = len(_HASH_MEMBER) + 64 + 2
@@ -52,8 +49,9 @@ class Chain:
     def entries(self, rows: Iterable[tuple[object, ...]]) -> Iterator[Entry]:
         """Yield each row's typed event; raise ChainError at the first broken link.
 
-        Rows are :data:`FOLD_COLUMNS`; a pruned event (ADR 0103) is linked by
-        its stored hash, batch and prev hash and yields nothing.
+        Rows are :data:`pwf.store.sqlite_rows.CHAIN_COLUMNS`; a pruned event
+        (ADR 0103) is linked by its stored hash, batch and prev hash and yields
+        nothing.
         """
         before = self.head
         seq, verified, first = before.seq, self.verified, self.origin.seq + 1

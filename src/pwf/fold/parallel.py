@@ -1,6 +1,6 @@
 """A long fold split in two: a forked process folds some read models, the caller the rest.
 
-Imports fold.bulk, readmodel, projections, events, errors, _process, _sqlite and scratchfiles.
+Imports fold.bulk, readmodel, projections, events, errors, store, _process, _sqlite, scratchfiles.
 Every statement a projection emits reads and writes one table of its own
 read model, so read models fold independently of each other: the forked process
 folds its read models over the same events into a file of its own, and the
@@ -24,12 +24,14 @@ from pwf.fold import scratchfiles
 from pwf.fold.bulk import BulkFold
 from pwf.projections import PROJECTIONS
 from pwf.readmodel import CHECKPOINT_TABLE
+from pwf.store.sqlite_rows import chain_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from pwf.events import Entry
     from pwf.projections import Projection
+    from pwf.store.sqlite_rows import PartRow
 
 __all__ = ["SPLIT_FROM", "SPLIT_OFF", "Part", "Scratch", "fold", "fold_part", "merge", "split"]
 
@@ -43,9 +45,6 @@ models, so both sides then take about as long.  The names are those of
 """
 SPLIT_FROM: Final = 20_000
 """A fold of fewer events stays in one process: starting and merging would not pay."""
-
-_TYPE_MEMBER: Final = b',"type":"'
-"""Canonical bytes end with this member, as ``type`` sorts last."""
 
 
 class Scratch(Protocol):
@@ -158,18 +157,15 @@ def fold_part(part: Part) -> int:
     length.
     """
     model = BulkFold([projection for projection in PROJECTIONS if projection.NAME in part.names])
-    skipped = {cls.TAG.encode() for cls in EVENT_TYPES if not model.handlers(cls)}
+    skipped = frozenset(cls.TAG for cls in EVENT_TYPES if not model.handlers(cls))
     decode, chunk = part.decode, part.chunk
     read = 0
 
-    def wanted(rows: Iterable[tuple[int, bytes]]) -> Iterator[Entry]:
+    def wanted(rows: Iterable[PartRow]) -> Iterator[Entry]:
         nonlocal read
-        for seq, body in rows:
+        for seq, body, *_ in rows:
             read += 1
-            if body is None:  # pruned: the caller's chain links it (ADR 0103)
-                continue
-            member = body.rfind(_TYPE_MEMBER)
-            if member < 0 or body[member + len(_TYPE_MEMBER) : -2] not in skipped:
+            if body is not None:  # None: pruned (the caller's chain links it), or skipped
                 yield decode(seq, body)
 
     connection = exact_text(sqlite3.connect(part.path, isolation_level=None))
@@ -183,10 +179,8 @@ def fold_part(part: Part) -> int:
             model.install(connection)
         for low in range(part.first, part.last + 1, chunk):
             with transaction(connection):
-                rows = connection.execute(
-                    "SELECT seq, body FROM live.events WHERE seq BETWEEN ? AND ? ORDER BY seq",
-                    (low, min(low + chunk - 1, part.last)),
-                )
+                high = min(low + chunk - 1, part.last)
+                rows = chain_rows(connection, low, high, schema="live.", without=skipped)
                 model.fold(connection, wanted(rows))
     finally:
         connection.close()

@@ -23,13 +23,14 @@ from pwf._sqlite import exact_text, transaction
 from pwf.errors import ChainError
 from pwf.fold import scratchfiles
 from pwf.fold.bulk import BulkFold
-from pwf.fold.chain import FOLD_COLUMNS, Chain
+from pwf.fold.chain import Chain
 from pwf.fold.decode import decoded
 from pwf.fold.parallel import fold
 from pwf.projections import PROJECTIONS
 from pwf.readmodel import CHECKPOINT_TABLE
 from pwf.store import EMPTY, Head, origin_of
 from pwf.store.schema import FORMAT
+from pwf.store.sqlite_rows import chain_rows
 from pwf.store.sqlite_schema import APPLICATION_ID, HEAD_UPSERT, SCHEMA, TREE_DDL, translate_error
 from pwf.store.tree import EMPTY_TREE, Tree, extend, leaf_of
 
@@ -204,11 +205,8 @@ class ScratchFold:
             if self.copy_events:
                 for statement in _COPY:
                     connection.execute(statement, (first, last))
-            rows = connection.execute(
-                f"SELECT {FOLD_COLUMNS} FROM {'main' if self.copy_events else 'live'}.events"  # noqa: S608 - a constant schema name
-                " WHERE seq BETWEEN ? AND ? ORDER BY seq",
-                (first, last),
-            )
+            schema = "main." if self.copy_events else "live."
+            rows = chain_rows(connection, first, last, schema=schema)
             model = self.model if self.bulk is None else self.bulk
             model.fold(connection, self.chain.entries(rows))
             head = self.chain.head

@@ -1,0 +1,79 @@
+"""The SQLite log's rows as the ``events`` view gives them, made from their parts in Python.
+
+Imports packing (plus sqlite3 through the connection it is given: an edge
+room).  The view (:data:`pwf.store.schema.EVENTS_VIEW`) makes every row's
+body with SQL's string functions and finds ``prevHash`` by a join to the
+row before; a walk in seq order knows the row before already.  Reading
+the parts and joining them with :func:`pwf.store.packing.join` gives the
+same columns for 40 % less processor time a row (ADR 0109), which a fold of
+the whole log pays once per event.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pwf.store.packing import join, tail
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Collection, Iterator
+
+__all__ = ["CHAIN_COLUMNS", "PartRow", "chain_rows"]
+
+_PARTS: Final = (
+    "SELECT e.seq, e.type, e.content_hash, e.link, e.data, b.head, b.batch, w.body, w.prev_hash"
+    " FROM {schema}_pwf_events e JOIN {schema}_pwf_batches b ON b.seq = e.head"
+    " LEFT JOIN {schema}_pwf_whole w ON w.seq = e.seq"
+    " WHERE e.seq BETWEEN ? AND ? ORDER BY e.seq"
+)
+_HASH_AT: Final = "SELECT content_hash FROM {schema}_pwf_events WHERE seq = ?"
+
+CHAIN_COLUMNS: Final = "seq, body, content_hash, batch, prev_hash"
+"""The view's columns :func:`chain_rows` gives, in its order."""
+PartRow = tuple[int, bytes | None, str, int, str | None]
+"""A row of :data:`CHAIN_COLUMNS`."""
+
+
+def chain_rows(
+    connection: sqlite3.Connection,
+    first: int,
+    last: int,
+    *,
+    schema: str = "",
+    without: Collection[str] = (),
+) -> Iterator[PartRow]:
+    """The rows of seqs ``first..last`` in seq order, as the ``events`` view gives them.
+
+    Each is a row of :data:`CHAIN_COLUMNS`, byte for byte.
+    ``schema`` is empty or an attached database's name with its dot.  A pruned
+    event has no body (ADR 0103); nor, here, has an event whose type is in
+    ``without``, for a reader that would not look at it.
+    """
+    query = _PARTS.format(schema=schema)
+    before: bytes | None = None
+    following = 0  # no row is seq 0: the first row looks up the one before it
+    for seq, tag, digest, link, data, head, batch, whole, whole_prev in connection.execute(
+        query, (first, last)
+    ):
+        if seq != following:  # the first row, or after a gap: look the row before up
+            before = _hash_at(connection, schema, seq - 1)
+        following = seq + 1
+        content_hash = digest.hex()
+        body: bytes | None = None
+        if whole is not None:
+            prev_hash = whole_prev
+            if tag not in without:
+                body = whole
+        else:
+            prev = link if link is not None else before
+            prev_hash = None if prev is None else prev.hex()
+            if data is not None and tag not in without:
+                body = join(head, content_hash, data, tail(seq, prev_hash, tag))
+        yield seq, body, content_hash, batch, prev_hash
+        before = digest
+
+
+def _hash_at(connection: sqlite3.Connection, schema: str, seq: int) -> bytes | None:
+    row = connection.execute(_HASH_AT.format(schema=schema), (seq,)).fetchone()
+    return None if row is None else bytes(row[0])
