@@ -734,7 +734,7 @@ class TestPrunedRows:
     ) -> None:
         rows = _rows(log, frozenset({seq}))
         rows[seq - 1] = damage(rows[seq - 1])
-        assert _walk_fault(rows) == (seq, "the stored body is not bytes")
+        assert _walk_fault(rows) == (seq, "the pruned event's hash or batch is not stored")
 
     def test_a_range_opening_on_a_pruned_event_inside_a_batch_is_refused(
         self, log: SqliteStore

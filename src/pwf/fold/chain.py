@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Final
 from pwf.errors import ChainError
 from pwf.events import LogCompacted
 from pwf.fold import decode
-from pwf.store import Head, check_link, check_position
+from pwf.store import Head, check_link
+from pwf.store.rows import pruned_at
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Chain"]
 
+_PRUNED_AT: Final = (0, 2, 3, 4)
+"""Where a row of ``CHAIN_COLUMNS`` holds what :func:`pwf.store.rows.pruned_at` reads."""
 _HASH_MEMBER: Final = b'"contentHash":"'
 _HASH_SKIP: Final = len(_HASH_MEMBER) + 64 + 2
 """The member's key, its 64 hex digits, the closing quote and the comma."""
@@ -61,7 +64,7 @@ class Chain:
                 stored_seq, body = row[0], row[1]
                 seq += 1
                 if body is None:
-                    before = _pruned(seq, row, before, opens=seq == first)
+                    before = pruned_at(seq, row, before, opens=seq == first, at=_PRUNED_AT)
                     continue
                 assert isinstance(stored_seq, int)
                 assert isinstance(body, bytes)
@@ -80,18 +83,6 @@ class Chain:
                 yield entry
         finally:
             self.head = Head(seq=seq, content_hash=before.content_hash, batch=before.batch)
-
-
-def _pruned(seq: int, row: tuple[object, ...], before: Head, *, opens: bool) -> Head:
-    """The head after a pruned event's row, its position and link checked."""
-    check_position(seq, row[0])
-    digest, batch, prev = row[2], row[3], row[4]
-    if not isinstance(digest, str) or not isinstance(batch, int):
-        raise ChainError(seq, "the stored body is not bytes")
-    check_link(
-        seq, prev if isinstance(prev, str) else None, batch, before, opens=opens, compacted=False
-    )
-    return Head(seq, digest, batch)
 
 
 def _content_hash(body: bytes) -> str:

@@ -61,6 +61,8 @@ _SEQ_AFTER_PREV: Final = len(_TAIL) - len(b"%s%d" + _SEQ + b',"type":"') + 64
 _HASH_FAULT: Final = "content hash does not match the event's bytes"
 _BYTES_ONLY: Final = "seq, CAST(content_hash AS BLOB), body, batch, prev_hash"
 """The bytes-only walk's columns; a pruned event (no body) is linked by its batch and prev hash."""
+_BYTES_ONLY_PRUNED: Final = (0, 1, 3, 4)
+"""Where :data:`_BYTES_ONLY` holds what :func:`pruned_at` reads."""
 _COMPACTED_END: Final = b',"type":"log.compacted"}'
 """How the bytes of a ``log.compacted`` end."""
 
@@ -317,7 +319,9 @@ class _Range:
         """The range's first event; its links are checked here only when it opens the log."""
         seq = self.seq + 1
         if row[2] is None:  # pruned (ADR 0103)
-            head = _pruned(seq, row, self.origin, opens=self.origin is not None)
+            head = pruned_at(
+                seq, row, self.origin, opens=self.origin is not None, at=_BYTES_ONLY_PRUNED
+            )
             prev = row[4] if len(row) > 4 else None
             self.first_prev = _prev_value(prev.encode() if isinstance(prev, str) else b"")
             self.first_batch = head.batch
@@ -437,7 +441,7 @@ def _exact(seq: int, row: tuple[object, ...], prev: bytes, batch: int) -> tuple[
     """
     before = Head(seq=seq - 1, content_hash=prev.decode() or None, batch=batch)
     if row[2] is None:  # pruned (ADR 0103)
-        head = _pruned(seq, row, before, opens=False)
+        head = pruned_at(seq, row, before, opens=False, at=_BYTES_ONLY_PRUNED)
         return (head.content_hash or "").encode(), head.batch
     own = _own_checks(seq, row)
     body = row[2]
@@ -453,17 +457,6 @@ def _exact(seq: int, row: tuple[object, ...], prev: bytes, batch: int) -> tuple[
         compacted=body.endswith(_COMPACTED_END),
     )
     return own, this
-
-
-def _pruned(seq: int, row: tuple[object, ...], before: Head | None, *, opens: bool) -> Head:
-    """A pruned event's row of the bytes-only walk: its position and link (ADR 0103)."""
-    check_position(seq, row[0])
-    column_hash = row[1]
-    if len(row) < 5 or not isinstance(column_hash, bytes) or not isinstance(row[3], int):
-        raise ChainError(seq, "the stored body is not bytes")
-    prev = row[4]
-    link(seq, prev if isinstance(prev, str) else None, row[3], before, opens=opens, compacted=False)
-    return Head(seq=seq, content_hash=column_hash.decode(), batch=row[3])
 
 
 def _own_checks(seq: int, row: tuple[object, ...]) -> bytes:

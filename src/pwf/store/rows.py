@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BODY",
     "COLUMNS",
+    "PRUNED_AT_COLUMNS",
     "check_event",
     "check_link",
     "columns",
@@ -118,18 +119,36 @@ def check_event(seq: int, row: tuple[object, ...], *, shared: bool = False) -> E
     return entry
 
 
-def pruned_at(seq: int, row: tuple[object, ...], before: Head | None, *, opens: bool) -> Head:
-    """The head of a pruned event's row of :data:`COLUMNS` (no body), its link checked (ADR 0103).
+PRUNED_AT_COLUMNS: Final = (0, 9, 1, 10)
+"""Where a row of :data:`COLUMNS` holds ``seq``, ``content_hash``, ``batch`` and ``prev_hash``."""
+
+
+def pruned_at(
+    seq: int,
+    row: tuple[object, ...],
+    before: Head | None,
+    *,
+    opens: bool,
+    at: tuple[int, int, int, int] = PRUNED_AT_COLUMNS,
+) -> Head:
+    """The head of a pruned event's row (no body), its position and link checked (ADR 0103).
 
     A prune keeps the event's seq, batch and hashes; its bytes are in the
     prune's backup, and its leaf hash in the tree, which the tree's check
-    proves.
+    proves.  ``at`` says where ``row`` holds ``seq``, ``content_hash``,
+    ``batch`` and ``prev_hash``: every walk's rows are checked by this one
+    rule, whatever columns it reads.  A content hash read as bytes (the hex
+    digits cast to a blob) is taken as its text.
 
     Raises:
-        ChainError: the row is not at ``seq``, or its link is broken.
+        ChainError: the row is not at ``seq``, lacks its kept columns, or its link is broken.
     """
-    check_position(seq, row[0])
-    digest, prev, batch = row[9], row[10], row[1]
+    check_position(seq, row[at[0]])
+    if len(row) <= max(at):
+        raise ChainError(seq, "the pruned event's hash or batch is not stored")
+    digest, batch, prev = row[at[1]], row[at[2]], row[at[3]]
+    if isinstance(digest, bytes):
+        digest = digest.decode()
     if not isinstance(digest, str) or not isinstance(batch, int):
         raise ChainError(seq, "the pruned event's hash or batch is not stored")
     link(seq, prev if isinstance(prev, str) else None, batch, before, opens=opens, compacted=False)
