@@ -500,18 +500,21 @@ def _stripped(
     selection = selected[0]
     read = store.head().seq
     early = _going(store, frozenset(selection.runs), until=read)
-    with store.transaction() as tx:
+    with store.transaction() as decided:
+        # The decision's transaction is this host's local file's, under the shared log's lock
+        # (as in run_shared_prune): the strip and the mark that a refold is owed go in it too.
+        tx = cast("FileTransaction", decided)
         ctx = recording.open(tx)
         catch_up(store, destination, tx.head)
-        reader = cast("RowReader", tx.reader())
+        reader = tx.reader()
         _unchanged(reader, select(ctx, selection.cutoff), selected)
         size = database_bytes(store.projections_file.path)
         before = tally(reader)
         going = sorted({**early, **_going(store, frozenset(selection.runs), after=read)}.items())
         taken = tx.head.seq + 1
         shared.strip(going, taken)
-        strip(tx.connection, going, taken)  # type: ignore[attr-defined]
-        owe_refold(tx.connection, taken)  # type: ignore[attr-defined]
+        strip(tx.connection, going, taken)
+        owe_refold(tx.connection, taken)
         pruned = LogPruned(
             cutoff=selection.cutoff,
             removed_run_ids=tuple(sorted(selection.runs)),
