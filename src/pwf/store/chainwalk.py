@@ -1,6 +1,6 @@
 """Walk the hash chain of a SQLite log, from its bytes alone or deeply, split over processes.
 
-Imports the store's types and rows, errors and pwf._process (plus sqlite3 and
+Imports the store's types, rows and sqlite_rows, errors and pwf._process (plus sqlite3 and
 hashlib: this is an edge room).  :func:`walk_chain` makes the checks
 of ``pwf log verify --chain-only``: seqs follow without a gap from
 ``origin.seq + 1``; each body's SHA-256 without its ``contentHash`` member
@@ -35,10 +35,13 @@ from pwf.errors import ChainError, StoreError
 from pwf.store import Head, check_position
 from pwf.store import check_link as link
 from pwf.store.rows import BODY, COLUMNS, check_event, check_link, pruned_at
+from pwf.store.sqlite_rows import chain_rows
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Generator, Iterable, Iterator
     from pathlib import Path
+
+    from pwf.store.sqlite_rows import PartRow
 
 __all__ = ["DEEP_PARALLEL_FROM", "PARALLEL_FROM", "ranges", "walk_chain", "walk_rows"]
 
@@ -59,10 +62,9 @@ _TAIL: Final = b',"prevHash":"%s","schema":"pwf.event.v1","seq":%d,"type":"'
 _SEQ_AFTER_PREV: Final = len(_TAIL) - len(b"%s%d" + _SEQ + b',"type":"') + 64
 """Where ``,"seq":`` starts after ``,"prevHash":`` in such a tail."""
 _HASH_FAULT: Final = "content hash does not match the event's bytes"
-_BYTES_ONLY: Final = "seq, CAST(content_hash AS BLOB), body, batch, prev_hash"
-"""The bytes-only walk's columns; a pruned event (no body) is linked by its batch and prev hash."""
 _BYTES_ONLY_PRUNED: Final = (0, 1, 3, 4)
-"""Where :data:`_BYTES_ONLY` holds what :func:`pruned_at` reads."""
+"""Where a row of :func:`_bytes_only` holds what :func:`pruned_at` reads."""
+_LAST: Final = 2**63 - 1
 _COMPACTED_END: Final = b',"type":"log.compacted"}'
 """How the bytes of a ``log.compacted`` end."""
 
@@ -242,6 +244,16 @@ def _walk(
         opened.close()
 
 
+def _bytes_only(rows: Iterator[PartRow]) -> Generator[tuple[object, ...], None, None]:
+    """The bytes-only walk's rows of the log's ``rows`` (ADR 0109).
+
+    Each is ``seq``, the content hash's hex as bytes, ``body``, ``batch``,
+    ``prev_hash``; a pruned event (no body) is linked by its batch and prev hash.
+    """
+    for seq, body, content_hash, batch, prev_hash in rows:
+        yield seq, content_hash.encode(), body, batch, prev_hash
+
+
 def _walk_on(
     connection: sqlite3.Connection,
     low: int | None,
@@ -263,11 +275,15 @@ def _walk_on(
         params.append(high)
     condition = f" WHERE {' AND '.join(where)}" if where else ""
     start = low if low is not None else (origin.seq + 1 if origin is not None else 1)
-    selected = COLUMNS if deep else _BYTES_ONLY
-    rows = connection.execute(
-        f"SELECT {selected} FROM events{condition} ORDER BY seq",  # noqa: S608 - constant columns and conditions
-        params,
-    )
+    rows: sqlite3.Cursor | Generator[tuple[object, ...], None, None]
+    if deep:
+        rows = connection.execute(
+            f"SELECT {COLUMNS} FROM events{condition} ORDER BY seq",  # noqa: S608 - constant columns and conditions
+            params,
+        )
+    else:
+        bounds = (0 if low is None else low, _LAST if high is None else high)
+        rows = _bytes_only(chain_rows(connection, *bounds))  # every stored row in the bounds
     walk = _DeepRange(start, origin) if deep else _Range(start, origin)
     try:
         walk.run(rows)
