@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from pwf.cli import cli
 from pwf.commands import Context
+from pwf.fold import rebuild as rebuild_module
 from pwf.projections.run_totals import TOTALS_FILL
 from pwf.store.sqlite import SqliteStore
 from pwf.views.runs import list_revision, list_total
@@ -236,3 +237,28 @@ def test_reading_the_totals_costs_the_same_with_thousands_more_runs(
     assert runs > 5_000
     after = _steps(db)
     assert after <= before + 20, (before, after)
+
+
+def test_a_swap_that_would_make_a_trigger_before_its_table_is_refused_and_changes_nothing(
+    seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The swap's guard (ADR 0108): a trigger placed before the table it watches is refused.
+
+    No read model's DDL does that; one that did would have the trigger fire on
+    the copied rows and leave the kept totals wrong, so the rebuild stops with
+    one line and the file keeps its rows.
+    """
+    db = _copy(seeded, tmp_path)
+    before = _cli("digest", str(db))
+    order = rebuild_module._ddl_order()
+    assert order["runs_totals_insert"] > order["runs"]
+    monkeypatch.setattr(rebuild_module, "_ddl_order", lambda: {**order, "runs_totals_insert": -1})
+    result = CliRunner().invoke(cli, ["rebuild", "--db", str(db)])
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: cannot recreate trigger runs_totals_insert: its table runs comes after it"
+    ), result.output
+    assert "Traceback" not in result.output
+    monkeypatch.undo()
+    assert _cli("digest", str(db)) == before
+    assert "projections equal the log" in _cli("verify", "--db", str(db))
