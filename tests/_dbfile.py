@@ -12,6 +12,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from pwf._sqlite import dump, exact_text
+from pwf.store.sqlite_rows import CHAIN_COLUMNS, LAST, chain_rows
 
 if TYPE_CHECKING:
     import os
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 else:
     from _tamper import editable
 
-__all__ = ["change", "checkpoint", "opened", "projections", "rows"]
+__all__ = ["assert_rows_as_viewed", "change", "checkpoint", "opened", "projections", "rows"]
 
 
 @contextlib.contextmanager
@@ -62,3 +63,12 @@ def checkpoint(path: str | os.PathLike[str]) -> None:
     """Move the file's write-ahead log into it and truncate the log."""
     with opened(path) as connection:
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def assert_rows_as_viewed(connection: sqlite3.Connection) -> None:
+    """:func:`~pwf.store.sqlite_rows.chain_rows` gives the view's rows, whole and from any seq."""
+    view = connection.execute(f"SELECT {CHAIN_COLUMNS} FROM events ORDER BY seq").fetchall()  # noqa: S608 - constant
+    assert list(chain_rows(connection, 1, LAST)) == view
+    for start in range(0, len(view), max(1, len(view) // 50)):
+        low, high = view[start][0], view[min(start + 2, len(view) - 1)][0]
+        assert list(chain_rows(connection, low, high)) == view[start : start + 3]

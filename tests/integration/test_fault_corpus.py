@@ -64,7 +64,6 @@ from pwf.store.compaction import prove
 from pwf.store.jsonl import import_jsonl
 from pwf.store.rows import COLUMNS, columns, verify_rows
 from pwf.store.sqlite import SqliteStore
-from pwf.store.sqlite_rows import CHAIN_COLUMNS, chain_rows
 
 if TYPE_CHECKING:
     from tests.integration._inprocess import ranges_in_process
@@ -75,12 +74,12 @@ else:
 
 if TYPE_CHECKING:
     from tests._compacted import compact_by_hand
-    from tests._dbfile import checkpoint
+    from tests._dbfile import assert_rows_as_viewed, checkpoint
     from tests._depth import DEEP
     from tests._tamper import editable
 else:
     from _compacted import compact_by_hand
-    from _dbfile import checkpoint
+    from _dbfile import assert_rows_as_viewed, checkpoint
     from _depth import DEEP
     from _tamper import editable
 
@@ -597,15 +596,6 @@ def _damaged(template: Log, fault: Fault, name: str) -> Damaged:
         directory / "backup.sqlite",
         directory / "empty.db",
     )
-
-
-def assert_rows_as_viewed(connection: sqlite3.Connection) -> None:
-    """The fold's reader of the parts gives the view's rows, whole and from any seq on."""
-    view = connection.execute(f"SELECT {CHAIN_COLUMNS} FROM events ORDER BY seq").fetchall()  # noqa: S608 - constant
-    assert list(chain_rows(connection, 1, 2**63 - 1)) == view
-    for start in range(len(view)):
-        low, high = view[start][0], view[min(start + 2, len(view) - 1)][0]
-        assert list(chain_rows(connection, low, high)) == view[start : start + 3]
 
 
 def _walk_all(

@@ -21,7 +21,6 @@ one the machine computes from its own fold of the log (DOMAIN §10.2).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import shutil
@@ -69,7 +68,6 @@ from pwf.fold.bulk import rebuild_into
 from pwf.host import Host
 from pwf.protocol.client import OUTCOMES, ClientRequest, ClientResponse
 from pwf.protocol.worker import WORKER_OUTCOMES, WorkerResponse, parse_worker_message
-from pwf.store.sqlite_rows import CHAIN_COLUMNS, chain_rows
 
 if TYPE_CHECKING:
     from tests._depth import examples
@@ -80,9 +78,9 @@ else:
     from _depth import examples
 
 if TYPE_CHECKING:
-    from tests._dbfile import checkpoint, projections
+    from tests._dbfile import assert_rows_as_viewed, checkpoint, opened, projections
 else:
-    from _dbfile import checkpoint, projections
+    from _dbfile import assert_rows_as_viewed, checkpoint, opened, projections
 
 AT: Final = 1_764_403_200_000
 """The first clock reading (ms since the epoch)."""
@@ -1488,9 +1486,8 @@ class CommandPathMachine(RuleBasedStateMachine):
                 assert dump(rebuilt) == projections(copy)
             finally:
                 rebuilt.close()
-        with contextlib.closing(sqlite3.connect(copy)) as connection:
-            view = f"SELECT {CHAIN_COLUMNS} FROM events ORDER BY seq"  # noqa: S608 - constant
-            assert list(chain_rows(connection, 1, 2**63 - 1)) == connection.execute(view).fetchall()
+        with opened(copy) as connection:
+            assert_rows_as_viewed(connection)
 
     @rule(jump=JUMPS)
     def expire(self, jump):

@@ -35,7 +35,7 @@ from pwf.errors import ChainError, StoreError
 from pwf.store import Head, check_position
 from pwf.store import check_link as link
 from pwf.store.rows import BODY, COLUMNS, check_event, check_link, pruned_at
-from pwf.store.sqlite_rows import chain_rows
+from pwf.store.sqlite_rows import LAST, chain_rows
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterable, Iterator
@@ -64,7 +64,6 @@ _SEQ_AFTER_PREV: Final = len(_TAIL) - len(b"%s%d" + _SEQ + b',"type":"') + 64
 _HASH_FAULT: Final = "content hash does not match the event's bytes"
 _BYTES_ONLY_PRUNED: Final = (0, 1, 3, 4)
 """Where a row of :func:`_bytes_only` holds what :func:`pruned_at` reads."""
-_LAST: Final = 2**63 - 1
 _COMPACTED_END: Final = b',"type":"log.compacted"}'
 """How the bytes of a ``log.compacted`` end."""
 
@@ -282,7 +281,7 @@ def _walk_on(
             params,
         )
     else:
-        bounds = (0 if low is None else low, _LAST if high is None else high)
+        bounds = (0 if low is None else low, LAST if high is None else high)
         rows = _bytes_only(chain_rows(connection, *bounds))  # every stored row in the bounds
     walk = _DeepRange(start, origin) if deep else _Range(start, origin)
     try:

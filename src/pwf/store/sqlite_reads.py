@@ -1,6 +1,6 @@
 """The SQLite log's reads: its head, ranges, look-ups and the verify walk.
 
-Imports events, the store's types, rows, sqlite_rows and sealing (plus sqlite3 through
+Imports events, the store's types, rows and sealing (plus sqlite3 through
 the connection it is given: this is an edge room).  :class:`SqliteReads` is
 the half of :class:`~pwf.store.sqlite.SqliteStore` that reads the log; it
 needs the store's ``connection`` and ``path`` only.
@@ -17,7 +17,6 @@ from pwf.events import Entry, open_body
 from pwf.store import EMPTY, Head, StoredEvent, VerifyReport, origin_of
 from pwf.store.rows import COLUMNS, verify_rows
 from pwf.store.sealing import lookup, report
-from pwf.store.sqlite_rows import chain_rows
 
 if TYPE_CHECKING:
     import sqlite3
@@ -44,7 +43,10 @@ class SqliteReads:
         A pruned event (its bytes in the prune's backup, ADR 0103) is not among them.
         """
         stop = last if last is not None else 2**63 - 1
-        for seq, body, *_ in chain_rows(self.connection, first, stop):
+        cursor = self.connection.execute(
+            "SELECT seq, body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, stop)
+        )
+        for seq, body in cursor:
             if body is not None:
                 yield StoredEvent(seq=seq, body=body)
 
