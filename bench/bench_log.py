@@ -24,7 +24,8 @@ apart, as the largest one's high-water mark:
   must write, reported as events of the log per second; with read+parse it
   gives the raw-SQLite cost of reading the log and writing its result once;
 * **rebuild**: ``pwf.fold.rebuild.rebuild`` on a copy of the log (the copy is made
-  before the clock starts);
+  before the clock starts); **rebuild-one**, the same with its fold kept in one
+  process (shown per CPU-second only: what the forked process's share costs);
 * **replay**: ``pwf.fold.replay.replay`` of the whole log into a new file;
 * **verify**: ``SqliteStore.verify`` (the chain, from the stored bytes, every event
   parsed and its indexed columns checked);
@@ -71,6 +72,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+from unittest import mock
 
 if __package__ in {None, ""}:  # run as a script: make `bench.*` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -320,6 +322,19 @@ def _task_rebuild(db: Path, work: Path) -> tuple[float, int, str]:
     return elapsed, report.events, f"{report.tables} tables"
 
 
+def _task_rebuild_one(db: Path, work: Path) -> tuple[float, int, str]:
+    """The rebuild with its fold in one process: its cost without the forked process's share.
+
+    ``pwf rebuild`` splits a long fold on a machine with two processors
+    (ADR 0013): less wall time for more processor time, since the forked
+    process reads and decodes the log a second time.
+    """
+    from pwf.fold import parallel  # noqa: PLC0415 - imported in the child only
+
+    with mock.patch.object(parallel, "SPLIT_FROM", 2**62):
+        return _task_rebuild(db, work)
+
+
 def _task_replay(db: Path, work: Path) -> tuple[float, int, str]:
     from pwf.fold.replay import replay  # noqa: PLC0415 - imported in the child only
 
@@ -400,6 +415,7 @@ TASKS: Final[dict[str, Callable[[Path, Path], tuple[float, int, str]]]] = {
     "floor-write": _task_floor_write,
     "baseline": _task_baseline,
     "rebuild": _task_rebuild,
+    "rebuild-one": _task_rebuild_one,
     "replay": _task_replay,
     "verify": _task_verify,
     "chain": _task_chain,
@@ -453,7 +469,7 @@ def measure(task: str, db: Path, work: Path) -> dict[str, Any]:
 
 RATES: Final = ("rebuild", "replay", "verify", "chain", "check")
 TIMES: Final = ("diff", "log-diff", "digest")
-ORDER: Final = ("floor-parse", "floor-hash", "floor-write", *RATES, *TIMES)
+ORDER: Final = ("floor-parse", "floor-hash", "floor-write", *RATES, "rebuild-one", *TIMES)
 
 
 def _mb(kib: float) -> str:
@@ -575,12 +591,13 @@ def run(
 def _per_cpu(per_cpu: dict[str, Rates], targets: list[Target] | None) -> list[str]:
     """Events per CPU-second of rebuild, replay and deep verify beside their floors'."""
     parse, hashing = per_cpu["floor-parse"].median, per_cpu["floor-hash"].median
-    floors = {"rebuild": parse, "replay": parse, "verify": hashing}
-    names = {"rebuild": "read+parse", "replay": "read+parse", "verify": "read+hash"}
+    floors = {"rebuild": parse, "rebuild-one": parse, "replay": parse, "verify": hashing}
+    names = dict.fromkeys(floors, "read+parse") | {"verify": "read+hash"}
+    shown = {"verify": "deep verify", "rebuild-one": "rebuild in one process"}
     if targets is not None:
         targets += [
             Target(
-                f"{'deep verify' if task == 'verify' else task} events per CPU-second",
+                f"{shown.get(task, task)} events per CPU-second",
                 fmt_rate(per_cpu[task].median),
                 f"floor {names[task]} {fmt_rate(floors[task])}",
                 per_cpu[task].median / floors[task],
@@ -596,7 +613,7 @@ def _per_cpu(per_cpu: dict[str, Rates], targets: list[Target] | None) -> list[st
         f"    floor read+parse  {per_cpu['floor-parse'].summary('')}",
         f"    floor read+hash   {per_cpu['floor-hash'].summary('')}",
         *(
-            f"    {task:<8}          {per_cpu[task].summary('')}"
+            f"    {task:<11}       {per_cpu[task].summary('')}"
             f"  {per_cpu[task].median / floors[task]:.2f} x {names[task]} floor"
             + (f" (target >= {REBUILD_CPU_RATIO})" if task == "rebuild" else "")
             for task in floors
