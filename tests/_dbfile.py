@@ -12,7 +12,8 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from pwf._sqlite import dump, exact_text
-from pwf.store.sqlite_rows import CHAIN_COLUMNS, LAST, chain_rows
+from pwf.store.rows import COLUMNS
+from pwf.store.sqlite_rows import CHAIN_COLUMNS, LAST, chain_rows, event_rows
 
 if TYPE_CHECKING:
     import os
@@ -66,9 +67,15 @@ def checkpoint(path: str | os.PathLike[str]) -> None:
 
 
 def assert_rows_as_viewed(connection: sqlite3.Connection) -> None:
-    """:func:`~pwf.store.sqlite_rows.chain_rows` gives the view's rows, whole and from any seq."""
-    view = connection.execute(f"SELECT {CHAIN_COLUMNS} FROM events ORDER BY seq").fetchall()  # noqa: S608 - constant
-    assert list(chain_rows(connection, 1, LAST)) == view
-    for start in range(0, len(view), max(1, len(view) // 50)):
-        low, high = view[start][0], view[min(start + 2, len(view) - 1)][0]
-        assert list(chain_rows(connection, low, high)) == view[start : start + 3]
+    """The readers of the log's parts give the view's rows, whole and from any seq (ADR 0109).
+
+    :func:`~pwf.store.sqlite_rows.chain_rows` against the view's chain
+    columns, :func:`~pwf.store.sqlite_rows.event_rows` against every column
+    the deep verify reads.
+    """
+    for read, columns in ((chain_rows, CHAIN_COLUMNS), (event_rows, COLUMNS)):
+        view = connection.execute(f"SELECT {columns} FROM events ORDER BY seq").fetchall()  # noqa: S608 - constant
+        assert list(read(connection, 1, LAST)) == view, read
+        for start in range(0, len(view), max(1, len(view) // 50)):
+            low, high = view[start][0], view[min(start + 2, len(view) - 1)][0]
+            assert list(read(connection, low, high)) == view[start : start + 3], (read, low)

@@ -34,8 +34,8 @@ from pwf._sqlite import exact_text
 from pwf.errors import ChainError, StoreError
 from pwf.store import Head, check_position
 from pwf.store import check_link as link
-from pwf.store.rows import BODY, COLUMNS, check_event, check_link, pruned_at
-from pwf.store.sqlite_rows import LAST, chain_rows
+from pwf.store.rows import BODY, check_event, check_link, pruned_at
+from pwf.store.sqlite_rows import LAST, chain_rows, event_rows
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterable, Iterator
@@ -265,24 +265,9 @@ def _walk_on(
     With ``origin`` the range starts the log and every link is checked;
     without it the first event's ``prevHash`` and batch are only reported.
     """
-    where, params = [], []
-    if low is not None:
-        where.append("seq >= ?")
-        params.append(low)
-    if high is not None:
-        where.append("seq <= ?")
-        params.append(high)
-    condition = f" WHERE {' AND '.join(where)}" if where else ""
     start = low if low is not None else (origin.seq + 1 if origin is not None else 1)
-    rows: sqlite3.Cursor | Generator[tuple[object, ...], None, None]
-    if deep:
-        rows = connection.execute(
-            f"SELECT {COLUMNS} FROM events{condition} ORDER BY seq",  # noqa: S608 - constant columns and conditions
-            params,
-        )
-    else:
-        bounds = (0 if low is None else low, LAST if high is None else high)
-        rows = _bytes_only(chain_rows(connection, *bounds))  # every stored row in the bounds
+    bounds = (0 if low is None else low, LAST if high is None else high)  # every stored row
+    rows = event_rows(connection, *bounds) if deep else _bytes_only(chain_rows(connection, *bounds))
     walk = _DeepRange(start, origin) if deep else _Range(start, origin)
     try:
         walk.run(rows)

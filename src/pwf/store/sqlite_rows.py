@@ -7,29 +7,32 @@ row before, and writes the content hash and ``prevHash`` in hex once
 more for their own columns; a walk in seq order knows the row before
 already.  Reading the parts and joining them with
 :func:`pwf.store.packing.join` gives the body and both hash columns for a
-third less processor time a row (ADR 0109), which a fold and the chain
-walk pay once per event.  A reader of the body alone gains nothing: the
+third less processor time a row (ADR 0109), which a fold and both chain
+walks pay once per event.  A reader of the body alone gains nothing: the
 view's ``printf`` costs what Python's join does.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pwf.store.packing import join, tail
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Collection, Iterator
+    from collections.abc import Collection, Generator, Iterator
 
-__all__ = ["CHAIN_COLUMNS", "LAST", "PartRow", "chain_rows"]
+__all__ = ["CHAIN_COLUMNS", "LAST", "PartRow", "chain_rows", "event_rows"]
 
 _PARTS: Final = (
-    "SELECT e.seq, e.type, e.content_hash, e.link, e.data, b.head, b.batch, w.body, w.prev_hash"
+    "SELECT e.seq, e.type, e.content_hash, e.link, e.data, b.head, b.batch, w.body,"
+    " w.prev_hash{more}"
     " FROM {schema}_pwf_events e JOIN {schema}_pwf_batches b ON b.seq = e.head"
     " LEFT JOIN {schema}_pwf_whole w ON w.seq = e.seq"
     " WHERE e.seq BETWEEN ? AND ? ORDER BY e.seq"
 )
+_INDEXED: Final = ", b.at, e.run_id, e.session_id, b.request_id, b.client_id, b.idempotency_key"
+"""The indexed columns the view passes through, which :func:`event_rows` reads too."""
 _HASH_AT: Final = "SELECT content_hash FROM {schema}_pwf_events WHERE seq = ?"
 LAST: Final = 2**63 - 1
 """The largest seq SQLite can hold: a bound that leaves a range open."""
@@ -55,12 +58,41 @@ def chain_rows(
     event has no body (ADR 0103); nor, here, has an event whose type is in
     ``without``, for a reader that would not look at it.
     """
-    query = _PARTS.format(schema=schema)
+    query = _PARTS.format(schema=schema, more="")
+    made = _made(connection, query, (first, last), schema, without)
+    for row, body, content_hash, prev_hash in made:
+        yield row[0], body, content_hash, row[6], prev_hash
+
+
+def event_rows(
+    connection: sqlite3.Connection, first: int, last: int
+) -> Generator[tuple[object, ...], None, None]:
+    """The rows of seqs ``first..last`` of :data:`pwf.store.rows.COLUMNS`, as the view gives them.
+
+    Every column the deep verify compares with the bytes: the indexed ones
+    the view passes through from the tables, then the hashes and the body.
+    """
+    query = _PARTS.format(schema="", more=_INDEXED)
+    for row, body, content_hash, prev_hash in _made(connection, query, (first, last), "", ()):
+        seq, tag, _, _, _, _, batch, _, _, at, run_id, session_id, request, client, key = row
+        yield (
+            seq, batch, tag, at, run_id, session_id, request, client, key,
+            content_hash, prev_hash, body,
+        )  # fmt: skip
+
+
+def _made(
+    connection: sqlite3.Connection,
+    query: str,
+    span: tuple[int, int],
+    schema: str,
+    without: Collection[str],
+) -> Iterator[tuple[tuple[Any, ...], bytes | None, str, str | None]]:
+    """Each row of ``query`` (:data:`_PARTS`) in ``span`` with the body and hashes it makes."""
     before: bytes | None = None
     following = 0  # no row is seq 0: the first row looks up the one before it
-    for seq, tag, digest, link, data, head, batch, whole, whole_prev in connection.execute(
-        query, (first, last)
-    ):
+    for row in connection.execute(query, span):
+        seq, tag, digest, link, data, head, _, whole, whole_prev = row[:9]
         if seq != following:  # the first row, or after a gap: look the row before up
             before = _hash_at(connection, schema, seq - 1)
         following = seq + 1
@@ -75,7 +107,7 @@ def chain_rows(
             prev_hash = None if prev is None else prev.hex()
             if data is not None and tag not in without:
                 body = join(head, content_hash, data, tail(seq, prev_hash, tag))
-        yield seq, body, content_hash, batch, prev_hash
+        yield row, body, content_hash, prev_hash
         before = digest
 
 
