@@ -89,7 +89,7 @@ COMPACTED_AT: Final = 8
 BODY, CONTENT, PREV, HEAD = "body", "content_hash", "prev_hash", "head"
 """What a fault changes: a body (seen by all), a hash column, or only the head row."""
 COLUMN: Final = "column"
-"""A fault that changes an indexed column only (``at``), not the bytes: the deep walks read it."""
+"""A fault that changes an indexed column only (``at``, an id), not the bytes: deep walks see it."""
 HEX: Final = "0123456789abcdef"
 
 
@@ -452,6 +452,45 @@ def _batch_row_deleted(connection: sqlite3.Connection, first: int) -> None:
     )
 
 
+def _type_bytes(stored: bytes) -> Callable[[sqlite3.Connection, int], None]:
+    """Event 3's ``_pwf_events.type`` holds ``stored``, bytes that are not its type's UTF-8.
+
+    The view makes the body of the bytes as they are; so must every reader
+    of the parts (ADR 0109), which then finds the body broken, never a text
+    it cannot encode.
+    """
+
+    def apply(connection: sqlite3.Connection, first: int) -> None:
+        _in_parts(connection, first + 2)
+        connection.execute(
+            "UPDATE _pwf_events SET type = CAST(? AS TEXT) WHERE seq = ?", (stored, first + 2)
+        )
+
+    return apply
+
+
+def _text_or_bytes(data: bytes) -> str | bytes:
+    """A TEXT cell as pwf reads it (lone surrogates kept, ADR 0071), else its bytes."""
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return data
+
+
+def _not_text(table: str, column: str, at: int) -> Callable[[sqlite3.Connection, int], None]:
+    """``table.column`` of event ``at`` (of its batch row, for ``_pwf_batches``) is no text."""
+
+    def apply(connection: sqlite3.Connection, first: int) -> None:
+        seq = first + at - 1
+        key = seq if table == "_pwf_events" else _in_parts(connection, seq)
+        connection.execute(
+            f"UPDATE {table} SET {column} = CAST(X'72FF' AS TEXT) WHERE seq = ?",  # noqa: S608 - the test's own names
+            (key,),
+        )
+
+    return apply
+
+
 def _batch_row_at(connection: sqlite3.Connection, first: int) -> None:
     """The batch row of events 2-4 says another ``at`` than their bytes."""
     connection.execute(
@@ -485,12 +524,26 @@ STORED: Final = (
     Fault("event 3 names another batch row", BODY, 3, _other_batch_row),
     Fault("the batch row of events 5-6 deleted", BODY, 5, _batch_row_deleted),
     Fault("_pwf_batches.at of events 2-4", COLUMN, 2, _batch_row_at),
+    Fault(
+        "_pwf_events.type of event 3, a lone surrogate", BODY, 3, _type_bytes(b"run.\xed\xa0\x80")
+    ),
+    Fault("_pwf_events.type of event 3, not UTF-8", BODY, 3, _type_bytes(b"run.\xff")),
+    Fault(
+        "_pwf_events.run_id of event 3, not UTF-8", COLUMN, 3, _not_text("_pwf_events", "run_id", 3)
+    ),
+    Fault(
+        "_pwf_batches.client_id of events 2-4, not UTF-8",
+        COLUMN,
+        2,
+        _not_text("_pwf_batches", "client_id", 3),
+    ),
 )
 """Faults in format v2's own tables (ADR 0102), made without the editable view.
 
 A part of an event's bytes (its ``data``, its batch's members, its hash,
-its ``link``) changes the bytes the view gives back, so every walker sees
-it; the batch row's ``at`` is an indexed column only.
+its ``link``, its type, here as bytes that are no type's UTF-8) changes
+the bytes the view gives back, so every walker sees it; the batch row's
+``at`` is an indexed column only.
 """
 
 STRUCTURAL: Final = (
@@ -578,6 +631,7 @@ def _damaged(template: Log, fault: Fault, name: str) -> Damaged:
     path = work / "pwf.db"
     shutil.copyfile(template.path, path)
     connection = editable(sqlite3.connect(path))
+    connection.text_factory = _text_or_bytes  # a cell no text decodes to stays its bytes
     try:
         fault.apply(connection, template.first)
         connection.commit()

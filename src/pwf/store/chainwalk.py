@@ -43,7 +43,14 @@ if TYPE_CHECKING:
 
     from pwf.store.sqlite_rows import PartRow
 
-__all__ = ["DEEP_PARALLEL_FROM", "PARALLEL_FROM", "ranges", "walk_chain", "walk_rows"]
+__all__ = [
+    "DEEP_PARALLEL_FROM",
+    "PARALLEL_FROM",
+    "ranges",
+    "stored_rows",
+    "walk_chain",
+    "walk_rows",
+]
 
 PARALLEL_FROM: Final = 50_000
 """Fewer seqs than this are walked in one process by default: a second one would not pay."""
@@ -253,6 +260,19 @@ def _bytes_only(rows: Iterator[PartRow]) -> Generator[tuple[object, ...], None, 
         yield seq, content_hash.encode(), body, batch, prev_hash
 
 
+def stored_rows(
+    connection: sqlite3.Connection, low: int | None, high: int | None, *, deep: bool
+) -> Generator[tuple[object, ...], None, None]:
+    """The rows a walk reads of seqs ``low..high`` (either may be open: every stored row).
+
+    Deep, rows of :data:`pwf.store.rows.COLUMNS`; else the bytes-only walk's
+    (:func:`_bytes_only`).  Both are the ``events`` view's, read from the
+    log's parts (ADR 0109).
+    """
+    bounds = (0 if low is None else low, LAST if high is None else high)
+    return event_rows(connection, *bounds) if deep else _bytes_only(chain_rows(connection, *bounds))
+
+
 def _walk_on(
     connection: sqlite3.Connection,
     low: int | None,
@@ -266,8 +286,7 @@ def _walk_on(
     without it the first event's ``prevHash`` and batch are only reported.
     """
     start = low if low is not None else (origin.seq + 1 if origin is not None else 1)
-    bounds = (0 if low is None else low, LAST if high is None else high)  # every stored row
-    rows = event_rows(connection, *bounds) if deep else _bytes_only(chain_rows(connection, *bounds))
+    rows = stored_rows(connection, low, high, deep=deep)
     walk = _DeepRange(start, origin) if deep else _Range(start, origin)
     try:
         walk.run(rows)

@@ -31,8 +31,11 @@ class Parts(NamedTuple):
     """The ``data`` member's canonical bytes."""
 
 
-def tail(seq: int, prev_hash: str | None, tag: str) -> bytes:
-    """The members after ``data``, as an event at ``seq`` after ``prev_hash`` writes them."""
+def tail(seq: int, prev_hash: str | None, tag: str | bytes) -> bytes:
+    """The members after ``data``, as an event at ``seq`` after ``prev_hash`` writes them.
+
+    ``tag`` is the event's type, or the bytes a stored row holds of it.
+    """
     prev = b"null" if prev_hash is None else b'"' + prev_hash.encode() + b'"'
     number = str(seq).encode()
     return b"".join(
@@ -44,7 +47,7 @@ def tail(seq: int, prev_hash: str | None, tag: str) -> bytes:
             _SCHEMA_MEMBER,
             number,
             b',"type":"',
-            tag.encode(),
+            tag if isinstance(tag, bytes) else tag.encode(),
             b'"}',
         )
     )

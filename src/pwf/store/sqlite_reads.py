@@ -15,7 +15,7 @@ from pwf._sqlite import execute, transaction
 from pwf.errors import ChainError, StoreError
 from pwf.events import Entry, open_body
 from pwf.store import EMPTY, Head, StoredEvent, VerifyReport, origin_of
-from pwf.store.rows import COLUMNS, verify_rows
+from pwf.store.rows import verify_rows
 from pwf.store.sealing import lookup, report
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ class SqliteReads:
         again here, in this snapshot, so a fault is named exactly and a
         concurrent compaction is not mistaken for one.
         """
-        from pwf.store.chainwalk import walk_chain, walk_rows  # noqa: PLC0415 - verify only
+        from pwf.store.chainwalk import stored_rows, walk_chain, walk_rows  # noqa: PLC0415
 
         top = self.connection.execute("SELECT max(seq) FROM events").fetchone()[0]
         if top is not None:
@@ -134,16 +134,8 @@ class SqliteReads:
                     return head
             except (ChainError, StoreError):
                 pass
-        if deep:
-            select = f"SELECT {COLUMNS} FROM events ORDER BY seq"  # noqa: S608 - constants
-            return verify_rows(self.connection.execute(select), origin)
-        return walk_rows(
-            self.connection.execute(
-                "SELECT seq, CAST(content_hash AS BLOB), body, batch, prev_hash"
-                " FROM events ORDER BY seq"
-            ),
-            origin,
-        )
+        rows = stored_rows(self.connection, None, None, deep=deep)
+        return verify_rows(rows, origin) if deep else walk_rows(rows, origin)
 
     def _verify(self, *, deep: bool) -> VerifyReport:
         head = self.head()

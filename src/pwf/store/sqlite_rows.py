@@ -25,15 +25,24 @@ if TYPE_CHECKING:
 __all__ = ["CHAIN_COLUMNS", "LAST", "PartRow", "chain_rows", "event_rows"]
 
 _PARTS: Final = (
-    "SELECT e.seq, e.type, e.content_hash, e.link, e.data, b.head, b.batch, w.body,"
-    " w.prev_hash{more}"
+    "SELECT e.seq, CAST(e.type AS BLOB), e.content_hash, e.link, e.data, b.head, b.batch,"
+    " w.body, CAST(w.prev_hash AS BLOB){more}"
     " FROM {schema}_pwf_events e JOIN {schema}_pwf_batches b ON b.seq = e.head"
     " LEFT JOIN {schema}_pwf_whole w ON w.seq = e.seq"
     " WHERE e.seq BETWEEN ? AND ? ORDER BY e.seq"
 )
-_INDEXED: Final = ", b.at, e.run_id, e.session_id, b.request_id, b.client_id, b.idempotency_key"
-"""The indexed columns the view passes through, which :func:`event_rows` reads too."""
+_INDEXED: Final = (
+    ", b.at, CAST(e.run_id AS BLOB), CAST(e.session_id AS BLOB), CAST(b.request_id AS BLOB),"
+    " CAST(b.client_id AS BLOB), CAST(b.idempotency_key AS BLOB)"
+)
+"""The indexed columns the view passes through, which :func:`event_rows` reads too.
+
+Text is read as its stored bytes and decoded here (:func:`_text`), so a
+cell that is no text (a damaged disk, a hand edit) reaches the deep
+check, which names its column, instead of stopping the read.
+"""
 _HASH_AT: Final = "SELECT content_hash FROM {schema}_pwf_events WHERE seq = ?"
+_NONE: Final[frozenset[bytes]] = frozenset()
 LAST: Final = 2**63 - 1
 """The largest seq SQLite can hold: a bound that leaves a range open."""
 
@@ -59,7 +68,8 @@ def chain_rows(
     ``without``, for a reader that would not look at it.
     """
     query = _PARTS.format(schema=schema, more="")
-    made = _made(connection, query, (first, last), schema, without)
+    skipped = frozenset(tag.encode() for tag in without)
+    made = _made(connection, query, (first, last), schema, skipped)
     for row, body, content_hash, prev_hash in made:
         yield row[0], body, content_hash, row[6], prev_hash
 
@@ -73,10 +83,10 @@ def event_rows(
     the view passes through from the tables, then the hashes and the body.
     """
     query = _PARTS.format(schema="", more=_INDEXED)
-    for row, body, content_hash, prev_hash in _made(connection, query, (first, last), "", ()):
-        seq, tag, _, _, _, _, batch, _, _, at, run_id, session_id, request, client, key = row
+    for row, body, content_hash, prev_hash in _made(connection, query, (first, last), "", _NONE):
+        seq, tag, _, _, _, _, batch, _, _, at, *texts = row
         yield (
-            seq, batch, tag, at, run_id, session_id, request, client, key,
+            seq, batch, _text(tag), at, *map(_text, texts),
             content_hash, prev_hash, body,
         )  # fmt: skip
 
@@ -86,9 +96,12 @@ def _made(
     query: str,
     span: tuple[int, int],
     schema: str,
-    without: Collection[str],
+    without: frozenset[bytes],
 ) -> Iterator[tuple[tuple[Any, ...], bytes | None, str, str | None]]:
-    """Each row of ``query`` (:data:`_PARTS`) in ``span`` with the body and hashes it makes."""
+    """Each row of ``query`` (:data:`_PARTS`) in ``span`` with the body and hashes it makes.
+
+    ``without``: the types (as stored bytes) whose bodies are not made.
+    """
     before: bytes | None = None
     following = 0  # no row is seq 0: the first row looks up the one before it
     for row in connection.execute(query, span):
@@ -99,7 +112,7 @@ def _made(
         content_hash = digest.hex()
         body: bytes | None = None
         if whole is not None:
-            prev_hash = whole_prev
+            prev_hash = _text(whole_prev)
             if tag not in without:
                 body = whole
         else:
@@ -109,6 +122,21 @@ def _made(
                 body = join(head, content_hash, data, tail(seq, prev_hash, tag))
         yield row, body, content_hash, prev_hash
         before = digest
+
+
+def _text(cell: Any) -> Any:  # noqa: ANN401 - a cell of any type
+    """A TEXT cell read as its bytes, as pwf's connections read text (ADR 0071).
+
+    Bytes that decode to no text stay bytes: a check comparing the column
+    with an event's bytes then names it, where SQLite's own decoding would
+    have raised in the middle of the walk.
+    """
+    if type(cell) is not bytes:
+        return cell  # None
+    try:
+        return cell.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return cell
 
 
 def _hash_at(connection: sqlite3.Connection, schema: str, seq: int) -> bytes | None:
