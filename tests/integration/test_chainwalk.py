@@ -22,7 +22,6 @@ from pwf.store import Head, chainwalk
 from pwf.store.chainwalk import ranges, walk_chain, walk_rows
 from pwf.store.rows import COLUMNS, verify_rows
 from pwf.store.sqlite import SqliteStore
-from pwf.store.sqlite_rows import chain_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -653,7 +652,7 @@ class TestDeepLinks:
 
 def _rows(store: SqliteStore, pruned: frozenset[int]) -> list[tuple[object, ...]]:
     """The bytes-only walk's rows of the log, the events at ``pruned`` without their bytes."""
-    rows = list(chainwalk._bytes_only(chain_rows(store.connection, 1, 2**63 - 1)))
+    rows = list(chainwalk.stored_rows(store.connection, None, None, deep=False))
     return [(*row[:2], None, *row[3:]) if row[0] in pruned else tuple(row) for row in rows]
 
 
