@@ -4,7 +4,7 @@
 while writers carry on, then swaps the rebuilt tables in under the live write
 lock, in one transaction; :func:`refold_blobs` folds the blobs alone again after a
 shared log's prune.  Imports events, bulk, decode, workfile, projections, _sqlite,
-sqlviews and errors.
+sqlviews, store.log_writes and errors.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pwf.fold.decode import entry_at
 from pwf.fold.workfile import CHUNK, Progress, scratch_fold
 from pwf.projections import PROJECTIONS, blobs
 from pwf.sqlviews import drop_views, install_views
+from pwf.store.log_writes import refold_owed
 
 if TYPE_CHECKING:
     import sqlite3
@@ -88,6 +89,11 @@ def rebuild(
         file.checkpoint()
     return RebuildReport(events=head.seq - scratch.chain.origin.seq, seq=head.seq, tables=tables)
 
+
+_UNZEROED: Final = "PRAGMA live.secure_delete = OFF"
+"""Free a dropped table's pages as they are: the rebuild writes each page once (ADR 0013)."""
+_ZEROED: Final = "PRAGMA live.secure_delete = ON"
+"""Overwrite a dropped table's pages with zeros, whatever SQLite's build does by default."""
 
 _CARRYING: Final = tuple(sorted(cls.TAG for cls in EVENT_TYPES if cls.JSON_BLOBS or cls.TEXT_BLOBS))
 """The tags of the events that carry blobs."""
@@ -189,8 +195,17 @@ def _swap(connection: sqlite3.Connection) -> int:
     same definition on both sides, an empty target and no trigger, SQLite
     copies the b-trees whole.  The rows a trigger keeps (the runs' totals,
     ADR 0094) are copied as the fold made them.
+
+    The dropped tables' pages are freed without being overwritten with zeros
+    first (:data:`_UNZEROED`): what they hold is a fold of the log this file
+    keeps, which the new tables hold again.  Zeroing them wrote every page of
+    the projections once more into the write-ahead log, under the live write
+    lock.  While a shared log's prune is owed its refold (ADR 0107), the old
+    ``blobs`` rows may hold values the log no longer has, so their pages are
+    zeroed, as SQLite's ``secure_delete`` then says explicitly.
     """
     views = drop_views(connection, "live")
+    connection.execute(_ZEROED if refold_owed(connection, "live") else _UNZEROED)
     for table in projection_tables(connection, "live"):
         connection.execute(f"DROP TABLE live.{quote(table)}")
     tables = projection_tables(connection, "main")

@@ -465,7 +465,7 @@ def _shared_applied(
         return Result(outcome="rejected", error=str(error))
     except PwfError as error:
         return Result(outcome="rejected", error=f"prune failed: {error}")
-    from pwf.store.mirror import refold_owed, refolded  # noqa: PLC0415 - a shared log's only
+    from pwf.store.log_writes import refold_owed, refolded  # noqa: PLC0415 - a shared log's only
 
     local = sqlite_file(store.projections_file)  # the host's caught-up copy
     connection = local.connection
@@ -494,7 +494,7 @@ def _stripped(
     head; only those after it are read under the lock.  Returns the
     database's size and the tally before.
     """
-    from pwf.store.mirror import owe_refold  # noqa: PLC0415 - a shared log's only
+    from pwf.store.log_writes import owe_refold  # noqa: PLC0415 - a shared log's only
 
     destination, selected = plan.destination, plan.selected
     selection = selected[0]

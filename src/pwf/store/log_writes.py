@@ -21,7 +21,18 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Iterable, Sequence
 
-__all__ = ["PRUNED_INSERT", "STRIP", "Packed", "pack", "strip", "write", "write_pruned"]
+__all__ = [
+    "PRUNED_INSERT",
+    "STRIP",
+    "Packed",
+    "owe_refold",
+    "pack",
+    "refold_owed",
+    "refolded",
+    "strip",
+    "write",
+    "write_pruned",
+]
 
 Stored = tuple[tuple[object, ...], bytes]
 """An event to store: its indexed columns (:data:`pwf.store.rows.COLUMNS` less body) and bytes."""
@@ -201,3 +212,41 @@ def strip(
         PRUNED_INSERT.format(schema=prefix, marks="?, ?, ?"),
         [(seq, leaf, taken) for seq, leaf in rows],
     )
+
+
+_REFOLD: Final = "refold"
+"""The ``_pwf_meta`` key that says the file's projections are owed a fold from its log."""
+
+
+def owe_refold(connection: sqlite3.Connection, taken: int) -> None:
+    """Mark, in the transaction that took a prune's bytes out of the file, that it must refold.
+
+    Durable with the strip itself: a host killed before it folded again folds at its next
+    catch-up (ADR 0107).
+    """
+    connection.execute(
+        "INSERT OR REPLACE INTO _pwf_meta (key, value) VALUES (?, ?)", (_REFOLD, str(taken))
+    )
+
+
+def refold_owed(connection: sqlite3.Connection, schema: str = "main") -> bool:
+    """Whether the file's projections are owed a fold from its log (:func:`owe_refold`).
+
+    ``schema``: the database of ``connection`` that is the file.
+    """
+    found = connection.execute(
+        f"SELECT 1 FROM {schema}._pwf_meta WHERE key = ?",  # noqa: S608 - a schema name
+        (_REFOLD,),
+    ).fetchone()
+    return found is not None
+
+
+def refolded(connection: sqlite3.Connection) -> None:
+    """The fold owed is done: clear the mark, in a transaction of its own."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute("DELETE FROM _pwf_meta WHERE key = ?", (_REFOLD,))
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")

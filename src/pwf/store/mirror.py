@@ -29,7 +29,7 @@ from pwf._closing import Closing
 from pwf.errors import ChainError, NotPwfDatabaseError, StoreError
 from pwf.events import LogPruned
 from pwf.store import EMPTY, AppendsAlone, Head, VerifyReport, origin_of
-from pwf.store.log_writes import strip
+from pwf.store.log_writes import owe_refold, refold_owed, refolded, strip
 from pwf.store.rows import BODY, COLUMNS, check_event, check_link, pruned_at
 from pwf.store.schema import FORMAT, FORMAT_V1
 from pwf.store.sqlite import SqliteStore, SqliteTransaction, Synchronous, translate_error
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from pwf.store.postgres import PostgresStore, PostgresTransaction
     from pwf.store.unit import Observe, Outcome, Work
 
-__all__ = ["MirrorOptions", "MirroredStore", "owe_refold", "refold_owed", "refolded"]
+__all__ = ["MirrorOptions", "MirroredStore"]
 
 _SMALL_GAP: Final = 1_000
 """Up to this many missing events are fetched in one query, more are streamed."""
@@ -497,38 +497,6 @@ class Mirror:
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Verify the shared log in PostgreSQL (the file holds a checked copy of it)."""
         return self.log.verify(deep=deep)
-
-
-_REFOLD: Final = "refold"
-"""The ``_pwf_meta`` key that says the file's projections are owed a fold from its log."""
-
-
-def owe_refold(connection: sqlite3.Connection, taken: int) -> None:
-    """Mark, in the transaction that took a prune's bytes out of the file, that it must refold.
-
-    Durable with the strip itself: a host killed before it folded again folds at its next
-    catch-up (ADR 0107).
-    """
-    connection.execute(
-        "INSERT OR REPLACE INTO _pwf_meta (key, value) VALUES (?, ?)", (_REFOLD, str(taken))
-    )
-
-
-def refold_owed(connection: sqlite3.Connection) -> bool:
-    """Whether the file's projections are owed a fold from its log (:func:`owe_refold`)."""
-    found = connection.execute("SELECT 1 FROM _pwf_meta WHERE key = ?", (_REFOLD,)).fetchone()
-    return found is not None
-
-
-def refolded(connection: sqlite3.Connection) -> None:
-    """The fold owed is done: clear the mark, in a transaction of its own."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        connection.execute("DELETE FROM _pwf_meta WHERE key = ?", (_REFOLD,))
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
 
 
 def _strip(log: PostgresStore, local: SqliteTransaction, taken: int) -> bool:
