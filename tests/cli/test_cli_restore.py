@@ -14,9 +14,12 @@ from click.testing import Result
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests._compacted import compact_by_hand
     from tests.cli._cli import edit, one_line
 else:
     from _cli import edit, one_line
+
+    from _compacted import compact_by_hand
 
 Run = Callable[..., Result]
 CUTOFF = "1970-01-01T00:00:05.000Z"
@@ -127,8 +130,28 @@ def test_the_backup_of_a_prune_is_proved_against_its_log_compacted(
     assert _runs(run, live) == ["run-2", "run-3"]
     restored = run("state", "restore", str(saved), "--db", str(live), "--at", "10000", "--json")
     assert restored.exit_code == 0, restored.output
-    assert json.loads(restored.stdout)["compactionProved"] is True
+    report = json.loads(restored.stdout)
+    assert (report["compactionProved"], report["provedBy"]) == (True, "log.pruned")
     assert _runs(run, live) == ["run-1", "run-2", "run-3"]
+
+
+def test_the_line_names_the_event_that_named_the_backup(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    """A prune's backup is proved against ``log.pruned``, an old compaction's against its own."""
+    saved = tmp_path / "backups" / "pruned-from.db"
+    _prune(run, live, saved)
+    restored = run("state", "restore", str(saved), "--db", str(live), "--at", "10000")
+    assert restored.exit_code == 0, restored.output
+    assert "(chain and projections, and the log.pruned that names it proved)" in restored.stdout
+    compacted = tmp_path / "compacted.db"
+    compacted.write_bytes(saved.read_bytes())
+    kept = tmp_path / "backups" / "compacted-from.db"
+    compact_by_hand(compacted, kept)
+    restored = run("state", "restore", str(kept), "--db", str(compacted), "--at", "11000", "--json")
+    assert restored.exit_code == 0, restored.output
+    report = json.loads(restored.stdout)
+    assert (report["compactionProved"], report["provedBy"]) == (True, "log.compacted")
 
 
 def test_another_backup_of_a_pruned_log_is_restored_on_its_own_proof(
@@ -140,7 +163,8 @@ def test_another_backup_of_a_pruned_log_is_restored_on_its_own_proof(
     assert run("state", "backup", str(later), "--db", str(live), "--at", "9500").exit_code == 0
     restored = run("state", "restore", str(later), "--db", str(live), "--at", "10000", "--json")
     assert restored.exit_code == 0, restored.output
-    assert json.loads(restored.stdout)["compactionProved"] is False
+    report = json.loads(restored.stdout)
+    assert (report["compactionProved"], report["provedBy"]) == (False, None)
     assert _runs(run, live) == ["run-2", "run-3"]
 
 

@@ -30,7 +30,7 @@ import sqlite3
 from typing import TYPE_CHECKING, NamedTuple
 
 from pwf.errors import CommandError, InputError
-from pwf.events import LogCompacted
+from pwf.events import LogCompacted, LogPruned
 from pwf.host import acquire_lock, refuse_if_served
 from pwf.private import make_directories, sync
 from pwf.store import EMPTY
@@ -52,9 +52,16 @@ class Restored(NamedTuple):
 
     events: int
     head_seq: int
-    compaction_proved: bool
+    proved_by: str | None
+    """The type of the live log's event that names the backup and was proved: ``log.pruned``
+    or ``log.compacted``; None when no event of the live log names it."""
     kept: Path | None
     replaced_head_seq: int | None
+
+    @property
+    def compaction_proved(self) -> bool:
+        """Whether an event of the live log named the backup, and the link was proved."""
+        return self.proved_by is not None
 
 
 def restore(backup: Path, database: Path, now: int) -> Restored:
@@ -73,9 +80,7 @@ def restore(backup: Path, database: Path, now: int) -> Restored:
     make_directories(database.parent)
     lock = acquire_lock(database)
     try:
-        proved, replaced = (
-            _check_live(backup, database, now) if database.exists() else (False, None)
-        )
+        proved, replaced = _check_live(backup, database, now) if database.exists() else (None, None)
         with _taken(database):
             kept = _replace(backup, database, now)
     finally:
@@ -107,8 +112,12 @@ def _prove_alone(backup: Path) -> tuple[int, int]:
     return report_events, head.seq
 
 
-def _check_live(backup: Path, database: Path, now: int) -> tuple[bool, int | None]:
-    """Refuse a served database; prove the link when the live log's prune names this backup."""
+def _check_live(backup: Path, database: Path, now: int) -> tuple[str | None, int | None]:
+    """Refuse a served database; prove the link when the live log's prune names this backup.
+
+    Returns the type of the event that names the backup, once proved (None
+    when none names it), and the live head seq.
+    """
     from pwf.store.pruned import prove_pruned  # noqa: PLC0415 - with the proof
 
     with open_file(database, read_only=True) as live:
@@ -117,21 +126,21 @@ def _check_live(backup: Path, database: Path, now: int) -> tuple[bool, int | Non
         pruned = prove_pruned(live, live.connection, backup)
         if pruned is not None and pruned.named:  # else a backup other than the prune's
             if pruned.failure is None:
-                return True, head
+                return LogPruned.TAG, head
             raise InputError(
                 f"{backup} is the backup {database}'s log.pruned names, but it does not prove:"
                 f" {pruned.failure}"
             )
         origin = live.origin()
         if origin == EMPTY:
-            return False, head
+            return None, head
         opening = next(live.entries(origin.seq + 1, origin.seq + 1)).event
         assert isinstance(opening, LogCompacted)  # origin() found it
         if file_sha256(backup) != opening.backup_sha256:
-            return False, head  # a backup other than the one the compaction names
+            return None, head  # a backup other than the one the compaction names
         proof = prove(live, backup)
         if proof.ok:
-            return True, head
+            return LogCompacted.TAG, head
         raise InputError(
             f"{backup} is the backup {database}'s log.compacted names, but the link does not"
             f" prove: {proof.failure}"

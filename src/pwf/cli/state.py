@@ -289,6 +289,7 @@ def restore(backup: str, db: str | None, at: int | None, as_json: bool) -> None:
         data = {
             "compactionProved": done.compaction_proved,
             "events": done.events,
+            "provedBy": done.proved_by,
             "headSeq": done.head_seq,
             "kept": None if done.kept is None else str(done.kept),
             "replacedHeadSeq": done.replaced_head_seq,
@@ -296,7 +297,7 @@ def restore(backup: str, db: str | None, at: int | None, as_json: bool) -> None:
         echo_json(data)
         return
     proof = "chain and projections" + (
-        ", and the compaction that names it" if done.compaction_proved else ""
+        f", and the {done.proved_by} that names it" if done.proved_by is not None else ""
     )
     click.echo(f"restored {database} from {backup}: head seq {done.head_seq} ({proof} proved)")
     if done.kept is not None:
