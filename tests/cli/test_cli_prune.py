@@ -149,6 +149,36 @@ def test_a_pruned_log_is_not_exported_without_its_removed_bytes(
     assert whole.exit_code == 0, whole.stderr
 
 
+def test_log_show_says_which_seqs_a_prune_took_and_where_their_bytes_are(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    """The listing shows the events kept; stderr names the seqs passed over and the backup."""
+    backup = tmp_path / "b.sqlite"
+    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
+    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    with contextlib.closing(sqlite3.connect(live)) as connection:
+        taken = list(connection.execute("SELECT seq, taken FROM _pwf_pruned"))
+        head = connection.execute("SELECT seq FROM _pwf_head").fetchone()[0]
+    gone = sorted(seq for seq, _taken in taken)
+    (at,) = {at for _seq, at in taken}
+    assert gone == [1, 7, 8]  # run-1's reservation, its cancel's clearing and finish
+    note = (
+        f"note: seqs 1, 7-8 are not shown: the log.pruned at seq {at} took their bytes"
+        f" to the backup {backup.absolute()}\n"
+    )
+    shown = run("log", "show", "--db", str(live), "--json")
+    assert shown.exit_code == 0, shown.stderr
+    seqs = [json.loads(line)["seq"] for line in shown.stdout.splitlines()]
+    assert seqs == [seq for seq in range(1, head + 1) if seq not in gone]
+    assert shown.stderr == note
+    table = run("log", "show", "--db", str(live))
+    assert (table.exit_code, table.stderr) == (0, note)
+    after = run("log", "show", "--db", str(live), "--from", "9")
+    assert (after.exit_code, after.stderr) == (0, "")
+    short = run("log", "show", "--db", str(live), "--limit", "3", "--json")  # seqs 2 to 4
+    assert short.stderr == note.replace("seqs 1, 7-8", "seqs 1")
+
+
 def test_a_pruned_log_is_counted_to_its_head(run: Run, live: Path, tmp_path: Path) -> None:
     """Every seq stays (ADR 0103): verify, replay and rebuild count the log to its head seq."""
     backup = tmp_path / "b.sqlite"

@@ -147,6 +147,16 @@ class TestReading:
         sealed = [item.body for batch in batches for item in batch]
         assert sealed == [stored.body for stored in backend.store.read()]
 
+    def test_a_log_no_prune_touched_has_no_pruned_seqs(self, log: Backend) -> None:
+        """``pruned`` reads the backend's record of the seqs a prune took: none, in any range.
+
+        A prune's own are read by ``tests/cli/test_cli_prune.py`` (a file) and
+        ``tests/postgres/test_prune_shared.py`` (the shared log's hosts).
+        """
+        assert [] == list(log.store.pruned())
+        assert [] == list(log.store.pruned(3, 5))
+        assert [] == list(log.store.pruned(8))
+
     def test_a_long_range_streams(self, backend: Backend, fill: Any) -> None:
         """Thousands of events stream in order through several fetches."""
         fill(backend.store, [500] * 5)

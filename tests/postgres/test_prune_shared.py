@@ -113,6 +113,43 @@ def test_a_prune_of_the_shared_log_keeps_every_seq_and_every_host_agrees(
     assert 0 == checked.exit_code, checked.output
 
 
+def test_the_shared_log_s_pruned_seqs_are_named_by_export_and_show(
+    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
+) -> None:
+    """An export that would leave a pruned seq out is refused, and a listing says what it skips.
+
+    On the host that pruned and on one that took the prune in at its catch-up alike.
+    """
+    _traffic(hosts, client_line)
+    assert 0 == hosts("b", "status").exit_code
+    backup = tmp_path / "b.sqlite"
+    pruned = hosts(
+        "a", "state", "prune", "--before", CUTOFF, "--apply", "--backup", str(backup),
+        "--at", "9000",
+    )  # fmt: skip
+    assert 0 == pruned.exit_code, pruned.output
+    [(taken,)] = _pg(hosts.url, "SELECT DISTINCT taken FROM _pwf_pruned")
+    gone = [seq for (seq,) in _pg(hosts.url, "SELECT seq FROM _pwf_pruned ORDER BY seq")]
+    assert gone == [1, 7, 8]
+    for name in ("a", "b"):
+        assert 0 == hosts(name, "status").exit_code  # b takes the prune in
+        refused = hosts(name, "log", "export")
+        assert (refused.exit_code, refused.stdout) == (2, ""), refused.output
+        assert refused.stderr == (
+            f"Error: seq 1 was pruned: its bytes are in the backup {backup.absolute()};"
+            " export that backup, or the range after the pruned seqs (--from)\n"
+        )
+        shown = hosts(name, "log", "show", "--json")
+        assert 0 == shown.exit_code, shown.output
+        assert 1 not in [json.loads(line)["seq"] for line in shown.stdout.splitlines()]
+        assert shown.stderr == (
+            f"note: seqs 1, 7-8 are not shown: the log.pruned at seq {taken} took their bytes"
+            f" to the backup {backup.absolute()}\n"
+        )
+        whole = hosts(name, "log", "export", "--from", "9")
+        assert 0 == whole.exit_code, whole.output
+
+
 def test_a_dry_run_of_the_shared_log_deletes_nothing(
     hosts: Hosts, client_line: Callable[..., bytes]
 ) -> None:

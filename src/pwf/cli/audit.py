@@ -411,7 +411,7 @@ def _bytes_at(file: SqliteStore, seq: int) -> bytes:
     found = next(file.read(seq, seq), None)
     if found is not None:
         return found.body
-    where = gone(file, file.connection, seq) or f"no event at seq {seq} in this log"
+    where = gone(file, seq) or f"no event at seq {seq} in this log"
     raise InputError(f"{where}; prove it there, or leave out --key for its leaf and path alone")
 
 

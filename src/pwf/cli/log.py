@@ -49,7 +49,7 @@ from pwf.store.jsonl import export_jsonl
 from pwf.store.tree import proofs
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
 
     from pwf.cli._anchor import Anchor, Held
     from pwf.cli._times import TimeFormat
@@ -200,7 +200,8 @@ def show(  # noqa: PLR0913 - one option per filter
     and one line per event; --columns picks them from seq, batch, at, type,
     run, session, request, hash and cause.  --since/--until bound the event
     time, --limit/--offset page after the filters.  Times print in
-    --time-format (ISO on a terminal).
+    --time-format (ISO on a terminal).  A pruned log's removed events have no
+    bytes here: a note on stderr names their seqs and the backup that holds them.
     """
     if shape.form != "json":  # a bad --columns fails before the store opens
         pick_columns(_COLUMNS, shape.columns, _SHOWN)
@@ -217,7 +218,60 @@ def show(  # noqa: PLR0913 - one option per filter
         if window.since is not None or window.until is not None:
             events = (item for item in events if _within(item, window.since, window.until))
         stop = None if window.limit is None else window.offset + window.limit
-        _print(itertools.islice(events, window.offset, stop), shape)
+        seen = _Seen(events)
+        _print(itertools.islice(seen, window.offset, stop), shape)
+        # A listing cut short by --limit says only what it passed over on the way.
+        _note_pruned(store, first, seen.last if seen.cut else last)
+
+
+class _Seen:
+    """The events of a listing, passed on as they come; the last seq read, and whether more were."""
+
+    def __init__(self, events: Iterable[StoredEvent]) -> None:
+        self._events = iter(events)
+        self.last = 0
+        self.cut = True
+        """False once the events ran out: the listing reached the end of its range."""
+
+    def __iter__(self) -> Iterator[StoredEvent]:
+        for stored in self._events:
+            self.last = stored.seq
+            yield stored
+        self.cut = False
+
+
+_SPANS_SHOWN: Final = 6
+"""How many runs of pruned seqs a note names before it says how many there are in all."""
+
+
+def _note_pruned(store: EventLog, first: int, last: int | None) -> None:
+    """Say on stderr which seqs of ``first..last`` a prune took: no listing can show them.
+
+    One line for each ``log.pruned``, naming the runs of seqs it took and the
+    backup that holds their bytes (ADR 0103).
+    """
+    spans: dict[int, list[list[int]]] = {}
+    counts: dict[int, int] = {}
+    for seq, taken in store.pruned(first, last):
+        runs = spans.setdefault(taken, [])
+        counts[taken] = counts.get(taken, 0) + 1
+        if runs and runs[-1][1] == seq - 1:
+            runs[-1][1] = seq
+        elif len(runs) <= _SPANS_SHOWN:
+            runs.append([seq, seq])
+    if spans:
+        from pwf.store.pruned import backup_of  # noqa: PLC0415 - a pruned log's only
+    for taken, runs in spans.items():
+        named = ", ".join(
+            str(low) if low == high else f"{low}-{high}" for low, high in runs[:_SPANS_SHOWN]
+        )
+        if len(runs) > _SPANS_SHOWN:
+            named += f", ... ({counts[taken]} events in all)"
+        click.echo(
+            f"note: seqs {named} are not shown: the log.pruned at seq {taken} took their bytes"
+            f" to the backup {backup_of(store, taken)}",
+            err=True,
+        )
 
 
 def _within(stored: StoredEvent, since: int | None, until: int | None) -> bool:
@@ -668,20 +722,12 @@ def _whole(store: EventStore, first: int, last: int | None) -> None:
     Raises:
         InputError: an event of the range was pruned.
     """
-    from pwf.store.opening import sqlite_file  # noqa: PLC0415 - a SQLite log's only
-    from pwf.store.pruned import gone  # noqa: PLC0415
+    from pwf.store.pruned import gone  # noqa: PLC0415 - a pruned log's only
 
-    try:
-        connection = sqlite_file(store).connection
-    except InputError:
-        return
-    found = connection.execute(
-        "SELECT min(seq) FROM _pwf_pruned WHERE seq BETWEEN ? AND ?",
-        (first, last if last is not None else 2**63 - 1),
-    ).fetchone()[0]
+    found = next(store.pruned(first, last), None)
     if found is not None:
         raise InputError(
-            f"{gone(store, connection, found)};"
+            f"{gone(store, found[0])};"
             " export that backup, or the range after the pruned seqs (--from)"
         )
 

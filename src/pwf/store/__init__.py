@@ -286,6 +286,13 @@ class EventLog(Appends, Protocol):
     ) -> Iterator[StoredEvent]:
         """Stream the events after seq ``after`` (up to ``until``) whose indexed columns match."""
 
+    def pruned(self, first: int = 1, last: int | None = None) -> Iterator[tuple[int, int]]:
+        """The seqs ``first..last`` whose bytes a prune took (ADR 0103), in seq order.
+
+        Each with the seq of the ``log.pruned`` that took them; :meth:`read`
+        and :meth:`find` pass these seqs over.
+        """
+
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Check the whole chain from stored bytes (``deep``: parse and check columns too)."""
 

@@ -242,6 +242,10 @@ class MirroredStore(AppendsAlone, Closing):
         """Look events up in the local copy by their indexed columns."""
         return self.local.find(after=after, until=until, **wanted)
 
+    def pruned(self, first: int = 1, last: int | None = None) -> Iterator[tuple[int, int]]:
+        """The local copy's seqs ``first..last`` whose bytes a prune took (as its catch-up saw)."""
+        return self.local.pruned(first, last)
+
     def verify(self, *, deep: bool = True) -> VerifyReport:
         """Verify the log of record, in PostgreSQL."""
         return self.shared.verify(deep=deep)

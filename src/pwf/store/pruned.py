@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from pwf.store import EventLog
 
-__all__ = ["PruneProof", "gone", "prove_pruned", "pruned_events"]
+__all__ = ["PruneProof", "backup_of", "gone", "prove_pruned", "pruned_events"]
 
 _TAKEN: Final = (
     "SELECT p.seq, e.content_hash, p.leaf FROM _pwf_pruned p JOIN events e ON e.seq = p.seq"
@@ -128,12 +128,14 @@ def _bodies(
     return PruneProof(event, proven)
 
 
-def gone(log: EventLog, live: sqlite3.Connection, seq: int) -> str | None:
+def gone(log: EventLog, seq: int) -> str | None:
     """Where the bytes of the event at ``seq`` went, when a prune took them: one line, else None."""
-    row = live.execute("SELECT taken FROM _pwf_pruned WHERE seq = ?", (seq,)).fetchone()
-    if row is None:
+    taken = next((taken for _seq, taken in log.pruned(seq, seq)), None)
+    if taken is None:
         return None
-    backup = next(
-        (event.backup_path for taken, event in _pruned(log) if taken == row[0]), "its backup"
-    )
-    return f"seq {seq} was pruned: its bytes are in the backup {backup}"
+    return f"seq {seq} was pruned: its bytes are in the backup {backup_of(log, taken)}"
+
+
+def backup_of(log: EventLog, taken: int) -> str:
+    """The backup the ``log.pruned`` at seq ``taken`` names, or "its backup" when none is read."""
+    return next((event.backup_path for at, event in _pruned(log) if at == taken), "its backup")

@@ -55,6 +55,16 @@ class SqliteReads:
         for stored in self.read(first, last):
             yield open_body(stored.body)
 
+    def pruned(self, first: int = 1, last: int | None = None) -> Iterator[tuple[int, int]]:
+        """The seqs ``first..last`` whose bytes a prune took, each with its ``log.pruned``'s seq."""
+        stop = last if last is not None else 2**63 - 1
+        cursor = self.connection.execute(
+            "SELECT seq, taken FROM _pwf_pruned WHERE seq BETWEEN ? AND ? ORDER BY seq",
+            (first, stop),
+        )
+        for seq, taken in cursor:
+            yield int(seq), int(taken)
+
     def find(
         self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
     ) -> Iterator[StoredEvent]:

@@ -122,6 +122,16 @@ def read(
             yield StoredEvent(seq=int(str(seq)), body=as_bytes(body))
 
 
+def pruned(
+    connection: Connection, where: str, first: int = 1, last: int | None = None
+) -> Iterator[tuple[int, int]]:
+    """The seqs ``first..last`` whose bytes a prune took, each with its ``log.pruned``'s seq."""
+    stop = last if last is not None else _LAST
+    sql = "SELECT seq, taken FROM _pwf_pruned WHERE seq BETWEEN %s AND %s ORDER BY seq"
+    for seq, taken in _stream(connection, where, sql, (first, stop)):
+        yield int(str(seq)), int(str(taken))
+
+
 def entries(
     connection: Connection, where: str, first: int = 1, last: int | None = None
 ) -> Iterator[Entry]:

@@ -123,6 +123,10 @@ class PostgresStore(AppendsAlone, Closing):
         """Stream checked, typed events with ``first <= seq <= last``."""
         return reads.entries(self.connection, self.path, first, last)
 
+    def pruned(self, first: int = 1, last: int | None = None) -> Iterator[tuple[int, int]]:
+        """The seqs ``first..last`` whose bytes a prune took, each with its ``log.pruned``'s seq."""
+        return reads.pruned(self.connection, self.path, first, last)
+
     def find(
         self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
     ) -> Iterator[StoredEvent]:
