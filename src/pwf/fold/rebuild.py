@@ -194,18 +194,11 @@ def _swap(connection: sqlite3.Connection) -> int:
     it and its indexes exist and before any trigger watches it: with the
     same definition on both sides, an empty target and no trigger, SQLite
     copies the b-trees whole.  The rows a trigger keeps (the runs' totals,
-    ADR 0094) are copied as the fold made them.
-
-    The dropped tables' pages are freed without being overwritten with zeros
-    first (:data:`_UNZEROED`): what they hold is a fold of the log this file
-    keeps, which the new tables hold again.  Zeroing them wrote every page of
-    the projections once more into the write-ahead log, under the live write
-    lock.  While a shared log's prune is owed its refold (ADR 0107), the old
-    ``blobs`` rows may hold values the log no longer has, so their pages are
-    zeroed, as SQLite's ``secure_delete`` then says explicitly.
+    ADR 0094) are copied as the fold made them; the dropped ones' pages are
+    freed as :func:`_freeing` says.
     """
     views = drop_views(connection, "live")
-    connection.execute(_ZEROED if refold_owed(connection, "live") else _UNZEROED)
+    _freeing(connection)
     for table in projection_tables(connection, "live"):
         connection.execute(f"DROP TABLE live.{quote(table)}")
     tables = projection_tables(connection, "main")
@@ -238,6 +231,20 @@ def _swap(connection: sqlite3.Connection) -> int:
     if views:
         install_views(connection, "live")
     return len(tables)
+
+
+def _freeing(connection: sqlite3.Connection) -> None:
+    """Say how the swap frees the dropped tables' pages (ADR 0013 D10).
+
+    Without being overwritten with zeros first (:data:`_UNZEROED`): what
+    they hold is a fold of the log this file keeps, which the new tables
+    hold again, and zeroing them wrote every page of the projections once
+    more into the write-ahead log, under the live write lock.  While a
+    shared log's prune is owed its refold (ADR 0107), the old ``blobs`` rows
+    may hold values the log no longer has, so their pages are zeroed, as
+    SQLite's ``secure_delete`` then says explicitly, whatever its build does.
+    """
+    connection.execute(_ZEROED if refold_owed(connection, "live") else _UNZEROED)
 
 
 def _copy_made(connection: sqlite3.Connection, made: list[str], copied: set[str]) -> None:
