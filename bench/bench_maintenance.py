@@ -1,4 +1,5 @@
-"""Writers during maintenance: the longest wait of a concurrent writer through a backup and a prune.
+"""Writers during maintenance: the longest wait of a concurrent writer through a backup, a prune
+and a rebuild.
 
 A copy of the bench log (``bench_log.cached_log``, 100 000 events by
 default) gets a writer process that sends recorded ``host.status`` requests
@@ -12,7 +13,10 @@ median write outside both is the floor of the same run.  A failed write
 time under the write lock is printed step by step (ADR 0051): from the
 moment the install holds the lock to its commit, with what each step of
 the work done under it took; the rest of that span is the copy of the
-image into the live file and its commit.
+image into the live file and its commit.  Then ``pwf rebuild`` (not a
+protocol operation: :func:`pwf.fold.rebuild.rebuild` in this process) folds
+the pruned log beside it and swaps its tables in under the write lock; its
+swap is timed too (ADR 0013 D10).
 
 Usage, from the repository root::
 
@@ -56,6 +60,7 @@ UNDER_LOCK: Final = (
 """The steps of the prune's work under the write lock, by what runs them."""
 _LOCKED: Final = "pwf.store.image:_Progress.__call__"
 _INSTALL: Final = "pwf.store.image:install"
+_SWAP: Final = "pwf.fold.rebuild:_swap"
 
 
 class Steps:
@@ -160,6 +165,17 @@ def _maintain(db: Path, operation: str, payload: dict[str, object]) -> tuple[flo
     return started, ended, response.outcome if response.error is None else response.error
 
 
+def _rebuild(db: Path) -> tuple[float, float, str]:
+    from pwf.cli._options import open_store  # noqa: PLC0415 - imported once the log exists
+    from pwf.fold.rebuild import rebuild  # noqa: PLC0415
+
+    with open_store(str(db)) as store:
+        started = _wall()
+        report = rebuild(store)
+        ended = _wall()
+    return started, ended, f"{report.events} events folded"
+
+
 def _cutoff(db: Path) -> str:
     import sqlite3  # noqa: PLC0415
 
@@ -216,6 +232,9 @@ def run(events: int = EVENTS, seed: int = 7) -> list[str]:
                 {"before": _cutoff(db), "apply": True, "backupPath": str(work / "prune.sqlite")},
             )
             time.sleep(_SETTLE_S)
+            steps.wrap("swap", _SWAP)
+            rebuilt = _rebuild(db)
+            time.sleep(_SETTLE_S)
         finally:
             stop.touch()
             writer.wait(timeout=60)
@@ -223,10 +242,11 @@ def run(events: int = EVENTS, seed: int = 7) -> list[str]:
         parsed = [(float(a), float(b), int(ok)) for a, b, ok in rows]
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    spans = {"backup": backup, "prune": prune, "rebuild": rebuilt}
     outside = [
         b - a
         for a, b, _ in parsed
-        if not (b >= backup[0] and a <= backup[1]) and not (b >= prune[0] and a <= prune[1])
+        if not any(b >= start and a <= end for start, end, _ in spans.values())
     ]
     floor = statistics.median(outside) if outside else 0.0
     lines = [
@@ -235,7 +255,7 @@ def run(events: int = EVENTS, seed: int = 7) -> list[str]:
             f" a writer's median write outside maintenance {floor * 1000:.1f} ms"
         ),
     ]
-    for name, (start, end, outcome) in (("backup", backup), ("prune", prune)):
+    for name, (start, end, outcome) in spans.items():
         worst, writes, failed = _worst(parsed, start, end)
         target = f" (target under {BACKUP_TARGET_S:.0f} s, no failures)" if name == "backup" else ""
         lines.append(
@@ -244,6 +264,8 @@ def run(events: int = EVENTS, seed: int = 7) -> list[str]:
             f" {failed} failed{target}"
         )
     lines.append(steps.report())
+    swaps = [b - a for label, a, b in steps.spans if label == "swap"]
+    lines.append(f"  rebuild's swap under the write lock {sum(swaps) * 1000:.0f} ms")
     return lines
 
 
@@ -253,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments[:1] == ["--writer"]:
         _writer(*arguments[1:4])
         return 0
-    parser = argparse.ArgumentParser(description="writers during a backup and a prune")
+    parser = argparse.ArgumentParser(description="writers during a backup, a prune and a rebuild")
     parser.add_argument("--events", type=int, default=EVENTS)
     args = parser.parse_args(arguments)
     for line in run(args.events):

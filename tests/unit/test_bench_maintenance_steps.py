@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def test_every_timed_step_resolves_to_a_function(bench: Callable[[str], Any]) -> None:
     maintenance = bench("bench_maintenance")
     targets = [target for _, target in maintenance.UNDER_LOCK]
-    targets += [maintenance._LOCKED, maintenance._INSTALL]
+    targets += [maintenance._LOCKED, maintenance._INSTALL, maintenance._SWAP]
     for target in targets:
         module, _, path = target.partition(":")
         owner: Any = importlib.import_module(module)
