@@ -179,6 +179,35 @@ def test_log_show_says_which_seqs_a_prune_took_and_where_their_bytes_are(
     assert short.stderr == note.replace("seqs 1, 7-8", "seqs 1")
 
 
+def test_explain_says_a_prune_removed_what_it_cannot_find(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    """A removed run is named with its prune and backup; a missing interaction hears of it."""
+    before = run("explain", "run", "run-9", "--db", str(live))
+    assert (before.exit_code, before.stderr) == (2, "Error: no run run-9 in the log\n")
+    backup = tmp_path / "b.sqlite"
+    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
+    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    with contextlib.closing(sqlite3.connect(live)) as connection:
+        (taken,) = connection.execute("SELECT DISTINCT taken FROM _pwf_pruned").fetchone()
+    removed = run("explain", "run", "run-1", "--db", str(live))
+    assert removed.exit_code == 2
+    assert removed.stderr == (
+        f"Error: no run run-1 in the log: the log.pruned at seq {taken} removed it;"
+        f" its events' bytes are in the backup {backup.absolute()}\n"
+    )
+    other = run("explain", "run", "run-9", "--db", str(live))
+    assert (other.exit_code, other.stderr) == (2, "Error: no run run-9 in the log\n")
+    asked = run("explain", "interaction", "int-9", "--db", str(live))
+    assert asked.exit_code == 2
+    assert asked.stderr == (
+        f"Error: no interaction int-9 in the log (the log was pruned at seq {taken}:"
+        " a removed run's interactions went with it)\n"
+    )
+    kept = run("explain", "run", "run-2", "--db", str(live))
+    assert kept.exit_code == 0, kept.stderr
+
+
 def test_a_pruned_log_is_counted_to_its_head(run: Run, live: Path, tmp_path: Path) -> None:
     """Every seq stays (ADR 0103): verify, replay and rebuild count the log to its head seq."""
     backup = tmp_path / "b.sqlite"

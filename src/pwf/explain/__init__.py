@@ -74,7 +74,7 @@ class _Subject(Generic[T]):
             ctx = context(connection, clock(store, last, now))
             row = ctx.one(self.lookup, wanted)
             if row is None:
-                raise missing(self.name, wanted, at_seq, last)
+                raise missing(store, self.name, wanted, at_seq, last)
             entries = self.timeline(store, row, last)
             facts = self.facts(ctx, row, Log(entries))
             return Explanation(

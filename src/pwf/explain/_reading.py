@@ -123,15 +123,43 @@ def context(reader: Reader, now: int) -> Context:
     return Context(reader, _read_only, now)
 
 
-def missing(subject: str, subject_id: str, at_seq: int | None, last: int) -> InputError:
+def missing(
+    store: EventStore, subject: str, subject_id: str, at_seq: int | None, last: int
+) -> InputError:
     """The error for a subject that is not in the log up to ``last``, the seq reached.
 
     When ``at_seq`` fell inside a batch, ``last`` is the end of the batch
-    before it, and the message names both.
+    before it, and the message names both.  When a prune removed it, the
+    message says which, and where the removed events' bytes are.
     """
-    if at_seq is None:
-        return InputError(f"no {subject} {subject_id} in the log")
-    where = f"in the log at seq {last}"
-    if last != at_seq:
-        where += f" (seq {at_seq} is inside a batch, so the log is read up to the batch before it)"
-    return InputError(f"no {subject} {subject_id} {where}")
+    where = "in the log"
+    if at_seq is not None:
+        where = f"in the log at seq {last}"
+        if last != at_seq:
+            where += (
+                f" (seq {at_seq} is inside a batch, so the log is read up to the batch before it)"
+            )
+    return InputError(f"no {subject} {subject_id} {where}{_removed(store, subject, subject_id)}")
+
+
+def _removed(store: EventStore, subject: str, subject_id: str) -> str:
+    """What the log's prunes say of a subject not found: a clause of the error, or nothing.
+
+    A ``log.pruned`` names the runs it removed; an interaction went with its
+    run, which the log no longer ties it to, so any prune is named then.
+    """
+    from pwf.store.pruned import prunes  # noqa: PLC0415 - only when a subject is not found
+
+    found = prunes(store)
+    if subject == "run":
+        for seq, event in found:
+            if subject_id in event.removed_run_ids:
+                return (
+                    f": the log.pruned at seq {seq} removed it; its events' bytes are in the"
+                    f" backup {event.backup_path}"
+                )
+        return ""
+    if not found:
+        return ""
+    seqs = ", ".join(str(seq) for seq, _event in found)
+    return f" (the log was pruned at seq {seqs}: a removed run's {subject}s went with it)"

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from pwf.store import EventLog
 
-__all__ = ["PruneProof", "backup_of", "gone", "prove_pruned", "pruned_events"]
+__all__ = ["PruneProof", "backup_of", "gone", "prove_pruned", "pruned_events", "prunes"]
 
 _TAKEN: Final = (
     "SELECT p.seq, e.content_hash, p.leaf FROM _pwf_pruned p JOIN events e ON e.seq = p.seq"
@@ -48,10 +48,11 @@ class PruneProof:
 
 def pruned_events(log: EventLog) -> list[LogPruned]:
     """The log's ``log.pruned`` events, oldest first."""
-    return [event for _seq, event in _pruned(log)]
+    return [event for _seq, event in prunes(log)]
 
 
-def _pruned(log: EventLog) -> list[tuple[int, LogPruned]]:
+def prunes(log: EventLog) -> list[tuple[int, LogPruned]]:
+    """The log's ``log.pruned`` events with their seqs, oldest first."""
     found = []
     for stored in log.find(type=LogPruned.TAG):
         event = open_body(stored.body).event
@@ -69,7 +70,7 @@ def prove_pruned(log: EventLog, live: sqlite3.Connection, backup: Path) -> Prune
     Raises:
         InputError: the log was pruned and ``backup`` is not a file.
     """
-    events = _pruned(log)
+    events = prunes(log)
     if not events:
         return None
     if not backup.is_file():
@@ -138,4 +139,4 @@ def gone(log: EventLog, seq: int) -> str | None:
 
 def backup_of(log: EventLog, taken: int) -> str:
     """The backup the ``log.pruned`` at seq ``taken`` names, or "its backup" when none is read."""
-    return next((event.backup_path for at, event in _pruned(log) if at == taken), "its backup")
+    return next((event.backup_path for at, event in prunes(log) if at == taken), "its backup")
