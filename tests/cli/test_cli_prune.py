@@ -28,6 +28,14 @@ def _runs(run: Run, live: Path) -> list[str]:
     return sorted(line.split()[0] for line in listing[1:])
 
 
+def _prune(run: Run, live: Path, tmp_path: Path) -> Path:
+    """Prune ``live`` at the cutoff, its backup at ``b.sqlite``; the backup's path."""
+    backup = tmp_path / "b.sqlite"
+    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
+    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    return backup
+
+
 @pytest.fixture
 def live(run: Run, tmp_path: Path, client_line: Callable[..., bytes]) -> Path:
     path = tmp_path / "live.db"
@@ -72,9 +80,7 @@ def test_apply_prints_the_report_and_the_backup_proves_the_log(
 
 
 def test_a_wrong_backup_fails_verification(run: Run, live: Path, tmp_path: Path) -> None:
-    backup = tmp_path / "b.sqlite"
-    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
-    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    backup = _prune(run, live, tmp_path)
     other = tmp_path / "other.sqlite"
     other.write_bytes(backup.read_bytes()[:-1] + b"\x01")
     bad = run("log", "verify", "--db", str(live), "--backup", str(other))
@@ -118,9 +124,7 @@ def test_a_zone_less_cutoff_warns(run: Run, live: Path) -> None:
 
 
 def test_a_missing_backup_is_one_line(run: Run, live: Path, tmp_path: Path) -> None:
-    backup = tmp_path / "b.sqlite"
-    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
-    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    _prune(run, live, tmp_path)
     done = run("log", "verify", "--db", str(live), "--backup", str(tmp_path / "gone.sqlite"))
     assert done.exit_code == 2
     assert done.stderr.strip().splitlines() == [f"Error: no backup at {tmp_path / 'gone.sqlite'}"]
@@ -130,9 +134,7 @@ def test_a_pruned_log_is_not_exported_without_its_removed_bytes(
     run: Run, live: Path, tmp_path: Path
 ) -> None:
     """An export needs every event's bytes: a pruned range is refused, naming the backup."""
-    backup = tmp_path / "b.sqlite"
-    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
-    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    backup = _prune(run, live, tmp_path)
     out = tmp_path / "log.jsonl"
     refused = run("log", "export", "--db", str(live), "--out", str(out))
     assert refused.exit_code == 2
@@ -153,9 +155,7 @@ def test_log_show_says_which_seqs_a_prune_took_and_where_their_bytes_are(
     run: Run, live: Path, tmp_path: Path
 ) -> None:
     """The listing shows the events kept; stderr names the seqs passed over and the backup."""
-    backup = tmp_path / "b.sqlite"
-    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
-    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    backup = _prune(run, live, tmp_path)
     with contextlib.closing(sqlite3.connect(live)) as connection:
         taken = list(connection.execute("SELECT seq, taken FROM _pwf_pruned"))
         head = connection.execute("SELECT seq FROM _pwf_head").fetchone()[0]
@@ -185,9 +185,7 @@ def test_explain_says_a_prune_removed_what_it_cannot_find(
     """A removed run is named with its prune and backup; a missing interaction hears of it."""
     before = run("explain", "run", "run-9", "--db", str(live))
     assert (before.exit_code, before.stderr) == (2, "Error: no run run-9 in the log\n")
-    backup = tmp_path / "b.sqlite"
-    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
-    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    backup = _prune(run, live, tmp_path)
     with contextlib.closing(sqlite3.connect(live)) as connection:
         (taken,) = connection.execute("SELECT DISTINCT taken FROM _pwf_pruned").fetchone()
     removed = run("explain", "run", "run-1", "--db", str(live))
@@ -210,9 +208,7 @@ def test_explain_says_a_prune_removed_what_it_cannot_find(
 
 def test_a_pruned_log_is_counted_to_its_head(run: Run, live: Path, tmp_path: Path) -> None:
     """Every seq stays (ADR 0103): verify, replay and rebuild count the log to its head seq."""
-    backup = tmp_path / "b.sqlite"
-    args = ("--before", CUTOFF, "--apply", "--backup", str(backup), "--at", "9000")
-    assert run("state", "prune", "--db", str(live), *args).exit_code == 0
+    backup = _prune(run, live, tmp_path)
     chain = json.loads(run("log", "verify", "--db", str(live), "--json").stdout)
     assert chain["events"] == chain["headSeq"]
     head = chain["headSeq"]

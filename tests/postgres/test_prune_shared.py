@@ -71,6 +71,18 @@ def _traffic(hosts: Hosts | _Hosts, client_line: Callable[..., bytes]) -> None:
     assert (0, 5) == (done.exit_code, done.stdout.count('"outcome":"accepted"')), done.output
 
 
+def _prune(hosts: Hosts | _Hosts, tmp_path: Path) -> Path:
+    """Host ``a`` prunes the shared log at the cutoff, its backup at ``b.sqlite``; its path."""
+    backup = tmp_path / "b.sqlite"
+    pruned = hosts(
+        "a", "state", "prune", "--before", CUTOFF, "--apply", "--backup", str(backup),
+        "--at", "9000",
+    )  # fmt: skip
+    assert 0 == pruned.exit_code, pruned.output
+    assert "applied: true\n" in pruned.stdout
+    return backup
+
+
 def test_a_prune_of_the_shared_log_keeps_every_seq_and_every_host_agrees(
     hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
 ) -> None:
@@ -85,13 +97,7 @@ def test_a_prune_of_the_shared_log_keeps_every_seq_and_every_host_agrees(
     vkey = made.stdout.splitlines()[-1]
     note = tmp_path / "before.checkpoint"
     note.write_text(hosts("a", "log", "checkpoint", "--key", str(key)).stdout)
-    backup = tmp_path / "b.sqlite"
-    pruned = hosts(
-        "a", "state", "prune", "--before", CUTOFF, "--apply", "--backup", str(backup),
-        "--at", "9000",
-    )  # fmt: skip
-    assert 0 == pruned.exit_code, pruned.output
-    assert "applied: true\n" in pruned.stdout
+    backup = _prune(hosts, tmp_path)
     after = _pg(hosts.url, "SELECT seq, content_hash FROM events ORDER BY seq")
     assert after[: len(before)] == before  # no seq moved, no hash changed
     gone = _pg(hosts.url, "SELECT seq FROM events WHERE body IS NULL ORDER BY seq")
@@ -122,12 +128,7 @@ def test_the_shared_log_s_pruned_seqs_are_named_by_export_and_show(
     """
     _traffic(hosts, client_line)
     assert 0 == hosts("b", "status").exit_code
-    backup = tmp_path / "b.sqlite"
-    pruned = hosts(
-        "a", "state", "prune", "--before", CUTOFF, "--apply", "--backup", str(backup),
-        "--at", "9000",
-    )  # fmt: skip
-    assert 0 == pruned.exit_code, pruned.output
+    backup = _prune(hosts, tmp_path)
     [(taken,)] = _pg(hosts.url, "SELECT DISTINCT taken FROM _pwf_pruned")
     gone = [seq for (seq,) in _pg(hosts.url, "SELECT seq FROM _pwf_pruned ORDER BY seq")]
     assert gone == [1, 7, 8]
