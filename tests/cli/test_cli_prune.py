@@ -204,6 +204,16 @@ def test_explain_says_a_prune_removed_what_it_cannot_find(
     )
     kept = run("explain", "run", "run-2", "--db", str(live))
     assert kept.exit_code == 0, kept.stderr
+    before = run("explain", "run", "run-2", "--db", str(live), "--at", "9")
+    assert before.exit_code == 2  # seqs 1, 7 and 8 went with the prune at a later seq
+    assert before.stderr == (
+        f"Error: seq 1, before seq 9, was pruned (its bytes moved to the backup): explain the"
+        f" state at seq 9 in the backup {backup.absolute()} instead\n"
+    )
+    in_backup = run("explain", "run", "run-1", "--db", str(backup), "--at", "9")
+    assert in_backup.exit_code == 0, in_backup.stderr
+    after = run("explain", "run", "run-2", "--db", str(live), "--at", str(taken))
+    assert after.exit_code == 0, after.stderr
 
 
 def test_a_pruned_log_is_counted_to_its_head(run: Run, live: Path, tmp_path: Path) -> None:

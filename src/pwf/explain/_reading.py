@@ -48,6 +48,9 @@ def state_at(
         if at_seq > head:
             raise InputError(f"the log ends at seq {head}; there is no seq {at_seq}")
         last = _whole_batches(live, at_seq)
+        from pwf.store.pruned import whole_up_to  # noqa: PLC0415 - a past state only
+
+        whole_up_to(store, last, f"explain the state at seq {at_seq} in")
         folded = exact_text(sqlite3.connect(":memory:"))
         try:
             rebuild_into(folded, _counted(store.entries(1, last), last, progress))

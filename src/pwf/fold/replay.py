@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pwf._sqlite import projection_tables
 from pwf.errors import ChainError, InputError
-from pwf.events import LogCompacted, LogPruned, open_body
+from pwf.events import LogCompacted, open_body
 from pwf.fold.workfile import CHUNK, Progress, ScratchFold, scratch_fold
 
 if TYPE_CHECKING:
@@ -78,6 +78,10 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
         log_seq = scratch.live_head().seq
         cut = _cut(scratch.connection, log_seq, until_seq, until_time, scratch.chain.origin)
         requested, last = cut
+        if requested is not None and requested < log_seq:
+            from pwf.store.pruned import whole_up_to  # noqa: PLC0415 - a cut short only
+
+            whole_up_to(store, requested, "replay")
         tables = _written(scratch, last, target)
     head = scratch.chain.head
     return ReplayReport(
@@ -127,33 +131,6 @@ def _written(scratch: ScratchFold, last: int, target: Path) -> int:
     return tables
 
 
-def _not_pruned(connection: sqlite3.Connection, seq: int) -> None:
-    """Refuse a replay to ``seq`` that needs an event whose bytes a later prune took (ADR 0103).
-
-    A replay past the ``log.pruned`` folds what the prune left; one before
-    it would miss the removed runs' events, which only the backup holds.
-
-    Raises:
-        InputError: an event at or before ``seq`` was pruned by a prune after it.
-    """
-    gone = connection.execute("SELECT min(seq) FROM live._pwf_pruned WHERE seq <= ?", (seq,))
-    first = gone.fetchone()[0]
-    if first is None:
-        return
-    row = connection.execute(
-        "SELECT body FROM live.events WHERE type = 'log.pruned' AND seq > ? ORDER BY seq LIMIT 1",
-        (seq,),
-    ).fetchone()
-    if row is None:
-        return
-    pruned = open_body(bytes(row[0])).event
-    backup = pruned.backup_path if isinstance(pruned, LogPruned) else "its backup"
-    raise InputError(
-        f"seq {first}, before seq {seq}, was pruned (its bytes moved to the backup): replay the"
-        f" backup {backup} instead"
-    )
-
-
 def _cut(
     connection: sqlite3.Connection,
     log_seq: int,
@@ -187,8 +164,6 @@ def _cut(
         )
         after = row.fetchone()[0]
         requested = log_seq if after is None else after - 1
-    if requested is not None and requested < log_seq:
-        _not_pruned(connection, requested)
     if requested is None or requested >= log_seq:
         return requested, log_seq
     if requested < 1:

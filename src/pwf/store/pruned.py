@@ -26,7 +26,15 @@ if TYPE_CHECKING:
 
     from pwf.store import EventLog
 
-__all__ = ["PruneProof", "backup_of", "gone", "prove_pruned", "pruned_events", "prunes"]
+__all__ = [
+    "PruneProof",
+    "backup_of",
+    "gone",
+    "prove_pruned",
+    "pruned_events",
+    "prunes",
+    "whole_up_to",
+]
 
 _TAKEN: Final = (
     "SELECT p.seq, e.content_hash, p.leaf FROM _pwf_pruned p JOIN events e ON e.seq = p.seq"
@@ -135,6 +143,25 @@ def gone(log: EventLog, seq: int) -> str | None:
     if taken is None:
         return None
     return f"seq {seq} was pruned: its bytes are in the backup {backup_of(log, taken)}"
+
+
+def whole_up_to(log: EventLog, seq: int, doing: str) -> None:
+    """Refuse a fold of the log up to ``seq`` that needs an event a later prune took (ADR 0103).
+
+    A fold up to ``seq`` needs every event up to it; one past a
+    ``log.pruned`` folds that prune too, which unlinks what stays from the
+    runs it removed.  ``doing`` says what to do with the backup instead
+    (``replay``: "replay the backup PATH instead").
+
+    Raises:
+        InputError: an event at or before ``seq`` was pruned by a prune after it.
+    """
+    for pruned_seq, taken in log.pruned(1, seq):
+        if taken > seq:
+            raise InputError(
+                f"seq {pruned_seq}, before seq {seq}, was pruned (its bytes moved to the"
+                f" backup): {doing} the backup {backup_of(log, taken)} instead"
+            )
 
 
 def backup_of(log: EventLog, taken: int) -> str:
