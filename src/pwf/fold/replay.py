@@ -78,10 +78,7 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
         log_seq = scratch.live_head().seq
         cut = _cut(scratch.connection, log_seq, until_seq, until_time, scratch.chain.origin)
         requested, last = cut
-        if requested is not None and requested < log_seq:
-            from pwf.store.pruned import whole_up_to  # noqa: PLC0415 - a cut short only
-
-            whole_up_to(store, requested, "replay")
+        _whole(store, requested, log_seq)
         tables = _written(scratch, last, target)
     head = scratch.chain.head
     return ReplayReport(
@@ -92,6 +89,14 @@ def replay(  # noqa: PLR0913 - each keyword is a replay option
         requested=requested,
         log_seq=log_seq,
     )
+
+
+def _whole(store: EventStore, requested: int | None, log_seq: int) -> None:
+    """Refuse a cut before the head that needs an event a later prune took (ADR 0103)."""
+    if requested is not None and requested < log_seq:
+        from pwf.store.pruned import whole_up_to  # noqa: PLC0415 - a cut short only
+
+        whole_up_to(store, requested, "replay")
 
 
 def _new_file(target: Path) -> Path:

@@ -151,6 +151,9 @@ class Server:
         live = direct_live if supervisor is None else (lambda _ctx, run: run in supervisor.active)
         active = None if supervisor is None else (lambda: supervisor.active)
         self.views = Views(writer, self.clock, live, connections=self.connections, active=active)
+        writer.written = self.views.stir
+        if supervisor is not None:
+            supervisor.changed = self.views.stir
         if writer.host is not None:
             writer.host.status_live = self._live
             writer.host.verifier = verify_failure

@@ -17,6 +17,7 @@ for all the connections that watch it (ADR 0078).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Final, NamedTuple, cast
@@ -196,6 +197,22 @@ class Views:
         self._again = False
         self._fresh = False
         """A subscription was made since the last publish: it waits for its first payload."""
+        self.changed = asyncio.Event()
+        """Set when what a publish reads may have changed (:meth:`stir`); the publish timer
+        waits on it instead of looking every :data:`PUBLISH_SECONDS` while no deadline of the
+        clock is pending (:meth:`timed`)."""
+
+    def stir(self) -> None:
+        """Something a publish reads may have changed (ADR 0078 D2).
+
+        A job that may have written settled, a subscription was made, or the
+        runs with a supervised worker changed.
+        """
+        self.changed.set()
+
+    def timed(self) -> bool:
+        """Whether a deadline of the clock is pending: a publish must then look as time passes."""
+        return bool(self._wakes) or self._lease is not None
 
     def _of(self, connection: Connection) -> Subscriptions:
         found = self.subscriptions.get(connection.id)
@@ -222,6 +239,7 @@ class Views:
         assert isinstance(wanted, Subscription)
         self._of(connection).watch(wanted)
         self._fresh = True
+        self.stir()
         return _answer(request, Result(receipt=receipt(Subscribed(subscribed=True))))
 
     def session_watch(self, connection: Connection, request: ClientRequest) -> None:
@@ -238,6 +256,7 @@ class Views:
         ):
             self._of(connection).watch(Subscription(subscription_id, "session", session_id))
             self._fresh = True
+            self.stir()
 
     def watching(self, connection: Connection) -> bool:
         """Whether the connection has a subscription to publish."""

@@ -1,8 +1,10 @@
 """The served host's three timers: heartbeat, interaction expiry and publish (HOST §1.8, §1.9).
 
-Imports the served host's errors and the subscription room's period.  Each
-timer sleeps its period and then does its work, for as long as the host
-runs; the host cancels them when it stops.
+Imports the served host's errors and the subscription room's period.  The
+heartbeat and expiry timers sleep their period and then do their work; the
+publish timer wakes when the views are stirred, or looks every period while
+a deadline of the clock is pending.  They run for as long as the host runs;
+the host cancels them when it stops.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class Timers:
         self._tasks = [
             asyncio.create_task(_every(options.heartbeat_ms, self.heartbeat)),
             asyncio.create_task(_every(options.poll_ms, self.poll)),
-            asyncio.create_task(_every(int(PUBLISH_SECONDS * 1000), self.publish)),
+            asyncio.create_task(self._publishing()),
         ]
 
     def cancel(self) -> None:
@@ -72,6 +74,23 @@ class Timers:
             log.warning("interaction expiry failed: %s", error)
         if hub.supervisor is not None and not hub.stopping:
             await hub.supervisor.claim()
+
+    async def _publishing(self) -> None:
+        """Publish :data:`PUBLISH_SECONDS` after something may have changed, for ever.
+
+        While a deadline of the clock is pending the timer looks every
+        :data:`PUBLISH_SECONDS`, as the clock may pass it; otherwise it
+        sleeps until the views are stirred (ADR 0078 D2), so an idle host
+        does not wake at all.
+        """
+        while True:
+            views = self.hub.views
+            if views is not None and not views.timed():
+                await views.changed.wait()
+            await asyncio.sleep(PUBLISH_SECONDS)
+            if views is not None:
+                views.changed.clear()  # a stir from here on is seen by the next turn
+            await self.publish()
 
     async def publish(self) -> None:
         """Push what changed to every subscription."""

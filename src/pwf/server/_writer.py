@@ -182,19 +182,22 @@ class _Lanes:
                 self._ready.wait(left)
 
 
-def _hand_back(outcomes: list[Settled]) -> None:
-    """Give every decided job of a group to the event loop that queued it, in one call each."""
+def _hand_back(outcomes: list[Settled], after: Callable[[], None] | None = None) -> None:
+    """Give every decided job of a group to the event loop that queued it, in one call each.
+
+    ``after`` runs on that loop once the callbacks ran.
+    """
     loop = outcomes[0][0].loop
     if all(job.loop is loop for job, _, _ in outcomes):
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(_settle_all, outcomes)
+            loop.call_soon_threadsafe(_settle_all, outcomes, after)
         return
     for outcome in outcomes:
         with contextlib.suppress(RuntimeError):
-            outcome[0].loop.call_soon_threadsafe(_settle_all, [outcome])
+            outcome[0].loop.call_soon_threadsafe(_settle_all, [outcome], after)
 
 
-def _settle_all(outcomes: list[Settled]) -> None:
+def _settle_all(outcomes: list[Settled], after: Callable[[], None] | None = None) -> None:
     """On the loop: each job's callback, in the group's order; one that raises stops no other."""
     for job, value, error in outcomes:
         try:
@@ -203,6 +206,8 @@ def _settle_all(outcomes: list[Settled]) -> None:
             job.loop.call_exception_handler(
                 {"message": "a writer callback raised", "exception": problem}
             )
+    if after is not None:
+        after()
 
 
 def _settle(future: asyncio.Future[Any], value: object, error: BaseException | None) -> None:
@@ -242,6 +247,9 @@ class Writer:
         ran again, ``"waited"`` for each request a group waited for (tests count them)."""
         self.committed: Callable[[int, float], None] | None = None
         """Told each group's size and seconds from its start to its commit's return (metrics)."""
+        self.written: Callable[[], None] | None = None
+        """Called on the event loop once a job that may have written settled, after its callback
+        (the views' publish wakes on it, ADR 0078)."""
         self._thread = threading.Thread(target=self._run, name="pwf-writer", daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -418,14 +426,15 @@ class Writer:
     def _decide(self, host: ServedHost, store: EventStore, group: list[_Job[object]]) -> None:
         if group[0].alone or group[0].read:
             job = group[0]
+            after = None if job.read else self.written
             try:
                 value = job.work(host)
             except Exception as error:  # noqa: BLE001 - the caller answers with it
                 self.settled += 0 if job.read else 1
-                _hand_back([(job, None, error)])
+                _hand_back([(job, None, error)], after)
             else:
                 self.settled += 0 if job.read else 1
-                _hand_back([(job, value, None)])
+                _hand_back([(job, value, None)], after)
             return
         began = time.perf_counter()
         outcomes = store.run_group(self._works(host, group), self._tell)
@@ -436,7 +445,8 @@ class Writer:
         self.settled += 1
         if self.committed is not None:
             self.committed(len(group), time.perf_counter() - began)
-        _hand_back([(job, *outcome) for job, outcome in zip(group, outcomes, strict=True)])
+        settled = [(job, *outcome) for job, outcome in zip(group, outcomes, strict=True)]
+        _hand_back(settled, self.written)
         self._remember(group)
 
     def _works(self, host: ServedHost, group: list[_Job[object]]) -> Iterator[Work[object]]:

@@ -126,6 +126,8 @@ class Supervisor:
         self.startup_seconds = startup_seconds
         self.stop_grace_seconds = stop_grace_seconds
         self.active: dict[str, Active] = {}
+        self.changed: Callable[[], None] | None = None
+        """Called on the loop when a run gains or loses its supervised worker (liveness)."""
         self.children = Children(registry)
         """Each worker epoch's registered child processes (§7.7)."""
         self.tasks: set[asyncio.Task[object]] = set()
@@ -134,6 +136,10 @@ class Supervisor:
         self.stopping = False
         self._claiming = asyncio.Lock()
         self._owed = Owed(self)
+
+    def _changed(self) -> None:
+        if self.changed is not None:
+            self.changed()
 
     async def _call(self, decide: Callable[[Host[EventStore]], T]) -> T:
         return await self._submit(decide)  # type: ignore[return-value]
@@ -199,6 +205,7 @@ class Supervisor:
         )
         active = Active(run_id, envelope, process)
         self.active[run_id] = active
+        self._changed()
         task = asyncio.create_task(self._supervise(active))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -266,6 +273,7 @@ class Supervisor:
             )
         finally:
             self.active.pop(active.run_id, None)
+            self._changed()
         # Counted as the log has it: a worker whose last message ended its epoch was recorded
         # "exited" then, however its process ended afterwards.
         recorded = "exited" if result == "finished" and active.exiting else outcome
