@@ -203,6 +203,23 @@ def test_verify_reads_the_log_of_record(stores: Stores, command: Any) -> None:
     assert (2, 1) == (report.first_bad_seq, report.events)
 
 
+def test_a_verify_after_a_proven_head_says_what_a_whole_walk_says(
+    stores: Stores, command: Any
+) -> None:
+    """``after`` may shorten the walk, never change its report, on every store."""
+    store = stores.open()
+    store.append([command(0)], at=AT, actor=ACTOR)
+    first = store.verify()
+    for number in range(1, 4):
+        store.append([command(number)], at=AT, actor=ACTOR)
+    assert store.verify(after=first.head) == store.verify()
+    assert store.verify(after=first.head).ok
+    _tamper(stores, "UPDATE events SET run_id = 'run-x' WHERE seq = 3")
+    report = store.verify(after=first.head)
+    assert report == store.verify()
+    assert (3, 2) == (report.first_bad_seq, report.events)
+
+
 def _tamper(stores: Stores, sql: str) -> None:
     """Change the log of record behind the store's back (``events`` as v1's table)."""
     if stores.kind == "sqlite":

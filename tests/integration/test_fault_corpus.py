@@ -194,7 +194,9 @@ class _Backup(SqliteStore):
 
     reports: ClassVar[dict[tuple[object, ...], VerifyReport]] = {}
 
-    def verify(self, *, deep: bool = True) -> VerifyReport:
+    def verify(self, *, deep: bool = True, after: Head | None = None) -> VerifyReport:
+        if after is not None:
+            return super().verify(deep=deep, after=after)
         found = self.path.stat()
         key = (self.path, found.st_ino, found.st_size, found.st_mtime_ns, deep)
         if key not in self.reports:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, Protocol, Self, TypeVar
 import msgspec
 
 from pwf.errors import ChainError, InputError
-from pwf.events import LogCompacted, open_body
+from pwf.events import LogCompacted, LogMigrated, LogPruned, open_body
 
 if TYPE_CHECKING:
     import sqlite3
@@ -39,6 +39,7 @@ __all__ = [
     "COMPACTED_INSIDE",
     "EMPTY",
     "PREV_FAULT",
+    "REWRITES",
     "AppendHook",
     "Appends",
     "AppendsAlone",
@@ -73,6 +74,12 @@ class Head(msgspec.Struct, frozen=True):
 
 EMPTY: Final = Head(seq=0, content_hash=None, batch=0)
 """Where every log starts that was never compacted."""
+REWRITES: Final = (LogCompacted.TAG, LogMigrated.TAG, LogPruned.TAG)
+"""The events after which the bytes stored before them may not be those an earlier verify read.
+
+A compaction and a migration write the log anew, a prune takes bytes out
+(ADR 0103): a verify ``after`` a head walks the whole log when one follows it.
+"""
 
 
 PREV_FAULT: Final = "prevHash does not match the previous event's contentHash"
@@ -293,8 +300,15 @@ class EventLog(Appends, Protocol):
         and :meth:`find` pass these seqs over.
         """
 
-    def verify(self, *, deep: bool = True) -> VerifyReport:
-        """Check the whole chain from stored bytes (``deep``: parse and check columns too)."""
+    def verify(self, *, deep: bool = True, after: Head | None = None) -> VerifyReport:
+        """Check the whole chain from stored bytes (``deep``: parse and check columns too).
+
+        ``after`` is a head of this log that an earlier verify of it found
+        intact: a store may then walk only the events after it, linked to it,
+        with the stored tree's hashes they complete, when the log still holds
+        it and no event since is one of :data:`REWRITES`.  The report counts
+        the whole log either way.  The shared log in PostgreSQL walks it whole.
+        """
 
     def close(self) -> None:
         """Close the connections."""

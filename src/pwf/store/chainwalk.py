@@ -111,8 +111,14 @@ def walk_chain(  # noqa: PLR0913 - the walk's whole context
     upto: int | None = None,
     deep: bool = False,
     connection: sqlite3.Connection | None = None,
+    proven: bool = False,
 ) -> Head:
     """Walk the log at ``path`` from ``origin``; return its last event's head.
+
+    ``proven``: ``origin`` is not where the log starts but a head of it that
+    an earlier walk proved, so only the events after it are read, linked to
+    it.  Otherwise every stored event is read, and one before ``origin`` is
+    out of place.
 
     ``processes`` is how many processes share the walk: None picks up to
     four, as many as this process may run on, for a log of at least
@@ -143,10 +149,10 @@ def walk_chain(  # noqa: PLR0913 - the walk's whole context
     uri = f"{path.absolute().as_uri()}?mode=ro"
     try:
         if connection is not None:
-            return _walk_all(uri, connection, origin, processes, upto, deep=deep)
+            return _walk_all(uri, connection, origin, processes, upto, deep=deep, proven=proven)
         opened = exact_text(sqlite3.connect(uri, uri=True))
         try:
-            return _walk_all(uri, opened, origin, processes, upto, deep=deep)
+            return _walk_all(uri, opened, origin, processes, upto, deep=deep, proven=proven)
         finally:
             opened.close()
     except sqlite3.Error as error:
@@ -161,6 +167,7 @@ def _walk_all(  # noqa: PLR0913 - the walk's whole context
     upto: int | None,
     *,
     deep: bool,
+    proven: bool = False,
 ) -> Head:
     last = upto
     if last is None:
@@ -170,9 +177,10 @@ def _walk_all(  # noqa: PLR0913 - the walk's whole context
     wanted = _default_processes(last - first + 1, deep) if processes is None else processes
     spans = ranges(first, last, wanted) if last >= first else [(first, first)]
     if len(spans) == 1 or not can_fork():
-        part = _walk_on(connection, None, upto, origin, deep)
+        part = _walk_on(connection, first if proven else None, upto, origin, deep)
         return _joined(origin, [part])
-    return _walk_parallel(uri, connection, origin, spans, upto=upto, deep=deep)
+    start = first if proven else None
+    return _walk_parallel(uri, connection, origin, spans, upto=upto, deep=deep, start=start)
 
 
 def _default_processes(count: int, deep: bool) -> int:
@@ -189,14 +197,18 @@ def _walk_parallel(  # noqa: PLR0913 - the walk's whole context
     *,
     upto: int | None,
     deep: bool,
+    start: int | None = None,
 ) -> Head:
-    """Walk the first range here and every other in a forked process; join them in order."""
+    """Walk the first range here and every other in a forked process; join them in order.
+
+    The first range reads from ``start`` (None: from the first stored event).
+    """
     others: list[Forked[_Part]] = []
     try:
         for index, (low, high) in enumerate(spans[1:], start=1):
             bound = upto if index == len(spans) - 1 else high
             others.append(Forked(_walk, uri, low, bound, None, deep))
-        parts = [_walk_on(connection, None, spans[0][1], origin, deep)]
+        parts = [_walk_on(connection, start, spans[0][1], origin, deep)]
         if parts[0].fault is None and not parts[0].ended:
             for other in others:
                 parts.append(other.result())

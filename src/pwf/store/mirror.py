@@ -246,9 +246,9 @@ class MirroredStore(AppendsAlone, Closing):
         """The local copy's seqs ``first..last`` whose bytes a prune took (as its catch-up saw)."""
         return self.local.pruned(first, last)
 
-    def verify(self, *, deep: bool = True) -> VerifyReport:
+    def verify(self, *, deep: bool = True, after: Head | None = None) -> VerifyReport:
         """Verify the log of record, in PostgreSQL."""
-        return self.shared.verify(deep=deep)
+        return self.shared.verify(deep=deep, after=after)
 
     def reader(self) -> RowReader:
         """Read the local file's committed projections."""
@@ -498,9 +498,9 @@ class Mirror:
         local.insert_pruned(head, tuple(row[:BODY]), bytes(found[0]), int(found[1]))
         return head
 
-    def verify(self, *, deep: bool = True) -> VerifyReport:
+    def verify(self, *, deep: bool = True, after: Head | None = None) -> VerifyReport:
         """Verify the shared log in PostgreSQL (the file holds a checked copy of it)."""
-        return self.log.verify(deep=deep)
+        return self.log.verify(deep=deep, after=after)
 
 
 def _strip(log: PostgresStore, local: SqliteTransaction, taken: int) -> bool:

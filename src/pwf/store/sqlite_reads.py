@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pwf._sqlite import execute, transaction
 from pwf.errors import ChainError, StoreError
 from pwf.events import Entry, open_body
-from pwf.store import EMPTY, Head, StoredEvent, VerifyReport, origin_of
+from pwf.store import EMPTY, REWRITES, Head, StoredEvent, VerifyReport, origin_of
 from pwf.store.rows import verify_rows
 from pwf.store.sealing import lookup, report
 
@@ -105,17 +105,38 @@ class SqliteReads:
             raise ChainError(row[0], "the log's first event has no bytes and is not seq 1")
         return origin_of(row[0], row[1])
 
-    def verify(self, *, deep: bool = True) -> VerifyReport:
+    def verify(self, *, deep: bool = True, after: Head | None = None) -> VerifyReport:
         """Check the chain from stored bytes and name the first bad seq.
 
         ``deep`` (the default) also parses every event (canonical form, typed
         data) and compares the indexed columns with the bytes.  Without it
         only the chain is walked: each body's SHA-256 against its own
         ``contentHash``, and ``seq``, ``batch`` and ``prevHash`` read from the
-        bytes, which proves that no acknowledged byte changed.
+        bytes, which proves that no acknowledged byte changed.  With
+        ``after`` (see :meth:`pwf.store.EventLog.verify`) the events after it
+        are walked when the log still holds it and nothing since rewrote
+        what stands before it.
         """
         with self._snapshot():
-            return self._verify(deep=deep)
+            if after is not None and not self._extends(after):
+                after = None
+            return self._verify(deep=deep, after=after)
+
+    def _extends(self, after: Head) -> bool:
+        """True when the log holds ``after`` and no event since took or rewrote bytes before it."""
+        if not after.seq:
+            return False
+        found = self.connection.execute(
+            "SELECT content_hash, batch FROM events WHERE seq = ?", (after.seq,)
+        ).fetchone()
+        if found is None or (found[0], found[1]) != (after.content_hash, after.batch):
+            return False
+        marks = ", ".join("?" * len(REWRITES))
+        later = self.connection.execute(
+            f"SELECT 1 FROM events WHERE seq > ? AND type IN ({marks}) LIMIT 1",  # noqa: S608 - placeholders only
+            (after.seq, *REWRITES),
+        ).fetchone()
+        return later is None
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
@@ -123,13 +144,14 @@ class SqliteReads:
         with transaction(self.connection):
             yield
 
-    def _walk(self, origin: Head, head: Head, *, deep: bool) -> Head:
+    def _walk(self, origin: Head, head: Head, *, deep: bool, proven: bool) -> Head:
         """The walk, shared across processes for a long log (``pwf.store.chainwalk``).
 
         The walkers read their own snapshots, bounded by the last seq of this
         one; whatever they report other than this snapshot's head is walked
         again here, in this snapshot, so a fault is named exactly and a
-        concurrent compaction is not mistaken for one.
+        concurrent compaction is not mistaken for one.  ``proven``: ``origin``
+        is a head an earlier verify proved, and only the events after it are read.
         """
         from pwf.store.chainwalk import stored_rows, walk_chain, walk_rows  # noqa: PLC0415
 
@@ -138,24 +160,32 @@ class SqliteReads:
             try:
                 # This process's range is walked in this snapshot, on this connection.
                 found = walk_chain(
-                    self.path, origin, upto=top, deep=deep, connection=self.connection
+                    self.path,
+                    origin,
+                    upto=top,
+                    deep=deep,
+                    connection=self.connection,
+                    proven=proven,
                 )
                 if found == head:
                     return head
             except (ChainError, StoreError):
                 pass
-        rows = stored_rows(self.connection, None, None, deep=deep)
+        rows = stored_rows(self.connection, origin.seq + 1 if proven else None, None, deep=deep)
         return verify_rows(rows, origin) if deep else walk_rows(rows, origin)
 
-    def _verify(self, *, deep: bool) -> VerifyReport:
+    def _verify(self, *, deep: bool, after: Head | None) -> VerifyReport:
         head = self.head()
 
         def walk(origin: Head) -> Head:
-            last = self._walk(origin, head, deep=deep)
+            if after is None:
+                last = self._walk(origin, head, deep=deep, proven=False)
+            else:
+                last = self._walk(after, head, deep=deep, proven=True)
             if last == head:  # the chain holds: now the tree over it (ADR 0083)
                 from pwf.store.tree import check  # noqa: PLC0415 - verify only
 
-                check(self.connection)
+                check(self.connection, after=after)
             return last
 
         return report(head, self.origin, walk)

@@ -271,41 +271,62 @@ def build(connection: sqlite3.Connection, head: Head, schema: str = "main") -> T
     return load(connection, head, schema)
 
 
-def check(connection: sqlite3.Connection, schema: str = "main") -> None:
+def check(connection: sqlite3.Connection, schema: str = "main", after: Head | None = None) -> None:
     """Prove the stored tree is the one the stored events make, naming the first bad seq.
 
     Every stored hash is compared with the one recomputed from the events'
     bytes, in position order (the order appends write them).  A tree shorter
     than the log is a file not yet upgraded: its stored part is checked.
+    With ``after``, a head up to which an earlier check proved the tree, only
+    the hashes the later events complete are compared, grown from the
+    frontier the stored tree gives at ``after`` (O(log n) reads); a tree
+    that holds no frontier there is checked whole.
 
     Raises:
         ChainError: a stored hash differs from the log's, or the tree has more leaves than the log.
     """
     if not has_table(connection, schema):
         return
-    events = connection.execute(_LEAVES.format(schema=schema) + " ORDER BY e.seq")
-    nodes = connection.execute(f"SELECT pos, hash FROM {schema}._pwf_tree ORDER BY pos")  # noqa: S608
+    tree, since, first = EMPTY_TREE, 0, 0
+    if after is not None and after.seq:
+        base, size = size_of(connection, after, schema)
+        try:
+            tree = frontier_of(connection, base, size, schema)
+        except StoreError:
+            pass  # no frontier stored at ``after``: the whole tree is checked
+        else:
+            since, first = after.seq, merkle.stored_for(size)
+    leaves = _LEAVES.format(schema=schema) + " WHERE e.seq > ? ORDER BY e.seq"
+    events = connection.execute(leaves, (since,))
+    nodes = connection.execute(
+        f"SELECT pos, hash FROM {schema}._pwf_tree WHERE pos >= ? ORDER BY pos",  # noqa: S608
+        (first,),
+    )
     check_nodes(
         ((seq, leaf_of(seq, body, kept)) for seq, body, kept in events),
         ((position, bytes(node)) for position, node in nodes),
+        tree,
     )
 
 
 def check_nodes(
-    events: Iterable[tuple[int, bytes | Pruned]], nodes: Iterator[tuple[int, bytes]]
+    events: Iterable[tuple[int, bytes | Pruned]],
+    nodes: Iterator[tuple[int, bytes]],
+    tree: Tree = EMPTY_TREE,
 ) -> None:
     """Compare stored ``nodes`` (position, hash) with those ``events`` (seq, body) complete.
 
     Both come in the order appends write them; every backend's check reads
     its tables into this one comparison.  Nodes that end early are a tree
-    not yet upgraded: what is stored is checked.
+    not yet upgraded: what is stored is checked.  ``tree`` is where the
+    events continue: the empty tree, or the frontier of a checked prefix,
+    whose nodes ``nodes`` then leaves out.
 
     Raises:
         ChainError: the first seq whose completed node differs, or the seq
             after the last event when nodes are left over.
     """
-    tree = EMPTY_TREE
-    seq = 0
+    seq = 0 if tree.base is None else tree.base + tree.size - 1
     for seq, body in events:
         written: list[tuple[int, bytes]] = []
         tree = grow(tree, seq, body, written)

@@ -5,7 +5,7 @@ so it never takes the write lock, never appends, and reads one consistent
 snapshot per query beside any writer.  A page "as of seq N" reads a replay of
 the log up to N (:func:`pwf.fold.replay.replay`, the fold of ``pwf replay
 --until``) built once into a scratch directory that the server owns and
-deletes when it stops; the few most recent replays are kept.
+deletes when it stops (made with the first replay); the few most recent replays are kept.
 """
 
 from __future__ import annotations
@@ -69,14 +69,25 @@ class Database:
         self.busy_timeout_ms = busy_timeout_ms
         with self._open(self.path):
             pass
-        self.scratch = Path(tempfile.mkdtemp(prefix="pwf-web-"))
+        self._scratch: Path | None = None
         self._replays: OrderedDict[int, Path] = OrderedDict()
         self._verified: dict[Path, tuple[Head, VerifyReport]] = {}
         self._lock = threading.Lock()
+        """Held while a replay is looked up or made."""
+        self._verifying = threading.Lock()
+        """Held while a log is verified for :meth:`chain`."""
+
+    @property
+    def scratch(self) -> Path:
+        """The scratch directory of the replays, made when the first is."""
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="pwf-web-"))
+        return self._scratch
 
     def close(self) -> None:
         """Delete the scratch directory and every replay in it."""
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def _open(self, path: Path) -> EventStore:
         """The pwf database file at ``path``, read-only: the view reads files by path."""
@@ -112,19 +123,29 @@ class Database:
             self._replays[at] = out
             while len(self._replays) > KEPT_REPLAYS:
                 _, old = self._replays.popitem(last=False)
-                self._verified.pop(old, None)
+                self._verified.pop(old, None)  # one dict operation: no wait for a verify
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{old}{suffix}").unlink(missing_ok=True)
             return out
 
     def chain(self, view: View) -> Chain:
-        """``pwf log verify`` of the view's log, walked again only when its head moved."""
+        """``pwf log verify`` of the view's log, as of its head when the page reads it.
+
+        The first page of a log walks it whole; when its head has moved since,
+        only the events appended after the last head found intact are walked
+        (``verify(after=...)``): a log page of a live host costs what was
+        appended since the last one, not the whole log again.  A broken chain
+        is walked whole each time its head moves, so a repair shows.  One
+        file is verified at a time; replays wait only for their own lock.
+        """
         store = view.store
         head = store.head()
-        with self._lock:
-            known = self._verified.get(store.projections_file.path)
+        path = store.projections_file.path
+        with self._verifying:
+            known = self._verified.get(path)
             if known is None or known[0] != head:
-                report = store.verify()
+                after = known[1].head if known is not None and known[1].ok else None
+                report = store.verify(after=after)
                 known = (report.head, report)
-                self._verified[store.projections_file.path] = known
+                self._verified[path] = known
         return Chain(report=known[1], head=known[1].head)
