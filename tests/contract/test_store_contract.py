@@ -178,6 +178,30 @@ class TestReading:
         """Look-ups find the events the causes (one per batch) and bodies name."""
         assert expected == [stored.seq for stored in log.store.find(**where)]
 
+    @pytest.mark.parametrize(
+        ("where", "expected"),
+        [
+            ({"at_least": AT + 1}, [2, 3, 4, 5, 6, 7]),
+            ({"at_most": AT + 1}, [1, 2, 3, 4]),
+            ({"at_least": AT + 1, "at_most": AT + 2}, [2, 3, 4, 5, 6]),
+            ({"at_least": AT + 2, "run_id": "run-1"}, [7]),
+            ({"at_least": AT + 1, "after": 3, "until": 5}, [4, 5]),
+            ({"at_least": AT + 4}, []),
+            ({"at_least": AT + 2, "at_most": AT + 1}, []),
+        ],
+    )
+    def test_lookups_within_times(
+        self, log: Backend, where: dict[str, Any], expected: list[int]
+    ) -> None:
+        """Time bounds keep the events whose batch's time is within them, as their bytes say."""
+        found = [stored.seq for stored in log.store.find(**where)]
+        assert expected == found
+        low, high = where.get("at_least", 0), where.get("at_most", 2**53)
+        said = [
+            stored.seq for stored in log.store.read() if low <= open_body(stored.body).at <= high
+        ]
+        assert set(found) <= set(said)
+
     def test_an_idempotency_key_needs_its_client(self, log: Backend) -> None:
         """A key is unique per client only, so it is never looked up alone."""
         with pytest.raises(InputError, match="together with its client id"):

@@ -206,17 +206,20 @@ def show(  # noqa: PLR0913 - one option per filter
     if shape.form != "json":  # a bad --columns fails before the store opens
         pick_columns(_COLUMNS, shape.columns, _SHOWN)
     with open_store(db, read_only=True) as store:
-        if type_ or run_id or session_id or request_id:
-            found = store.find(
-                type=type_, run_id=run_id, session_id=session_id, request_id=request_id
-            )
-            events: Iterable[StoredEvent] = (
-                item for item in found if item.seq >= first and (last is None or item.seq <= last)
+        wanted = {
+            "type": type_, "run_id": run_id, "session_id": session_id, "request_id": request_id,
+        }  # fmt: skip
+        events: Iterable[StoredEvent]
+        if any(wanted.values()) or window.since is not None or window.until is not None:
+            events = store.find(
+                after=first - 1,
+                until=last,
+                at_least=window.since,
+                at_most=window.until,
+                **wanted,
             )
         else:
             events = store.read(first, last)
-        if window.since is not None or window.until is not None:
-            events = (item for item in events if _within(item, window.since, window.until))
         stop = None if window.limit is None else window.offset + window.limit
         seen = _Seen(events)
         _print(itertools.islice(seen, window.offset, stop), shape)
@@ -272,11 +275,6 @@ def _note_pruned(store: EventLog, first: int, last: int | None) -> None:
             f" to the backup {backup_of(store, taken)}",
             err=True,
         )
-
-
-def _within(stored: StoredEvent, since: int | None, until: int | None) -> bool:
-    at = open_body(stored.body).at
-    return (since is None or at >= since) and (until is None or at <= until)
 
 
 @log.command()

@@ -289,9 +289,19 @@ class EventLog(Appends, Protocol):
         """Stream checked, typed events with ``first <= seq <= last``."""
 
     def find(
-        self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
+        self,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        at_least: int | None = None,
+        at_most: int | None = None,
+        **wanted: str | int | None,
     ) -> Iterator[StoredEvent]:
-        """Stream the events after seq ``after`` (up to ``until``) whose indexed columns match."""
+        """Stream the events after seq ``after`` (up to ``until``) whose indexed columns match.
+
+        ``at_least`` and ``at_most`` bound the events' time ``at`` (epoch ms), read
+        from the stored columns: a listing by time reads no event's bytes but its own.
+        """
 
     def pruned(self, first: int = 1, last: int | None = None) -> Iterator[tuple[int, int]]:
         """The seqs ``first..last`` whose bytes a prune took (ADR 0103), in seq order.

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause, Event, Sealed
     from pwf.store import Head
 
-__all__ = ["LOOKUP_COLUMNS", "Batches", "lookup", "report", "seal_batch"]
+__all__ = ["LOOKUP_COLUMNS", "Batches", "lookup", "lookup_where", "report", "seal_batch"]
 
 LOOKUP_COLUMNS: Final = (
     "type",
@@ -129,6 +129,39 @@ def lookup(wanted: Mapping[str, str | int | None]) -> dict[str, str | int]:
     if "idempotency_key" in given and "client_id" not in given:
         raise InputError("an idempotency key is looked up together with its client id")
     return given
+
+
+def lookup_where(  # noqa: PLR0913 - the lookup's bounds, each by name
+    wanted: Mapping[str, str | int | None],
+    *,
+    after: int,
+    until: int | None,
+    at_least: int | None = None,
+    at_most: int | None = None,
+    mark: str = "?",
+) -> tuple[str, tuple[object, ...]]:
+    """The ``WHERE`` condition of a lookup of events, and its parameters, in ``mark``'s style.
+
+    ``wanted``'s columns (:func:`lookup`), then the seq bounds (after
+    ``after``, up to ``until``), then the bounds of the time ``at``, a
+    column of the ``events`` view: a time window is a scan, but one SQLite
+    or PostgreSQL runs over the rows' columns, never over their bytes.
+
+    Raises:
+        InputError: an unknown column, or an idempotency key without its client id.
+    """
+    terms: list[tuple[str, object]] = [
+        (f"{column} = {mark}", value) for column, value in lookup(wanted).items()
+    ]
+    terms.append((f"seq > {mark}", after))
+    for condition, bound in (
+        (f"seq <= {mark}", until),
+        (f"at >= {mark}", at_least),
+        (f"at <= {mark}", at_most),
+    ):
+        if bound is not None:
+            terms.append((condition, bound))
+    return " AND ".join(term for term, _ in terms), tuple(value for _, value in terms)
 
 
 def report(head: Head, origin: Callable[[], Head], walk: Callable[[Head], Head]) -> VerifyReport:

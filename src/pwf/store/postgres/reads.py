@@ -16,7 +16,7 @@ from pwf.store import EMPTY, Head, StoredEvent, VerifyReport, origin_of
 from pwf.store.chainwalk import walk_rows
 from pwf.store.postgres.edge import as_bytes, translate_error
 from pwf.store.rows import COLUMNS, verify_rows
-from pwf.store.sealing import lookup, report
+from pwf.store.sealing import lookup_where, report
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -140,25 +140,28 @@ def entries(
         yield open_body(stored.body)
 
 
-def find(
+def find(  # noqa: PLR0913 - the lookup's bounds, each by name
     connection: Connection,
     where: str,
     *,
     after: int = 0,
     until: int | None = None,
+    at_least: int | None = None,
+    at_most: int | None = None,
     **wanted: str | int | None,
 ) -> Iterator[StoredEvent]:
     """Stream the events after seq ``after`` (up to ``until``) whose indexed columns match.
 
+    ``at_least`` and ``at_most`` bound the events' time (:func:`pwf.store.sealing.lookup_where`).
+
     Raises:
         InputError: an unknown column, or an idempotency key without its client id.
     """
-    given = lookup(wanted)
-    bounds = ["seq > %s", *([] if until is None else ["seq <= %s"])]
-    condition = " AND ".join([*(f"{column} = %s" for column in given), *bounds])
+    condition, params = lookup_where(
+        wanted, after=after, until=until, at_least=at_least, at_most=at_most, mark="%s"
+    )
     sql = f"SELECT seq, body FROM events WHERE {condition} ORDER BY seq"
-    limits = (after, *([] if until is None else [until]))
-    for seq, body in _stream(connection, where, sql, (*given.values(), *limits)):
+    for seq, body in _stream(connection, where, sql, params):
         if body is not None:  # not pruned (ADR 0103)
             yield StoredEvent(seq=int(str(seq)), body=as_bytes(body))
 
