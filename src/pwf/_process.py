@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -89,9 +90,25 @@ class Forked(Closing, Generic[T]):
 
 def _run(sender: Connection, target: Callable[..., object], args: tuple[object, ...]) -> None:
     """The forked process: run the function, send back its value or its error's text."""
+    _own_signals()
     try:
         sender.send((True, target(*args)))
     except BaseException as error:  # noqa: BLE001 - every failure goes back to the caller
         sender.send((False, f"{type(error).__name__}: {error}"))
     finally:
         sender.close()
+
+
+def _own_signals() -> None:
+    """Take the caller's signal handling off a forked process: its signals are its own.
+
+    A caller running an event loop with signal handlers (``pwf serve``) has
+    Python write each signal's number to the loop's wakeup socket, and a
+    forked process inherits that socket.  A ``SIGTERM`` that :meth:`Forked.close`
+    sends to a process still running would then reach the caller's loop as
+    the host's own, and stop the host.  So the forked process writes to no
+    wakeup socket, and ``SIGTERM`` and ``SIGINT`` end it as they end any process.
+    """
+    signal.set_wakeup_fd(-1)
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, signal.SIG_DFL)
