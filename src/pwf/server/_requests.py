@@ -2,9 +2,9 @@
 
 Imports the served host's decisions, its state reads, the protocol and the
 subscription room.  Most requests go to the writer with a callback and are
-answered once their group commits; subscriptions and the two state reads
-run as tasks of their own; ``interaction.submit`` waits for its worker's
-verdict.  After each answer the host may stop, stop a cancelled run's
+answered once their group commits; subscriptions and the state reads
+(:mod:`._statereads`) run as tasks of their own; ``interaction.submit``
+waits for its worker's verdict.  After each answer the host may stop, stop a cancelled run's
 worker, look for work, and publish to the connection's subscriptions.
 """
 
@@ -14,11 +14,10 @@ import asyncio
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import PwfError
-from pwf.host.statereads import STATE_READS, state_read
+from pwf.host.statereads import STATE_READS
 from pwf.protocol.client import ClientResponse
+from pwf.server._statereads import StateReads
 from pwf.server._subscriptions import SUBSCRIBING
-from pwf.statereaders import overview, verify_failure
-from pwf.store.opening import open_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,12 +41,14 @@ class Requests:
     def __init__(self, hub: Hub) -> None:
         """Bind the host whose writer, subscriptions and supervisor answer."""
         self.hub = hub
+        self.state_reads = StateReads(hub)
 
     def dispatch(self, connection: Connection, request: ClientRequest) -> None:
         """Queue ``request``'s decision; its answer is written once that is committed.
 
-        Subscriptions and state reads (on a host with its own database file)
-        run as tasks of their own; every other request goes to the writer
+        Subscriptions and state reads (:mod:`._statereads`: ``state.verify``
+        always, ``state.status`` on a host with its own database file) run as
+        tasks of their own; every other request goes to the writer
         with a callback, so the common path creates no task and no future.
         """
         hub = self.hub
@@ -60,8 +61,10 @@ class Requests:
         if views is not None and operation in SUBSCRIBING:
             connection.spawn(request, views.answer(connection, request))
             return
-        if operation in STATE_READS and hub.options.store_url is None:
-            connection.spawn(request, asyncio.to_thread(self._read_state, request))
+        if operation == "state.verify" or (
+            operation in STATE_READS and hub.options.store_url is None
+        ):
+            connection.spawn(request, self.state_reads.answer(request))
             return
         if views is not None and operation == "view.session.watch":
             views.session_watch(connection, request)
@@ -110,26 +113,6 @@ class Requests:
             verdict = await writer.submit(_verdict(request, submission, response), read=True)
             if verdict is not None:
                 return verdict
-
-    def _read_state(self, request: ClientRequest) -> ClientResponse:
-        """``state.status`` or ``state.verify`` on a read-only connection of its own.
-
-        It runs in a worker thread, so a verify that folds the whole log
-        never holds up the writer, and it answers what direct mode answers.
-        A host on a shared log reads on its writer, whose store knows the log.
-        """
-        options = self.hub.options
-        store = open_file(options.db, read_only=True, busy_timeout_ms=options.busy_timeout_ms)
-        try:
-            return state_read(
-                store,
-                request,
-                self.hub.clock(),
-                verifier=verify_failure,
-                overview=overview,
-            )
-        finally:
-            store.close()
 
     def after(
         self, connection: Connection | None, request: ClientRequest, response: ClientResponse
