@@ -115,11 +115,8 @@ def walk_chain(  # noqa: PLR0913 - the walk's whole context
 ) -> Head:
     """Walk the log at ``path`` from ``origin``; return its last event's head.
 
-    ``proven``: ``origin`` is not where the log starts but a head of it that
-    an earlier walk proved, so only the events after it are read, linked to
-    it.  Otherwise every stored event is read, and one before ``origin`` is
-    out of place.
-
+    Every stored event is read, and one before ``origin`` is out of place;
+    with ``proven`` (``origin`` a head an earlier walk proved) only those after it.
     ``processes`` is how many processes share the walk: None picks up to
     four, as many as this process may run on, for a log of at least
     :data:`PARALLEL_FROM` events, and one otherwise.  Each range reads in a
@@ -138,9 +135,7 @@ def walk_chain(  # noqa: PLR0913 - the walk's whole context
 
     ``connection``, a caller's open connection to the same file, walks this
     process's range in the caller's transaction (a caller in a read
-    transaction passes ``upto`` from it); without one the walk opens its
-    own, and either way one connection serves this process: a fresh one
-    costs more than a short log's walk, reading the schema.
+    transaction passes ``upto`` from it); without one the walk opens its own.
 
     Raises:
         ChainError: at the first bad seq, naming why.
