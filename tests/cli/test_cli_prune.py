@@ -19,8 +19,12 @@ from click.testing import Result
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tests.cli._cli import PRUNE_CUTOFF, prunable
+else:
+    from _cli import PRUNE_CUTOFF, prunable
+
 Run = Callable[..., Result]
-CUTOFF = "1970-01-01T00:00:05.000Z"
+CUTOFF = PRUNE_CUTOFF
 
 
 def _runs(run: Run, live: Path) -> list[str]:
@@ -38,13 +42,7 @@ def _prune(run: Run, live: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def live(run: Run, tmp_path: Path, client_line: Callable[..., bytes]) -> Path:
-    path = tmp_path / "live.db"
-    assert run("init", "--db", str(path)).exit_code == 0
-    lines = b"".join(client_line(number, at=number * 1000) for number in (1, 2, 3))
-    lines += client_line(1, "run.cancel", at=4000) + client_line(2, "run.cancel", at=6000)
-    done = run("request", "--db", str(path), stdin=lines)
-    assert (done.exit_code, done.stdout.count('"outcome":"accepted"')) == (0, 5), done.stdout
-    return path
+    return prunable(run, tmp_path / "live.db", client_line)
 
 
 def test_a_dry_run_reports_and_changes_nothing(run: Run, live: Path) -> None:

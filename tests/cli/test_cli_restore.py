@@ -15,14 +15,14 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tests._compacted import compact_by_hand
-    from tests.cli._cli import edit, one_line
+    from tests.cli._cli import PRUNE_CUTOFF, edit, one_line, prunable
 else:
-    from _cli import edit, one_line
+    from _cli import PRUNE_CUTOFF, edit, one_line, prunable
 
     from _compacted import compact_by_hand
 
 Run = Callable[..., Result]
-CUTOFF = "1970-01-01T00:00:05.000Z"
+CUTOFF = PRUNE_CUTOFF
 
 
 def _runs(run: Run, db: Path) -> list[str]:
@@ -33,13 +33,7 @@ def _runs(run: Run, db: Path) -> list[str]:
 @pytest.fixture
 def live(run: Run, tmp_path: Path, client_line: Callable[..., bytes]) -> Path:
     """Three runs, two of them cancelled early (so a prune has one to remove)."""
-    path = tmp_path / "live.db"
-    assert run("init", "--db", str(path)).exit_code == 0
-    lines = b"".join(client_line(number, at=number * 1000) for number in (1, 2, 3))
-    lines += client_line(1, "run.cancel", at=4000) + client_line(2, "run.cancel", at=6000)
-    done = run("request", "--db", str(path), stdin=lines)
-    assert (done.exit_code, done.stdout.count('"outcome":"accepted"')) == (0, 5), done.stdout
-    return path
+    return prunable(run, tmp_path / "live.db", client_line)
 
 
 @pytest.fixture

@@ -27,13 +27,15 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tests._tamper import editable
+    from tests.cli._cli import PRUNE_CUTOFF, prunable
 
     from pwf.store import VerifyReport
 else:
+    from _cli import PRUNE_CUTOFF, prunable
+
     from _tamper import editable
 
 Run = Callable[..., Result]
-CUTOFF = "1970-01-01T00:00:05.000Z"
 
 
 def _request(run: Run, path: Path, lines: bytes) -> None:
@@ -44,19 +46,24 @@ def _request(run: Run, path: Path, lines: bytes) -> None:
 
 @pytest.fixture
 def live(run: Run, tmp_path: Path, client_line: Callable[..., bytes]) -> Path:
-    """Runs 1-3 started, 1 and 2 cancelled: 1 finished before :data:`CUTOFF`."""
-    path = tmp_path / "live.db"
-    assert run("init", "--db", str(path)).exit_code == 0
-    lines = b"".join(client_line(number, at=number * 1000) for number in (1, 2, 3))
-    lines += client_line(1, "run.cancel", at=4000) + client_line(2, "run.cancel", at=6000)
-    _request(run, path, lines)
-    return path
+    """Runs 1-3 started, 1 and 2 cancelled: 1 finished before the cutoff."""
+    return prunable(run, tmp_path / "live.db", client_line)
 
 
 def _more(run: Run, path: Path, client_line: Callable[..., bytes], first: int = 4) -> None:
     """Ten more runs started, so that the events after the first head complete tree nodes."""
     lines = b"".join(client_line(number, at=7000) for number in range(first, first + 10))
     _request(run, path, lines)
+
+
+def _head_then_more(
+    run: Run, path: Path, client_line: Callable[..., bytes], *, deep: bool = True
+) -> Head:
+    """The head a verify of ``path`` finds intact; then :func:`_more` appends ten runs."""
+    first = _verify(path, deep=deep)
+    assert first.ok, first
+    _more(run, path, client_line)
+    return first.head
 
 
 def _verify(path: Path, *, deep: bool = True, after: Head | None = None) -> VerifyReport:
@@ -81,12 +88,11 @@ def _damage(path: Path, seq: int) -> None:
 def test_an_intact_log_gets_the_whole_walks_report(
     run: Run, live: Path, client_line: Callable[..., bytes], deep: bool
 ) -> None:
-    first = _verify(live, deep=deep)
-    _more(run, live, client_line)
+    first = _head_then_more(run, live, client_line, deep=deep)
     whole = _verify(live, deep=deep)
     assert whole.ok
-    assert whole.head.seq > first.head.seq
-    assert _verify(live, deep=deep, after=first.head) == whole
+    assert whole.head.seq > first.seq
+    assert _verify(live, deep=deep, after=first) == whole
     assert _verify(live, deep=deep, after=whole.head) == whole  # nothing since: nothing walked
 
 
@@ -110,23 +116,21 @@ def test_only_the_events_after_the_head_are_read(
 def test_a_fault_after_the_head_is_named_as_a_whole_walk_names_it(
     run: Run, live: Path, client_line: Callable[..., bytes], deep: bool
 ) -> None:
-    first = _verify(live, deep=deep)
-    _more(run, live, client_line)
-    _damage(live, first.head.seq + 3)
+    first = _head_then_more(run, live, client_line, deep=deep)
+    _damage(live, first.seq + 3)
     whole = _verify(live, deep=deep)
-    assert whole.first_bad_seq == first.head.seq + 3
-    assert _verify(live, deep=deep, after=first.head) == whole
+    assert whole.first_bad_seq == first.seq + 3
+    assert _verify(live, deep=deep, after=first) == whole
 
 
 def test_a_tree_node_completed_after_the_head_is_checked(
     run: Run, live: Path, client_line: Callable[..., bytes]
 ) -> None:
-    first = _verify(live)
-    _more(run, live, client_line)
+    first = _head_then_more(run, live, client_line)
     connection = sqlite3.connect(live)
     try:
         (last,) = connection.execute("SELECT max(pos) FROM _pwf_tree").fetchone()
-        assert last >= merkle.stored_for(first.head.seq)  # completed by the events after it
+        assert last >= merkle.stored_for(first.seq)  # completed by the events after it
         with connection:
             connection.execute("UPDATE _pwf_tree SET hash = zeroblob(32) WHERE pos = ?", (last,))
     finally:
@@ -134,50 +138,47 @@ def test_a_tree_node_completed_after_the_head_is_checked(
     whole = _verify(live)
     assert whole.reason is not None
     assert "Merkle tree" in whole.reason
-    assert _verify(live, after=first.head) == whole
+    assert _verify(live, after=first) == whole
 
 
 def test_a_head_the_log_no_longer_holds_walks_the_whole_log(
     run: Run, live: Path, client_line: Callable[..., bytes]
 ) -> None:
-    first = _verify(live)
-    _more(run, live, client_line)
+    first = _head_then_more(run, live, client_line)
     _damage(live, 2)
-    other = Head(first.head.seq, "0" * 64, first.head.batch)
+    other = Head(first.seq, "0" * 64, first.batch)
     assert _verify(live, after=other).first_bad_seq == 2
-    later = Head(first.head.seq + 10_000, first.head.content_hash, first.head.batch)
+    later = Head(first.seq + 10_000, first.content_hash, first.batch)
     assert _verify(live, after=later).first_bad_seq == 2
 
 
 def test_a_prune_after_the_head_walks_the_whole_log(
     run: Run, live: Path, client_line: Callable[..., bytes], tmp_path: Path
 ) -> None:
-    first = _verify(live)
-    _more(run, live, client_line)
+    first = _head_then_more(run, live, client_line)
     done = run(
-        "state", "prune", "--db", str(live), "--before", CUTOFF, "--apply",
+        "state", "prune", "--db", str(live), "--before", PRUNE_CUTOFF, "--apply",
         "--backup", str(tmp_path / "b.sqlite"), "--at", "9000",
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     connection = sqlite3.connect(live)
     try:
         kept = connection.execute(
-            "SELECT max(seq) FROM events WHERE seq <= ? AND body IS NOT NULL", (first.head.seq,)
+            "SELECT max(seq) FROM events WHERE seq <= ? AND body IS NOT NULL", (first.seq,)
         ).fetchone()[0]
     finally:
         connection.close()
     _damage(live, kept)
     assert _verify(live).first_bad_seq == kept
-    assert _verify(live, after=first.head).first_bad_seq == kept
+    assert _verify(live, after=first).first_bad_seq == kept
 
 
 @pytest.mark.parametrize("processes", [1, 3])
 def test_a_walk_from_a_proven_head_reads_nothing_before_it(
     run: Run, live: Path, client_line: Callable[..., bytes], processes: int
 ) -> None:
-    first = _verify(live)
-    _more(run, live, client_line)
+    first = _head_then_more(run, live, client_line)
     whole = _verify(live)
     _damage(live, 2)
-    walked = walk_chain(live, first.head, processes=processes, deep=True, proven=True)
+    walked = walk_chain(live, first, processes=processes, deep=True, proven=True)
     assert walked == whole.head
