@@ -202,6 +202,11 @@ class TestReading:
         ]
         assert set(found) <= set(said)
 
+    def test_a_time_bound_is_a_whole_number(self, log: Backend) -> None:
+        """A time bound is epoch milliseconds; text is refused before anything is read."""
+        with pytest.raises(InputError, match="at_least is a time in epoch milliseconds"):
+            list(log.store.find(at_least="yesterday"))
+
     def test_an_idempotency_key_needs_its_client(self, log: Backend) -> None:
         """A key is unique per client only, so it is never looked up alone."""
         with pytest.raises(InputError, match="together with its client id"):

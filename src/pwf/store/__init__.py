@@ -289,18 +289,14 @@ class EventLog(Appends, Protocol):
         """Stream checked, typed events with ``first <= seq <= last``."""
 
     def find(
-        self,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        at_least: int | None = None,
-        at_most: int | None = None,
-        **wanted: str | int | None,
+        self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
     ) -> Iterator[StoredEvent]:
         """Stream the events after seq ``after`` (up to ``until``) whose indexed columns match.
 
-        ``at_least`` and ``at_most`` bound the events' time ``at`` (epoch ms), read
-        from the stored columns: a listing by time reads no event's bytes but its own.
+        Besides the columns of :data:`pwf.store.sealing.LOOKUP_COLUMNS`,
+        ``wanted`` may hold ``at_least`` and ``at_most``, bounds of the events'
+        time ``at`` (epoch ms) read from the stored columns: a listing by time
+        reads no event's bytes but those it lists.
         """
 
     def pruned(self, first: int = 1, last: int | None = None) -> Iterator[tuple[int, int]]:

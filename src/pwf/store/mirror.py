@@ -237,18 +237,10 @@ class MirroredStore(AppendsAlone, Closing):
         return self.local.entries(first, last)
 
     def find(
-        self,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        at_least: int | None = None,
-        at_most: int | None = None,
-        **wanted: str | int | None,
+        self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
     ) -> Iterator[StoredEvent]:
         """Look events up in the local copy by their indexed columns and times."""
-        return self.local.find(
-            after=after, until=until, at_least=at_least, at_most=at_most, **wanted
-        )
+        return self.local.find(after=after, until=until, **wanted)
 
     def pruned(self, first: int = 1, last: int | None = None) -> Iterator[tuple[int, int]]:
         """The local copy's seqs ``first..last`` whose bytes a prune took (as its catch-up saw)."""

@@ -21,7 +21,15 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause, Event, Sealed
     from pwf.store import Head
 
-__all__ = ["LOOKUP_COLUMNS", "Batches", "lookup", "lookup_where", "report", "seal_batch"]
+__all__ = [
+    "LOOKUP_COLUMNS",
+    "TIME_BOUNDS",
+    "Batches",
+    "lookup",
+    "lookup_where",
+    "report",
+    "seal_batch",
+]
 
 LOOKUP_COLUMNS: Final = (
     "type",
@@ -36,6 +44,8 @@ LOOKUP_COLUMNS: Final = (
 ``idempotency_key``, which only tests look up by (idempotency is ``host_commands``'s
 unique key; ADR 0099).
 """
+TIME_BOUNDS: Final = {"at_least": ">=", "at_most": "<="}
+"""The bounds of the events' time a lookup may add to its columns, with their comparisons."""
 
 
 class Batches(ABC):
@@ -131,36 +141,35 @@ def lookup(wanted: Mapping[str, str | int | None]) -> dict[str, str | int]:
     return given
 
 
-def lookup_where(  # noqa: PLR0913 - the lookup's bounds, each by name
-    wanted: Mapping[str, str | int | None],
-    *,
-    after: int,
-    until: int | None,
-    at_least: int | None = None,
-    at_most: int | None = None,
-    mark: str = "?",
+def lookup_where(
+    wanted: Mapping[str, str | int | None], *, after: int, until: int | None, mark: str = "?"
 ) -> tuple[str, tuple[object, ...]]:
     """The ``WHERE`` condition of a lookup of events, and its parameters, in ``mark``'s style.
 
     ``wanted``'s columns (:func:`lookup`), then the seq bounds (after
-    ``after``, up to ``until``), then the bounds of the time ``at``, a
-    column of the ``events`` view: a time window is a scan, but one SQLite
-    or PostgreSQL runs over the rows' columns, never over their bytes.
+    ``after``, up to ``until``), then ``wanted``'s bounds of the time ``at``
+    (:data:`TIME_BOUNDS`), a column of the ``events`` view: a time window is
+    a scan, but one SQLite or PostgreSQL runs over the rows' columns, never
+    over their bytes.
 
     Raises:
-        InputError: an unknown column, or an idempotency key without its client id.
+        InputError: an unknown column, an idempotency key without its client
+            id, or a time bound that is not a whole number.
     """
+    columns = {name: value for name, value in wanted.items() if name not in TIME_BOUNDS}
     terms: list[tuple[str, object]] = [
-        (f"{column} = {mark}", value) for column, value in lookup(wanted).items()
+        (f"{column} = {mark}", value) for column, value in lookup(columns).items()
     ]
     terms.append((f"seq > {mark}", after))
-    for condition, bound in (
-        (f"seq <= {mark}", until),
-        (f"at >= {mark}", at_least),
-        (f"at <= {mark}", at_most),
-    ):
-        if bound is not None:
-            terms.append((condition, bound))
+    if until is not None:
+        terms.append((f"seq <= {mark}", until))
+    for name, condition in TIME_BOUNDS.items():
+        bound = wanted.get(name)
+        if bound is None:
+            continue
+        if type(bound) is not int:
+            raise InputError(f"{name} is a time in epoch milliseconds, not {bound!r}")
+        terms.append((f"at {condition} {mark}", bound))
     return " AND ".join(term for term, _ in terms), tuple(value for _, value in terms)
 
 

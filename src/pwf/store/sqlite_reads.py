@@ -66,28 +66,20 @@ class SqliteReads:
             yield int(seq), int(taken)
 
     def find(
-        self,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        at_least: int | None = None,
-        at_most: int | None = None,
-        **wanted: str | int | None,
+        self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
     ) -> Iterator[StoredEvent]:
         """Stream the events after seq ``after`` whose indexed columns equal every given value.
 
         Each lookup index ends with ``seq``, so ``after`` starts the walk
         there instead of at the first event that matches, and ``until``
         (a last seq) ends it there rather than at the end of the log when
-        nothing more matches (ADR 0085).  ``at_least`` and ``at_most`` bound
-        the events' time, read from their batch's row, not their bytes.
+        nothing more matches (ADR 0085).  ``at_least`` and ``at_most`` in
+        ``wanted`` bound the events' time, read from their batch's row.
 
         Raises:
             InputError: an unknown column, or an idempotency key without its client id.
         """
-        where, params = lookup_where(
-            wanted, after=after, until=until, at_least=at_least, at_most=at_most
-        )
+        where, params = lookup_where(wanted, after=after, until=until)
         cursor = execute(  # an id with a lone surrogate is looked up exactly (ADR 0071)
             self.connection,
             f"SELECT seq, body FROM events WHERE {where} ORDER BY seq",  # noqa: S608 - constants

@@ -140,26 +140,22 @@ def entries(
         yield open_body(stored.body)
 
 
-def find(  # noqa: PLR0913 - the lookup's bounds, each by name
+def find(
     connection: Connection,
     where: str,
     *,
     after: int = 0,
     until: int | None = None,
-    at_least: int | None = None,
-    at_most: int | None = None,
     **wanted: str | int | None,
 ) -> Iterator[StoredEvent]:
     """Stream the events after seq ``after`` (up to ``until``) whose indexed columns match.
 
-    ``at_least`` and ``at_most`` bound the events' time (:func:`pwf.store.sealing.lookup_where`).
+    ``wanted`` may bound the time too (:func:`pwf.store.sealing.lookup_where`).
 
     Raises:
         InputError: an unknown column, or an idempotency key without its client id.
     """
-    condition, params = lookup_where(
-        wanted, after=after, until=until, at_least=at_least, at_most=at_most, mark="%s"
-    )
+    condition, params = lookup_where(wanted, after=after, until=until, mark="%s")
     sql = f"SELECT seq, body FROM events WHERE {condition} ORDER BY seq"
     for seq, body in _stream(connection, where, sql, params):
         if body is not None:  # not pruned (ADR 0103)

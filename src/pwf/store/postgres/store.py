@@ -128,28 +128,14 @@ class PostgresStore(AppendsAlone, Closing):
         return reads.pruned(self.connection, self.path, first, last)
 
     def find(
-        self,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        at_least: int | None = None,
-        at_most: int | None = None,
-        **wanted: str | int | None,
+        self, *, after: int = 0, until: int | None = None, **wanted: str | int | None
     ) -> Iterator[StoredEvent]:
-        """Stream the events after seq ``after`` (up to ``until``, within the times) that match.
+        """Stream the events after seq ``after`` (up to ``until``) whose indexed columns match.
 
         Raises:
             InputError: an unknown column, or an idempotency key without its client id.
         """
-        return reads.find(
-            self.connection,
-            self.path,
-            after=after,
-            until=until,
-            at_least=at_least,
-            at_most=at_most,
-            **wanted,
-        )
+        return reads.find(self.connection, self.path, after=after, until=until, **wanted)
 
     def origin(self) -> Head:
         """Where the chain starts: zeros, or the head a compaction replaced (DOMAIN §13.2).
