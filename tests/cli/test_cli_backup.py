@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -86,3 +87,25 @@ def test_a_relative_destination_is_resolved_from_the_working_directory(
     assert 0 == done.exit_code, done.output
     assert f"backed up to {tmp_path / 'here' / 'bk.db'}\n" == done.stdout
     assert 0 == run("log", "verify", "--db", str(tmp_path / "here" / "bk.db")).exit_code
+
+
+def test_a_copy_whose_projections_are_not_its_logs_is_refused(
+    run: Run, live: Path, tmp_path: Path
+) -> None:
+    """The copy's projections are compared with a fold of its log, a row of each at a time."""
+    connection = sqlite3.connect(live)
+    with connection:
+        connection.execute("UPDATE runs SET updated_at = updated_at + 1")
+    connection.close()
+    copy = tmp_path / "copy.sqlite"
+    done = run("state", "backup", str(copy), "--db", str(live))
+    assert 2 == done.exit_code, done.output
+    assert "Error: the backup's projections differ from its log" == one_line(done.stderr)
+    assert not copy.exists()
+    assert [] == sorted(tmp_path.glob("copy.sqlite?*"))  # no .partial, nothing beside it
+    # A refused copy replaces nothing: an earlier backup at DEST stays as it was.
+    copy.write_bytes(b"an earlier backup")
+    again = run("state", "backup", str(copy), "--overwrite", "--db", str(live))
+    assert 2 == again.exit_code, again.output
+    assert b"an earlier backup" == copy.read_bytes()
+    assert [] == sorted(tmp_path.glob("copy.sqlite?*"))  # no .partial, nothing beside it

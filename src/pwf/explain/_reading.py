@@ -51,7 +51,7 @@ def state_at(
         from pwf.store.pruned import whole_up_to  # noqa: PLC0415 - a past state only
 
         whole_up_to(store, last, f"explain the state at seq {at_seq} in")
-        folded = exact_text(sqlite3.connect(":memory:"))
+        folded = exact_text(sqlite3.connect(""))  # a private file SQLite deletes on close
         try:
             rebuild_into(folded, _counted(store.entries(1, last), last, progress))
             yield RowReader(folded), last

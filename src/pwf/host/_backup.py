@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from pwf._sqlite import dump, exact_text
+from pwf._sqlite import exact_text, same_dump
 from pwf.commands import Context, Result
 from pwf.errors import CommandError, PwfError, StoreError, os_error_text
 from pwf.events import LogCompacted, open_body
@@ -280,7 +280,7 @@ def backup_database(store: LogFile, destination: Path, *, replace: bool = True) 
         _checked(store, "the live database")
         with _placed(target, destination, replace=replace) as partial:
             store.backup_to(partial)
-    _verify_copy(target)
+            _verify_copy(partial)  # proved before it is placed: a refused copy replaces nothing
 
 
 @contextmanager
@@ -322,16 +322,24 @@ def _placed(target: Path, destination: Path, *, replace: bool) -> Iterator[Path]
 
 
 def _place(partial: Path, target: Path, destination: Path, *, replace: bool) -> None:
-    """Rename the finished copy into place; without ``replace`` never over an existing file."""
-    if replace:
-        partial.replace(target)
-        return
+    """Rename the finished copy into place; without ``replace`` never over an existing file.
+
+    What reading the copy left beside it (the ``-shm`` of its check) goes;
+    a write-ahead log with frames in it would hold part of the copy, so the
+    copy is refused instead.
+    """
+    wal = partial.with_name(f"{partial.name}-wal")
+    if wal.exists() and wal.stat().st_size:
+        raise StoreError(f"the copy {partial} left a write-ahead log that is not empty")
     try:
-        os.link(partial, target)
+        if replace:
+            partial.replace(target)
+        else:
+            os.link(partial, target)
     except FileExistsError:
         raise CommandError(f"Backup destination already exists: {destination}") from None
     finally:
-        partial.unlink(missing_ok=True)
+        _unlink_database(partial)
 
 
 def _verify_copy(destination: Path, head: Head | None = None) -> None:
@@ -347,13 +355,13 @@ def _verify_copy(destination: Path, head: Head | None = None) -> None:
                 raise CommandError(f"the backup's log is broken at seq {report.first_bad_seq}")
             if head is not None and copy.head() != head:
                 raise CommandError(f"the backup's log does not end at seq {head.seq}")
-            fresh = exact_text(sqlite3.connect(":memory:"))
+            fresh = exact_text(sqlite3.connect(""))  # a private file SQLite deletes on close
             kept = exact_text(
                 sqlite3.connect(f"{destination.absolute().as_uri()}?mode=ro", uri=True)
             )
             try:
                 rebuild_into(fresh, copy.entries())
-                if dump(fresh) != dump(kept):
+                if not same_dump(fresh, kept):
                     raise CommandError("the backup's projections differ from its log")
             finally:
                 kept.close()
