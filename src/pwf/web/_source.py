@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from pwf.errors import InputError
+from pwf.errors import InputError, PwfError
 from pwf.fold.replay import replay
 from pwf.store.opening import open_file
 
@@ -59,7 +59,7 @@ class Database:
     """A pwf database opened for reading only, with its replays cached in a scratch directory."""
 
     def __init__(self, path: Path, busy_timeout_ms: int = 5_000) -> None:
-        """Check that ``path`` is a pwf database; make the scratch directory.
+        """Check that ``path`` is a pwf database; the scratch directory waits for the first replay.
 
         Raises:
             InputError: there is no database at ``path``.
@@ -73,7 +73,11 @@ class Database:
         self._replays: OrderedDict[int, Path] = OrderedDict()
         self._verified: dict[Path, tuple[Head, VerifyReport]] = {}
         self._lock = threading.Lock()
-        """Held while a replay is looked up or made."""
+        """Held while the kept replays are looked up or changed."""
+        self._making = threading.Lock()
+        """Held while a replay is made."""
+        self._waiting = threading.Lock()
+        """Held by the one request that waits for :attr:`_making`."""
         self._verifying = threading.Lock()
         """Held while a log is verified for :meth:`chain`."""
 
@@ -99,6 +103,7 @@ class Database:
 
         Raises:
             InputError: the log has no seq ``at``, or it was compacted away.
+            PwfError: the replay up to ``at`` would wait behind two others (:meth:`_replay`).
         """
         with self._open(self.path) as live:
             head = live.head().seq
@@ -112,21 +117,55 @@ class Database:
             yield View(store=store, at=at, seq=store.head().seq, live_head=head)
 
     def _replay(self, live: EventStore, at: int) -> Path:
+        """The replay up to ``at``: kept, or made now, one at a time.
+
+        A kept replay is found without waiting for one being made.  One
+        request at most waits for the replay being made; any other that needs
+        a new one is refused at once, so a client asking for many seqs holds
+        no more than two of the server's threads, and the live pages go on.
+
+        Raises:
+            PwfError: another replay is being made and one more already waits.
+        """
+        found = self._kept(at)
+        if found is not None:
+            return found
+        if not self._making.acquire(blocking=False):
+            if not self._waiting.acquire(blocking=False):
+                raise PwfError(
+                    f"the page as of seq {at} needs a replay of the log up to it, and another"
+                    " is being made: ask again in a moment"
+                )
+            try:
+                self._making.acquire()
+            finally:
+                self._waiting.release()
+        try:
+            return self._kept(at) or self._made(live, at)
+        finally:
+            self._making.release()
+
+    def _kept(self, at: int) -> Path | None:
         with self._lock:
             found = self._replays.get(at)
-            if found is not None and found.exists():
-                self._replays.move_to_end(at)
-                return found
+            if found is None or not found.exists():
+                return None
+            self._replays.move_to_end(at)
+            return found
+
+    def _made(self, live: EventStore, at: int) -> Path:
+        with self._lock:
             out = self.scratch / f"at-{at}.db"
-            out.unlink(missing_ok=True)
-            replay(live, out, until_seq=at)
+        out.unlink(missing_ok=True)
+        replay(live, out, until_seq=at)
+        with self._lock:
             self._replays[at] = out
             while len(self._replays) > KEPT_REPLAYS:
                 _, old = self._replays.popitem(last=False)
                 self._verified.pop(old, None)  # one dict operation: no wait for a verify
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{old}{suffix}").unlink(missing_ok=True)
-            return out
+        return out
 
     def chain(self, view: View) -> Chain:
         """``pwf log verify`` of the view's log, as of its head when the page reads it.
