@@ -292,6 +292,81 @@ class TestVerify:
         assert bad == log.open().verify(deep=False).first_bad_seq
 
 
+def _after_a_proven_head(backend: Backend, fill: Callable[..., Any]) -> Head:
+    """Twenty events, proven; then twenty more, which complete nodes of the stored tree."""
+    fill(backend.store, [1] * 20)
+    proven: VerifyReport = backend.store.verify()
+    assert proven.ok
+    fill(backend.store, [1] * 20, start=21)
+    return proven.head
+
+
+class TestVerifyAfter:
+    """A verify after a proven head walks what follows it and says what a whole walk says."""
+
+    @pytest.mark.parametrize("deep", [True, False])
+    def test_an_intact_log(self, backend: Backend, fill: Callable[..., Any], deep: bool) -> None:
+        """The same report as the whole walk, from the proven head and from the head itself."""
+        proven = _after_a_proven_head(backend, fill)
+        whole = backend.store.verify(deep=deep)
+        assert (True, 40) == (whole.ok, whole.events)
+        assert whole == backend.store.verify(deep=deep, after=proven)
+        assert whole == backend.store.verify(deep=deep, after=whole.head)
+
+    @pytest.mark.parametrize("deep", [True, False])
+    def test_bytes_before_the_head_are_not_read(
+        self, backend: Backend, fill: Callable[..., Any], deep: bool
+    ) -> None:
+        """A byte changed inside a stored group of 16 shows in a whole walk only."""
+        proven = _after_a_proven_head(backend, fill)
+        backend.tamper("UPDATE events SET body = ? WHERE seq = 2", _flip(_body(backend, 2), 30))
+        assert 2 == backend.store.verify(deep=deep).first_bad_seq
+        assert backend.store.verify(deep=deep, after=proven).ok
+
+    def test_a_fault_after_the_head_is_named_alike(
+        self, backend: Backend, fill: Callable[..., Any]
+    ) -> None:
+        """The first bad seq, the events before it and the reason of the whole walk."""
+        proven = _after_a_proven_head(backend, fill)
+        backend.tamper("UPDATE events SET body = ? WHERE seq = 25", _flip(_body(backend, 25), 30))
+        whole = backend.store.verify()
+        assert (25, 24) == (whole.first_bad_seq, whole.events)
+        assert whole == backend.store.verify(after=proven)
+
+    def test_a_tree_node_completed_after_the_head_is_checked(
+        self, backend: Backend, fill: Callable[..., Any]
+    ) -> None:
+        """The node that seq 32 completes is compared, as the whole walk compares it."""
+        proven = _after_a_proven_head(backend, fill)
+        backend.tamper("UPDATE _pwf_tree SET hash = ? WHERE pos = 1", bytes(32))
+        whole = backend.store.verify()
+        assert (32, "Merkle tree") == (whole.first_bad_seq, whole.reason and "Merkle tree")
+        assert whole == backend.store.verify(after=proven)
+
+    @pytest.mark.parametrize("moved", ["hash", "seq"])
+    def test_a_head_the_log_does_not_hold_walks_it_whole(
+        self, backend: Backend, fill: Callable[..., Any], moved: str
+    ) -> None:
+        """Another hash at the head's seq, or a seq past the log's, is no proven head."""
+        proven = _after_a_proven_head(backend, fill)
+        backend.tamper("UPDATE events SET body = ? WHERE seq = 2", _flip(_body(backend, 2), 30))
+        other = (
+            Head(proven.seq, "0" * 64, proven.batch)
+            if moved == "hash"
+            else Head(proven.seq + 100, proven.content_hash, proven.batch)
+        )
+        assert 2 == backend.store.verify(after=other).first_bad_seq
+
+    def test_a_rewrite_after_the_head_walks_it_whole(
+        self, backend: Backend, fill: Callable[..., Any]
+    ) -> None:
+        """An event after the head typed as a prune, compaction or migration: the whole log."""
+        proven = _after_a_proven_head(backend, fill)
+        backend.tamper("UPDATE events SET body = ? WHERE seq = 2", _flip(_body(backend, 2), 30))
+        backend.tamper("UPDATE events SET type = 'log.pruned' WHERE seq = 30")
+        assert 2 == backend.store.verify(after=proven).first_bad_seq
+
+
 class TestConcurrentAppenders:
     """Writers on separate connections never fork the chain or leave a gap."""
 

@@ -313,7 +313,7 @@ class EventLog(Appends, Protocol):
         intact: a store may then walk only the events after it, linked to it,
         with the stored tree's hashes they complete, when the log still holds
         it and no event since is one of :data:`REWRITES`.  The report counts
-        the whole log either way.  The shared log in PostgreSQL walks it whole.
+        the whole log either way.
         """
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 from pwf.errors import ChainError, InputError
 from pwf.events import seal
-from pwf.store import EMPTY, VerifyReport
+from pwf.store import EMPTY, REWRITES, VerifyReport
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +25,7 @@ __all__ = [
     "LOOKUP_COLUMNS",
     "TIME_BOUNDS",
     "Batches",
+    "extends",
     "lookup",
     "lookup_where",
     "report",
@@ -171,6 +172,31 @@ def lookup_where(
             raise InputError(f"{name} is a time in epoch milliseconds, not {bound!r}")
         terms.append((f"at {condition} {mark}", bound))
     return " AND ".join(term for term, _ in terms), tuple(value for _, value in terms)
+
+
+def extends(
+    after: Head,
+    fetch: Callable[[str, tuple[object, ...]], Sequence[object] | None],
+    mark: str = "?",
+) -> bool:
+    """True when the log holds ``after`` and no event since is one of :data:`~pwf.store.REWRITES`.
+
+    What lets a verify walk only the events after a head an earlier verify
+    proved (:meth:`pwf.store.EventLog.verify`); ``fetch`` runs one query, in
+    ``mark``'s style, in the verify's snapshot and gives its one row.
+    """
+    if not after.seq:
+        return False
+    marks = ", ".join([mark] * len(REWRITES))
+    found = fetch(
+        "SELECT content_hash, batch, EXISTS (SELECT 1 FROM events"  # noqa: S608 - marks only
+        f" WHERE seq > {mark} AND type IN ({marks})) FROM events WHERE seq = {mark}",
+        (after.seq, *REWRITES, after.seq),
+    )
+    if found is None:
+        return False
+    content_hash, batch, rewritten = found
+    return (content_hash, batch, bool(rewritten)) == (after.content_hash, after.batch, False)
 
 
 def report(head: Head, origin: Callable[[], Head], walk: Callable[[Head], Head]) -> VerifyReport:

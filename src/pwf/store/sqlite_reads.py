@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from pwf._sqlite import execute, transaction
 from pwf.errors import ChainError, StoreError
 from pwf.events import Entry, open_body
-from pwf.store import EMPTY, REWRITES, Head, StoredEvent, VerifyReport, origin_of
+from pwf.store import EMPTY, Head, StoredEvent, VerifyReport, origin_of
 from pwf.store.rows import verify_rows
-from pwf.store.sealing import lookup_where, report
+from pwf.store.sealing import extends, lookup_where, report
 
 if TYPE_CHECKING:
     import sqlite3
@@ -117,25 +117,14 @@ class SqliteReads:
         what stands before it.
         """
         with self._snapshot():
-            if after is not None and not self._extends(after):
+            if after is not None and not extends(after, self._one):
                 after = None
             return self._verify(deep=deep, after=after)
 
-    def _extends(self, after: Head) -> bool:
-        """True when the log holds ``after`` and no event since took or rewrote bytes before it."""
-        if not after.seq:
-            return False
-        found = self.connection.execute(
-            "SELECT content_hash, batch FROM events WHERE seq = ?", (after.seq,)
-        ).fetchone()
-        if found is None or (found[0], found[1]) != (after.content_hash, after.batch):
-            return False
-        marks = ", ".join("?" * len(REWRITES))
-        later = self.connection.execute(
-            f"SELECT 1 FROM events WHERE seq > ? AND type IN ({marks}) LIMIT 1",  # noqa: S608 - placeholders only
-            (after.seq, *REWRITES),
-        ).fetchone()
-        return later is None
+    def _one(self, query: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
+        """The first row of ``query``, or None."""
+        found: tuple[object, ...] | None = self.connection.execute(query, params).fetchone()
+        return found
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:

@@ -16,7 +16,7 @@ from pwf.store import EMPTY, Head, StoredEvent, VerifyReport, origin_of
 from pwf.store.chainwalk import walk_rows
 from pwf.store.postgres.edge import as_bytes, translate_error
 from pwf.store.rows import COLUMNS, verify_rows
-from pwf.store.sealing import lookup_where, report
+from pwf.store.sealing import extends, lookup_where, report
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -174,15 +174,22 @@ def origin(connection: Connection) -> Head:
     return origin_of(row[0], as_bytes(row[1]))
 
 
-def verify(connection: Connection, where: str, *, deep: bool = True) -> VerifyReport:
+def verify(
+    connection: Connection, where: str, *, deep: bool = True, after: Head | None = None
+) -> VerifyReport:
     """Check the chain from stored bytes in one snapshot and name the first bad seq.
 
     ``deep`` also parses every event and compares its indexed columns
-    with its bytes, as :meth:`pwf.store.sqlite.SqliteStore.verify` does.
+    with its bytes, as :meth:`pwf.store.sqlite.SqliteStore.verify` does;
+    ``after`` walks only what follows a proven head, as it does there.
     """
 
-    def walk(start: Head) -> Head:
-        stored: Iterable[tuple[object, ...]] = rows(connection, where)
+    def one(query: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
+        return connection.execute(query, params).fetchone()
+
+    def walk(origin: Head) -> Head:
+        start = origin if after is None else after
+        stored: Iterable[tuple[object, ...]] = rows(connection, where, start.seq + 1)
         if deep:
             last = verify_rows(stored, start, shared=True)
         else:
@@ -192,12 +199,14 @@ def verify(connection: Connection, where: str, *, deep: bool = True) -> VerifyRe
             )
         from pwf.store.postgres.tree import check  # noqa: PLC0415 - verify only
 
-        check(connection)  # the tree over the chain (ADR 0083)
+        check(connection, after=after)  # the tree over the chain (ADR 0083)
         return last
 
     try:
         with connection.transaction():
             connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            if after is not None and not extends(after, one, "%s"):
+                after = None
             return report(head(connection, where), lambda: origin(connection), walk)
     except psycopg.Error as error:
         raise translate_error(error, where) from None

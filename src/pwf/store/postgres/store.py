@@ -192,9 +192,9 @@ class PostgresStore(AppendsAlone, Closing):
         except psycopg.Error as error:
             raise translate_error(error, self.path) from None
 
-    def verify(self, *, deep: bool = True, after: Head | None = None) -> VerifyReport:  # noqa: ARG002 - walked whole
+    def verify(self, *, deep: bool = True, after: Head | None = None) -> VerifyReport:
         """Check the chain from stored bytes in one snapshot and name the first bad seq.
 
-        ``after`` is taken as the port allows: the shared log is walked whole.
+        With ``after``, the events after a proven head (:meth:`pwf.store.EventLog.verify`).
         """
-        return reads.verify(self.connection, self.path, deep=deep)
+        return reads.verify(self.connection, self.path, deep=deep, after=after)

@@ -153,22 +153,36 @@ def tree_rows(
     return tree, written
 
 
-def check(connection: psycopg.Connection[TupleRow]) -> None:
+def check(connection: psycopg.Connection[TupleRow], after: Head | None = None) -> None:
     """Prove the stored tree is the one the events make (in the caller's snapshot).
+
+    With ``after``, a head up to which an earlier check proved the tree, only
+    the nodes the later events complete, grown from the frontier at ``after``,
+    as :func:`pwf.store.tree.check` does.
 
     Raises:
         ChainError: the first seq whose completed node differs.
     """
     if connection.execute("SELECT to_regclass('_pwf_tree')").fetchone() == (None,):
         return
+    tree, since, first = EMPTY_TREE, 0, 0
+    if after is not None and after.seq:
+        base, size, _ = _sizes(connection, after)
+        try:
+            tree = _frontier(connection, base, size)
+        except StoreError:
+            pass  # no frontier stored at ``after``: the whole tree is checked
+        else:
+            since, first = after.seq, merkle.stored_for(size)
     with (
         connection.cursor(name="pwf_tree_events") as events,
         connection.cursor(name="pwf_tree_nodes") as nodes,
     ):
         events.itersize = nodes.itersize = _CHUNK
-        events.execute(_LEAVES + " ORDER BY e.seq")
-        nodes.execute("SELECT pos, hash FROM _pwf_tree ORDER BY pos")
+        events.execute(_LEAVES + " WHERE e.seq > %s ORDER BY e.seq", (since,))
+        nodes.execute("SELECT pos, hash FROM _pwf_tree WHERE pos >= %s ORDER BY pos", (first,))
         check_nodes(
             ((int(seq), _leaf(seq, body, kept)) for seq, body, kept in events),
             ((int(position), as_bytes(node)) for position, node in nodes),
+            tree,
         )
