@@ -15,7 +15,9 @@ from click.testing import CliRunner
 
 from pwf.cli import cli
 from pwf.diff import digest_database
-from pwf.store.postgres import PostgresStore
+from pwf.errors import StoreError
+from pwf.store import mirror
+from pwf.store.postgres import PostgresStore, PostgresTransaction
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -164,6 +166,77 @@ class TestMoving:
         assert original == b"".join(body + b"\n" for body in bodies)
         assert digest_database(alone).all == digest_database(str(tmp_path / "h.db")).all
 
+    def test_a_long_import_is_sent_a_few_rows_at_a_time(
+        self,
+        pg_url: str,
+        tmp_path: Path,
+        client_line: Callable[..., bytes],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """The rows go in round trips of ``_SENT``, not all at once, and make the same log.
+
+        An import of a million events held every row in memory for one write
+        (2.5 GB and more); in chunks it holds one round trip's.
+        """
+        sent: list[int] = []
+        write_rows = PostgresTransaction.write_rows
+
+        def counted(self: PostgresTransaction, rows: Any, **options: Any) -> None:
+            sent.append(len(rows))
+            write_rows(self, rows, **options)
+
+        monkeypatch.setattr(mirror, "_SENT", 4)
+        monkeypatch.setattr(PostgresTransaction, "write_rows", counted)
+        runner = CliRunner()
+        alone = str(tmp_path / "alone.db")
+        assert 0 == runner.invoke(cli, ["init", "--db", alone]).exit_code
+        lines = b"".join(client_line(n) for n in range(1, 8))
+        runner.invoke(cli, ["request", "--db", alone, "--at", str(AT)], input=lines)
+        original = runner.invoke(cli, ["log", "export", "--db", alone]).stdout_bytes
+        host = ["--db", str(tmp_path / "h.db"), "--store", pg_url]
+        imported = runner.invoke(cli, ["log", "import", *host], input=original)
+        assert 0 == imported.exit_code, imported.output
+        events = original.count(b"\n")
+        assert (events, 4) == (sum(sent), max(sent))
+        assert len(sent) == -(-events // 4)
+        assert original == runner.invoke(cli, ["log", "export", *host]).stdout_bytes
+        verified = runner.invoke(cli, ["log", "verify", "--json", *host])
+        assert (0, True) == (verified.exit_code, json.loads(verified.output)["ok"])
+
+    def test_an_import_that_fails_after_rows_were_sent_leaves_nothing(
+        self,
+        pg_url: str,
+        tmp_path: Path,
+        client_line: Callable[..., bytes],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """A round trip that fails undoes the ones sent before it: the shared log stays empty."""
+        calls: list[int] = []
+        write_rows = PostgresTransaction.write_rows
+
+        def failing(self: PostgresTransaction, rows: Any, **options: Any) -> None:
+            calls.append(len(rows))
+            if len(calls) == 3:
+                raise StoreError("the connection to the shared log was lost")
+            write_rows(self, rows, **options)
+
+        monkeypatch.setattr(mirror, "_SENT", 2)
+        runner = CliRunner()
+        alone = str(tmp_path / "alone.db")
+        assert 0 == runner.invoke(cli, ["init", "--db", alone]).exit_code
+        lines = b"".join(client_line(n) for n in range(1, 5))
+        runner.invoke(cli, ["request", "--db", alone, "--at", str(AT)], input=lines)
+        original = runner.invoke(cli, ["log", "export", "--db", alone]).stdout_bytes
+        monkeypatch.setattr(PostgresTransaction, "write_rows", failing)
+        local = tmp_path / "h.db"
+        failed = runner.invoke(
+            cli, ["log", "import", "--db", str(local), "--store", pg_url], input=original
+        )
+        assert (3, 3) == (failed.exit_code, len(calls)), failed.output  # 3: a store error
+        assert "the connection to the shared log was lost" in failed.output
+        assert 0 == _pg_count(pg_url, "SELECT count(*) FROM events")
+        assert not local.exists()
+
     def test_import_into_a_log_that_holds_events_is_refused(
         self, hosts: Hosts, client_line: Callable[..., bytes]
     ) -> None:
@@ -199,7 +272,8 @@ from pwf.host import Host
 from pwf.protocol.client import parse_request
 from pwf.readmodel import ReadModel
 from pwf.store.mirror import MirroredStore
-from pwf.store.postgres import PostgresStore
+from pwf.store import mirror
+from pwf.store.postgres import PostgresStore, PostgresTransaction
 
 db, url, line = sys.argv[1], sys.argv[2], sys.stdin.buffer.read().strip()
 model = ReadModel()

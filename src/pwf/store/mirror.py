@@ -50,6 +50,8 @@ __all__ = ["MirrorOptions", "MirroredStore"]
 
 _SMALL_GAP: Final = 1_000
 """Up to this many missing events are fetched in one query, more are streamed."""
+_SENT: Final = 5_000
+"""Rows of a long transaction (an import's) sent to the shared log in one round trip."""
 T = TypeVar("T")
 
 
@@ -363,7 +365,7 @@ class Mirror:
                     start = tx.head.seq
                     yield tx
                     tx.settle()
-                    remote.write_rows(self._rows_after(tx, start), last_write=True)
+                    self._send(tx, start, remote)
             before_commit()
         except BaseException:
             connection.execute("ROLLBACK")
@@ -406,11 +408,32 @@ class Mirror:
             raise _Stale
 
     @staticmethod
+    def _send(tx: SqliteTransaction, seq: int, remote: PostgresTransaction) -> None:
+        """Write the rows ``tx`` added after ``seq`` to the shared log, :data:`_SENT` at a time.
+
+        A transaction as long as an import of a whole log holds no more than
+        one round trip's rows in memory; the last ones go with the ``COMMIT``.
+        """
+        chunks = Mirror._chunks_after(tx, seq)
+        held = next(chunks, [])
+        for chunk in chunks:
+            remote.write_rows(held)
+            held = chunk
+        remote.write_rows(held, last_write=True)
+
+    @staticmethod
     def _rows_after(tx: SqliteTransaction, seq: int) -> list[tuple[object, ...]]:
         """The rows the transaction added to the local file after ``seq``."""
-        return tx.connection.execute(
+        return [row for chunk in Mirror._chunks_after(tx, seq) for row in chunk]
+
+    @staticmethod
+    def _chunks_after(tx: SqliteTransaction, seq: int) -> Iterator[list[tuple[object, ...]]]:
+        """The rows the transaction added to the local file after ``seq``, in chunks."""
+        cursor = tx.connection.execute(
             f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq", (seq,)
-        ).fetchall()
+        )
+        while chunk := cursor.fetchmany(_SENT):
+            yield chunk
 
     def _apply(
         self,
