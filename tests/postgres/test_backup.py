@@ -298,8 +298,10 @@ class TestWriters:
         folded: list[int] = []
         applied = Mirror._apply
 
-        def applying(mirror: Mirror, local: Any, target: Any, prefetched: Any = None) -> int:
-            count = applied(mirror, local, target, prefetched)
+        def applying(
+            mirror: Mirror, local: Any, target: Any, prefetched: Any = None, **options: Any
+        ) -> int:
+            count = applied(mirror, local, target, prefetched, **options)
             if prefetched is not None and local.store.path == hosts.db("a"):
                 folded.append(count)  # under the lock: it came with the lock's round trip
             return count

@@ -21,9 +21,9 @@ made ahead of the lock and written in one round trip (ADR 0062).
 from __future__ import annotations
 
 import sqlite3
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Final, TypedDict, TypeVar, cast
 
 from pwf._closing import Closing
 from pwf.errors import ChainError, NotPwfDatabaseError, StoreError
@@ -37,7 +37,7 @@ from pwf.store.unit import Repeatable, repeatable, run_all
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
     from contextlib import AbstractContextManager
 
     from pwf.events import Entry
@@ -46,10 +46,12 @@ if TYPE_CHECKING:
     from pwf.store.postgres import PostgresStore, PostgresTransaction
     from pwf.store.unit import Observe, Outcome, Work
 
-__all__ = ["MirrorOptions", "MirroredStore"]
+__all__ = ["CATCH_UP_STEP", "MirrorOptions", "MirroredStore"]
 
 _SMALL_GAP: Final = 1_000
 """Up to this many missing events are fetched in one query, more are streamed."""
+CATCH_UP_STEP: Final = 20_000
+"""About how many events a catch-up folds per commit of the local file (a batch is never split)."""
 _SENT: Final = 5_000
 """Rows of a long transaction (an import's) sent to the shared log in one round trip."""
 T = TypeVar("T")
@@ -307,13 +309,23 @@ class Mirror:
         """Fold every event of the shared log ``local`` has not applied yet; return how many.
 
         What was read may be committed but not yet flushed by its writer; the
-        file commits it only after a flush barrier (ADR 0053).
+        file commits it only after a flush barrier (ADR 0053).  A long way
+        behind (a new host on a long log), the file commits every
+        :data:`CATCH_UP_STEP` events or so, at the end of a batch: an
+        interrupted catch-up keeps what it folded, and the file is not locked
+        for the whole way.
         """
-        with local.file_transaction() as tx:
-            count = self._apply(tx, self.log.head())
-            if count:
-                self.log.flush()
-            return count
+        count = 0
+        while True:
+            with local.file_transaction() as tx:
+                target = self.log.head()
+                step = self._apply(tx, target, limit=CATCH_UP_STEP)
+                if step:
+                    self.log.flush()
+                reached = tx.head.seq >= target.seq
+            count += step
+            if reached or not step:  # not step: the log holds less than its head said
+                return count
 
     def run(self, local: SqliteStore, work: Repeatable[T], before_commit: Callable[[], None]) -> T:
         """Run ``work`` ahead of the shared log's lock while no other host writes (ADR 0062).
@@ -440,13 +452,16 @@ class Mirror:
         local: SqliteTransaction,
         target: Head,
         prefetched: list[tuple[object, ...]] | None = None,
+        *,
+        limit: int | None = None,
     ) -> int:
         """Copy and fold the shared log's events after the local head, up to ``target``.
 
         ``prefetched`` are rows read after the local head in the transaction
         that read ``target``; they are used when they reach it.  Each event
         is checked on its own and against the one before it, as verify checks
-        them, before it is folded.
+        them, before it is folded.  With ``limit``, the fold stops at the
+        first batch that starts once ``limit`` events were folded.
 
         Raises:
             StoreError: the file is ahead of the log or has diverged from it.
@@ -470,14 +485,22 @@ class Mirror:
         elif gap <= _SMALL_GAP:
             rows = self.log.after(head.seq, target.seq)
         else:
-            rows = self.log.rows(head.seq + 1, target.seq)
-        return self._fold(local, head, rows)
+            stream = self.log.rows(head.seq + 1, target.seq)
+            with closing(cast("Generator[tuple[object, ...], None, None]", stream)):
+                return self._fold(local, head, stream, limit)
+        return self._fold(local, head, rows, limit)
 
     def _fold(
-        self, local: SqliteTransaction, head: Head, rows: Iterable[tuple[object, ...]]
+        self,
+        local: SqliteTransaction,
+        head: Head,
+        rows: Iterable[tuple[object, ...]],
+        limit: int | None = None,
     ) -> int:
         before, opening, count = head, None, 0
         for row in rows:
+            if limit is not None and count >= limit and int(str(row[1])) != before.batch:
+                break  # a batch boundary once ``limit`` events were folded
             seq = int(str(row[0]))
             if row[BODY] is None:  # a prune took its bytes before this file caught up
                 before = self._pruned_row(local, before, row)
