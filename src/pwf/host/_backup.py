@@ -26,6 +26,7 @@ from pwf.errors import CommandError, PwfError, StoreError, os_error_text
 from pwf.events import LogCompacted, open_body
 from pwf.fold import scratchfiles
 from pwf.fold.bulk import rebuild_into
+from pwf.fold.decode import decoded
 from pwf.host._destination import check_destination
 from pwf.private import create_file, make_directories, sync
 from pwf.readmodel import ReadModel
@@ -360,7 +361,8 @@ def _verify_copy(destination: Path, head: Head | None = None) -> None:
                 sqlite3.connect(f"{destination.absolute().as_uri()}?mode=ro", uri=True)
             )
             try:
-                rebuild_into(fresh, copy.entries())
+                # The verify above parsed every event whole: the fold only decodes them.
+                rebuild_into(fresh, (decoded(item.seq, item.body) for item in copy.read()))
                 if not same_dump(fresh, kept):
                     raise CommandError("the backup's projections differ from its log")
             finally:

@@ -39,6 +39,7 @@ from pwf.events import LogCompacted, LogPruned, open_body, seal
 from pwf.events.compaction import compacted
 from pwf.fold import scratchfiles
 from pwf.fold.bulk import BulkFold
+from pwf.fold.decode import decoded
 from pwf.store.compaction import file_sha256
 from pwf.store.image import begin_image, carry_over, finish_image, index_events
 from pwf.store.log_writes import write
@@ -262,11 +263,17 @@ class Prepared:
 
     def _fold(self, connection: sqlite3.Connection, rows: Iterable[StoredEvent]) -> None:
         segment = self.segment
-        walk = Pruning(segment.removed)
+        # The backup's events were each checked whole: by its deep verify when it was
+        # made, or one by one as it was caught up (``pwf.host._backup.catch_up``).
+        walk = Pruning(segment.removed, proven=True)
         entries = [entry for stored in rows if (entry := walk.keep(stored)) is not None]
         execute_many(connection, _GOING, walk.going)
         self._model.fold(connection, entries)
         self.segment = replace(segment, dropped=segment.dropped + len(walk.going))
+
+
+def _decoded(stored: StoredEvent) -> Entry:
+    return decoded(stored.seq, stored.body)
 
 
 def replace_event(entry: Entry, event: Event) -> Entry:
@@ -297,15 +304,22 @@ class Pruning:
     not folded, as a fold never folds it.
     """
 
-    def __init__(self, removed: frozenset[str]) -> None:
-        """Nothing walked yet; ``removed`` are the run ids whose trees go."""
+    def __init__(self, removed: frozenset[str], *, proven: bool = False) -> None:
+        """Nothing walked yet; ``removed`` are the run ids whose trees go.
+
+        ``proven``: each event walked was checked whole before (canonical,
+        typed, its hash), so it is only decoded (:func:`pwf.fold.decode.decoded`).
+        """
         self.removed = removed
         self.going: list[tuple[int, bytes]] = []
         """The seq and Merkle leaf hash of each event walked whose bytes go."""
+        self._open: Callable[[StoredEvent], Entry] = (
+            _decoded if proven else lambda stored: open_body(stored.body)
+        )
 
     def keep(self, stored: StoredEvent) -> Entry | None:
         """The entry the fold takes of ``stored``, or None: its bytes go, or a ``log.compacted``."""
-        entry = open_body(stored.body)
+        entry = self._open(stored)
         event = compacted(entry.event, self.removed)
         if event is None:
             if not isinstance(entry.event, LogCompacted):
