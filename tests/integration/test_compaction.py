@@ -33,7 +33,7 @@ from pwf.events import Actor, LogPruned
 from pwf.fold.rebuild import rebuild
 from pwf.fold.replay import replay
 from pwf.host import _compacting
-from pwf.store import image
+from pwf.store import image, pruned
 from pwf.store.compaction import prove
 from pwf.store.jsonl import export_jsonl, import_jsonl
 from pwf.store.opening import sqlite_file
@@ -249,6 +249,37 @@ def test_a_backup_that_does_not_hold_the_leaves_kept_does_not_prove(
     found = prune_failure(fx.store, backup)
     assert found is not None
     assert re.fullmatch(failure, found)
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_a_backup_is_proven_a_few_bodies_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Bodies are read in chunks; a leaf wrong in any chunk is named, with the bodies before it.
+
+    Read all at once, the bodies of a prune that took 429 801 events held
+    622 MB; in chunks, one chunk's.
+    """
+    monkeypatch.setattr(pruned, "_CHUNK", 2)
+    db = tmp_path / "state.db"
+    fx, cutoff = _session_history(db)
+    backup = tmp_path / "b" / "full.sqlite"
+    assert _prune(fx, cutoff, backup).outcome == "accepted"
+    live = sqlite_file(fx.store).connection
+    proof = pruned.prove_pruned(fx.store, live, backup)
+    assert proof is not None
+    assert (None, proof.pruned.removed_events) == (proof.failure, proof.proven)
+    assert proof.proven > 4  # more than two chunks
+    seqs = [row[0] for row in live.execute("SELECT seq FROM _pwf_pruned ORDER BY seq")]
+    wrong = seqs[0] if where == "first" else seqs[-1]
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as connection:
+        connection.execute("UPDATE _pwf_pruned SET leaf = zeroblob(32) WHERE seq = ?", (wrong,))
+    found = pruned.prove_pruned(fx.store, sqlite_file(fx.store).connection, backup)
+    assert found is not None
+    assert (f"its event at seq {wrong} is not the leaf kept", seqs.index(wrong)) == (
+        found.failure,
+        found.proven,
+    )
 
 
 @pytest.mark.parametrize(

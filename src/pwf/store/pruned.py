@@ -41,6 +41,9 @@ _TAKEN: Final = (
     " WHERE p.taken = ? ORDER BY p.seq"
 )
 """The events one prune took (by the seq of its ``log.pruned``), with their kept hashes."""
+_BODIES: Final = "SELECT seq, body FROM events WHERE seq IN (SELECT value FROM json_each(?))"
+_CHUNK: Final = 5_000
+"""Bodies read from the backup in one query (:data:`_BODIES`)."""
 
 
 @dataclass(frozen=True)
@@ -92,11 +95,15 @@ def prove_pruned(log: EventLog, live: sqlite3.Connection, backup: Path) -> Prune
 
 
 def _proven(seq: int, event: LogPruned, live: sqlite3.Connection, backup: Path) -> PruneProof:
-    """The backup ``event`` names, proven: its head, its chain, and each body it holds."""
+    """The backup ``event`` names, proven: its head, its chain, and each body it holds.
+
+    The bodies are read :data:`_CHUNK` at a time, so a prune that took
+    millions of events is proven in the memory of one chunk.
+    """
     from pwf.store.opening import open_file  # noqa: PLC0415 - a backup is a file
 
+    proven = 0
     try:
-        taken = live.execute(_TAKEN, (seq,)).fetchall()
         with open_file(backup, read_only=True) as copy:
             head = copy.head()
             if (head.seq, head.content_hash) != (event.backup_seq, event.backup_hash):
@@ -105,36 +112,43 @@ def _proven(seq: int, event: LogPruned, live: sqlite3.Connection, backup: Path) 
             if not report.ok:
                 failure = f"its own log: seq {report.first_bad_seq}: {report.reason}"
                 return PruneProof(event, failure=failure)
-            bodies = dict(
-                copy.connection.execute(
-                    "SELECT seq, body FROM events e WHERE seq IN (SELECT value FROM json_each(?))",
-                    ("[" + ",".join(str(row[0]) for row in taken) + "]",),
-                ).fetchall()
-            )
+            taken = live.execute(_TAKEN, (seq,))
+            while chunk := taken.fetchmany(_CHUNK):
+                bodies = dict(
+                    copy.connection.execute(
+                        _BODIES, ("[" + ",".join(str(row[0]) for row in chunk) + "]",)
+                    ).fetchall()
+                )
+                wrong = _bodies(chunk, bodies)
+                if wrong is not None:
+                    return PruneProof(event, proven + wrong[0], wrong[1])
+                proven += len(chunk)
     except (PwfError, sqlite3.Error) as error:
-        return PruneProof(event, failure=str(error))
-    return _bodies(event, taken, bodies)
-
-
-def _bodies(
-    event: LogPruned, taken: list[tuple[int, str, bytes]], bodies: dict[int, bytes]
-) -> PruneProof:
-    """Each body the prune took, against the content hash and leaf the log kept."""
-    proven = 0
-    for seq, content_hash, leaf in taken:
-        body = bodies.get(seq)
-        if body is None:
-            return PruneProof(event, proven, f"it holds no bytes of the event at seq {seq}")
-        if content_hash_of(bytes(body)) != content_hash:
-            return PruneProof(event, proven, f"its event at seq {seq} is not the one pruned")
-        if merkle.leaf_hash(bytes(body)) != bytes(leaf):
-            return PruneProof(event, proven, f"its event at seq {seq} is not the leaf kept")
-        proven += 1
+        return PruneProof(event, proven, str(error))
     if proven != event.removed_events:
         return PruneProof(
             event, proven, f"it holds {proven} of the {event.removed_events} bodies log.pruned took"
         )
     return PruneProof(event, proven)
+
+
+def _bodies(
+    taken: list[tuple[int, str, bytes]], bodies: dict[int, bytes]
+) -> tuple[int, str] | None:
+    """Each body the prune took, against the content hash and leaf the log kept.
+
+    Returns None when all of ``taken`` hold, else how many did before the
+    first that does not, and why.
+    """
+    for proven, (seq, content_hash, leaf) in enumerate(taken):
+        body = bodies.get(seq)
+        if body is None:
+            return proven, f"it holds no bytes of the event at seq {seq}"
+        if content_hash_of(bytes(body)) != content_hash:
+            return proven, f"its event at seq {seq} is not the one pruned"
+        if merkle.leaf_hash(bytes(body)) != bytes(leaf):
+            return proven, f"its event at seq {seq} is not the leaf kept"
+    return None
 
 
 def gone(log: EventLog, seq: int) -> str | None:
