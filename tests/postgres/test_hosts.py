@@ -141,6 +141,50 @@ class TestCatchUp:
         assert 0 == checked.exit_code, checked.output
 
 
+SENT = 4
+"""Rows per round trip of a long import, in the tests below."""
+
+
+class RoundTrips(list[int]):
+    """How many rows each round trip of a transaction sent to the shared log."""
+
+    failing: int | None = None
+    """The round trip that fails, as a lost connection would."""
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> RoundTrips:
+    """Round trips of :data:`SENT` rows, each recorded (and, when asked, one failing)."""
+    sent = RoundTrips()
+    write_rows = PostgresTransaction.write_rows
+
+    def counted(self: PostgresTransaction, rows: Any, **options: Any) -> None:
+        sent.append(len(rows))
+        if len(sent) == sent.failing:
+            raise StoreError("the connection to the shared log was lost")
+        write_rows(self, rows, **options)
+
+    monkeypatch.setattr(mirror, "_SENT", SENT)
+    monkeypatch.setattr(PostgresTransaction, "write_rows", counted)
+    return sent
+
+
+@pytest.fixture
+def seven_runs(tmp_path: Path, client_line: Callable[..., bytes]) -> bytes:
+    """The exported log of a SQLite database where seven runs were started."""
+    return _exported(str(tmp_path / "alone.db"), client_line, 7)
+
+
+def _exported(db: str, client_line: Callable[..., bytes], runs: int) -> bytes:
+    """The log of a new SQLite database at ``db`` once ``runs`` runs were started, exported."""
+    runner = CliRunner()
+    assert 0 == runner.invoke(cli, ["init", "--db", db]).exit_code
+    lines = b"".join(client_line(n) for n in range(1, runs + 1))
+    runner.invoke(cli, ["request", "--db", db, "--at", str(AT)], input=lines)
+    exported: bytes = runner.invoke(cli, ["log", "export", "--db", db]).stdout_bytes
+    return exported
+
+
 class TestMoving:
     """A SQLite log moves into PostgreSQL and back, byte for byte."""
 
@@ -150,10 +194,7 @@ class TestMoving:
         """Export from SQLite, import into PostgreSQL, export again: the same bytes."""
         runner = CliRunner()
         alone = str(tmp_path / "alone.db")
-        assert 0 == runner.invoke(cli, ["init", "--db", alone]).exit_code
-        lines = b"".join(client_line(n) for n in range(1, 4))
-        runner.invoke(cli, ["request", "--db", alone, "--at", str(AT)], input=lines)
-        original = runner.invoke(cli, ["log", "export", "--db", alone]).stdout_bytes
+        original = _exported(alone, client_line, 3)
         host = ["--db", str(tmp_path / "h.db"), "--store", pg_url]
         imported = runner.invoke(cli, ["log", "import", *host], input=original)
         assert 0 == imported.exit_code, imported.output
@@ -167,72 +208,34 @@ class TestMoving:
         assert digest_database(alone).all == digest_database(str(tmp_path / "h.db")).all
 
     def test_a_long_import_is_sent_a_few_rows_at_a_time(
-        self,
-        pg_url: str,
-        tmp_path: Path,
-        client_line: Callable[..., bytes],
-        monkeypatch: pytest.MonkeyPatch,
+        self, pg_url: str, tmp_path: Path, seven_runs: bytes, round_trips: RoundTrips
     ) -> None:
         """The rows go in round trips of ``_SENT``, not all at once, and make the same log.
 
         An import of a million events held every row in memory for one write
         (2.5 GB and more); in chunks it holds one round trip's.
         """
-        sent: list[int] = []
-        write_rows = PostgresTransaction.write_rows
-
-        def counted(self: PostgresTransaction, rows: Any, **options: Any) -> None:
-            sent.append(len(rows))
-            write_rows(self, rows, **options)
-
-        monkeypatch.setattr(mirror, "_SENT", 4)
-        monkeypatch.setattr(PostgresTransaction, "write_rows", counted)
         runner = CliRunner()
-        alone = str(tmp_path / "alone.db")
-        assert 0 == runner.invoke(cli, ["init", "--db", alone]).exit_code
-        lines = b"".join(client_line(n) for n in range(1, 8))
-        runner.invoke(cli, ["request", "--db", alone, "--at", str(AT)], input=lines)
-        original = runner.invoke(cli, ["log", "export", "--db", alone]).stdout_bytes
         host = ["--db", str(tmp_path / "h.db"), "--store", pg_url]
-        imported = runner.invoke(cli, ["log", "import", *host], input=original)
+        imported = runner.invoke(cli, ["log", "import", *host], input=seven_runs)
         assert 0 == imported.exit_code, imported.output
-        events = original.count(b"\n")
-        assert (events, 4) == (sum(sent), max(sent))
-        assert len(sent) == -(-events // 4)
-        assert original == runner.invoke(cli, ["log", "export", *host]).stdout_bytes
+        events = seven_runs.count(b"\n")
+        assert (events, SENT) == (sum(round_trips), max(round_trips))
+        assert len(round_trips) == -(-events // SENT)
+        assert seven_runs == runner.invoke(cli, ["log", "export", *host]).stdout_bytes
         verified = runner.invoke(cli, ["log", "verify", "--json", *host])
         assert (0, True) == (verified.exit_code, json.loads(verified.output)["ok"])
 
     def test_an_import_that_fails_after_rows_were_sent_leaves_nothing(
-        self,
-        pg_url: str,
-        tmp_path: Path,
-        client_line: Callable[..., bytes],
-        monkeypatch: pytest.MonkeyPatch,
+        self, pg_url: str, tmp_path: Path, seven_runs: bytes, round_trips: RoundTrips
     ) -> None:
         """A round trip that fails undoes the ones sent before it: the shared log stays empty."""
-        calls: list[int] = []
-        write_rows = PostgresTransaction.write_rows
-
-        def failing(self: PostgresTransaction, rows: Any, **options: Any) -> None:
-            calls.append(len(rows))
-            if len(calls) == 3:
-                raise StoreError("the connection to the shared log was lost")
-            write_rows(self, rows, **options)
-
-        monkeypatch.setattr(mirror, "_SENT", 2)
-        runner = CliRunner()
-        alone = str(tmp_path / "alone.db")
-        assert 0 == runner.invoke(cli, ["init", "--db", alone]).exit_code
-        lines = b"".join(client_line(n) for n in range(1, 5))
-        runner.invoke(cli, ["request", "--db", alone, "--at", str(AT)], input=lines)
-        original = runner.invoke(cli, ["log", "export", "--db", alone]).stdout_bytes
-        monkeypatch.setattr(PostgresTransaction, "write_rows", failing)
+        round_trips.failing = 3
         local = tmp_path / "h.db"
-        failed = runner.invoke(
-            cli, ["log", "import", "--db", str(local), "--store", pg_url], input=original
+        failed = CliRunner().invoke(
+            cli, ["log", "import", "--db", str(local), "--store", pg_url], input=seven_runs
         )
-        assert (3, 3) == (failed.exit_code, len(calls)), failed.output  # 3: a store error
+        assert (3, 3) == (failed.exit_code, len(round_trips)), failed.output  # 3: a store error
         assert "the connection to the shared log was lost" in failed.output
         assert 0 == _pg_count(pg_url, "SELECT count(*) FROM events")
         assert not local.exists()
