@@ -377,7 +377,7 @@ class Mirror:
                     start = tx.head.seq
                     yield tx
                     tx.settle()
-                    self._send(tx, start, remote)
+                    _send(tx, start, remote)
             before_commit()
         except BaseException:
             connection.execute("ROLLBACK")
@@ -415,37 +415,9 @@ class Mirror:
             _Stale: the shared log moved since the local head.
         """
         tx.settle()
-        if not self.log.commit_if_head(expected, self._rows_after(tx, expected.seq)):
+        if not self.log.commit_if_head(expected, _rows_after(tx, expected.seq)):
             self._others_write = True
             raise _Stale
-
-    @staticmethod
-    def _send(tx: SqliteTransaction, seq: int, remote: PostgresTransaction) -> None:
-        """Write the rows ``tx`` added after ``seq`` to the shared log, :data:`_SENT` at a time.
-
-        A transaction as long as an import of a whole log holds no more than
-        one round trip's rows in memory; the last ones go with the ``COMMIT``.
-        """
-        chunks = Mirror._chunks_after(tx, seq)
-        held = next(chunks, [])
-        for chunk in chunks:
-            remote.write_rows(held)
-            held = chunk
-        remote.write_rows(held, last_write=True)
-
-    @staticmethod
-    def _rows_after(tx: SqliteTransaction, seq: int) -> list[tuple[object, ...]]:
-        """The rows the transaction added to the local file after ``seq``."""
-        return [row for chunk in Mirror._chunks_after(tx, seq) for row in chunk]
-
-    @staticmethod
-    def _chunks_after(tx: SqliteTransaction, seq: int) -> Iterator[list[tuple[object, ...]]]:
-        """The rows the transaction added to the local file after ``seq``, in chunks."""
-        cursor = tx.connection.execute(
-            f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq", (seq,)
-        )
-        while chunk := cursor.fetchmany(_SENT):
-            yield chunk
 
     def _apply(
         self,
@@ -503,7 +475,7 @@ class Mirror:
                 break  # a batch boundary once ``limit`` events were folded
             seq = int(str(row[0]))
             if row[BODY] is None:  # a prune took its bytes before this file caught up
-                before = self._pruned_row(local, before, row)
+                before = _pruned_row(self.log, local, before, row)
                 count += 1
                 continue
             if before == EMPTY and seq != 1:
@@ -524,29 +496,60 @@ class Mirror:
             count += 1
         return count
 
-    def _pruned_row(self, local: SqliteTransaction, before: Head, row: tuple[object, ...]) -> Head:
-        """Copy a row whose bytes a prune took: its link checked, its leaf from the shared log."""
-        seq = before.seq + 1
-        try:
-            head = pruned_at(seq, row, before, opens=before == EMPTY and seq == 1)
-        except ChainError as error:
-            raise StoreError(
-                f"{self.log.path}: the shared log is damaged at seq {error.seq}: {error.reason}"
-            ) from None
-        found = self.log.connection.execute(
-            "SELECT leaf, taken FROM _pwf_pruned WHERE seq = %s", (seq,)
-        ).fetchone()
-        if found is None:
-            raise StoreError(
-                f"{self.log.path}: the shared log is damaged at seq {seq}:"
-                " the event has neither its bytes nor the leaf hash a prune keeps"
-            )
-        local.insert_pruned(head, tuple(row[:BODY]), bytes(found[0]), int(found[1]))
-        return head
-
     def verify(self, *, deep: bool = True, after: Head | None = None) -> VerifyReport:
         """Verify the shared log in PostgreSQL (the file holds a checked copy of it)."""
         return self.log.verify(deep=deep, after=after)
+
+
+def _send(tx: SqliteTransaction, seq: int, remote: PostgresTransaction) -> None:
+    """Write the rows ``tx`` added after ``seq`` to the shared log, :data:`_SENT` at a time.
+
+    A transaction as long as an import of a whole log holds no more than
+    one round trip's rows in memory; the last ones go with the ``COMMIT``.
+    """
+    chunks = _chunks_after(tx, seq)
+    held = next(chunks, [])
+    for chunk in chunks:
+        remote.write_rows(held)
+        held = chunk
+    remote.write_rows(held, last_write=True)
+
+
+def _rows_after(tx: SqliteTransaction, seq: int) -> list[tuple[object, ...]]:
+    """The rows the transaction added to the local file after ``seq``."""
+    return [row for chunk in _chunks_after(tx, seq) for row in chunk]
+
+
+def _chunks_after(tx: SqliteTransaction, seq: int) -> Iterator[list[tuple[object, ...]]]:
+    """The rows the transaction added to the local file after ``seq``, in chunks."""
+    cursor = tx.connection.execute(
+        f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq", (seq,)
+    )
+    while chunk := cursor.fetchmany(_SENT):
+        yield chunk
+
+
+def _pruned_row(
+    log: PostgresStore, local: SqliteTransaction, before: Head, row: tuple[object, ...]
+) -> Head:
+    """Copy a row whose bytes a prune took: its link checked, its leaf from the shared log."""
+    seq = before.seq + 1
+    try:
+        head = pruned_at(seq, row, before, opens=before == EMPTY and seq == 1)
+    except ChainError as error:
+        raise StoreError(
+            f"{log.path}: the shared log is damaged at seq {error.seq}: {error.reason}"
+        ) from None
+    found = log.connection.execute(
+        "SELECT leaf, taken FROM _pwf_pruned WHERE seq = %s", (seq,)
+    ).fetchone()
+    if found is None:
+        raise StoreError(
+            f"{log.path}: the shared log is damaged at seq {seq}:"
+            " the event has neither its bytes nor the leaf hash a prune keeps"
+        )
+    local.insert_pruned(head, tuple(row[:BODY]), bytes(found[0]), int(found[1]))
+    return head
 
 
 def _strip(log: PostgresStore, local: SqliteTransaction, taken: int) -> bool:
