@@ -397,3 +397,42 @@ def test_a_host_stopped_before_it_folded_again_folds_at_its_next_catch_up(
     assert 0 == hosts("b", "verify").exit_code  # its next catch-up folds first
     assert _runs(hosts, "b") == ["run-2", "run-3"]
     assert _digest(hosts, "a") == _digest(hosts, "b")
+
+
+def test_a_host_made_from_the_pruned_log_reads_its_leaves_a_few_at_a_time_and_owes_no_fold(
+    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new host copies the pruned rows with their kept leaves, read a window at a time, and
+    never folded their bytes, so it owes no fold again; it agrees with the pruning host."""
+    from pwf.readmodel import ReadModel  # noqa: PLC0415 - this test's
+    from pwf.store import mirror  # noqa: PLC0415
+    from pwf.store.opening import open_mirror, open_shared_log  # noqa: PLC0415
+
+    _traffic(hosts, client_line)
+    _prune(hosts, tmp_path)
+    pruned = len(_pg(hosts.url, "SELECT seq FROM _pwf_pruned"))
+    assert pruned > 2
+    windows: list[object] = []
+    execute = psycopg.Connection.execute
+
+    def counted(self: psycopg.Connection[Any], query: Any, *args: Any, **options: Any) -> Any:
+        if "FROM _pwf_pruned WHERE seq >=" in str(query):
+            windows.append(args)
+        return execute(self, query, *args, **options)
+
+    monkeypatch.setattr(mirror, "_SMALL_GAP", 2)
+    monkeypatch.setattr(psycopg.Connection, "execute", counted)
+    model = ReadModel()
+    log = open_shared_log(hosts.url)
+    with open_mirror(hosts.db("c"), log, hooks=[model], install=model.install) as store:
+        store.catch_up()  # no refold is given: one owed would stay marked
+    monkeypatch.undo()
+    assert len(windows) == -(-pruned // 2)
+    marked = sqlite3.connect(hosts.db("c"))
+    try:
+        assert [] == marked.execute("SELECT 1 FROM _pwf_meta WHERE key = 'refold'").fetchall()
+    finally:
+        marked.close()
+    assert _runs(hosts, "c") == ["run-2", "run-3"]
+    assert _digest(hosts, "a") == _digest(hosts, "c")
+    assert [_dated(hosts, name) for name in ("a", "c")] == [2000, 2000]

@@ -193,10 +193,11 @@ def strip(
     going: Sequence[tuple[int, bytes]],
     taken: int,
     schema: str = "main",
-) -> None:
+) -> int:
     """Take the bytes of ``going`` (seq, leaf) out of a SQLite log, keeping each leaf and ``taken``.
 
-    Rows whose bytes are already gone are left as they are.
+    Rows whose bytes are already gone are left as they are.  Returns how many
+    rows lost their bytes here.
     """
     prefix = f"{schema}."
     kept = {
@@ -212,6 +213,7 @@ def strip(
         PRUNED_INSERT.format(schema=prefix, marks="?, ?, ?"),
         [(seq, leaf, taken) for seq, leaf in rows],
     )
+    return len(rows)
 
 
 _REFOLD: Final = "refold"

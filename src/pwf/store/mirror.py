@@ -469,13 +469,13 @@ class Mirror:
         rows: Iterable[tuple[object, ...]],
         limit: int | None = None,
     ) -> int:
-        before, opening, count = head, None, 0
+        before, opening, count, leaves = head, None, 0, _KeptLeaves(self.log)
         for row in rows:
             if limit is not None and count >= limit and int(str(row[1])) != before.batch:
                 break  # a batch boundary once ``limit`` events were folded
             seq = int(str(row[0]))
             if row[BODY] is None:  # a prune took its bytes before this file caught up
-                before = _pruned_row(self.log, local, before, row)
+                before = _pruned_row(leaves, local, before, row)
                 count += 1
                 continue
             if before == EMPTY and seq != 1:
@@ -529,8 +529,31 @@ def _chunks_after(tx: SqliteTransaction, seq: int) -> Iterator[list[tuple[object
         yield chunk
 
 
+class _KeptLeaves:
+    """The leaf and prune of each pruned seq of the shared log, read :data:`_SMALL_GAP` at a time.
+
+    A catch-up meets pruned seqs in seq order: one query reads the next ones
+    from the seq asked for, and a seq it did not find is asked again, since
+    another host may have pruned it since.
+    """
+
+    def __init__(self, log: PostgresStore) -> None:
+        self.log = log
+        self.found: dict[int, tuple[bytes, int]] = {}
+
+    def __call__(self, seq: int) -> tuple[bytes, int] | None:
+        """The leaf a prune kept of seq ``seq`` and the seq of that ``log.pruned``, or None."""
+        if seq not in self.found:
+            rows = self.log.connection.execute(
+                "SELECT seq, leaf, taken FROM _pwf_pruned WHERE seq >= %s ORDER BY seq LIMIT %s",
+                (seq, _SMALL_GAP),
+            )
+            self.found = {int(pruned): (bytes(leaf), int(taken)) for pruned, leaf, taken in rows}
+        return self.found.get(seq)
+
+
 def _pruned_row(
-    log: PostgresStore, local: SqliteTransaction, before: Head, row: tuple[object, ...]
+    leaves: _KeptLeaves, local: SqliteTransaction, before: Head, row: tuple[object, ...]
 ) -> Head:
     """Copy a row whose bytes a prune took: its link checked, its leaf from the shared log."""
     seq = before.seq + 1
@@ -538,24 +561,24 @@ def _pruned_row(
         head = pruned_at(seq, row, before, opens=before == EMPTY and seq == 1)
     except ChainError as error:
         raise StoreError(
-            f"{log.path}: the shared log is damaged at seq {error.seq}: {error.reason}"
+            f"{leaves.log.path}: the shared log is damaged at seq {error.seq}: {error.reason}"
         ) from None
-    found = log.connection.execute(
-        "SELECT leaf, taken FROM _pwf_pruned WHERE seq = %s", (seq,)
-    ).fetchone()
+    found = leaves(seq)
     if found is None:
         raise StoreError(
-            f"{log.path}: the shared log is damaged at seq {seq}:"
+            f"{leaves.log.path}: the shared log is damaged at seq {seq}:"
             " the event has neither its bytes nor the leaf hash a prune keeps"
         )
-    local.insert_pruned(head, tuple(row[:BODY]), bytes(found[0]), int(found[1]))
+    local.insert_pruned(head, tuple(row[:BODY]), *found)
     return head
 
 
 def _strip(log: PostgresStore, local: SqliteTransaction, taken: int) -> bool:
     """Take out of the file the bytes the shared log's prune at ``taken`` took (ADR 0107).
 
-    Returns whether there were any.
+    Returns whether there were any.  Only a file that loses bytes it had
+    folded owes a fold again: one that copied those events after the prune
+    (a new host) never folded them.
     """
     going = [
         (int(seq), bytes(leaf))
@@ -563,10 +586,10 @@ def _strip(log: PostgresStore, local: SqliteTransaction, taken: int) -> bool:
             "SELECT seq, leaf FROM _pwf_pruned WHERE taken = %s ORDER BY seq", (taken,)
         )
     ]
-    if going:
-        strip(local.connection, going, taken)
+    if going and strip(local.connection, going, taken):
         owe_refold(local.connection, taken)
-    return bool(going)
+        return True
+    return False
 
 
 def _refuse_old_file(path: str | os.PathLike[str], log: str) -> None:
