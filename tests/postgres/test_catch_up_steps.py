@@ -126,3 +126,37 @@ def test_a_catch_up_within_one_step_commits_once(
         assert 10 == host.catch_up()
         assert 0 == host.catch_up()
     assert [10, 0] == steps
+
+
+def test_a_catch_up_returns_while_another_host_keeps_appending(
+    pg_url: str,
+    tmp_path: Path,
+    written: Path,
+    fill: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It stops at the head the log had when it began, not at a head that keeps moving.
+
+    Another host appends a batch before each step, as fast as the steps go:
+    a catch-up that chased the moving head would never return.
+    """
+    monkeypatch.setattr(mirror, "CATCH_UP_STEP", 2)
+    apply = mirror.Mirror._apply
+    steps: list[int] = []
+    with open_mirror(written, open_shared_log(pg_url)) as other:
+
+        def raced(self: Any, local: Any, *args: Any, **options: Any) -> int:
+            if local.store.path != tmp_path / "b.db":  # the writer's own catch-up, under its lock
+                return int(apply(self, local, *args, **options))
+            if len(steps) > 20:
+                raise AssertionError("the catch-up chased the head")
+            fill(other, [2], start=100 + 2 * len(steps))
+            count: int = apply(self, local, *args, **options)
+            steps.append(count)
+            return count
+
+        monkeypatch.setattr(mirror.Mirror, "_apply", raced)
+        with _new_host(pg_url, tmp_path) as host:
+            folded = host.catch_up()
+            assert (sum(steps), True) == (folded, host.head().seq >= 10)  # its head at the start
+    assert len(steps) <= 5

@@ -313,16 +313,18 @@ class Mirror:
         behind (a new host on a long log), the file commits every
         :data:`CATCH_UP_STEP` events or so, at the end of a batch: an
         interrupted catch-up keeps what it folded, and the file is not locked
-        for the whole way.
+        for the whole way.  It returns once the file holds the head the shared
+        log had when it began, however fast other hosts append meanwhile.
         """
-        count = 0
+        count, goal = 0, None
         while True:
             with local.file_transaction() as tx:
-                target = self.log.head()
+                target = self.log.head()  # read under the file's lock: no other catch-up passed it
+                goal = target.seq if goal is None else goal
                 step = self._apply(tx, target, limit=CATCH_UP_STEP)
                 if step:
                     self.log.flush()
-                reached = tx.head.seq >= target.seq
+                reached = tx.head.seq >= goal  # the head it began at: writers cannot hold it here
             count += step
             if reached or not step:  # not step: the log holds less than its head said
                 return count
