@@ -29,7 +29,12 @@ class Hosted:
     """One started in-process host; :meth:`close` stops it."""
 
     def __init__(
-        self, db: Path, *, clock: Callable[[], int] = lambda: AT, host_id: str = "host-test"
+        self,
+        db: Path,
+        *,
+        clock: Callable[[], int] = lambda: AT,
+        host_id: str = "host-test",
+        connections: int | None = None,
     ) -> None:
         """Start the host; its timers are off unless a test drives them."""
         self.loop = asyncio.new_event_loop()
@@ -45,6 +50,7 @@ class Hosted:
             poll_ms=_FOREVER,
             new_epoch=lambda: f"e-{next(epochs)}",
             signals=False,
+            connections=connections,
         )
         self.server: Server = self.run(self._make())
         self.run(self.server.start())

@@ -117,6 +117,7 @@ def test_a_scrape_after_a_session_agrees_with_the_log(db: Path) -> None:
             assert samples["pwf_log_head_seq", ()] == _head(db)
             assert samples["pwf_connections", ()] == 1
             assert samples["pwf_connection_unanswered_requests", ()] == 0
+            assert samples["pwf_connections_refused_total", ()] == 0
             assert samples["pwf_subscriptions", (("kind", "runs"),)] == 1
             assert samples["pwf_subscription_pushes_total", (("kind", "runs"),)] >= 1
             assert samples["pwf_subscription_recompute_seconds_total", ()] > 0

@@ -85,7 +85,7 @@ class Server:
         self.views: Views | None = None
         self.metrics: Recorder | None = None
         """Counts requests and commits while ``--metrics`` serves them (ADR 0076)."""
-        self.listener = Listener(self.paths.socket, self)
+        self.listener = Listener(self.paths.socket, self, options.connections)
         self.requests = Requests(self)
         self.timers = Timers(self)
         self._locked = False
@@ -216,6 +216,11 @@ class Server:
     def opened(self, connection: Connection) -> bool:
         """A connection was accepted: kept unless the host is stopping (the listener's)."""
         return self.listener.opened(connection)
+
+    @property
+    def refused_connections(self) -> int:
+        """Connections closed before their hello since the host started (the listener's)."""
+        return self.listener.refused
 
     def lost(self, connection: Connection) -> None:
         """A connection closed (the listener's)."""

@@ -87,6 +87,8 @@ class Connection(asyncio.Protocol):
         self.inflight = 0
         """Requests read and not yet answered, tasks included."""
         self.closed = False
+        self.peer: int | None = None
+        """The client's process id, where the socket tells it (Linux)."""
         self.unanswered = MAX_UNANSWERED
         """The bound of :attr:`inflight` past which the socket is not read."""
         self._decoder = FrameDecoder()

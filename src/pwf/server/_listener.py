@@ -4,12 +4,25 @@ Imports the connection room and the served host's errors.  A connection
 accepted while the host stops is closed at once; one that closes is
 forgotten once its requests in flight are answered, and the coordinators
 it held are detached.
+
+A host admits at most so many connections at once, and one client process
+at most half of them (ADR 0110): a client that leaks connections would
+otherwise take every file descriptor the process may open, and then
+neither other clients nor the host's own files (its database, a verify's
+forked walk, a worker's pipes) could be opened.  A connection past the
+bound is closed before the hello.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import logging
+import socket
+import struct
+import sys
+import time
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import PwfError
@@ -21,20 +34,93 @@ if TYPE_CHECKING:
     from pwf.server._connections import Dispatcher
     from pwf.server._hub import Hub
 
-__all__ = ["STOP_GRACE_SECONDS", "Listener"]
+__all__ = [
+    "MOST_CONNECTIONS",
+    "RESERVED_DESCRIPTORS",
+    "STOP_GRACE_SECONDS",
+    "Listener",
+    "most_connections",
+]
 
 STOP_GRACE_SECONDS: Final = 30.0
 """How long a stop waits for the requests in flight before it closes their sockets."""
+MOST_CONNECTIONS: Final = 10_000
+"""The most connections a host admits at once, whatever its descriptor limit allows."""
+RESERVED_DESCRIPTORS: Final = 256
+"""File descriptors kept for the host's own work, whatever its clients hold."""
+_FEWEST: Final = 16
+"""The bound never falls below this, even under a very low descriptor limit."""
+_REFUSALS_LOGGED_EVERY: Final = 10.0
+"""Seconds between two log lines about refused connections; the lines count those between."""
+
+log = logging.getLogger("pwf.server")
+
+
+def most_connections() -> int:
+    """How many connections a host may admit: its descriptor limit less the reserve.
+
+    The soft limit is raised to the hard one first, as long-running servers
+    do: the soft limit of 1 024 many systems start a process with would
+    otherwise bound a host that may watch hundreds of runs.
+    """
+    try:
+        import resource  # noqa: PLC0415 - not on every platform
+    except ImportError:  # pragma: no cover - a platform without it bounds nothing here
+        return MOST_CONNECTIONS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = MOST_CONNECTIONS + RESERVED_DESCRIPTORS
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+    if soft == resource.RLIM_INFINITY:
+        return MOST_CONNECTIONS
+    return max(_FEWEST, min(MOST_CONNECTIONS, soft - RESERVED_DESCRIPTORS))
+
+
+def _peer(transport: asyncio.BaseTransport) -> int | None:
+    """The process id at the other end of a Unix socket (Linux), else None."""
+    sock = transport.get_extra_info("socket")
+    if sys.platform != "linux" or sock is None:
+        return None
+    try:
+        credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid: int = struct.unpack("3i", credentials)[0]
+    return pid or None
 
 
 class Listener:
     """The Unix socket a host listens on, and the bookkeeping of its connections."""
 
-    def __init__(self, path: Path, hub: Hub) -> None:
-        """Name the socket; nothing listens before :meth:`listen`."""
+    def __init__(self, path: Path, hub: Hub, most: int | None = None) -> None:
+        """Name the socket; nothing listens before :meth:`listen`.
+
+        ``most`` bounds the connections open at once (None: :func:`most_connections`,
+        found when the socket listens); one client process may hold half of them.
+        """
         self.path = path
         self.hub = hub
+        self.most = most
+        self.admitted: set[Connection] = set()
+        """The connections admitted whose sockets are still open."""
+        self._peers: collections.Counter[int] = collections.Counter()
+        self._refused = 0
+        self._logged = -_REFUSALS_LOGGED_EVERY
         self._server: asyncio.AbstractServer | None = None
+
+    @property
+    def per_process(self) -> int:
+        """The most connections one client process may hold at once."""
+        return max(1, (self.most or MOST_CONNECTIONS) // 2)
+
+    @property
+    def refused(self) -> int:
+        """Connections closed unadmitted since the host started, over either bound."""
+        return self._refused
 
     @property
     def serving(self) -> bool:
@@ -43,6 +129,8 @@ class Listener:
 
     async def listen(self, dispatcher: Dispatcher) -> None:
         """Replace a stale socket file and listen on it, mode 0600."""
+        if self.most is None:
+            self.most = most_connections()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         loop = asyncio.get_running_loop()
@@ -57,14 +145,42 @@ class Listener:
             self._server.close()
 
     def opened(self, connection: Connection) -> bool:
-        """A connection was accepted: keep it, unless the host is stopping."""
+        """A connection was accepted: keep it, unless the host stops or a bound is reached."""
         if self.hub.stopping:
             return False
+        assert connection.transport is not None
+        peer = _peer(connection.transport)
+        if len(self.admitted) >= (self.most or MOST_CONNECTIONS):
+            self._refuse(f"{len(self.admitted)} connections are open, the most this host admits")
+            return False
+        if peer is not None and self._peers[peer] >= self.per_process:
+            self._refuse(f"process {peer} holds {self._peers[peer]}, the most one process may")
+            return False
+        connection.peer = peer
+        self.admitted.add(connection)
+        if peer is not None:
+            self._peers[peer] += 1
         self.hub.connections.add(connection)
         return True
 
+    def _refuse(self, why: str) -> None:
+        """Count a refusal; say so at most every few seconds, with the count since."""
+        self._refused += 1
+        now = time.monotonic()
+        if now - self._logged >= _REFUSALS_LOGGED_EVERY:
+            self._logged = now
+            log.warning("refusing connections (%d so far): %s", self._refused, why)
+
     def lost(self, connection: Connection) -> None:
         """A connection closed: once its requests are done, forget it, detach its coordinators."""
+        if connection not in self.admitted:
+            return  # refused before its hello: it held nothing
+        self.admitted.discard(connection)
+        peer = connection.peer
+        if peer is not None:
+            self._peers[peer] -= 1
+            if not self._peers[peer]:
+                del self._peers[peer]
         self.hub.spawn(self._forget(connection))
 
     async def _forget(self, connection: Connection) -> None:

@@ -54,3 +54,5 @@ class Options:
     startup_seconds: float = STARTUP_SECONDS
     metrics: tuple[str, int] | None = None
     """Serve ``/metrics`` and ``/healthz`` on this (host, port) (ADR 0076); None: no endpoint."""
+    connections: int | None = None
+    """The most client connections open at once (ADR 0110); None: as the descriptor limit allows."""

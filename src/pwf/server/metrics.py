@@ -161,6 +161,10 @@ class Served(Protocol):
     views: Views | None
     supervisor: Supervisor | None
 
+    @property
+    def refused_connections(self) -> int:
+        """Connections closed before their hello since the host started (ADR 0110)."""
+
 
 def parse_address(text: str) -> tuple[str, int]:
     """``PORT``, ``HOST:PORT`` or ``[V6]:PORT`` as (host, port); ``PORT`` alone is loopback.
@@ -212,7 +216,9 @@ class _Collector:
         yield from _request_families(endpoint.recorder)
         facts = endpoint.facts()
         yield from _log_families(facts)
-        yield from _connection_families(list(endpoint.server.connections))
+        yield from _connection_families(
+            list(endpoint.server.connections), endpoint.server.refused_connections
+        )
         yield from _subscription_families(endpoint.server.views)
         yield from _worker_families(endpoint.server.supervisor)
         yield from _claim_families(facts)
@@ -273,11 +279,19 @@ def _log_families(facts: _Facts) -> Iterator[object]:
     )
 
 
-def _connection_families(connections: list[Connection]) -> Iterator[object]:
-    """Connections open, and the most requests any one of them has unanswered."""
-    from prometheus_client.core import GaugeMetricFamily  # noqa: PLC0415 - the metrics extra
+def _connection_families(connections: list[Connection], refused: int) -> Iterator[object]:
+    """Connections open and refused, and the most requests any one of them has unanswered."""
+    from prometheus_client.core import (  # noqa: PLC0415 - the metrics extra
+        CounterMetricFamily,
+        GaugeMetricFamily,
+    )
 
     yield GaugeMetricFamily("pwf_connections", "Client connections open.", value=len(connections))
+    yield CounterMetricFamily(
+        "pwf_connections_refused",
+        "Connections closed before their hello: the host's or one process's bound was reached.",
+        value=refused,
+    )
     yield GaugeMetricFamily(
         "pwf_connection_unanswered_requests",
         "The most requests read and not yet answered on any one connection.",
