@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,10 +25,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pwf.errors import InputError
 from pwf.projections.host_commands import OPERATIONS
+from pwf.server.metrics import MOST_SCRAPES, SCRAPE_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from tests.integration._served import Served, init, line, pwf, rows, run_start, short_dir, until
 else:
@@ -156,6 +159,37 @@ def test_healthz_turns_503_when_the_claim_is_lost(
             holder.close()
         assert served.process.wait(60) == 3
         assert "host claim lost" in served.stderr()
+    finally:
+        served.close()
+
+
+def _threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^Threads:\s+(\d+)", status, re.MULTILINE).group(1))  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="threads are counted in /proc")
+def test_idle_connections_hold_neither_the_hosts_threads_nor_its_scrapes(db: Path) -> None:
+    """Before, each idle connection to the endpoint held a host thread for good (ADR 0110)."""
+    served = Served(db, "--metrics", "0", *QUIET)
+    try:
+        url = _url(served)
+        port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+        before = _threads(served.process.pid)
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(200)]
+        try:
+            # Past the bound a connection is closed at once; the first ones wait for bytes.
+            assert idle[-1].recv(1) == b""
+            assert _threads(served.process.pid) <= before + MOST_SCRAPES
+            # Each of those is closed once it has sent nothing for SCRAPE_SECONDS.
+            started = time.monotonic()
+            assert idle[0].recv(1) == b""
+            assert time.monotonic() - started < SCRAPE_SECONDS + 5
+        finally:
+            for connection in idle:
+                connection.close()
+        until(lambda: _threads(served.process.pid) <= before, 30, "the threads to end")
+        assert _samples(url)["pwf_connections", ()] == 0
     finally:
         served.close()
 

@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from pwf.errors import InputError
 
@@ -43,7 +43,9 @@ __all__ = [
     "COMMIT_SECONDS",
     "DEFAULT_HOST",
     "GROUP_SIZES",
+    "MOST_SCRAPES",
     "REQUEST_SECONDS",
+    "SCRAPE_SECONDS",
     "Endpoint",
     "Histogram",
     "Recorder",
@@ -54,6 +56,10 @@ __all__ = [
 log = logging.getLogger("pwf.server")
 
 DEFAULT_HOST: Final = "127.0.0.1"
+MOST_SCRAPES: Final = 16
+"""Connections the endpoint serves at once; one past it is closed (ADR 0110)."""
+SCRAPE_SECONDS: Final = 5.0
+"""How long the endpoint waits for a request's bytes before it closes the connection."""
 """``--metrics PORT`` listens here: the endpoint has no authentication."""
 REQUEST_SECONDS: Final = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -491,8 +497,7 @@ class Endpoint:
         handler = _handler(self, registry)
         from http.server import ThreadingHTTPServer  # noqa: PLC0415 - only with --metrics
 
-        family = _family(host)
-        server_class = type("MetricsServer", (ThreadingHTTPServer,), {"address_family": family})
+        server_class = _bounded(ThreadingHTTPServer, _family(host))
         try:
             http = server_class((host, port), handler)
         except OSError as error:
@@ -520,6 +525,42 @@ class Endpoint:
             self._thread.join()
 
 
+def _bounded(base: type[ThreadingHTTPServer], family: int) -> type[ThreadingHTTPServer]:
+    """``base`` listening on ``family``, serving at most :data:`MOST_SCRAPES` connections at once.
+
+    The server runs a thread per connection in the host's own process, so
+    idle connections would hold the host's threads and file descriptors
+    (ADR 0110): one past the bound is closed at once, and a handler waits at
+    most :data:`SCRAPE_SECONDS` for a request's bytes.
+    """
+    import threading  # noqa: PLC0415 - only with --metrics
+
+    class MetricsServer(base):  # type: ignore[valid-type,misc]
+        address_family = family
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401 - the base's
+            super().__init__(*args, **kwargs)
+            self.slots = threading.BoundedSemaphore(MOST_SCRAPES)
+
+        def process_request(self, request: Any, client_address: Any) -> None:  # noqa: ANN401
+            if not self.slots.acquire(blocking=False):
+                self.shutdown_request(request)
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                self.slots.release()
+                raise
+
+        def process_request_thread(self, request: Any, client_address: Any) -> None:  # noqa: ANN401
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self.slots.release()
+
+    return MetricsServer
+
+
 def _family(host: str) -> int:
     import socket  # noqa: PLC0415 - only with --metrics
 
@@ -532,6 +573,8 @@ def _handler(endpoint: Endpoint, registry: object) -> type:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # noqa: PLC0415
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = SCRAPE_SECONDS
+
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
