@@ -226,6 +226,11 @@ class Server:
         """A connection closed (the listener's)."""
         self.listener.lost(connection)
 
+    def caught_up(self, connection: Connection) -> None:
+        """A backed-up connection was read (the subscriptions')."""
+        if self.views is not None:
+            self.views.caught_up(connection)
+
     def dispatch(self, connection: Connection, request: ClientRequest) -> None:
         """Start answering ``request`` (:meth:`Requests.dispatch`)."""
         self.requests.dispatch(connection, request)

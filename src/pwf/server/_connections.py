@@ -11,6 +11,13 @@ Most requests need no task of their own: the server queues their decision
 with a callback (:meth:`Connection.answered` once committed).  Those that
 wait (subscriptions, state reads, a submission's verdict) run as tasks.
 
+A connection whose client does not read what it is sent is *backed up*
+once :data:`BACKLOG` bytes wait to be written (ADR 0111): its socket is not
+read, and its subscriptions are not published, until the client has read
+most of them; then it is published what changed meanwhile, once.  So a
+client that stalls holds about that much of the host's memory, however
+much it watches and however long it stalls.
+
 A connection holds at most :data:`MAX_UNANSWERED` requests read and not
 yet answered (ADR 0074).  At that bound it stops reading its socket: the
 frames of the chunk in hand wait in order, and the rest of a flood waits in
@@ -47,10 +54,12 @@ if TYPE_CHECKING:
 
     from pwf.protocol.client import ClientRequest
 
-__all__ = ["MAX_UNANSWERED", "PACKAGE_VERSION", "Connection", "Dispatcher", "thrown"]
+__all__ = ["BACKLOG", "MAX_UNANSWERED", "PACKAGE_VERSION", "Connection", "Dispatcher", "thrown"]
 
 _MAX_BUFFERED: Final = 64 << 20
 """A client that lets this much of its answers pile up unread is closed."""
+BACKLOG: Final = 256 << 10
+"""Bytes waiting to be written past which a connection is backed up (ADR 0111)."""
 MAX_UNANSWERED: Final = 64
 """Requests one connection may have read and not yet answered; past it, reading waits."""
 
@@ -73,6 +82,9 @@ class Dispatcher(Protocol):
 
     def lost(self, connection: Connection) -> None:
         """The connection closed; its requests in flight are still being decided."""
+
+    def caught_up(self, connection: Connection) -> None:
+        """The client read what was backed up on the connection: it may be published again."""
 
 
 class Connection(asyncio.Protocol):
@@ -97,6 +109,8 @@ class Connection(asyncio.Protocol):
         """Frames read from the socket and not yet handed on, while the bound holds them."""
         self._paused = False
         self._pumping = False
+        self.backed_up = False
+        """Whether :data:`BACKLOG` bytes wait to be written (the transport says so)."""
 
     # ------------------------------------------------------------------ the protocol
 
@@ -104,6 +118,7 @@ class Connection(asyncio.Protocol):
         """Send the hello, or close at once when the host is stopping."""
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        transport.set_write_buffer_limits(high=BACKLOG)
         if not self.server.opened(self):
             self.close()
             return
@@ -131,7 +146,12 @@ class Connection(asyncio.Protocol):
         frames = self._frames
         self._pumping = True
         try:
-            while frames and self.inflight < self.unanswered and not self.closed:
+            while (
+                frames
+                and self.inflight < self.unanswered
+                and not self.backed_up
+                and not self.closed
+            ):
                 request = parse_request(frames.popleft())
                 self.inflight += 1
                 self.server.dispatch(self, request)
@@ -143,13 +163,25 @@ class Connection(asyncio.Protocol):
             self._pumping = False
         if self.closed or self.transport is None:
             return
-        full = bool(frames) or self.inflight >= self.unanswered
+        full = bool(frames) or self.inflight >= self.unanswered or self.backed_up
         if full and not self._paused:
             self._paused = True
             self.transport.pause_reading()
         elif not full and self._paused:
             self._paused = False
             self.transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        """The transport holds :data:`BACKLOG` bytes unsent: read and publish no more for now."""
+        self.backed_up = True
+        self._pump()
+
+    def resume_writing(self) -> None:
+        """The client read most of what waited: read its requests and publish it again."""
+        self.backed_up = False
+        self._pump()
+        if not self.closed:
+            self.server.caught_up(self)
 
     def eof_received(self) -> bool:
         """The peer is done sending: close, as a read of nothing always did."""

@@ -13,6 +13,11 @@ or a deadline of the clock passed (a worker's lease, a session's retained
 terminal).  Then it reads which runs and sessions the new events touched
 and recomputes only the subscriptions that show them, each payload once
 for all the connections that watch it (ADR 0078).
+
+A connection backed up with unread bytes is left out of publishes until
+its client has read them; the first publish after looks at all of its
+subscriptions, so it is sent each payload that changed meanwhile, once,
+with the next revision (ADR 0111).
 """
 
 from __future__ import annotations
@@ -114,6 +119,8 @@ class _Plan(NamedTuple):
     seen: int
     woke: frozenset[str]
     subscriptions: dict[str, Subscriptions]
+    owed: frozenset[str]
+    """Connections left out of publishes while backed up: all of theirs is looked at."""
 
 
 class _Published(NamedTuple):
@@ -142,8 +149,9 @@ def _published(ctx: Context, plan: _Plan, live: Callable[[Context, str], bool]) 
     events: dict[str, list[ClientEvent]] = {}
     failed: dict[str, str] = {}
     for connection_id, subscriptions in plan.subscriptions.items():
+        looked = EVERYTHING if connection_id in plan.owed else changes
         try:
-            events[connection_id] = subscriptions.publish(ctx, live, changes, shared)
+            events[connection_id] = subscriptions.publish(ctx, live, looked, shared)
         except PwfError as error:
             failed[connection_id] = str(error)
     lease = ctx.value(
@@ -197,6 +205,8 @@ class Views:
         self._again = False
         self._fresh = False
         """A subscription was made since the last publish: it waits for its first payload."""
+        self._owed: set[str] = set()
+        """Connections left out of a publish while backed up (ADR 0111)."""
         self.changed = asyncio.Event()
         """Set when what a publish reads may have changed (:meth:`stir`); the publish timer
         waits on it instead of looking every :data:`PUBLISH_SECONDS` while no deadline of the
@@ -262,8 +272,15 @@ class Views:
         """Whether the connection has a subscription to publish."""
         return bool(self.subscriptions.get(connection.id))
 
+    def caught_up(self, connection: Connection) -> None:
+        """A backed-up connection was read: publish it what it was left out of."""
+        if connection.id in self._owed:
+            self._fresh = True
+            self.stir()
+
     def forget(self, connection: Connection) -> None:
         """The connection closed: its subscriptions end with it."""
+        self._owed.discard(connection.id)
         self.subscriptions.pop(connection.id, None)
         if not self.subscriptions:
             self._seen = -1  # nobody watches: whoever comes next starts afresh
@@ -308,10 +325,14 @@ class Views:
         if self._quiet(now):
             return
         self._fresh = False
-        watching = [c for c in list(connections) if not c.closed and self.subscriptions.get(c.id)]
-        if not watching:
+        watched = [c for c in list(connections) if not c.closed and self.subscriptions.get(c.id)]
+        if not watched:
             self._seen = -1  # nobody watches: whoever comes next starts afresh
             return
+        self._owed.update(c.id for c in watched if c.backed_up)
+        watching = [c for c in watched if not c.backed_up]
+        if not watching:
+            return  # each is published once its client has read what waits
         settled = self.writer.settled
         live_runs = frozenset(self.active()) if self.active is not None else frozenset()
         lease_passed = self._lease is not None and now >= self._lease
@@ -320,6 +341,7 @@ class Views:
             seen=self._seen,
             woke=frozenset(s for s, at in self._wakes.items() if now >= at),
             subscriptions={c.id: self.subscriptions[c.id] for c in watching},
+            owed=frozenset(c.id for c in watching if c.id in self._owed),
         )
 
         def recompute(host: ServedHost) -> object:
@@ -335,10 +357,15 @@ class Views:
             log.info("client view error: %s", error)
             return
         published = cast("_Published", found)
+        self._owed -= plan.owed
         self._seen, self._settled, self._live_runs = published.head, settled, live_runs
         self._lease = published.lease
         self.computed += published.computed
         self._touched(published.changes, plan.subscriptions.values(), now)
+        self._push(watching, published)
+
+    def _push(self, watching: list[Connection], published: _Published) -> None:
+        """Write each connection its events; close one whose payloads could not be made."""
         lines = _Lines()
         for connection in watching:
             problem = published.failed.get(connection.id)
