@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
     from tests.integration._hosted import Hosted
     from tests.integration._served import init, line, run_start, short_dir
+
+    from pwf.client import HostClient
 else:
     from _hosted import Hosted
     from _served import init, line, run_start, short_dir
@@ -77,6 +79,13 @@ def _buffered(hosted: Hosted) -> list[tuple[int, bool, bool]]:
     return found
 
 
+def _start(writer: HostClient, numbers: range) -> None:
+    """Start a run for each number, one answer at a time."""
+    for number in numbers:
+        writer.send(run_start(number))
+        assert writer.response(f"r-{number}")[0]["outcome"] == "accepted"
+
+
 def _read_all(sock: socket.socket) -> list[dict[str, object]]:
     """Every line the watcher is sent until the host has nothing more for it."""
     sock.settimeout(2)
@@ -96,9 +105,7 @@ def test_a_stalled_watcher_is_published_what_changed_once_it_reads(hosted: Hoste
     watcher = _watcher(hosted.server.paths.socket)
     try:
         with hosted.client() as writer:
-            for number in range(RUNS):
-                writer.send(run_start(number))
-                assert writer.response(f"r-{number}")[0]["outcome"] == "accepted"
+            _start(writer, range(RUNS))
             [(unsent, backed_up, closed)] = _buffered(hosted)
             assert backed_up
             assert not closed
@@ -121,13 +128,10 @@ def test_a_caught_up_watcher_is_pushed_each_change_again(hosted: Hosted) -> None
     watcher = _watcher(hosted.server.paths.socket)
     try:
         with hosted.client() as writer:
-            for number in range(RUNS):
-                writer.send(run_start(number))
-                writer.response(f"r-{number}")
+            _start(writer, range(RUNS))
             seen = _read_all(watcher)
             revision = max(int(str(e["revision"])) for e in seen if e.get("type") == "event")
-            writer.send(run_start(RUNS))
-            writer.response(f"r-{RUNS}")
+            _start(writer, range(RUNS, RUNS + 1))
             after = [e for e in _read_all(watcher) if e.get("type") == "event"]
         assert [int(str(e["revision"])) for e in after] == [revision + 1]
         payload = after[0]["payload"]
@@ -145,9 +149,7 @@ def test_requests_of_a_backed_up_connection_wait_in_its_socket(hosted: Hosted) -
     sock.connect(str(hosted.server.paths.socket))
     try:
         with hosted.client() as writer:
-            for number in range(RUNS):
-                writer.send(run_start(number))
-                writer.response(f"r-{number}")
+            _start(writer, range(RUNS))
         page = canonical.encode({"cursor": 0, "revision": "?"})
         sent = 0
         for number in range(2000):
