@@ -13,7 +13,7 @@ from pwf.server import _connections
 
 def test_every_room_reads_the_one_set_of_constants() -> None:
     assert client.CLIENT_SCHEMA is protocol_client.CLIENT_SCHEMA is wire.CLIENT_SCHEMA
-    assert client.PACKAGE_VERSION is _connections.PACKAGE_VERSION is wire.PACKAGE_VERSION
+    assert client.PACKAGE_VERSION is vars(_connections)["PACKAGE_VERSION"] is wire.PACKAGE_VERSION
     assert vars(client)["MAX_PROTOCOL_MESSAGE_BYTES"] is wire.MAX_PROTOCOL_MESSAGE_BYTES
     assert protocol_client.MAX_PROTOCOL_MESSAGE_BYTES is wire.MAX_PROTOCOL_MESSAGE_BYTES
     assert vars(callhost)["MAX_FRAMED_MESSAGE_BYTES"] is wire.MAX_FRAMED_MESSAGE_BYTES

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 from pwf.errors import PwfError
 from pwf.host.served import STOPPING, Identity
+from pwf.protocol.wire import PACKAGE_VERSION
 from pwf.server._claim import open_writer, take_claim
-from pwf.server._connections import PACKAGE_VERSION
 from pwf.server._listener import Listener
 from pwf.server._lockfile import HostPaths, acquire_lock, release_lock
 from pwf.server._options import Options, wall_clock

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from pwf.protocol.client import ClientRequest
 
-__all__ = ["BACKLOG", "MAX_UNANSWERED", "PACKAGE_VERSION", "Connection", "Dispatcher", "thrown"]
+__all__ = ["BACKLOG", "MAX_UNANSWERED", "Connection", "Dispatcher", "thrown"]
 
 _MAX_BUFFERED: Final = 64 << 20
 """A client that lets this much of its answers pile up unread is closed."""

@@ -42,6 +42,8 @@ __all__ = [
     "most_connections",
 ]
 
+log = logging.getLogger("pwf.server")
+
 STOP_GRACE_SECONDS: Final = 30.0
 """How long a stop waits for the requests in flight before it closes their sockets."""
 MOST_CONNECTIONS: Final = 10_000
@@ -52,8 +54,6 @@ _FEWEST: Final = 16
 """The bound never falls below this, even under a very low descriptor limit."""
 _REFUSALS_LOGGED_EVERY: Final = 10.0
 """Seconds between two log lines about refused connections; the lines count those between."""
-
-log = logging.getLogger("pwf.server")
 
 
 def most_connections() -> int:
