@@ -88,7 +88,7 @@ def recording(store: MirroredStore) -> list[tuple[str, str]]:
     """Note every statement of ``store``'s two connections from now on, in order."""
     seen: list[tuple[str, str]] = []
     log = store.shared.log
-    log.connection = _Connection(log.connection, seen)  # type: ignore[assignment]
+    log._connection = _Connection(log.connection, seen)  # type: ignore[assignment]
     store.connection.set_trace_callback(lambda sql: seen.append(("sqlite", sql[:60])))
     return seen
 

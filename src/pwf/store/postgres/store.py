@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from pathlib import Path
 
+    from psycopg.rows import TupleRow
+
     from pwf.events import Entry
     from pwf.store import Head, StoredEvent, VerifyReport
     from pwf.store.postgres.append import PostgresTransaction
@@ -58,24 +60,57 @@ class PostgresStore(AppendsAlone, Closing):
         """What messages call this log (the URL without its password)."""
         self.tree_cache: tuple[Head, Tree] | None = None
         """The Merkle tree as this connection's last write left it, with its head (ADR 0083)."""
+        self._timeout = connect_timeout
+        self._formats = formats
+        self._connection = self._connect(create=create)
+        self.format, self.log_id = self._found
+
+    def _connect(self, *, create: bool = False) -> psycopg.Connection[TupleRow]:
+        """A new connection to the log, its format read (and its schema installed if ``create``)."""
         try:
-            self.connection = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
+            connection = psycopg.connect(self.url, autocommit=True, connect_timeout=self._timeout)
         except psycopg.Error as error:
             raise translate_error(error, self.path) from None
         try:
             if create:
-                install(self.connection, self.path)
-            self.format, self.log_id = read_format(self.connection, self.path, formats)
+                install(connection, self.path)
+            self._found = read_format(connection, self.path, self._formats)
         except psycopg.Error as error:
-            self.connection.close()
+            connection.close()
             raise translate_error(error, self.path) from None
         except StoreError:
-            self.connection.close()
+            connection.close()
             raise
+        return connection
+
+    @property
+    def connection(self) -> psycopg.Connection[TupleRow]:
+        """The connection to the log, opened again when the last one was lost (ADR 0112).
+
+        A restart of PostgreSQL, a failover or a dropped network link closes
+        it; the call that finds it so fails, and the next one connects anew, to
+        the same log only.
+
+        Raises:
+            StoreError: PostgreSQL cannot be reached, or the database now holds another log.
+        """
+        current = self._connection
+        if not current.closed:
+            return current
+        self.tree_cache = None  # what this connection's writes left is not known now
+        fresh = self._connect()
+        if self._found != (self.format, self.log_id):
+            fresh.close()
+            raise StoreError(
+                f"{self.path}: the database now holds another log than the one this process"
+                " opened; start it again"
+            )
+        self._connection = fresh
+        return fresh
 
     def close(self) -> None:
         """Close the connection."""
-        self.connection.close()
+        self._connection.close()
 
     def transaction(
         self, *, after: int | None = None, early: bool = False
