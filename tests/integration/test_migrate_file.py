@@ -6,7 +6,10 @@ of the demo's traffic, as pwf wrote them before ADR 0102.
 
 from __future__ import annotations
 
+import signal
 import sqlite3
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -158,3 +161,68 @@ def test_bad_input_is_one_line_and_changes_nothing(v1: Path, tmp_path: Path) -> 
         f"Error: cannot write --backup {nowhere}: its folder does not exist"
     ]
     assert v1.read_bytes() == before
+
+
+_KILLED_WHILE_BUILDING = """
+import os, signal, sys
+from pwf.store import migration
+
+def killed(scratch, backup):
+    os.kill(os.getpid(), signal.SIGKILL)  # no clean-up runs, as under a real kill
+
+migration._build = killed
+from pwf.cli import cli
+cli(["log", "migrate", "--db", sys.argv[1]])
+"""
+
+
+def _killed_while_building(v1: Path) -> Path:
+    """Run a migrate of ``v1`` that is killed after its copy, while it builds; its backup."""
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_WHILE_BUILDING, str(v1)], capture_output=True, check=False
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    kept = v1.with_name("v1.db.v1-backup")
+    assert kept.exists()
+    assert v1.with_name("v1.db.migrating").exists()
+    return kept
+
+
+def test_a_migrate_killed_while_it_builds_is_resumed_from_its_copy(v1: Path) -> None:
+    """ADR 0113: before, the copy it left refused every migrate after, named as taken."""
+    before = _events(v1)
+    kept = _killed_while_building(v1)
+    copied = kept.stat().st_ino, kept.stat().st_mtime_ns
+    assert v1.with_name("v1.db.migrating").stat().st_mode & 0o777 == 0o600
+    done = _pwf("log", "migrate", "--db", str(v1))
+    assert done.exit_code == 0, done.output
+    assert (kept.stat().st_ino, kept.stat().st_mtime_ns) == copied  # kept, not copied again
+    assert not v1.with_name("v1.db.migrating").exists()
+    assert _events(v1)[: len(before)] == before
+    proved = _pwf("log", "verify", "--db", str(v1), "--backup", str(kept))
+    assert proved.exit_code == 0, proved.output
+
+
+def test_a_copy_left_of_another_head_is_not_taken(v1: Path) -> None:
+    kept = _killed_while_building(v1)
+    with sqlite3.connect(kept) as connection:
+        connection.execute("UPDATE _pwf_head SET seq = seq - 1")
+    connection.close()
+    left = kept.read_bytes()
+    before = v1.read_bytes()
+    refused = _pwf("log", "migrate", "--db", str(v1))
+    assert refused.exit_code == 2
+    # The killed migrate's maintenance lock is taken over first, with a warning.
+    assert refused.output.splitlines()[-1] == (
+        f"Error: {kept} exists; name another --backup for the pwf.store.v1 file"
+    )
+    assert kept.read_bytes() == left
+    assert v1.read_bytes() == before
+
+
+def test_an_empty_backup_is_a_name_taken_before_the_copy(v1: Path) -> None:
+    kept = v1.with_name("v1.db.v1-backup")
+    kept.write_bytes(b"")
+    done = _pwf("log", "migrate", "--db", str(v1))
+    assert done.exit_code == 0, done.output
+    assert _pwf("log", "verify", "--db", str(v1), "--backup", str(kept)).exit_code == 0

@@ -122,22 +122,17 @@ def migrate(
         raise InputError(f"{path} is already in format {FORMAT}; nothing to migrate")
     if found != FORMAT_V1:
         raise wrong_format(path, found)
-    try:
-        os.close(create_file(backup))
-    except FileExistsError:
-        raise InputError(
-            f"{backup} exists; name another --backup for the {FORMAT_V1} file"
-        ) from None
-    except (FileNotFoundError, NotADirectoryError):
-        raise InputError(f"cannot write --backup {backup}: its folder does not exist") from None
+    kept = _claim_backup(backup, path)
     scratch = path.with_name(path.name + ".migrating")
     done = False
     try:
-        copy_file(path, backup)
-        _settle_backup(backup)
+        if not kept:
+            copy_file(path, backup)
+            _settle_backup(backup)
         digest = file_sha256(backup)
         for leftover in (scratch, *_sidecars(scratch)):
             leftover.unlink(missing_ok=True)
+        os.close(create_file(scratch))  # private from the start, as every file of the log
         head = _build(scratch, backup)
         event = migrated(backup, digest, head)
         seq = seal(scratch, event)
@@ -210,6 +205,59 @@ def migrated(backup: Path, digest: str, head: Head) -> LogMigrated:
         backup_seq=head.seq,
         backup_hash=head.content_hash,
     )
+
+
+def _claim_backup(backup: Path, path: Path) -> bool:
+    """Take the name ``backup``; True when it holds already what an interrupted migrate left.
+
+    A migrate killed after its copy of ``path`` was settled leaves that copy,
+    and its own ``.migrating`` file, behind.  A copy that is one file of
+    format v1 whose log ends at the head ``path``'s log still ends at holds
+    the same log, so it is kept as the backup and not copied again; an empty
+    file is a name a killed migrate took before it copied.  Anything else at
+    ``backup`` is left as it is (ADR 0113).
+
+    Raises:
+        InputError: ``backup`` holds anything else, or its folder does not exist.
+    """
+    try:
+        os.close(create_file(backup))
+    except FileExistsError:
+        if _left_behind(backup, path):
+            return True
+        with contextlib.suppress(OSError):
+            if backup.stat().st_size == 0 and not any(s.exists() for s in _sidecars(backup)):
+                return False
+        raise InputError(
+            f"{backup} exists; name another --backup for the {FORMAT_V1} file"
+        ) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(f"cannot write --backup {backup}: its folder does not exist") from None
+    return False
+
+
+def _left_behind(backup: Path, path: Path) -> bool:
+    """Whether ``backup`` is a settled v1 copy of ``path``'s log as it stands (its head)."""
+    if any(sidecar.exists() for sidecar in _sidecars(backup)):
+        return False
+    try:
+        if file_format(backup) != FORMAT_V1:
+            return False
+        settled, head = _v1_head(backup)
+        return settled == "delete" and head == _v1_head(path)[1]
+    except (StoreError, sqlite3.Error):
+        return False
+
+
+def _v1_head(path: Path) -> tuple[str, tuple[object, ...] | None]:
+    """The journal mode of the v1 file at ``path`` and its head row, read without a write."""
+    connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        mode = connection.execute("PRAGMA journal_mode").fetchone()
+        head = connection.execute("SELECT seq, content_hash, batch FROM _pwf_head").fetchone()
+    finally:
+        connection.close()
+    return str(mode[0]), None if head is None else tuple(head)
 
 
 def _sidecars(path: Path) -> tuple[Path, ...]:
