@@ -25,6 +25,7 @@ from pwf.events import Actor
 from pwf.host import _maintenance, _routing, _sessions, _verdict, _workers
 from pwf.host._direct import refuse_if_served
 from pwf.host._lock import acquire_lock
+from pwf.host._maintenance import Handoff, run_handoff
 from pwf.host._workers import LEASE_MS
 
 if TYPE_CHECKING:
@@ -38,7 +39,15 @@ if TYPE_CHECKING:
     from pwf.store.unit import Work
     from pwf.views.status import Live
 
-__all__ = ["DIRECT_ACTOR", "LEASE_MS", "Host", "acquire_lock", "refuse_if_served"]
+__all__ = [
+    "DIRECT_ACTOR",
+    "LEASE_MS",
+    "Handoff",
+    "Host",
+    "acquire_lock",
+    "refuse_if_served",
+    "run_handoff",
+]
 
 DIRECT_ACTOR: Final = Actor(type="host", id="pwf-direct")
 T = TypeVar("T")
@@ -148,6 +157,17 @@ class Host(Generic[StoreT_co]):
     def effect(self, kind: str, target: str) -> None:
         """File work a maintenance command asked for, done while the write lock is held."""
         _maintenance.effect(self, kind, target)
+
+    def begin_backup(self, request: ClientRequest, now: int) -> ClientResponse | Handoff:
+        """``state.backup`` up to its copy, which the caller makes off this thread (ADR 0114)."""
+        from pwf.commands.catalogue import CLIENT_OPERATIONS  # noqa: PLC0415 - served only
+
+        handler = CLIENT_OPERATIONS["state.backup"].handler
+        return _maintenance.begin_backup(self, request, handler, now)
+
+    def finish_backup(self, handoff: Handoff, error: str | None) -> ClientResponse:
+        """Record a ``state.backup`` whose copy was made, or failed with ``error``."""
+        return _maintenance.finish_backup(self, handoff, error)
 
     # ------------------------------------------------------------------ sessions and time
 

@@ -7,8 +7,10 @@ one step of SQLite's backup API through a read-only connection of its own,
 which reads one committed state of the WAL database from start to end, so it
 is a consistent point of the log; no write transaction is held for it, and
 writers commit meanwhile.  The copy is then reopened and checked as a file.
-:func:`run_backup` is ``state.backup``: it takes the write lock only to
-adopt or validate the request and to record its outcome.
+``state.backup`` takes the write lock only to adopt or validate the request
+and to record its outcome (:mod:`pwf.host._maintenance`); the copy between
+them, made by the work :func:`prepare_backup` returns, touches only files
+and connections of its own.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import os
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from pwf._sqlite import exact_text, same_dump
@@ -31,10 +32,12 @@ from pwf.host._destination import check_destination
 from pwf.private import create_file, make_directories, sync
 from pwf.readmodel import ReadModel
 from pwf.store import Head, check_link, check_position
+from pwf.store.image import integrity
 from pwf.store.opening import open_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from pathlib import Path
 
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.store import (
@@ -52,8 +55,8 @@ __all__ = [
     "backup_shared",
     "catch_up",
     "check_destination",
-    "run_backup",
-    "run_shared_backup",
+    "prepare_backup",
+    "prepare_shared_backup",
 ]
 
 T = TypeVar("T")
@@ -118,52 +121,22 @@ class Recording:
             return self.adopt(ctx, request) or self.record(ctx, request, result)
 
 
-def run_backup(
-    store: LogFile, request: ClientRequest, recording: Recording, *, replace: bool
-) -> ClientResponse:
-    """``state.backup``: adopt or validate, copy and check off the lock, then record.
+def prepare_shared_backup(
+    store: EventStore, log: SharedLog, destination: Path, *, replace: bool = True
+) -> Callable[[], None]:
+    """As :func:`prepare_backup` for a shared log: the work snapshots it on a connection of its own.
 
-    A request with the same key that was recorded while the copy was made
-    is adopted instead of recorded twice.
+    Raises:
+        CommandError: the destination is refused.
     """
-    result = recording.validated(store, request)
-    if not isinstance(result, Result):
-        return result
-    assert result.effect is not None
-    try:
-        backup_database(store, Path(result.effect[1]), replace=replace)
-    except CommandError as error:
-        result = Result(outcome="rejected", error=str(error))
-    return recording.finish(store, request, result)
+    target = check_destination(store.projections_file.path, store, destination)
+    if not replace and target.exists():
+        raise CommandError(f"Backup destination already exists: {destination}")
 
+    def snapshot() -> None:
+        _snapshot(log, target, destination, replace=replace)
 
-def run_shared_backup(
-    store: EventStore,
-    log: SharedLog,
-    request: ClientRequest,
-    recording: Recording,
-    *,
-    replace: bool,
-) -> ClientResponse:
-    """``state.backup`` on a shared log: adopt or validate, snapshot off any lock, record.
-
-    The request is adopted or validated, and its outcome recorded, in the
-    store's write transactions, which append to the shared log; the
-    snapshot between them holds no lock (ADR 0106).  Before each, the local
-    file catches up outside the lock, so the transaction holds the shared
-    log's lock only for the events appended since.
-    """
-    store.catch_up()  # what other hosts appended is folded before the lock, not under it
-    result = recording.validated(store, request)
-    if not isinstance(result, Result):
-        return result
-    assert result.effect is not None
-    try:
-        backup_shared(store, log, Path(result.effect[1]), replace=replace)
-    except CommandError as error:
-        result = Result(outcome="rejected", error=str(error))
-    store.catch_up()  # and what they appended during the backup
-    return recording.finish(store, request, result)
+    return snapshot
 
 
 def backup_shared(
@@ -184,6 +157,11 @@ def backup_shared(
     target = check_destination(store.projections_file.path, store, destination)
     if not replace and target.exists():
         raise CommandError(f"Backup destination already exists: {destination}")
+    return _snapshot(log, target, destination, replace=replace)
+
+
+def _snapshot(log: SharedLog, target: Path, destination: Path, *, replace: bool) -> Head:
+    """A snapshot of ``log``, its projections folded and proved, placed at ``target``; its head."""
     with _failing_as_backup(destination), _placed(target, destination, replace=replace) as partial:
         head = log.snapshot_to(partial)
         _fold_projections(partial)
@@ -261,8 +239,16 @@ def catch_up(store: EventLog, backup: Path, upto: Head) -> None:
         ) from None
 
 
-def _checked(file: LogFile, what: str) -> None:
-    if file.integrity_check() is not None:
+def _checked(live: Path, what: str) -> None:
+    """SQLite's integrity and foreign-key checks of the file ``live``, on a read-only connection."""
+    connection = sqlite3.connect(f"{live.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        found = integrity(connection)
+    except sqlite3.Error as error:
+        raise StoreError(str(error)) from None
+    finally:
+        connection.close()
+    if found is not None:
         raise CommandError(f"{what} failed its integrity check")
 
 
@@ -274,14 +260,34 @@ def backup_database(store: LogFile, destination: Path, *, replace: bool = True) 
     Raises:
         CommandError: the destination is refused, or the copy failed or is unsound.
     """
+    prepare_backup(store, destination, replace=replace)()
+
+
+def prepare_backup(
+    store: LogFile, destination: Path, *, replace: bool = True
+) -> Callable[[], None]:
+    """Check ``destination`` against ``store``; the copy and its proof, to run after.
+
+    The check reads the log, on the store's own connection.  The work it
+    returns opens connections of its own to the file and never the
+    store's, so a served host runs it off its writer thread (ADR 0114).
+
+    Raises:
+        CommandError: the destination is refused (the work raises it for a failed copy).
+    """
     target = check_destination(store.path, store, destination)
     if not replace and target.exists():
         raise CommandError(f"Backup destination already exists: {destination}")
-    with _failing_as_backup(destination):
-        _checked(store, "the live database")
-        with _placed(target, destination, replace=replace) as partial:
-            store.backup_to(partial)
-            _verify_copy(partial)  # proved before it is placed: a refused copy replaces nothing
+    live = store.path
+
+    def copy() -> None:
+        with _failing_as_backup(destination):
+            _checked(live, "the live database")
+            with _placed(target, destination, replace=replace) as partial:
+                store.backup_to(partial)  # through a read-only connection of its own
+                _verify_copy(partial)  # proved before it is placed: a refused copy replaces nothing
+
+    return copy
 
 
 @contextmanager
@@ -350,7 +356,7 @@ def _verify_copy(destination: Path, head: Head | None = None) -> None:
     """
     try:
         with open_file(destination, read_only=True) as copy:  # the copy is a file of its own
-            _checked(copy, "the backup")
+            _checked(destination, "the backup")
             report = copy.verify()
             if not report.ok:
                 raise CommandError(f"the backup's log is broken at seq {report.first_bad_seq}")

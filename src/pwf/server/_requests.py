@@ -14,6 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING, Final
 
 from pwf.errors import PwfError
+from pwf.host import run_handoff
 from pwf.host.statereads import STATE_READS
 from pwf.protocol.client import ClientResponse
 from pwf.server._statereads import StateReads
@@ -31,7 +32,7 @@ __all__ = ["SUBMIT_POLL_SECONDS", "Requests"]
 
 SUBMIT_POLL_SECONDS: Final = 0.025
 """``interaction.submit`` looks for its verdict this often, as the original does (HOST §1.13)."""
-ALONE: Final = frozenset({"state.backup", "state.prune"})
+ALONE: Final = frozenset({"state.prune"})
 """Requests decided in a group of their own: their file work must not hold others' commits."""
 
 
@@ -66,6 +67,9 @@ class Requests:
         ):
             connection.spawn(request, self.state_reads.answer(request))
             return
+        if operation == "state.backup":
+            connection.spawn(request, self._backup(request))
+            return
         if views is not None and operation == "view.session.watch":
             views.session_watch(connection, request)
         writer.call(
@@ -74,6 +78,24 @@ class Requests:
             alone=operation in ALONE,
             source=connection,
         )
+
+    async def _backup(self, request: ClientRequest) -> ClientResponse:
+        """``state.backup``: validated and recorded by the writer, the copy made off it (ADR 0114).
+
+        At a million events the copy and its proof take a minute; on the
+        writer they held every decision and the claim's renewal for as long,
+        and the host lost its claim.
+        """
+        hub = self.hub
+        writer = hub.writer
+        assert writer is not None
+        begun = await writer.submit(
+            lambda host: host.begin_backup(request, hub.clock()), alone=True
+        )
+        if isinstance(begun, ClientResponse):
+            return begun
+        error = await asyncio.to_thread(run_handoff, begun)
+        return await writer.submit(lambda host: host.finish_backup(begun, error), alone=True)
 
     def _decided(
         self,
