@@ -10,9 +10,8 @@ asked for.  On a shared log in PostgreSQL a backup is a snapshot of it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from pwf.commands import Result
 from pwf.errors import CommandError
@@ -42,8 +41,7 @@ FILE_MAINTENANCE: Final = frozenset({"state.backup", "state.prune"})
 """Operations whose file work runs outside the write transactions that record them."""
 
 
-@dataclass(frozen=True)
-class Handoff:
+class Handoff(NamedTuple):
     """A validated ``state.backup`` whose copy is yet to be made (ADR 0114).
 
     ``work`` touches files and connections of its own only, never the
