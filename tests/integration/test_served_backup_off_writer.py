@@ -1,4 +1,4 @@
-"""A served ``state.backup`` makes its copy off the writer thread (ADR 0114).
+"""A served ``state.backup`` or ``state.prune`` makes its copy off the writer thread (ADR 0114).
 
 Before, the copy and its proof ran on the writer thread between the write
 transactions that validate and record the request.  At a million events
@@ -14,12 +14,14 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
+from click.testing import CliRunner
 
+from pwf.cli import cli
 from pwf.errors import CommandError
 from pwf.host import _backup
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
     from tests.integration._hosted import Hosted
@@ -96,3 +98,63 @@ def test_a_backup_that_fails_off_the_writer_is_recorded_rejected(
     assert not destination.exists()
     recorded = rows(host.options.db, "SELECT outcome FROM host_commands WHERE request_id = 'b'")
     assert recorded == [("rejected",)]
+
+
+PRUNE_CUTOFF = "1970-01-01T00:00:05.000Z"
+"""Selects ``run-1``, cancelled at 4 000 (the lines' own times)."""
+
+
+def _prunable(db: Path, client_line: Callable[..., bytes]) -> None:
+    """Three runs; ``run-1`` finished before :data:`PRUNE_CUTOFF`."""
+    lines = b"".join(client_line(number, at=number * 1000) for number in (1, 2, 3))
+    lines += client_line(1, "run.cancel", at=4000) + client_line(2, "run.cancel", at=6000)
+    done = CliRunner().invoke(cli, ["request", "--db", str(db)], input=lines)
+    assert done.stdout.count('"outcome":"accepted"') == 5, done.stdout
+
+
+def test_other_requests_are_answered_while_a_prune_backs_up(
+    monkeypatch: pytest.MonkeyPatch, client_line: Callable[..., bytes]
+) -> None:
+    """The prune's copy and fold run off the writer; its install and record on it."""
+    with short_dir() as tmp:
+        db = tmp / "state.db"
+        init(db)
+        _prunable(db, client_line)
+        host = Hosted(db)
+        try:
+            copying, release = threading.Event(), threading.Event()
+            real = _backup._verify_copy
+
+            def held(*args: object, **kwargs: object) -> None:
+                copying.set()
+                assert release.wait(60)
+                real(*args, **kwargs)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(_backup, "_verify_copy", held)
+            payload = {"before": PRUNE_CUTOFF, "apply": True, "backupPath": str(tmp / "p.db")}
+            with host.client() as pruning, host.client() as other:
+                pruning.send(line("state.prune", payload, rid="p", client="ops"))
+                assert copying.wait(60)
+                started = time.monotonic()
+                other.send(run_start(10))
+                assert other.response("r-10")[0]["outcome"] == "accepted"
+                assert time.monotonic() - started < 30  # not held behind the copy
+                release.set()
+                answer = pruning.response("p")[0]
+            assert answer["outcome"] == "accepted", answer
+            receipt = answer["receipt"]
+            assert isinstance(receipt, dict)
+            assert receipt["applied"] is True
+        finally:
+            host.close()
+        assert rows(db, "SELECT run_id FROM runs ORDER BY run_id") == [
+            ("run-10",),
+            ("run-2",),
+            ("run-3",),
+        ]
+        verified = CliRunner().invoke(cli, ["verify", "--db", str(db)])
+        assert verified.exit_code == 0, verified.output
+        proved = CliRunner().invoke(
+            cli, ["log", "verify", "--db", str(db), "--backup", str(tmp / "p.db")]
+        )
+        assert proved.exit_code == 0, proved.output

@@ -31,8 +31,10 @@ from pwf.host._workers import LEASE_MS
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from pwf.commands import Context
+    from pwf.commands import Context, Result
     from pwf.commands.processes import ProcessFacts
+    from pwf.host._compacting import Prepared
+    from pwf.host.prune import PruneHandoff
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.protocol.worker import LaunchEnvelope, WorkerMessage, WorkerResponse
     from pwf.store import EventStore, StoreTransaction
@@ -168,6 +170,21 @@ class Host(Generic[StoreT_co]):
     def finish_backup(self, handoff: Handoff, error: str | None) -> ClientResponse:
         """Record a ``state.backup`` whose copy was made, or failed with ``error``."""
         return _maintenance.finish_backup(self, handoff, error)
+
+    def begin_prune(self, request: ClientRequest, now: int) -> ClientResponse | PruneHandoff:
+        """``state.prune`` of this host's own file up to its copy and compaction (ADR 0114)."""
+        from pwf.commands.catalogue import CLIENT_OPERATIONS  # noqa: PLC0415 - served only
+
+        handler = CLIENT_OPERATIONS["state.prune"].handler
+        return _maintenance.begin_prune(self, request, handler, now)
+
+    def finish_prune(
+        self, handoff: PruneHandoff, prepared: Prepared | Result | None
+    ) -> ClientResponse:
+        """Install the prepared compaction under the write lock and record the prune."""
+        from pwf.host.prune import finish_prune  # noqa: PLC0415 - served only
+
+        return finish_prune(handoff, prepared)
 
     # ------------------------------------------------------------------ sessions and time
 

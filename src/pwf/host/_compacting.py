@@ -329,21 +329,18 @@ class Pruning:
 
 
 @contextlib.contextmanager
-def prepared(store: LogFile, removed: frozenset[str]) -> Iterator[Prepared]:
-    """New scratch files beside the live database, deleted when the block ends, whatever happens.
+def prepared(database: Path, live: Shape, removed: frozenset[str]) -> Iterator[Prepared]:
+    """New scratch files beside ``database``, deleted when the block ends, whatever happens.
 
-    The image is shaped like the live file as it stands now.  Scratch files
-    a killed fold or prune left beside it are swept first, each with a warning.
-
-    Raises:
-        StoreError: the live file's shape cannot be read.
+    The image is shaped like the live file (``live``, its shape as read
+    now).  Scratch files a killed fold or prune left beside it are swept
+    first, each with a warning.
     """
-    live = store.shape()
-    path, held = scratchfiles.make(f"{store.path.name}.rebuild-", store.path.parent)
+    path, held = scratchfiles.make(f"{database.name}.rebuild-", database.parent)
     try:
-        kept, holds = scratchfiles.make(f"{store.path.name}.rebuild-", store.path.parent)
+        kept, holds = scratchfiles.make(f"{database.name}.rebuild-", database.parent)
         try:
-            for orphan in scratchfiles.sweep(store.path, path):
+            for orphan in scratchfiles.sweep(database, path):
                 logs.warning("scratch.orphan_removed", path=str(orphan))
             yield Prepared(path, kept, removed, live)
         finally:

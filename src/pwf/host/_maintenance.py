@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pwf.commands import Context
     from pwf.host import Host
     from pwf.host._backup import Recording
+    from pwf.host.prune import PruneHandoff
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.store import EventStore, LogFile
 
@@ -31,6 +32,7 @@ __all__ = [
     "FILE_MAINTENANCE",
     "Handoff",
     "begin_backup",
+    "begin_prune",
     "effect",
     "finish_backup",
     "maintain",
@@ -112,6 +114,20 @@ def finish_backup(host: Host[EventStore], handoff: Handoff, error: str | None) -
         host.store.catch_up()  # and what they appended during the backup
         return handoff.recording.finish(host.store, handoff.request, result)
     return handoff.recording.finish(_log_file(host), handoff.request, result)
+
+
+def begin_prune(
+    host: Host[EventStore],
+    request: ClientRequest,
+    handler: Callable[[Context, ClientRequest], Result],
+    now: int,
+) -> ClientResponse | PruneHandoff:
+    """``state.prune`` of the host's own file up to its copy and compaction (ADR 0114)."""
+    from pwf.host.prune import Stamp  # noqa: PLC0415 - only state.prune
+    from pwf.host.prune import begin_prune as begin  # noqa: PLC0415
+
+    recording = _recording(host, request, handler, now)
+    return begin(_log_file(host), request, recording, Stamp(now, host.actor, cause_of(request)))
 
 
 def run_handoff(handoff: Handoff) -> str | None:

@@ -13,7 +13,7 @@ import datetime as dt
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final, NamedTuple, cast
 
 from pwf._sqlite import PROJECTION_TABLES, quote
 from pwf.commands import Result
@@ -21,14 +21,14 @@ from pwf.commands.prune import Cutoff, prune_options, select
 from pwf.errors import CommandError, PwfError, StoreError
 from pwf.events import LogPruned
 from pwf.fold.rebuild import refold_blobs
-from pwf.host._backup import Recording, backup_database, catch_up
+from pwf.host._backup import Recording, catch_up, prepare_backup
 from pwf.host._compacting import Prepared, Pruning, prepared
 from pwf.host._lock import acquire_lock
 from pwf.isotime import iso_utc
 from pwf.sqlreader import RowReader
 from pwf.store.compaction import file_sha256
 from pwf.store.log_writes import strip
-from pwf.store.opening import sqlite_file
+from pwf.store.opening import open_file, sqlite_file
 
 if TYPE_CHECKING:
     import sqlite3
@@ -39,12 +39,17 @@ if TYPE_CHECKING:
     from pwf.events import Actor, Cause
     from pwf.protocol.client import ClientRequest, ClientResponse
     from pwf.store import EventStore, FileTransaction, LogFile, SharedLog
+    from pwf.store.image import Shape
 
 __all__ = [
+    "PruneHandoff",
     "Recording",
     "Stamp",
     "Tally",
+    "begin_prune",
     "database_bytes",
+    "finish_prune",
+    "prepare_prune",
     "report",
     "resolve_cutoff",
     "run_prune",
@@ -174,13 +179,126 @@ def run_prune(
     own; the maintenance lock is held until then and released whatever
     happens.
     """
-    return _pruned(
-        store,
-        store,
-        request,
-        recording,
-        lambda plan: _applied(_Compaction(store, recording, plan, stamp)),
-    )
+    begun = begin_prune(store, request, recording, stamp)
+    if not isinstance(begun, PruneHandoff):
+        return begun
+    return finish_prune(begun, prepare_prune(begun))
+
+
+class PruneHandoff(NamedTuple):
+    """An applied ``state.prune`` planned in a write transaction, to prepare and install (ADR 0114).
+
+    Between :func:`begin_prune` and :func:`finish_prune`, both on the
+    store's own thread, :func:`prepare_prune` makes the backup's copy and
+    folds the compaction into scratch files through connections of its own:
+    a served host runs it off its writer thread.
+    """
+
+    store: LogFile
+    request: ClientRequest
+    recording: Recording
+    plan: _Plan
+    stamp: Stamp
+    held: ExitStack
+    """The maintenance lock, and the scratch files once prepared: closed by :func:`finish_prune`."""
+    copy: Callable[[], None]
+    shape: Shape
+
+
+def begin_prune(
+    store: LogFile, request: ClientRequest, recording: Recording, stamp: Stamp
+) -> ClientResponse | PruneHandoff:
+    """Adopt, validate and select in a write transaction; a dry run is recorded there.
+
+    An applied prune takes the maintenance lock and checks its backup's
+    destination; a refused destination is recorded at once.
+    """
+    held = ExitStack()
+    try:
+        planned = recording.decide(
+            store, request, lambda tx, ctx: _planned(store, (tx, ctx), request, recording, held)
+        )
+        if not isinstance(planned, _Plan):
+            held.close()
+            return planned
+        try:
+            copy = prepare_backup(store, planned.destination, replace=False)
+            shape = store.shape()
+        except CommandError as error:
+            rejected = Result(outcome="rejected", error=str(error))
+        except PwfError as error:
+            rejected = Result(outcome="rejected", error=f"prune failed: {error}")
+        else:
+            return PruneHandoff(store, request, recording, planned, stamp, held, copy, shape)
+        answer = recording.finish(store, request, rejected)
+        held.close()
+    except BaseException:
+        held.close()
+        raise
+    return answer
+
+
+def prepare_prune(handoff: PruneHandoff) -> Prepared | Result | None:
+    """The backup's copy, then the compaction folded off the lock and brought near the head.
+
+    Reads the live file through a read-only connection of its own only.
+    Returns the prepared scratch files, None when nothing is selected, or
+    the rejection that ends the prune.  The backup's kept events are folded
+    into a scratch file while writers carry on, and the backup and the
+    scratch file are brought closer to the live head a few times; the write
+    lock is left for :func:`finish_prune` (ADR 0047, 0051).
+    """
+    rejected = _backed_up(handoff.copy)
+    if rejected is not None:
+        return rejected
+    destination, selection = handoff.plan.destination, handoff.plan.selected[0]
+    if not selection.runs:
+        return None
+    database = handoff.store.path
+    try:
+        scratch = handoff.held.enter_context(
+            prepared(database, handoff.shape, frozenset(selection.runs))
+        )
+        with open_file(database, read_only=True) as live:
+            scratch.extend(destination)
+            for _ in range(ROUNDS):
+                head = live.head()
+                if head.seq - scratch.segment.seq < CAUGHT_UP:
+                    break
+                catch_up(live, destination, head)
+                scratch.extend(destination)
+    except PwfError as error:
+        return Result(outcome="rejected", error=f"prune failed: {error}")
+    return scratch
+
+
+def _backed_up(copy: Callable[[], None]) -> Result | None:
+    """The checked backup, made outside any write transaction; a rejection when it failed."""
+    try:
+        copy()
+    except CommandError as error:
+        return Result(outcome="rejected", error=str(error))
+    return None
+
+
+def finish_prune(handoff: PruneHandoff, prepared: Prepared | Result | None) -> ClientResponse:
+    """Under the write lock install what was prepared; checkpoint; record; release the lock."""
+    job = _Compaction(handoff.store, handoff.recording, handoff.plan, handoff.stamp)
+    try:
+        if isinstance(prepared, Result):
+            result = prepared
+        elif prepared is None:
+            result = _unchanged_log(job)
+        else:
+            try:
+                result = _swapped(job, prepared)
+            except PwfError as error:
+                result = Result(outcome="rejected", error=f"prune failed: {error}")
+        if result.outcome == "accepted":
+            result = _settled(job.store, result)
+        return handoff.recording.finish(job.store, handoff.request, result)
+    finally:
+        handoff.held.close()
 
 
 def _pruned(
@@ -258,16 +376,6 @@ def _planned(
     return _Plan(destination, (selection, selection_signature(tx.reader(), selection)))
 
 
-def _applied(job: _Compaction) -> Result:
-    """The backup, then the compaction and its checkpoint; the first rejection ends it."""
-    result = _backed_up(job.store, job.plan.destination)
-    if result is None:
-        result = _compacted(job)
-    if result.outcome == "accepted":
-        result = _settled(job.store, result)
-    return result
-
-
 def _absent(destination: Path) -> None:
     """The original's check before its backup (DOMAIN §13.2).
 
@@ -293,15 +401,6 @@ def _unchanged(
         raise CommandError("Prune selection changed after backup; run the command again")
 
 
-def _backed_up(store: LogFile, destination: Path) -> Result | None:
-    """The checked backup, made outside any write transaction; a rejection when it failed."""
-    try:
-        backup_database(store, destination, replace=False)
-    except CommandError as error:
-        return Result(outcome="rejected", error=str(error))
-    return None
-
-
 def selection_signature(reader: RowReader, selection: Selection) -> list[tuple[object, ...]]:
     """What must not change between the backup and the compaction (DOMAIN §13.2).
 
@@ -324,33 +423,6 @@ CAUGHT_UP: Final = 50
 """Events left for the write lock: fewer, and the off-lock catch-ups stop."""
 ROUNDS: Final = 5
 """At most this many catch-ups of the backup and the scratch file outside the write lock."""
-
-
-def _compacted(job: _Compaction) -> Result:
-    """Prepare the compaction off the lock, then under it catch up, check, compact; the report.
-
-    The backup's kept events are folded into a scratch file while writers
-    carry on, and the backup and the scratch file are brought closer to the
-    live head a few times; the write lock is taken last, by the install of
-    the compacted image, for the events committed since, the selection's
-    check and the sealing (ADR 0047, 0051).
-    """
-    store, destination = job.store, job.plan.destination
-    selection = job.plan.selected[0]
-    if not selection.runs:
-        return _unchanged_log(job)
-    try:
-        with prepared(store, frozenset(selection.runs)) as scratch:
-            scratch.extend(destination)
-            for _ in range(ROUNDS):
-                head = store.head()
-                if head.seq - scratch.segment.seq < CAUGHT_UP:
-                    break
-                catch_up(store, destination, head)
-                scratch.extend(destination)
-            return _swapped(job, scratch)
-    except PwfError as error:
-        return Result(outcome="rejected", error=f"prune failed: {error}")
 
 
 def _swapped(job: _Compaction, scratch: Prepared) -> Result:

@@ -217,6 +217,10 @@ class Server:
         """A connection was accepted: kept unless the host is stopping (the listener's)."""
         return self.listener.opened(connection)
 
+    async def renew(self) -> None:
+        """Renew the host's claim and its workers' leases now (the heartbeat's work)."""
+        await self.timers.heartbeat()
+
     @property
     def refused_connections(self) -> int:
         """Connections closed before their hello since the host started (the listener's)."""

@@ -40,5 +40,8 @@ class Hub(Protocol):
     def request_stop(self) -> None:
         """Begin stopping (idempotent)."""
 
+    async def renew(self) -> None:
+        """Renew the host's claim and its workers' leases now, as the heartbeat does."""
+
     def spawn(self, work: Awaitable[None]) -> None:
         """Run ``work`` in the background; a :class:`~pwf.errors.PwfError` is logged."""

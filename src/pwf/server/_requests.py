@@ -70,6 +70,9 @@ class Requests:
         if operation == "state.backup":
             connection.spawn(request, self._backup(request))
             return
+        if operation == "state.prune" and hub.options.store_url is None:
+            connection.spawn(request, self._prune(request))
+            return
         if views is not None and operation == "view.session.watch":
             views.session_watch(connection, request)
         writer.call(
@@ -96,6 +99,30 @@ class Requests:
             return begun
         error = await asyncio.to_thread(run_handoff, begun)
         return await writer.submit(lambda host: host.finish_backup(begun, error), alone=True)
+
+    async def _prune(self, request: ClientRequest) -> ClientResponse:
+        """``state.prune`` of the host's own file: planned, installed and recorded by the writer.
+
+        The backup's copy and the compaction's fold run off the writer
+        (ADR 0114); the maintenance lock the plan took is released whatever
+        happens.
+        """
+        hub = self.hub
+        writer = hub.writer
+        assert writer is not None
+        begun = await writer.submit(lambda host: host.begin_prune(request, hub.clock()), alone=True)
+        if isinstance(begun, ClientResponse):
+            return begun
+        from pwf.host.prune import prepare_prune  # noqa: PLC0415 - only a prune loads it
+
+        try:
+            prepared = await asyncio.to_thread(prepare_prune, begun)
+            # The install holds the write lock for seconds at a million events: the
+            # claim and the workers' leases are renewed just before, so they outlast it.
+            await hub.renew()
+            return await writer.submit(lambda host: host.finish_prune(begun, prepared), alone=True)
+        finally:
+            begun.held.close()
 
     def _decided(
         self,
