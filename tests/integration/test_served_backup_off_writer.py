@@ -43,10 +43,8 @@ def hosted() -> Iterator[tuple[Hosted, Path]]:
             host.close()
 
 
-def test_other_requests_are_answered_while_a_backup_copies(
-    hosted: tuple[Hosted, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    host, tmp = hosted
+def _held_copy(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Hold each backup's proof until the second event is set; the first says one is held."""
     copying, release = threading.Event(), threading.Event()
     real = _backup._verify_copy
 
@@ -56,6 +54,14 @@ def test_other_requests_are_answered_while_a_backup_copies(
         real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(_backup, "_verify_copy", held)
+    return copying, release
+
+
+def test_other_requests_are_answered_while_a_backup_copies(
+    hosted: tuple[Hosted, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host, tmp = hosted
+    copying, release = _held_copy(monkeypatch)
     destination = tmp / "backups" / "b.db"
     with host.client() as backing_up, host.client() as other:
         backing_up.send(
@@ -122,15 +128,7 @@ def test_other_requests_are_answered_while_a_prune_backs_up(
         _prunable(db, client_line)
         host = Hosted(db)
         try:
-            copying, release = threading.Event(), threading.Event()
-            real = _backup._verify_copy
-
-            def held(*args: object, **kwargs: object) -> None:
-                copying.set()
-                assert release.wait(60)
-                real(*args, **kwargs)  # type: ignore[arg-type]
-
-            monkeypatch.setattr(_backup, "_verify_copy", held)
+            copying, release = _held_copy(monkeypatch)
             payload = {"before": PRUNE_CUTOFF, "apply": True, "backupPath": str(tmp / "p.db")}
             with host.client() as pruning, host.client() as other:
                 pruning.send(line("state.prune", payload, rid="p", client="ops"))

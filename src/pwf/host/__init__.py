@@ -173,10 +173,7 @@ class Host(Generic[StoreT_co]):
 
     def begin_prune(self, request: ClientRequest, now: int) -> ClientResponse | PruneHandoff:
         """``state.prune`` of this host's own file up to its copy and compaction (ADR 0114)."""
-        from pwf.commands.catalogue import CLIENT_OPERATIONS  # noqa: PLC0415 - served only
-
-        handler = CLIENT_OPERATIONS["state.prune"].handler
-        return _maintenance.begin_prune(self, request, handler, now)
+        return _maintenance.begin_prune(self, request, now)
 
     def finish_prune(
         self, handoff: PruneHandoff, prepared: Prepared | Result | None

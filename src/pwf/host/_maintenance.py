@@ -117,15 +117,14 @@ def finish_backup(host: Host[EventStore], handoff: Handoff, error: str | None) -
 
 
 def begin_prune(
-    host: Host[EventStore],
-    request: ClientRequest,
-    handler: Callable[[Context, ClientRequest], Result],
-    now: int,
+    host: Host[EventStore], request: ClientRequest, now: int
 ) -> ClientResponse | PruneHandoff:
     """``state.prune`` of the host's own file up to its copy and compaction (ADR 0114)."""
+    from pwf.commands.catalogue import CLIENT_OPERATIONS  # noqa: PLC0415 - served only
     from pwf.host.prune import Stamp  # noqa: PLC0415 - only state.prune
     from pwf.host.prune import begin_prune as begin  # noqa: PLC0415
 
+    handler = CLIENT_OPERATIONS["state.prune"].handler
     recording = _recording(host, request, handler, now)
     return begin(_log_file(host), request, recording, Stamp(now, host.actor, cause_of(request)))
 
