@@ -10,6 +10,7 @@ arguments must be importable and picklable.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
-__all__ = ["Forked", "ForkedError", "processors"]
+__all__ = ["Forked", "ForkedError", "connections_allowed", "processors"]
 
 T = TypeVar("T")
 
@@ -39,6 +40,32 @@ def processors() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on every platform
         return os.cpu_count() or 1
+
+
+def connections_allowed(most: int, reserved: int, fewest: int = 16) -> int:
+    """How many connections a server may hold open: its descriptor limit less ``reserved``.
+
+    The soft limit of open files is raised to ``most + reserved`` first, or
+    to the hard limit when that is lower, as long-running servers do: the
+    soft limit of 1 024 many systems start a process with would otherwise
+    bound a server before its clients need it.  The answer is at most
+    ``most`` and never below ``fewest``.
+    """
+    try:
+        import resource  # noqa: PLC0415 - not on every platform
+    except ImportError:  # pragma: no cover - a platform without it bounds nothing here
+        return most
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = most + reserved
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+    if soft == resource.RLIM_INFINITY:
+        return most
+    return max(fewest, min(most, soft - reserved))
 
 
 def can_fork() -> bool:

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from pwf.cli import cli
 from pwf.cli.web import EXTRA_MISSING, NO_STORE_URL, is_loopback
 from pwf.web._app import html_bytes
+from pwf.web._serving import BACKLOG, Guarded
 from pwf.web._source import KEPT_REPLAYS, Database
 
 if TYPE_CHECKING:
@@ -80,9 +81,16 @@ def test_loopback_serves_without_a_warning(
     result = invoke("web", "--db", str(world_db), "--host", host, "--port", "9999")
     assert 0 == result.exit_code
     assert "warning" not in result.stderr
-    assert [{"host": host, "port": 9999, "log_level": "warning", "access_log": False}] == (
-        served_calls
-    )
+    assert [
+        {
+            "host": host,
+            "port": 9999,
+            "http": Guarded,
+            "backlog": BACKLOG,
+            "log_level": "warning",
+            "access_log": False,
+        }
+    ] == served_calls
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.7", "::", "example.org"])  # noqa: S104

@@ -47,9 +47,9 @@ def web(db: str | None, host: str, port: int) -> None:
     if store_url() is not None:
         raise InputError(NO_STORE_URL)
     try:
-        import uvicorn  # noqa: PLC0415 - the web extra loads only for this command
+        import uvicorn  # noqa: F401, PLC0415 - the web extra loads only for this command
 
-        from pwf.web import create_app  # noqa: PLC0415 - same as uvicorn
+        from pwf.web import create_app, serve  # noqa: PLC0415 - same as uvicorn
     except ImportError:
         raise InputError(EXTRA_MISSING) from None
     settings = Settings.load(db=db)
@@ -63,4 +63,4 @@ def web(db: str | None, host: str, port: int) -> None:
     click.echo(
         f"pwf web: serving {app.state.database.path} read-only on http://{host}:{port}/", err=True
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    serve(app, host, port)

@@ -25,6 +25,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Final
 
+from pwf._process import connections_allowed
 from pwf.errors import PwfError
 from pwf.server._connections import Connection
 
@@ -57,27 +58,8 @@ _REFUSALS_LOGGED_EVERY: Final = 10.0
 
 
 def most_connections() -> int:
-    """How many connections a host may admit: its descriptor limit less the reserve.
-
-    The soft limit is raised to the hard one first, as long-running servers
-    do: the soft limit of 1 024 many systems start a process with would
-    otherwise bound a host that may watch hundreds of runs.
-    """
-    try:
-        import resource  # noqa: PLC0415 - not on every platform
-    except ImportError:  # pragma: no cover - a platform without it bounds nothing here
-        return MOST_CONNECTIONS
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = MOST_CONNECTIONS + RESERVED_DESCRIPTORS
-    if hard != resource.RLIM_INFINITY:
-        wanted = min(wanted, hard)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-            soft = wanted
-    if soft == resource.RLIM_INFINITY:
-        return MOST_CONNECTIONS
-    return max(_FEWEST, min(MOST_CONNECTIONS, soft - RESERVED_DESCRIPTORS))
+    """How many connections a host may admit: its descriptor limit less the reserve."""
+    return connections_allowed(MOST_CONNECTIONS, RESERVED_DESCRIPTORS, _FEWEST)
 
 
 def _peer(transport: asyncio.BaseTransport) -> int | None:
