@@ -83,8 +83,9 @@ class _Lines:
     connection that watches it.  The line's size is checked as before.
     """
 
-    def __init__(self) -> None:
-        self._payloads: dict[int, bytes] = {}
+    def __init__(self, encoded: dict[int, bytes] | None = None) -> None:
+        """Start from ``encoded``: payloads' canonical bytes by ``id``, made with their digests."""
+        self._payloads: dict[int, bytes] = {} if encoded is None else encoded
 
     def line(self, event: ClientEvent) -> bytes:
         payload = event.payload
@@ -129,7 +130,8 @@ class _Published(NamedTuple):
     events: dict[str, list[ClientEvent]]
     failed: dict[str, str]
     lease: int | None
-    computed: int
+    shared: Shared
+    """The payloads computed, kept alive with their canonical bytes (:attr:`Shared.encoded`)."""
 
 
 def _published(ctx: Context, plan: _Plan, live: Callable[[Context, str], bool]) -> _Published:
@@ -160,7 +162,12 @@ def _published(ctx: Context, plan: _Plan, live: Callable[[Context, str], bool]) 
         ctx.now,
     )
     return _Published(
-        head, changes, events, failed, None if lease is None else int(lease), shared.computed
+        head,
+        changes,
+        events,
+        failed,
+        None if lease is None else int(lease),
+        shared,
     )
 
 
@@ -360,13 +367,13 @@ class Views:
         self._owed -= plan.owed
         self._seen, self._settled, self._live_runs = published.head, settled, live_runs
         self._lease = published.lease
-        self.computed += published.computed
+        self.computed += published.shared.computed
         self._touched(published.changes, plan.subscriptions.values(), now)
         self._push(watching, published)
 
     def _push(self, watching: list[Connection], published: _Published) -> None:
         """Write each connection its events; close one whose payloads could not be made."""
-        lines = _Lines()
+        lines = _Lines(published.shared.encoded)
         for connection in watching:
             problem = published.failed.get(connection.id)
             if problem is not None:

@@ -32,6 +32,7 @@ __all__ = [
     "list_page",
     "list_revision",
     "list_total",
+    "page_size",
     "reason_texts",
     "run_view",
 ]
@@ -266,6 +267,11 @@ def list_total(ctx: Context) -> int:
     return int(ctx.value(_TOTALS.format("listed")) or 0)
 
 
+def page_size(limit: int | None) -> int:
+    """How many items a run list page asked with ``limit`` may hold (§2.8: at most 256)."""
+    return min(limit or PAGE_ITEMS, PAGE_ITEMS)
+
+
 def list_page(
     ctx: Context,
     cursor: int = 0,
@@ -273,7 +279,7 @@ def list_page(
     live: Callable[[Context, str], bool] = direct_live,
 ) -> dict[str, object]:
     """``pi-workflows.run-list-page.v1`` at ``cursor``: newest queue entries first, byte-cut."""
-    size = min(limit or PAGE_ITEMS, PAGE_ITEMS)
+    size = page_size(limit)
     rows = ctx.all(
         "SELECT q.run_id FROM run_queue q JOIN runs r ON r.run_id = q.run_id"
         " ORDER BY q.created_at DESC, q.run_id DESC LIMIT ? OFFSET ?",

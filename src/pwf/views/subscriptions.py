@@ -14,11 +14,14 @@ payload once per publish for all the connections that watch it (ADR 0078).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
+from pwf import canonical
 from pwf.protocol.client import ClientEvent
-from pwf.views.runs import direct_live, list_page, payload_digest, run_view
+from pwf.views._paging import PAGE_ITEMS
+from pwf.views.runs import direct_live, list_page, page_size, payload_digest, run_view
 from pwf.views.session import session_view
 
 if TYPE_CHECKING:
@@ -105,6 +108,30 @@ def changes_since(ctx: Context, after: int, head: int) -> Changes:
     return Changes(everything, listed, frozenset(runs), frozenset(sessions))
 
 
+class _WholeList(NamedTuple):
+    """The run list page of the most items a page holds, with its parts' canonical bytes."""
+
+    page: dict[str, object]
+    items: list[bytes]
+    """Each item's canonical JSON."""
+    after: bytes
+    """The members after ``items`` and the closing brace: ``,"revision":…}``."""
+
+    def cut(self, size: int) -> tuple[dict[str, object], bytes]:
+        """The page of at most ``size`` items, and its canonical JSON.
+
+        A page keeps the newest entries from the front while they fit its
+        bytes (:func:`pwf.views._paging.forward_page`), so the page of fewer
+        items is the whole page's prefix; the other members do not depend on
+        its size, and ``items`` sorts before them.
+        """
+        items = self.page["items"]
+        assert isinstance(items, list)
+        page = self.page if len(items) <= size else {**self.page, "items": items[:size]}
+        encoded = b"".join((b'{"items":[', b",".join(self.items[:size]), b"]", self.after))
+        return page, encoded
+
+
 @dataclass
 class Shared:
     """Payloads computed in one publish, by what they show, for every connection that watches it."""
@@ -112,6 +139,24 @@ class Shared:
     payloads: dict[tuple[object, ...], tuple[object, bytes]] = field(default_factory=dict)
     computed: int = 0
     """How many payloads were computed (the tests and the bench read it)."""
+    encoded: dict[int, bytes] = field(default_factory=dict)
+    """Each payload's canonical JSON, by the payload's ``id``: its digest was taken from these
+    bytes, and the events that carry it are written around them, not encoded again."""
+    whole_list: _WholeList | None = None
+    """The run list page every smaller one is cut from: watches of the run list with many
+    limits cost one page, not one each (ADR 0116)."""
+
+    def whole(self, ctx: Context, live: Callable[[Context, str], bool]) -> _WholeList:
+        """The run list page of :data:`PAGE_ITEMS` items, made once in a publish."""
+        if self.whole_list is None:
+            page = list_page(ctx, 0, PAGE_ITEMS, live)
+            items = page["items"]
+            assert isinstance(items, list)
+            rest = canonical.encode({key: value for key, value in page.items() if key != "items"})
+            self.whole_list = _WholeList(
+                page, [canonical.encode(item) for item in items], b"," + rest[1:]
+            )
+        return self.whole_list
 
 
 @dataclass
@@ -204,20 +249,27 @@ class Subscriptions:
         live: Callable[[Context, str], bool],
         shared: Shared | None,
     ) -> tuple[object, bytes]:
-        # A session's view depends on who looks (its coordinator's connection or a viewer).
+        # A session's view depends on who looks (its coordinator's connection or a viewer);
+        # a run list page on how many items it may hold.
         key = (
             watch.kind,
             watch.target,
-            watch.limit,
+            page_size(watch.limit) if watch.kind == "runs" else None,
             self.connection_id if watch.kind == "session" else None,
         )
         if shared is not None and key in shared.payloads:
             return shared.payloads[key]
-        payload = self._payload(ctx, watch, live)
-        found = (payload, payload_digest(payload))
-        if shared is not None:
-            shared.payloads[key] = found
-            shared.computed += 1
+        if shared is None:
+            payload = self._payload(ctx, watch, live)
+            return payload, payload_digest(payload)
+        if watch.kind == "runs":
+            payload, encoded = shared.whole(ctx, live).cut(page_size(watch.limit))
+        else:
+            payload = self._payload(ctx, watch, live)
+            encoded = canonical.encode(payload)
+        found = shared.payloads[key] = (payload, hashlib.sha256(encoded).digest())
+        shared.encoded[id(payload)] = encoded
+        shared.computed += 1
         return found
 
     def _payload(self, ctx: Context, watch: _Watch, live: Callable[[Context, str], bool]) -> object:
