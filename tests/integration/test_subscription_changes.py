@@ -25,10 +25,10 @@ from pwf.views.subscriptions import Changes, Shared, Subscriptions, changes_sinc
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.integration._harness import Fixture, start_run
+    from tests.integration._harness import Fixture, run_worker, start_run
     from tests.integration._served import Served, init, line, short_dir
 else:
-    from _harness import Fixture, start_run
+    from _harness import Fixture, run_worker, start_run
     from _served import Served, init, line, short_dir
 
 
@@ -135,6 +135,92 @@ def test_run_list_watches_of_many_limits_are_cut_from_one_page(
         assert shared.payloads[("runs", None, min(limit or 256, 256), None)][1] == payload_digest(
             expected[limit]
         )
+
+
+def _plan(
+    watched: dict[str, Subscriptions],
+    seen: int,
+    *,
+    flipped: frozenset[str] = frozenset(),
+    lapsed: tuple[int, int] | None = None,
+) -> Any:
+    from pwf.server._subscriptions import _Plan  # noqa: PLC0415 - the served host's own
+
+    return _Plan(
+        everything=seen < 0,
+        seen=seen,
+        woke=frozenset(),
+        subscriptions=watched,
+        owed=frozenset(),
+        flipped=flipped,
+        lapsed=lapsed,
+    )
+
+
+def test_a_worker_that_starts_or_stops_recomputes_its_run_alone(fx: Fixture) -> None:
+    """ADR 0116 D3: a change of the live workers touches their runs, not every subscription.
+
+    Before, it recomputed every subscription of every connection: 500 watchers
+    of 2 000 finished runs made a served host with workers start 22 runs a
+    second instead of 99.
+    """
+    from pwf.server._subscriptions import _published  # noqa: PLC0415 - the served host's own
+
+    start_run(fx, "run-2", session="s-2", at=2000)
+    watched = {f"c-{run}": Subscriptions(f"c-{run}") for run in ("run-1", "run-2")}
+    for connection, subscriptions in watched.items():
+        subscriptions.watch(Subscription("one", "run", connection[2:]))
+        subscriptions.watch(Subscription("list", "runs"))
+    session = Subscriptions("c-session")
+    session.watch(Subscription("mine", "session", "s-2"))
+    watched["c-session"] = session
+    active: set[str] = set()
+
+    def live(_ctx: Context, run: str) -> bool:
+        return run in active
+
+    first = _published(_ctx(fx), _plan(watched, -1), live)
+    assert first.shared.computed == 4  # two runs, the list, the session
+    active.add("run-2")
+    second = _published(_ctx(fx), _plan(watched, _head(fx), flipped=frozenset({"run-2"})), live)
+    assert second.shared.computed == 3  # run-2, the list and s-2's view; not run-1
+    assert second.events["c-run-1"][0].subscription_id == "list"
+    (one, _list) = second.events["c-run-2"]
+    assert (one.subscription_id, one.revision) == ("one", 2)
+    assert isinstance(one.payload, dict)
+    assert one.payload["live"] is True
+    assert [event.subscription_id for event in second.events["c-session"]] == ["mine"]
+    nothing = _published(_ctx(fx), _plan(watched, _head(fx)), live)
+    assert nothing.shared.computed == 0
+
+
+def test_a_lease_that_runs_out_recomputes_its_run_alone(fx: Fixture) -> None:
+    """Direct liveness (no supervisor): a run whose worker's lease ran out shows another status."""
+    from pwf.server._subscriptions import _published  # noqa: PLC0415 - the served host's own
+    from pwf.views.runs import direct_live  # noqa: PLC0415
+
+    start_run(fx, "run-2", session="s-2", at=2000)
+    fx.launch(run_id="run-2", at=3000)
+    run_worker(fx, "run-2", "worker.ready", {}, rev=0, at=3000)
+    lease = _ctx(fx).value("SELECT lease_expires_at FROM run_queue WHERE run_id = 'run-2'")
+    assert isinstance(lease, int)
+    watched = {f"c-{run}": Subscriptions(f"c-{run}") for run in ("run-1", "run-2")}
+    for connection, subscriptions in watched.items():
+        subscriptions.watch(Subscription("one", "run", connection[2:]))
+    before = Context(fx.store.reader(), lambda _events: None, lease - 1)
+    first = _published(before, _plan(watched, -1), direct_live)
+    shown = first.events["c-run-2"][0].payload["display"]  # type: ignore[index]
+    assert (shown["status"], shown["activity"]) == ("running", "supervised_worker")
+    assert first.lease == lease
+    after = Context(fx.store.reader(), lambda _events: None, lease + 1)
+    second = _published(
+        after, _plan(watched, _head(fx), lapsed=(lease - 1, lease + 1)), direct_live
+    )
+    assert second.shared.computed == 1  # run-2 alone
+    assert second.events["c-run-1"] == []
+    (changed,) = second.events["c-run-2"]
+    assert changed.revision == 2
+    assert changed.payload["display"]["activity"] != "supervised_worker"  # type: ignore[index]
 
 
 def test_a_line_made_around_a_shared_payload_is_the_event_encoded_whole(fx: Fixture) -> None:

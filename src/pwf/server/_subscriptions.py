@@ -49,6 +49,8 @@ from pwf.views.subscriptions import (
     Shared,
     Subscriptions,
     changes_since,
+    lapsed_leases,
+    runs_touched,
 )
 
 if TYPE_CHECKING:
@@ -122,6 +124,10 @@ class _Plan(NamedTuple):
     subscriptions: dict[str, Subscriptions]
     owed: frozenset[str]
     """Connections left out of publishes while backed up: all of theirs is looked at."""
+    flipped: frozenset[str]
+    """Runs whose worker started or stopped since the last publish."""
+    lapsed: tuple[int, int] | None
+    """When leases ran out since the last publish looked (after, until), if one may have."""
 
 
 class _Published(NamedTuple):
@@ -147,6 +153,8 @@ def _published(ctx: Context, plan: _Plan, live: Callable[[Context, str], bool]) 
         changes = Changes(
             listed=changes.listed, runs=changes.runs, sessions=changes.sessions | plan.woke
         )
+    lapsed = [] if plan.lapsed is None else lapsed_leases(ctx, *plan.lapsed)
+    changes = runs_touched(ctx, {*plan.flipped, *lapsed}, changes)
     shared = Shared()
     events: dict[str, list[ClientEvent]] = {}
     failed: dict[str, str] = {}
@@ -208,6 +216,9 @@ class Views:
         self._wakes: dict[str, int] = {}
         """When each session's view may change by the clock alone (a retained terminal)."""
         self._lease: int | None = None
+        """The first lease after :attr:`_looked` that runs out: a publish looks again then."""
+        self._looked = 0
+        """The clock when the last publish read (epoch ms): leases up to it were looked at."""
         self._running = False
         self._again = False
         self._fresh = False
@@ -344,11 +355,13 @@ class Views:
         live_runs = frozenset(self.active()) if self.active is not None else frozenset()
         lease_passed = self._lease is not None and now >= self._lease
         plan = _Plan(
-            everything=self._seen < 0 or lease_passed or live_runs != self._live_runs,
+            everything=self._seen < 0,
             seen=self._seen,
             woke=frozenset(s for s, at in self._wakes.items() if now >= at),
             subscriptions={c.id: self.subscriptions[c.id] for c in watching},
             owed=frozenset(c.id for c in watching if c.id in self._owed),
+            flipped=live_runs ^ self._live_runs,
+            lapsed=(self._looked, now) if lease_passed else None,
         )
 
         def recompute(host: ServedHost) -> object:
@@ -366,6 +379,7 @@ class Views:
         published = cast("_Published", found)
         self._owed -= plan.owed
         self._seen, self._settled, self._live_runs = published.head, settled, live_runs
+        self._looked = now
         self._lease = published.lease
         self.computed += published.shared.computed
         self._touched(published.changes, plan.subscriptions.values(), now)

@@ -25,12 +25,21 @@ from pwf.views.runs import direct_live, list_page, page_size, payload_digest, ru
 from pwf.views.session import session_view
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
 
     from pwf.commands import Context
     from pwf.views import Subscription
 
-__all__ = ["EVENTS", "QUIET", "Changes", "Shared", "Subscriptions", "changes_since"]
+__all__ = [
+    "EVENTS",
+    "QUIET",
+    "Changes",
+    "Shared",
+    "Subscriptions",
+    "changes_since",
+    "lapsed_leases",
+    "runs_touched",
+]
 
 EVENTS: Final = {"runs": "runs", "run": "run_snapshot", "session": "session_snapshot"}
 """The event each kind of subscription sends."""
@@ -47,8 +56,9 @@ class Changes:
     """What the events appended since the last publish touched, and whether a clock deadline passed.
 
     ``everything`` stands for an event that names neither a run nor a
-    session (a compaction, a type this module does not know), or for a
-    deadline of the clock that passed: every subscription is recomputed.
+    session (a compaction, a type this module does not know), or for the
+    first publish to new watchers: every subscription is recomputed.  A run
+    whose liveness changed beside the log is a touched run (:func:`runs_touched`).
     """
 
     everything: bool = False
@@ -95,6 +105,42 @@ def changes_since(ctx: Context, after: int, head: int) -> Changes:
             everything = True
         elif run_id is None and not kind.startswith(_SESSION_ONLY):
             listed = True
+    sessions.update(_origin_sessions(ctx, runs))
+    return Changes(everything, listed, frozenset(runs), frozenset(sessions))
+
+
+def runs_touched(ctx: Context, runs: Collection[str], changes: Changes = NOTHING) -> Changes:
+    """``changes`` and what a change of ``runs`` beside the log touches (ADR 0116 D3).
+
+    A run whose worker started or stopped, or whose lease ran out, shows
+    another status: in its own view, in the run list and in its origin
+    session's view, which shows the session's run.
+    """
+    if not runs or changes.everything:
+        return changes
+    return Changes(
+        listed=True,
+        runs=changes.runs | frozenset(runs),
+        sessions=changes.sessions | _origin_sessions(ctx, runs),
+    )
+
+
+def lapsed_leases(ctx: Context, after: int, until: int) -> list[str]:
+    """The runs whose worker's lease ran out after ``after`` and by ``until`` (epoch ms)."""
+    return [
+        row["run_id"]
+        for row in ctx.all(
+            "SELECT run_id FROM run_queue WHERE owner_worker_epoch IS NOT NULL"
+            " AND lease_expires_at > ? AND lease_expires_at <= ?",
+            after,
+            until,
+        )
+    ]
+
+
+def _origin_sessions(ctx: Context, runs: Collection[str]) -> frozenset[str]:
+    """The origin sessions of ``runs``: their session views show them."""
+    sessions: set[str] = set()
     ordered = sorted(runs)
     for first in range(0, len(ordered), 500):
         chunk = ordered[first : first + 500]
@@ -105,7 +151,7 @@ def changes_since(ctx: Context, after: int, head: int) -> Changes:
         ):
             if row["origin_session_id"] is not None:
                 sessions.add(row["origin_session_id"])
-    return Changes(everything, listed, frozenset(runs), frozenset(sessions))
+    return frozenset(sessions)
 
 
 class _WholeList(NamedTuple):
