@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 from pwf.commands import Context, refuse
 from pwf.commands.interactions import finish_validation
 from pwf.commands.runs import TERMINAL, get_run, queue_of
-from pwf.commands.workers import claimable, park
+from pwf.commands.workers import CLAIM_CANDIDATES, claimable, park
 from pwf.events import RunLeaseRenewed, WorkerAttached, WorkerEnded
 
 if TYPE_CHECKING:
@@ -121,24 +121,24 @@ def worker_gone(  # noqa: PLR0913 - the facts of one exit
     return "parked"
 
 
-def launchable(ctx: Context, busy: Collection[str]) -> list[str]:
+def launchable(ctx: Context, busy: Collection[str], most: int | None = None) -> list[str]:
     """The runs a supervising host should start a worker for, in the order of §7.1.
 
     First runs whose submission waits for validation (oldest submission
     first), then queued runs and claimable parked runs, oldest first; never
-    one in ``busy`` (the host's active set) or with a live lease.
+    one in ``busy`` (the host's active set) or with a live lease.  The
+    first ``most`` of them, or all.
     """
     rows = ctx.all(
         "SELECT r.run_id FROM interactive_submissions s JOIN interactive_requests r"
         " ON r.request_id = s.request_id WHERE s.outcome = 'validating'"
         " ORDER BY s.submitted_at, s.submission_id"
     )
-    rows += ctx.all(
-        "SELECT run_id FROM run_queue WHERE status IN ('queued', 'parked')"
-        " ORDER BY created_at, run_id"
-    )
+    rows += ctx.all(CLAIM_CANDIDATES)
     chosen: list[str] = []
     for row in rows:
+        if len(chosen) == most:
+            break
         run_id = row["run_id"]
         if run_id in busy or run_id in chosen:
             continue

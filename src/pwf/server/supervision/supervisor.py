@@ -99,6 +99,10 @@ class Owed:
             self._paying = None
 
 
+CLAIM_AHEAD: Final = 8
+"""Candidates a claim judges at once: it starts the first one it can (ADR 0117)."""
+
+
 class Supervisor:
     """Starts a worker for each run there is work for, and records how each one ends."""
 
@@ -169,16 +173,24 @@ class Supervisor:
         if self.stopping:
             return False
         async with self._claiming:
-            busy = set(self.active)
-            candidates = await self._call(
-                self._decision("worker.claim", supervision.launchable, busy)
-            )
-            for run_id in candidates:
-                if self.stopping:
+            refused: set[str] = set()
+            while True:  # the first few candidates; past them only if each was refused
+                candidates = await self._call(
+                    self._decision(
+                        "worker.claim",
+                        supervision.launchable,
+                        {*self.active, *refused},
+                        most=CLAIM_AHEAD,
+                    )
+                )
+                for run_id in candidates:
+                    if self.stopping:
+                        return False
+                    if await self._activate(run_id):
+                        return True
+                    refused.add(run_id)
+                if len(candidates) < CLAIM_AHEAD:
                     return False
-                if await self._activate(run_id):
-                    return True
-        return False
 
     def claim_soon(self) -> None:
         """One more :meth:`claim`, after an answer; one task runs them in turn (:class:`Owed`)."""
