@@ -99,7 +99,7 @@ class Owed:
             self._paying = None
 
 
-CLAIM_AHEAD: Final = 8
+AHEAD: Final = 8
 """Candidates a claim judges at once: it starts the first one it can (ADR 0117)."""
 
 
@@ -148,48 +148,44 @@ class Supervisor:
     async def _call(self, decide: Callable[[Host[EventStore]], T]) -> T:
         return await self._submit(decide)  # type: ignore[return-value]
 
-    def _decision(
+    async def _decide(
         self, operation: str, function: Callable[..., T], *args: object, **kw: object
-    ) -> Callable[[Host[EventStore]], T]:
+    ) -> T:
+        """``function(ctx, *args, **kw)``, decided on the writer as ``operation``."""
+
         def bound(ctx: Context) -> T:
             return function(ctx, *args, **kw)
 
-        return lambda host: host.supervise(operation, self.clock(), bound)
+        return await self._call(lambda host: host.supervise(operation, self.clock(), bound))
 
     # ------------------------------------------------------------------ claiming
 
     async def recover(self) -> list[str]:
         """Park runs an earlier host left running without a worker (§7.13)."""
-        return await self._call(self._decision("worker.recover", supervision.recover_abandoned))
+        return await self._decide("worker.recover", supervision.recover_abandoned)
 
     async def claim(self) -> bool:
         """``claimOne``: start a worker for the first run there is work for (§7.1).
 
-        One run per call, as the original activates one per ``claimOne``: the
-        host calls it after each answer that may have made work, after a
-        worker ends and on the poll.  Calls take turns, so each sees the runs
-        the one before it started.  True when a worker was started.
+        One run per call, as the original activates one per ``claimOne``, after
+        each answer that may have made work, after a worker ends and on the
+        poll; calls take turns.  True when a worker was started.
         """
         if self.stopping:
             return False
         async with self._claiming:
             refused: set[str] = set()
             while True:  # the first few candidates; past them only if each was refused
-                candidates = await self._call(
-                    self._decision(
-                        "worker.claim",
-                        supervision.launchable,
-                        {*self.active, *refused},
-                        most=CLAIM_AHEAD,
-                    )
-                )
+                busy = {*self.active, *refused}
+                launchable = supervision.launchable
+                candidates = await self._decide("worker.claim", launchable, busy, most=AHEAD)
                 for run_id in candidates:
                     if self.stopping:
                         return False
                     if await self._activate(run_id):
                         return True
                     refused.add(run_id)
-                if len(candidates) < CLAIM_AHEAD:
+                if len(candidates) < AHEAD:
                     return False
 
     def claim_soon(self) -> None:
@@ -240,15 +236,13 @@ class Supervisor:
         self.registry.add(pid, identity)
         try:
             try:
-                await self._call(
-                    self._decision(
-                        "worker.attach",
-                        supervision.attach_process,
-                        active.run_id,
-                        envelope.worker_epoch,
-                        pid,
-                        identity,
-                    )
+                await self._decide(
+                    "worker.attach",
+                    supervision.attach_process,
+                    active.run_id,
+                    envelope.worker_epoch,
+                    pid,
+                    identity,
                 )
             except CommandError as error:
                 # The epoch ended while the process started (a cancel took path 2).
@@ -267,17 +261,15 @@ class Supervisor:
         """Record the end (§7.11), forget the run, and look for work again."""
         result = "finished"
         try:
-            result = await self._call(
-                self._decision(
-                    "worker.exit",
-                    supervision.worker_gone,
-                    active.run_id,
-                    active.envelope.worker_epoch,
-                    outcome,
-                    exit_code=None if ended is None else ended.exit_code,
-                    signal=None if ended is None else ended.signal,
-                    diagnostic=more.get("diagnostic", None if ended is None else ended.diagnostic),
-                )
+            result = await self._decide(
+                "worker.exit",
+                supervision.worker_gone,
+                active.run_id,
+                active.envelope.worker_epoch,
+                outcome,
+                exit_code=None if ended is None else ended.exit_code,
+                signal=None if ended is None else ended.signal,
+                diagnostic=more.get("diagnostic", None if ended is None else ended.diagnostic),
             )
         except PwfError as error:
             log.warning(
@@ -326,14 +318,12 @@ class Supervisor:
             if active.exiting or not active.process.ready.is_set():
                 continue
             try:
-                await self._call(
-                    self._decision(
-                        "worker.renew",
-                        supervision.renew_claim,
-                        active.run_id,
-                        active.envelope.worker_epoch,
-                        self.lease_ms,
-                    )
+                await self._decide(
+                    "worker.renew",
+                    supervision.renew_claim,
+                    active.run_id,
+                    active.envelope.worker_epoch,
+                    self.lease_ms,
                 )
             except CommandError:
                 log.warning("run %s lost its claim", active.run_id)
