@@ -139,3 +139,17 @@ def test_a_claim_reads_the_rows_of_its_first_few_candidates_only(db: Path) -> No
         assert len(_every_row(ctx, ())) == 6
     assert read_first <= 2 + 2 * 5  # two lists, then each of two candidates' rows and rules
     assert len(statements) > 3 * read_first  # the whole scan read every parked run's rows
+
+
+def test_runs_skipped_past_the_bound_send_the_claim_to_the_whole_list(db: Path) -> None:
+    """Queued runs a live lease still holds are read but not chosen: the claim reads on."""
+    edit(
+        db,
+        "UPDATE run_queue SET owner_worker_epoch = 'w-x', lease_expires_at = 100000000000000"
+        " WHERE run_id IN ('q-0', 'q-1', 'q-2')",
+    )
+    for ctx in _ctx(db):
+        every = _every_row(ctx, ())
+        assert every == ["run-1", "p-1", "q-3"]
+        for most in range(1, 5):
+            assert supervision.launchable(ctx, (), most=most) == every[:most]

@@ -127,19 +127,29 @@ def launchable(ctx: Context, busy: Collection[str], most: int | None = None) -> 
     First runs whose submission waits for validation (oldest submission
     first), then queued runs and claimable parked runs, oldest first; never
     one in ``busy`` (the host's active set) or with a live lease.  The
-    first ``most`` of them, or all.
+    first ``most`` of them, or all.  Of the queued and parked runs, as many
+    are read as could be skipped before ``most`` are chosen, unless more
+    were: runs queued faster than workers start are not all read at each claim.
     """
-    rows = ctx.all(
+    validating = ctx.all(
         "SELECT r.run_id FROM interactive_submissions s JOIN interactive_requests r"
         " ON r.request_id = s.request_id WHERE s.outcome = 'validating'"
         " ORDER BY s.submitted_at, s.submission_id"
     )
-    rows += ctx.all(CLAIM_CANDIDATES)
+    bound = -1 if most is None else most + len(busy) + len(validating)
+    candidates = ctx.all(f"{CLAIM_CANDIDATES} LIMIT ?", bound)
+    chosen = _chosen(ctx, [row["run_id"] for row in [*validating, *candidates]], busy, most)
+    if most is not None and len(chosen) < most and len(candidates) == bound:
+        return launchable(ctx, busy)[:most]  # more were skipped than the bound allowed for
+    return chosen
+
+
+def _chosen(ctx: Context, run_ids: list[str], busy: Collection[str], most: int | None) -> list[str]:
+    """The first ``most`` of ``run_ids`` a worker may be started for (all with None)."""
     chosen: list[str] = []
-    for row in rows:
+    for run_id in run_ids:
         if len(chosen) == most:
             break
-        run_id = row["run_id"]
         if run_id in busy or run_id in chosen:
             continue
         run = get_run(ctx, run_id)
