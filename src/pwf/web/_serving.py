@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import h11
 import uvicorn
@@ -29,16 +29,7 @@ if TYPE_CHECKING:
 
     from starlette.applications import Starlette
 
-__all__ = [
-    "BACKLOG",
-    "HEAD_SECONDS",
-    "MOST_CONNECTIONS",
-    "RESERVED_DESCRIPTORS",
-    "Guarded",
-    "serve",
-]
-
-log = logging.getLogger("pwf.web")
+__all__ = ["BACKLOG", "HEAD_SECONDS", "Guarded", "serve"]
 
 HEAD_SECONDS: Final = 10.0
 """How long a connection may take to send a request's head (line and headers)."""
@@ -53,6 +44,8 @@ many at each turn before it makes their protocols, so a burst of a few turns' wo
 before the bound can close any: the reserve covers it."""
 _REFUSALS_LOGGED_EVERY: Final = 10.0
 """Seconds between two log lines about closed connections; the lines count those between."""
+
+log = logging.getLogger("pwf.web")
 
 
 class Guarded(H11Protocol):
@@ -140,15 +133,16 @@ class Guarded(H11Protocol):
             )
 
 
+_OPTIONS: Final[dict[str, Any]] = {
+    "http": Guarded,
+    "backlog": BACKLOG,
+    "log_level": "warning",
+    "access_log": False,
+}
+"""uvicorn's settings: the guarded connection, the accept queue, no access log."""
+
+
 def serve(app: Starlette, host: str, port: int) -> None:
     """Serve ``app`` on ``host:port`` until stopped, each connection :class:`Guarded`."""
     Guarded.most = connections_allowed(MOST_CONNECTIONS, RESERVED_DESCRIPTORS)
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        http=Guarded,
-        backlog=BACKLOG,
-        log_level="warning",
-        access_log=False,
-    )
+    uvicorn.run(app, host=host, port=port, **_OPTIONS)
