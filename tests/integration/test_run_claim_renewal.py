@@ -8,6 +8,8 @@ one millisecond earlier it is renewed for another lease from ``now``.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from typing import TYPE_CHECKING
 
 import pytest
@@ -20,11 +22,11 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     # mypy finds the harness by its path; pytest puts its directory on sys.path
-    from tests.integration._harness import RUN, Fixture
+    from tests.integration._harness import RUN, Fixture, run_worker, start_run
 
     from pwf.commands import Context
 else:
-    from _harness import RUN, Fixture
+    from _harness import RUN, Fixture, run_worker, start_run
 
 LEASE_MS = 30_000
 """The run claim's lease the heartbeat renews (HOST §1.9)."""
@@ -68,3 +70,47 @@ def test_a_lease_one_millisecond_from_its_end_is_renewed(held: Fixture) -> None:
     events = held.events("run.lease_renewed")
     _renew(held, lease - 1)
     assert (events + 1, lease - 1 + LEASE_MS) == (held.events("run.lease_renewed"), _lease(held))
+
+
+def _queue_lease(fx: Fixture, run_id: str) -> int:
+    return int(fx.existing("run_queue", run_id=run_id)["lease_expires_at"])
+
+
+def test_one_heartbeat_renews_every_held_claim_in_one_batch(held: Fixture) -> None:
+    """ADR 0118: one heartbeat's renewals are one batch; a refused one leaves the others renewed.
+
+    ``run-1`` (``w-1``) and ``run-2`` are held past ``now``; ``run-3``'s lease
+    ends at ``now``; a pair naming an epoch that does not hold ``run-1`` is
+    refused as well.
+    """
+    epochs = {RUN: held.epoch}
+    for run_id, at in (("run-3", 1000), ("run-2", 10_000)):
+        start_run(held, run_id, session=f"s-{run_id}", at=at)
+        held.launch(run_id=run_id, at=at)
+        run_worker(held, run_id, "worker.ready", {}, rev=0, at=at)
+        epochs[run_id] = held.epoch
+    first = epochs[RUN]
+    assert first is not None
+    held.host.supervise(  # run-1's lease now ends after run-3's and run-2's
+        "worker.renew", 20_000, lambda ctx: supervision.renew_claim(ctx, RUN, first, LEASE_MS)
+    )
+    now = _queue_lease(held, "run-3")
+    assert _queue_lease(held, RUN) > now
+    assert _queue_lease(held, "run-2") > now
+    held_pairs = [(run_id, str(epoch)) for run_id, epoch in epochs.items()]
+    refused: list[str] = []
+
+    def renew(ctx: Context) -> None:
+        refused.extend(supervision.renew_claims(ctx, [*held_pairs, (RUN, "w-elsewhere")], LEASE_MS))
+
+    before = held.events("run.lease_renewed")
+    held.host.supervise("worker.renew", now, renew)
+    assert refused == ["run-3", RUN]
+    assert held.events("run.lease_renewed") == before + 2
+    assert (_queue_lease(held, RUN), _queue_lease(held, "run-2")) == (now + LEASE_MS,) * 2
+    with contextlib.closing(sqlite3.connect(held.store.projections_file.path)) as connection:
+        batches = connection.execute(
+            "SELECT DISTINCT batch FROM events WHERE type = 'run.lease_renewed' AND at = ?",
+            (now,),
+        ).fetchall()
+    assert len(batches) == 1

@@ -313,21 +313,18 @@ class Supervisor:
     # ------------------------------------------------------------------ heartbeat and stop
 
     async def renew(self) -> None:
-        """Renew the claim of every active run; a failed renewal stops its worker ``claimLost``."""
-        for active in list(self.active.values()):
-            if active.exiting or not active.process.ready.is_set():
-                continue
-            try:
-                await self._decide(
-                    "worker.renew",
-                    supervision.renew_claim,
-                    active.run_id,
-                    active.envelope.worker_epoch,
-                    self.lease_ms,
-                )
-            except CommandError:
-                log.warning("run %s lost its claim", active.run_id)
-                active.process.stop("claimLost")
+        """Renew every active run's claim at once; a refused one stops its worker ``claimLost``."""
+        held = [
+            (active.run_id, active.envelope.worker_epoch)
+            for active in self.active.values()
+            if not active.exiting and active.process.ready.is_set()
+        ]
+        if not held:
+            return
+        refused = await self._decide("worker.renew", supervision.renew_claims, held, self.lease_ms)
+        for run_id in refused:
+            log.warning("run %s lost its claim", run_id)
+            self.stop_run(run_id, "claimLost")
 
     def stop_run(self, run_id: str, outcome: WorkerEnd) -> bool:
         """Stop the worker of ``run_id`` with ``outcome`` (cancel, pause, claim loss)."""
