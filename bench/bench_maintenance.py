@@ -52,9 +52,8 @@ UNDER_LOCK: Final = (
     ("catch-up", "pwf.host.prune:catch_up"),
     ("selection", "pwf.host.prune:_unchanged"),
     ("tally", "pwf.host.prune:tally"),
-    ("backup hash", "pwf.store.compaction:file_sha256"),
+    ("backup hash", "pwf.host._compacting:file_sha256"),
     ("copying the tail", "pwf.host._compacting:_copy_rows"),
-    ("indexes", "pwf.host._compacting:index_events"),
     ("shape", "pwf.store.image:same_shape"),
 )
 """The steps of the prune's work under the write lock, by what runs them."""

@@ -159,8 +159,11 @@ class Prepared:
             connection.execute("DETACH DATABASE src")
             self.segment = replace(self.segment, seq=last)
             if not self._indexed:
+                # Off the lock, by a sort: the catch-ups' rows and the tail then
+                # maintain the indexes, a few rows each.
                 with transaction(connection):
                     self._model.create_indexes(connection)
+                    index_events(connection, self.live)
                     finish_image(connection, self.live)
                 self._indexed = True
         except sqlite3.Error as error:
@@ -254,7 +257,6 @@ class Prepared:
                 last = sealed.entry
                 image.execute("UPDATE main._pwf_pruned SET taken = ? WHERE taken = 0", (last.seq,))
                 image.execute(HEAD_UPSERT, (last.seq, last.content_hash, last.batch))
-                index_events(image, self.live)
                 BulkFold().fold(image, [*kept, last])
                 carry_over(image, tx)
         except sqlite3.Error as error:

@@ -109,9 +109,9 @@ def shape_of(connection: sqlite3.Connection, schema: str = "main") -> Shape:
 def begin_image(connection: sqlite3.Connection, live: Shape) -> None:
     """Give a new, empty image the live file's marks and the log's tables, still empty.
 
-    The secondary indexes of ``events`` wait for :func:`index_events`: the
-    events are only written under the write lock, and an index built once
-    they are all there costs a sort, not one insertion per event and index.
+    The secondary indexes of the log's tables wait for :func:`index_events`:
+    an index built once the backup's rows are all copied costs a sort, not
+    one insertion per event and index.
     """
     for mark, value in live.marks:
         shown = f"'{value}'" if isinstance(value, str) else str(int(str(value)))
