@@ -22,6 +22,7 @@ one the machine computes from its own fold of the log (DOMAIN §10.2).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import shutil
 import sqlite3
@@ -48,6 +49,7 @@ from hypothesis.stateful import (
 from pwf import canonical
 from pwf._sqlite import dump
 from pwf.cli._options import open_store
+from pwf.commands import supervision
 from pwf.commands.catalogue import CLIENT_OPERATIONS, Route
 from pwf.commands.prune import iso_utc
 from pwf.errors import CommandError
@@ -89,6 +91,12 @@ RUNS: Final = ("run-1", "run-2", "run-3")
 FINISHED: Final = (
     "SELECT finished_at FROM runs WHERE status IN ('completed', 'failed', 'timed_out', 'cancelled')"
 )
+HELD: Final = (
+    "SELECT run_id, owner_worker_epoch, lease_expires_at FROM run_queue"
+    " WHERE owner_worker_epoch IS NOT NULL ORDER BY run_id"
+)
+"""The run claims a worker holds, with their leases."""
+LEASE_MS: Final = 30_000
 SESSIONS: Final = ("s-1", "s-2")
 CLIENTS: Final = ("cli-A", "cli-B")
 SHARED_KEYS: Final = ("k-1", "k-2", "k-3")
@@ -1450,14 +1458,16 @@ class CommandPathMachine(RuleBasedStateMachine):
         return request
 
     @precondition(lambda self: self._rows(FINISHED))
-    @rule(share=st.sampled_from([0.0, 0.5, 1.0]))
+    @rule(share=st.sampled_from([0.0, 0.5, 1.0, None]))
     def prune_a_copy(self, share):
         """``state.prune --apply`` on a copy: old projections minus the trees, and it proves.
 
+        The cutoff follows a finished run (``share`` of the way along them),
+        or is now, which takes every finished run.
         The copy keeps the machine's own database and model untouched.
         """
         finished = sorted(row[0] for row in self._rows(FINISHED))
-        cutoff = finished[int(share * (len(finished) - 1))] + 1
+        cutoff = self.now + 1 if share is None else finished[int(share * (len(finished) - 1))] + 1
         checkpoint(self.directory / "state.db")
         number = next(self.ids)
         old = self.directory / f"old-{number}.db"
@@ -1488,6 +1498,26 @@ class CommandPathMachine(RuleBasedStateMachine):
                 rebuilt.close()
         with opened(copy) as connection:
             assert_rows_as_viewed(connection)
+
+    @precondition(lambda self: self._rows(HELD))
+    @rule(dt=TICKS, beats=st.sampled_from([1, 2, 3]))
+    def heartbeat(self, dt, beats):
+        """A served host's heartbeats: every held run claim renewed in one batch (ADR 0118).
+
+        A claim whose lease has ended is refused and left as it was; the
+        renewals go through every fold, prune and rebuild the machine checks.
+        """
+        for _ in range(beats):
+            self._tick(dt)
+            held = self._rows(HELD)
+            claims = [(run, epoch) for run, epoch, _lease in held]
+            renew = functools.partial(supervision.renew_claims, held=claims, lease_ms=LEASE_MS)
+            refused = self.host.supervise("worker.renew", self.now, renew)
+            assert refused == [run for run, _epoch, lease in held if lease <= self.now]
+            note_outcome(f"heartbeat: {'some' if refused else 'none'} refused")
+            for run, epoch, lease in self._rows(HELD):
+                if run not in refused and (run, epoch) in claims:
+                    assert lease == self.now + LEASE_MS
 
     @rule(jump=JUMPS)
     def expire(self, jump):
