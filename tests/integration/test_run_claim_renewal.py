@@ -9,6 +9,7 @@ one millisecond earlier it is renewed for another lease from ``now``.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ import pytest
 
 from pwf.commands import supervision
 from pwf.errors import CommandError
+from pwf.events import Actor, RunLeaseRenewed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -67,9 +69,9 @@ def test_a_lease_that_ends_at_now_is_expired_not_renewed(held: Fixture, past: in
 def test_a_lease_one_millisecond_from_its_end_is_renewed(held: Fixture) -> None:
     """One millisecond before the end the claim is live: renewed for a lease from now."""
     lease = _lease(held)
-    events = held.events("run.lease_renewed")
+    events = held.events("run.leases_renewed")
     _renew(held, lease - 1)
-    assert (events + 1, lease - 1 + LEASE_MS) == (held.events("run.lease_renewed"), _lease(held))
+    assert (events + 1, lease - 1 + LEASE_MS) == (held.events("run.leases_renewed"), _lease(held))
 
 
 def _queue_lease(fx: Fixture, run_id: str) -> int:
@@ -103,14 +105,59 @@ def test_one_heartbeat_renews_every_held_claim_in_one_batch(held: Fixture) -> No
     def renew(ctx: Context) -> None:
         refused.extend(supervision.renew_claims(ctx, [*held_pairs, (RUN, "w-elsewhere")], LEASE_MS))
 
-    before = held.events("run.lease_renewed")
+    before = held.events("run.leases_renewed")
     held.host.supervise("worker.renew", now, renew)
     assert refused == ["run-3", RUN]
-    assert held.events("run.lease_renewed") == before + 2
+    assert held.events("run.leases_renewed") == before + 1  # ADR 0119: one event for both
     assert (_queue_lease(held, RUN), _queue_lease(held, "run-2")) == (now + LEASE_MS,) * 2
-    with contextlib.closing(sqlite3.connect(held.store.projections_file.path)) as connection:
-        batches = connection.execute(
-            "SELECT DISTINCT batch FROM events WHERE type = 'run.lease_renewed' AND at = ?",
-            (now,),
+    [data] = _renewals(held, now)
+    claims = [[RUN, first], ["run-2", epochs["run-2"]]]
+    assert data == {"claims": claims, "leaseExpiresAt": now + LEASE_MS}
+    held.assert_rebuild_equals_live()
+
+
+def _renewals(fx: Fixture, at: int) -> list[object]:
+    """The data of the heartbeat's renewals at ``at``, all of one batch."""
+    with contextlib.closing(sqlite3.connect(fx.store.projections_file.path)) as connection:
+        found = connection.execute(
+            "SELECT batch, body FROM events WHERE type = 'run.leases_renewed' AND at = ?"
+            " ORDER BY seq",
+            (at,),
         ).fetchall()
-    assert len(batches) == 1
+    assert len({batch for batch, _body in found}) == 1
+    return [json.loads(body)["data"] for _batch, body in found]
+
+
+def test_a_heartbeat_of_more_claims_than_an_event_names_writes_several_in_one_batch(
+    held: Fixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``MOST_CLAIMS`` the claims go on in another event of the same batch; none twice."""
+    first = str(held.epoch)
+    start_run(held, "run-2", session="s-run-2", at=1_000)
+    held.launch(run_id="run-2", at=1_000)
+    run_worker(held, "run-2", "worker.ready", {}, rev=0, at=1_000)
+    pairs = [(RUN, first), ("run-2", str(held.epoch))]
+    monkeypatch.setattr(supervision, "MOST_CLAIMS", 1)
+    held.host.supervise(
+        "worker.renew",
+        2_000,
+        lambda ctx: supervision.renew_claims(ctx, [*pairs, pairs[0]], LEASE_MS),
+    )
+    assert _renewals(held, 2_000) == [
+        {"claims": [list(pair)], "leaseExpiresAt": 2_000 + LEASE_MS} for pair in pairs
+    ]
+    held.assert_rebuild_equals_live()
+
+
+def test_a_log_written_before_keeps_folding_its_renewals_one_a_run(held: Fixture) -> None:
+    """``run.lease_renewed``, one event a run, is what hosts wrote before ADR 0119: it folds."""
+    epoch = held.epoch
+    assert epoch is not None
+    lease = _lease(held) + 5
+    held.store.append(
+        [RunLeaseRenewed(run_id=RUN, worker_epoch=epoch, lease_expires_at=lease)],
+        at=2_000,
+        actor=Actor(type="host", id="host-before"),
+    )
+    assert _lease(held) == lease
+    held.assert_rebuild_equals_live()

@@ -188,7 +188,7 @@ def _renewals(db: Path) -> list[tuple[int, bytes]]:
     return [
         (at, bytes(body))
         for at, body in rows(
-            db, "SELECT at, body FROM events WHERE type = 'run.lease_renewed' ORDER BY seq"
+            db, "SELECT at, body FROM events WHERE type = 'run.leases_renewed' ORDER BY seq"
         )
     ]
 
@@ -217,6 +217,10 @@ def test_the_heartbeat_renews_a_live_workers_claim(
         renewals = until(lambda: len(_renewals(served.db)) >= 2 and _renewals(served.db), 60)
         (first_at, first), (second_at, _) = renewals[:2]
         data = json.loads(first)["data"]
+        [(run_id, worker_epoch)] = data["claims"]  # one worker: one claim in the heartbeat's event
+        assert rows(served.db, "SELECT run_id, owner_worker_epoch FROM run_queue") == [
+            (run_id, worker_epoch)
+        ]
         assert data["leaseExpiresAt"] == first_at + 30_000
         assert data["leaseExpiresAt"] > claimed
         assert HEARTBEAT_MS / 2 <= second_at - first_at <= HEARTBEAT_MS * 2

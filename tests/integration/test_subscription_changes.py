@@ -11,6 +11,7 @@ pushed to a watcher on another.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pwf.commands import Context
+from pwf.commands import Context, supervision
 from pwf.views import Subscription
 from pwf.views.subscriptions import Changes, Shared, Subscriptions, changes_since
 
@@ -65,6 +66,26 @@ def test_a_recorded_status_request_touches_nothing(fx: Fixture) -> None:
     assert fx.request("run.status", None, run_id="run-1").outcome == "accepted"
     assert _head(fx) > before  # it is recorded, as the original records it
     assert changes_since(_ctx(fx), before, _head(fx)) == Changes()
+
+
+def test_a_heartbeat_s_renewals_touch_nothing(tmp_path: Path) -> None:
+    """ADR 0119: one event renews every held claim and names no run; no view shows a lease's end.
+
+    Read as an event about no run or session, it would have every subscription recomputed on
+    every heartbeat.
+    """
+    fx = Fixture.running(tmp_path / "r.db")
+    try:
+        epoch = fx.epoch
+        assert epoch is not None
+        before = _head(fx)
+        held = [("run-1", epoch)]
+        renew = functools.partial(supervision.renew_claims, held=held, lease_ms=30_000)
+        assert fx.host.supervise("worker.renew", 1_500, renew) == []
+        assert fx.events("run.leases_renewed") == 1
+        assert changes_since(_ctx(fx), before, _head(fx)) == Changes()
+    finally:
+        fx.close()
 
 
 def test_only_touched_subscriptions_are_recomputed_and_each_payload_once(fx: Fixture) -> None:

@@ -7,7 +7,7 @@ the handler, so folding the log needs no clock and no lookups.
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, Literal, get_args
+from typing import Annotated, ClassVar, Final, Literal, get_args
 
 import msgspec
 
@@ -169,12 +169,37 @@ class WorkerEnded(Event, frozen=True, kw_only=True):
 
 
 class RunLeaseRenewed(Event, frozen=True, kw_only=True):
-    """A served host renewed the claim of a run its worker holds (HOST §1.9 heartbeat)."""
+    """A served host renewed the claim of a run its worker holds (HOST §1.9 heartbeat).
+
+    One event a run and heartbeat: what a host wrote before ADR 0119, and
+    what a log written then keeps; a host now writes ``run.leases_renewed``.
+    """
 
     TAG = "run.lease_renewed"
 
     run_id: OpaqueId
     worker_epoch: OpaqueId
+    lease_expires_at: SafeInt
+
+
+LeaseClaim = tuple[OpaqueId, OpaqueId]
+"""One worker's claim of a run: the run's id and the worker's epoch."""
+
+MOST_CLAIMS: Final = 4_096
+"""The claims one :class:`RunLeasesRenewed` names at most; a heartbeat with more writes several."""
+
+
+class RunLeasesRenewed(Event, frozen=True, kw_only=True):
+    """A served host's heartbeat renewed the claims of the runs their workers hold (HOST §1.9).
+
+    One event a heartbeat for all of its claims, each to ``lease_expires_at``
+    (ADR 0119): the heartbeat is what a host writes while nothing happens.
+    It names no run of its own, so the log's run index and a prune pass it by.
+    """
+
+    TAG = "run.leases_renewed"
+
+    claims: Annotated[tuple[LeaseClaim, ...], msgspec.Meta(min_length=1, max_length=MOST_CLAIMS)]
     lease_expires_at: SafeInt
 
 

@@ -21,6 +21,7 @@ from pwf.events import (
     RunClaimed,
     RunFinished,
     RunLeaseRenewed,
+    RunLeasesRenewed,
     RunPaused,
     RunQueueDoneForContinuation,
     RunReserved,
@@ -370,6 +371,12 @@ HANDLERS: Final = handlers(
         RunLeaseRenewed,
         _LEASE,
         lambda event, _at: (event.lease_expires_at, event.run_id, event.worker_epoch),
+    ),
+    each(
+        RunLeasesRenewed,
+        lambda event, _at: [
+            (_LEASE, (event.lease_expires_at, run_id, epoch)) for run_id, epoch in event.claims
+        ],
     ),
     each(InteractionTimeoutStarted, _running(_QUEUE_RESTARTED)),
     each(AttemptStarted, _bumped),

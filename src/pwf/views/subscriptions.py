@@ -45,8 +45,10 @@ EVENTS: Final = {"runs": "runs", "run": "run_snapshot", "session": "session_snap
 """The event each kind of subscription sends."""
 
 
-QUIET: Final = ("command.recorded", "host.")
-"""Event types (or prefixes) that change no view: the command ledger and the host's claim."""
+QUIET: Final = ("command.recorded", "host.", "run.lease")
+"""Event types (or prefixes) that change no view: the command ledger, the host's claim, and
+the renewals of live run claims (a view shows whether a lease is live, never when it ends; one
+that ends is found by :func:`lapsed_leases`)."""
 _SESSION_ONLY: Final = "session."
 """Event types that change their session's view only (coordinators, branch reports)."""
 
