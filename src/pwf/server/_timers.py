@@ -5,6 +5,12 @@ heartbeat and expiry timers sleep their period and then do their work; the
 publish timer wakes when the views are stirred, or looks every period while
 a deadline of the clock is pending.  They run for as long as the host runs;
 the host cancels them when it stops.
+
+A tick that fails on the store (a write lock held past the busy timeout, a
+shared log out of reach) is logged and tried again at the next period: a
+timer that ended there would leave the host answering "stopping" once its
+claim ran out, for as long as it lived.  Any other failure ends the host
+(exit 3), since the timers are what keeps its claim.
 """
 
 from __future__ import annotations
@@ -42,6 +48,16 @@ class Timers:
             asyncio.create_task(_every(options.poll_ms, self.poll)),
             asyncio.create_task(self._publishing()),
         ]
+        for task in self._tasks:
+            task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """A timer ended other than by :meth:`cancel`: a fault of pwf's; the host stops."""
+        if task.cancelled() or task.exception() is None:
+            return
+        log.error("a timer of the host failed, so the host stops", exc_info=task.exception())
+        self.hub.exit_code = 3
+        self.hub.request_stop()
 
     def cancel(self) -> None:
         """Stop every timer."""
@@ -49,7 +65,11 @@ class Timers:
             task.cancel()
 
     async def heartbeat(self) -> None:
-        """Renew the host's claim, then its workers'; a lost claim stops the host (exit 3)."""
+        """Renew the host's claim, then its workers'; a lost claim stops the host (exit 3).
+
+        A renewal the store failed is tried again at the next heartbeat; if
+        the lease ran out meanwhile, that one finds the claim lost.
+        """
         hub = self.hub
         writer = hub.writer
         assert writer is not None
@@ -60,8 +80,14 @@ class Timers:
             hub.exit_code = 3
             hub.request_stop()
             return
+        except PwfError as error:
+            log.warning("host claim renewal failed, tried again next heartbeat: %s", error)
+            return
         if hub.supervisor is not None and not hub.stopping:
-            await hub.supervisor.renew()
+            try:
+                await hub.supervisor.renew()
+            except PwfError as error:
+                log.warning("worker claim renewals failed, tried again next heartbeat: %s", error)
 
     async def poll(self) -> None:
         """Interaction expiry (DOMAIN §10.7), then look for work; a failed pass is tried again."""
@@ -73,7 +99,10 @@ class Timers:
         except PwfError as error:
             log.warning("interaction expiry failed: %s", error)
         if hub.supervisor is not None and not hub.stopping:
-            await hub.supervisor.claim()
+            try:
+                await hub.supervisor.claim()
+            except PwfError as error:
+                log.warning("claiming a run failed, tried again next pass: %s", error)
 
     async def _publishing(self) -> None:
         """Publish :data:`PUBLISH_SECONDS` after something may have changed, for ever.
@@ -93,10 +122,13 @@ class Timers:
             await self.publish()
 
     async def publish(self) -> None:
-        """Push what changed to every subscription."""
+        """Push what changed to every subscription; one the store failed waits for the next."""
         hub = self.hub
         if hub.views is not None and not hub.stopping:
-            await hub.views.publish_all(hub.connections)
+            try:
+                await hub.views.publish_all(hub.connections)
+            except PwfError as error:
+                log.warning("publishing the views failed, tried again next turn: %s", error)
 
 
 async def _every(period_ms: int, tick: Callable[[], Awaitable[None]]) -> None:
