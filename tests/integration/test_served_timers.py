@@ -1,6 +1,6 @@
 """A served host's timers outlive a failure of the store, and a fault of pwf's stops the host.
 
-Before, one heartbeat that found the write lock held past the busy timeout
+ADR 0120.  Before, one heartbeat that found the write lock held past the busy timeout
 ended the heartbeat's timer: the host went on answering, its claim ran out,
 and from then on it answered every request "Workflow host is stopping" for as
 long as it lived, without a line in its log.  A store error in the expiry

@@ -174,8 +174,9 @@ def open_log(
     """
     from pwf.store.opening import open_shared_log  # noqa: PLC0415 - loads psycopg when called
 
+    busy = Settings.load().busy_timeout_ms
     try:
-        return open_shared_log(url, create=create, formats=formats)
+        return open_shared_log(url, create=create, formats=formats, busy_timeout_ms=busy)
     except ImportError:
         from pwf.extras import missing_extra  # noqa: PLC0415 - only on this error
 

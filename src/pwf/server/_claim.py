@@ -68,7 +68,7 @@ async def take_claim(writer: Writer, options: Options, clock: Callable[[], int])
 def _mirror(options: Options, read_model: ReadModel) -> EventStore:
     """The host's local file on the shared log at ``options.store_url``, caught up."""
     assert options.store_url is not None
-    log = open_shared_log(options.store_url)
+    log = open_shared_log(options.store_url, busy_timeout_ms=options.busy_timeout_ms)
     store = open_mirror(
         options.db,
         log,

@@ -40,12 +40,17 @@ refuses it or it is not a pwf database.
 
 
 def open_shared_log(
-    url: str, *, create: bool = False, formats: tuple[str, ...] | None = None
+    url: str,
+    *,
+    create: bool = False,
+    formats: tuple[str, ...] | None = None,
+    busy_timeout_ms: int = 5_000,
 ) -> PostgresStore:
     """The shared log in PostgreSQL at ``url`` (with ``create``, its schema installed).
 
     ``formats``: the formats it may be in (default: this pwf's; ``pwf log
-    migrate`` also opens ``pwf.store.v1``, ADR 0104).
+    migrate`` also opens ``pwf.store.v1``, ADR 0104).  ``busy_timeout_ms``:
+    how long a write waits for the log's lock (ADR 0120).
 
     Raises:
         ImportError: psycopg (the ``postgres`` extra) is not installed.
@@ -54,8 +59,8 @@ def open_shared_log(
     from pwf.store.postgres import PostgresStore  # noqa: PLC0415 - an optional extra
 
     if formats is None:
-        return PostgresStore(url, create=create)
-    return PostgresStore(url, create=create, formats=formats)
+        return PostgresStore(url, create=create, busy_timeout_ms=busy_timeout_ms)
+    return PostgresStore(url, create=create, formats=formats, busy_timeout_ms=busy_timeout_ms)
 
 
 def open_mirror(

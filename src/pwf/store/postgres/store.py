@@ -46,11 +46,16 @@ class PostgresStore(AppendsAlone, Closing):
         create: bool = False,
         connect_timeout: int = 10,
         formats: tuple[str, ...] = (FORMAT,),
+        busy_timeout_ms: int = 5_000,
     ) -> None:
         """Connect to ``url``; with ``create`` install the schema (idempotently).
 
         ``formats`` are the formats the log may be in: only ``pwf log
         migrate`` opens one of ``pwf.store.v1`` (ADR 0104).
+        ``busy_timeout_ms`` bounds each wait for a lock, the log's write
+        lock among them, as it bounds a SQLite file's (ADR 0120): past it
+        the write is refused busy, where it waited for as long as the
+        holder held the lock.
 
         Raises:
             StoreError: PostgreSQL cannot be reached, or the database holds no pwf log.
@@ -61,6 +66,7 @@ class PostgresStore(AppendsAlone, Closing):
         self.tree_cache: tuple[Head, Tree] | None = None
         """The Merkle tree as this connection's last write left it, with its head (ADR 0083)."""
         self._timeout = connect_timeout
+        self._lock_timeout = max(1, int(busy_timeout_ms))  # PostgreSQL's 0 waits for ever
         self._formats = formats
         self._connection = self._connect(create=create)
         self.format, self.log_id = self._found
@@ -72,6 +78,7 @@ class PostgresStore(AppendsAlone, Closing):
         except psycopg.Error as error:
             raise translate_error(error, self.path) from None
         try:
+            connection.execute(f"SET lock_timeout = {self._lock_timeout}")
             if create:
                 install(connection, self.path)
             self._found = read_format(connection, self.path, self._formats)
