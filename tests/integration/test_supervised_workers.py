@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pwf.commands import supervision
+from pwf.errors import StoreBusyError
 from pwf.server.supervision import Registry, Supervisor
 
 if TYPE_CHECKING:
@@ -149,6 +151,34 @@ def test_a_project_path_that_does_not_exist_is_a_crash(fx: Fixture, tmp_path: Pa
     assert worker["status"] == "crashed"
     diagnostic = str(text_blob(fx, worker["diagnostic_hash"]))
     assert diagnostic.startswith("Workflow worker could not start:")
+
+
+def test_a_worker_the_store_failed_to_attach_is_stopped_and_its_end_recorded(
+    fx: Fixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write lock held past the busy timeout as the worker is attached: ADR 0120.
+
+    Before, the failure ended the worker's supervision with the run still
+    among the supervisor's active ones, so it was never claimed again while
+    the host lived, and its process was killed but never waited for.
+    """
+    _start(fx, tmp_path)
+
+    def busy(*_args: object) -> None:
+        raise StoreBusyError("the database is locked by another writer")
+
+    monkeypatch.setattr(supervision, "attach_process", busy)
+    then = "time.sleep(600)\n"
+    supervisor = _supervisor(fx, tmp_path, [sys.executable, "-c", READY_THEN.format(then=then)])
+    started = time.monotonic()
+    _drive(supervisor)
+    assert time.monotonic() - started < 20
+    assert supervisor.active == {}
+    [worker] = _workers(fx)
+    assert worker["status"] == "crashed"
+    diagnostic = str(text_blob(fx, worker["diagnostic_hash"]))
+    assert diagnostic.startswith("Workflow worker could not be attached: the database is locked")
+    assert fx.existing("run_queue", run_id="run-1")["status"] == "parked"
 
 
 def test_a_worker_whose_child_keeps_its_pipes_open_still_ends(fx: Fixture, tmp_path: Path) -> None:

@@ -234,6 +234,7 @@ class Supervisor:
             return
         identity = start_identity(pid) or f"pid:{pid}"
         self.registry.add(pid, identity)
+        more: dict[str, str] = {}
         try:
             try:
                 await self._decide(
@@ -248,12 +249,17 @@ class Supervisor:
                 # The epoch ended while the process started (a cancel took path 2).
                 log.info("worker %s stopped at once: %s", envelope.worker_epoch, error)
                 process.stop("cancelled")
+            except PwfError as error:
+                # Not attached in the log, so not run: stopped as a crash, its end recorded.
+                more["diagnostic"] = f"Workflow worker could not be attached: {error}"
+                log.warning("run %s: %s", active.run_id, more["diagnostic"])
+                process.stop("crashed")
             ended = await process.run()
         finally:
             process.kill_group()
             self.registry.remove(pid)
             self.children.reap(envelope.worker_epoch)
-        await self._gone(active, ended.outcome, ended)
+        await self._gone(active, ended.outcome, ended, **more)
 
     async def _gone(
         self, active: Active, outcome: WorkerEnd, ended: Exit | None = None, **more: str
