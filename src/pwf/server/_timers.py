@@ -84,25 +84,20 @@ class Timers:
             log.warning("host claim renewal failed, tried again next heartbeat: %s", error)
             return
         if hub.supervisor is not None and not hub.stopping:
-            try:
-                await hub.supervisor.renew()
-            except PwfError as error:
-                log.warning("worker claim renewals failed, tried again next heartbeat: %s", error)
+            await _tried(
+                hub.supervisor.renew(), "worker claim renewals failed, tried again next heartbeat"
+            )
 
     async def poll(self) -> None:
         """Interaction expiry (DOMAIN §10.7), then look for work; a failed pass is tried again."""
         hub = self.hub
         writer = hub.writer
         assert writer is not None
-        try:
-            await writer.duty(lambda host: host.expire(hub.clock()))
-        except PwfError as error:
-            log.warning("interaction expiry failed: %s", error)
+        await _tried(
+            writer.duty(lambda host: host.expire(hub.clock())), "interaction expiry failed"
+        )
         if hub.supervisor is not None and not hub.stopping:
-            try:
-                await hub.supervisor.claim()
-            except PwfError as error:
-                log.warning("claiming a run failed, tried again next pass: %s", error)
+            await _tried(hub.supervisor.claim(), "claiming a run failed, tried again next pass")
 
     async def _publishing(self) -> None:
         """Publish :data:`PUBLISH_SECONDS` after something may have changed, for ever.
@@ -125,10 +120,16 @@ class Timers:
         """Push what changed to every subscription; one the store failed waits for the next."""
         hub = self.hub
         if hub.views is not None and not hub.stopping:
-            try:
-                await hub.views.publish_all(hub.connections)
-            except PwfError as error:
-                log.warning("publishing the views failed, tried again next turn: %s", error)
+            publishing = hub.views.publish_all(hub.connections)
+            await _tried(publishing, "publishing the views failed, tried again next turn")
+
+
+async def _tried(work: Awaitable[object], failed: str) -> None:
+    """Await ``work``; a failure of the store is logged as ``failed: error``, not raised."""
+    try:
+        await work
+    except PwfError as error:
+        log.warning("%s: %s", failed, error)
 
 
 async def _every(period_ms: int, tick: Callable[[], Awaitable[None]]) -> None:
