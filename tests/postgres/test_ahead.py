@@ -35,6 +35,8 @@ AT: Final = 1_764_403_200_000
 CHECK: Final = "SELECT 1 / count(*) FROM _pwf_head WHERE id = 1 AND seq = %s"
 WRITE: Final = "WITH b AS (INSERT INTO _pwf_batches"
 """How the statement that writes a batch begins: its batch row comes first (ADR 0102)."""
+IDLE_LIMIT: Final = "SET LOCAL idle_in_transaction_session_timeout = 5000"
+"""A write under the lock may wait on its process at most the busy timeout (ADR 0121)."""
 
 
 class _Hosts:
@@ -158,7 +160,7 @@ class TestAlone:
         with made.stores["a"][0].transaction():
             pass
         trips = round_trips(seen)
-        assert ["BEGIN", f"SELECT pg_advisory_xact_lock({LOCK_KEY})"] == trips[0][:2]
+        assert ["BEGIN", IDLE_LIMIT, f"SELECT pg_advisory_xact_lock({LOCK_KEY})"] == trips[0][:3]
 
     def test_the_answers_and_log_of_one_file(self, made: _Hosts) -> None:
         """Starts, retries and reads on one lone host make the bytes one SQLite file makes."""
@@ -312,7 +314,7 @@ class TestUnits:
         seen = recording(store)
         assert store.head().seq == store.run(OnceOnly(lambda tx: tx.head.seq))
         trips = round_trips(seen)
-        assert ["BEGIN", f"SELECT pg_advisory_xact_lock({LOCK_KEY})"] == trips[0][:2]
+        assert ["BEGIN", IDLE_LIMIT, f"SELECT pg_advisory_xact_lock({LOCK_KEY})"] == trips[0][:3]
 
     def test_repeatable_work_decides_ahead(self, made: _Hosts) -> None:
         """The same work marked ``Repeatable`` checks the head after deciding: no lock, no BEGIN."""

@@ -100,7 +100,8 @@ class TestOrder:
         begin = _at(seen, "pg", "BEGIN")
         assert _at(seen, "sqlite", LOG_WRITE["sqlite"]) > begin
         assert seen[begin + 1] == ("pg", "SET LOCAL synchronous_commit = off")
-        assert seen[begin + 2][1].startswith("SELECT pg_advisory_xact_lock")
+        assert seen[begin + 2][1].startswith("SET LOCAL idle_in_transaction_session_timeout")
+        assert seen[begin + 3][1].startswith("SELECT pg_advisory_xact_lock")
         written = _at(seen, "pg", LOG_WRITE["pg"], begin)
         commit = _at(seen, "pg", "COMMIT", written)
         assert seen[commit + 1] == ("pg", f"SELECT {FLUSH}(true, 'pwf.flush', '')")

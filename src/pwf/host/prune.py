@@ -576,6 +576,7 @@ def _stripped(
         # The decision's transaction is this host's local file's, under the shared log's lock
         # (as in run_shared_prune): the strip and the mark that a refold is owed go in it too.
         tx = cast("FileTransaction", decided)
+        shared.lift_idle_limit()  # the backup's tail and hash, the check: the host's own work
         ctx = recording.open(tx)
         catch_up(store, destination, tx.head)
         reader = tx.reader()

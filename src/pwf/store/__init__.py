@@ -500,6 +500,14 @@ class SharedLog(Protocol):
             InputError: the log holds an event already (ADR 0107).
         """
 
+    def lift_idle_limit(self) -> None:
+        """Let the write transaction under way wait on this process as long as its work takes.
+
+        A write holding the log's lock is otherwise ended when it waits on
+        its own process past a limit (ADR 0121); an operator's step that
+        hashes or folds between its statements (a prune) lifts it.
+        """
+
     def strip(self, going: Sequence[tuple[int, bytes]], taken: int) -> None:
         """Take the bytes of ``going`` (seq, leaf) out of the log, keeping each leaf (ADR 0107).
 

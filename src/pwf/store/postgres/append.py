@@ -41,7 +41,14 @@ if TYPE_CHECKING:
     from pwf.store.postgres.store import PostgresStore
     from pwf.store.tree import Tree
 
-__all__ = ["FLUSH", "PostgresTransaction", "commit_if_head", "flush", "locked"]
+__all__ = ["FLUSH", "IDLE_FLOOR_MS", "PostgresTransaction", "commit_if_head", "flush", "locked"]
+
+IDLE_FLOOR_MS: Final = 1_000
+"""The least a write under the lock may wait on its process before PostgreSQL ends it (ADR 0121).
+
+A moment of the writer's own work between two statements (a fold of the
+events it read, a garbage collection) is not taken for a writer that stopped.
+"""
 
 _MARKS: Final = {"rows": 8, "batches": 7, "whole": 3}
 """Parameters per row of each of the log's tables (:mod:`pwf.store.schema`)."""
@@ -248,16 +255,23 @@ def locked(
     flush runs, and concurrent flushes are done as one.
     """
     with _undone_on_error(store):
-        head, prefetched = _begin(store.connection, after=after, early=early)
+        head, prefetched = _begin(
+            store.connection, after=after, early=early, idle_ms=store.idle_limit_ms
+        )
         transaction = PostgresTransaction(store, head, prefetched)
         yield transaction
         _commit(transaction, early=early)
 
 
 def _begin(
-    connection: psycopg.Connection[TupleRow], *, after: int | None, early: bool
+    connection: psycopg.Connection[TupleRow], *, after: int | None, early: bool, idle_ms: int
 ) -> tuple[Head, list[tuple[object, ...]] | None]:
     """``BEGIN``, the lock, the head and the catch-up read as one query string (ADR 0060).
+
+    The transaction may wait on this process at most ``idle_ms`` between two
+    statements: a writer that stops holding the lock (a process stopped or
+    frozen, a network link gone) is ended by PostgreSQL, its transaction
+    rolled back and the lock freed for the others (ADR 0121).
 
     One round trip and one call into psycopg: the simple query protocol runs
     the statements in order, each with a snapshot of its own (READ
@@ -269,7 +283,7 @@ def _begin(
     statements = ["BEGIN"]
     if early:
         statements.append("SET LOCAL synchronous_commit = off")
-    statements += [f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", HEAD]
+    statements += [_idle_limit(idle_ms), f"SELECT pg_advisory_xact_lock({int(LOCK_KEY)})", HEAD]
     if after is not None:
         statements.append(
             f"SELECT {COLUMNS} FROM events WHERE seq > {int(after)} ORDER BY seq LIMIT {PREFETCH}"
@@ -345,13 +359,19 @@ def commit_if_head(
                 _pipelined(connection, [lock, (_AT_HEAD, check), pending[:2]])
                 return True
             # Too many rows for one statement (an import's size): in a transaction of its own.
-            _pipelined(connection, [("BEGIN", None), lock, (_AT_HEAD, check)])
+            limit = (_idle_limit(store.idle_limit_ms), None)
+            _pipelined(connection, [("BEGIN", None), limit, lock, (_AT_HEAD, check)])
             transaction.write_rows(rows)
             _commit(transaction, early=False)
         except psycopg.errors.DivisionByZero:
             _rollback(connection)
             return False
     return True
+
+
+def _idle_limit(idle_ms: int) -> str:
+    """How long the transaction may wait on its own process between statements (ADR 0121)."""
+    return f"SET LOCAL idle_in_transaction_session_timeout = {max(1, int(idle_ms))}"
 
 
 def _pipelined(

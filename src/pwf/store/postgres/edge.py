@@ -33,6 +33,11 @@ def translate_error(error: psycopg.Error, where: str) -> StoreError:
         return StoreError(f"{where}: the log already holds that event ({text})")
     if isinstance(error, (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled)):
         return StoreBusyError(f"{where}: the log is locked by another writer ({text})")
+    if isinstance(error, psycopg.errors.IdleInTransactionSessionTimeout):
+        return StoreError(
+            f"{where}: PostgreSQL ended this write, which held the log's lock idle too long;"
+            f" nothing of it was written ({text})"
+        )
     if isinstance(error, psycopg.OperationalError):
         return StoreError(f"{where}: cannot reach PostgreSQL ({text})")
     return StoreError(f"{where}: {text}")

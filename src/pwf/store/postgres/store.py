@@ -55,7 +55,9 @@ class PostgresStore(AppendsAlone, Closing):
         ``busy_timeout_ms`` bounds each wait for a lock, the log's write
         lock among them, as it bounds a SQLite file's (ADR 0120): past it
         the write is refused busy, where it waited for as long as the
-        holder held the lock.
+        holder held the lock.  It also bounds how long this connection's
+        write may hold that lock idle, waiting on its own process (ADR
+        0121): never less than :data:`~pwf.store.postgres.append.IDLE_FLOOR_MS`.
 
         Raises:
             StoreError: PostgreSQL cannot be reached, or the database holds no pwf log.
@@ -67,6 +69,8 @@ class PostgresStore(AppendsAlone, Closing):
         """The Merkle tree as this connection's last write left it, with its head (ADR 0083)."""
         self._timeout = connect_timeout
         self._lock_timeout = max(1, int(busy_timeout_ms))  # PostgreSQL's 0 waits for ever
+        self.idle_limit_ms = max(append.IDLE_FLOOR_MS, int(busy_timeout_ms))
+        """How long a write holding the log's lock may wait on this process (ADR 0121)."""
         self._formats = formats
         self._connection = self._connect(create=create)
         self.format, self.log_id = self._found
@@ -128,6 +132,19 @@ class PostgresStore(AppendsAlone, Closing):
         and when it returns (only once what it wrote or read is durable).
         """
         return append.locked(self, after=after, early=early)
+
+    def lift_idle_limit(self) -> None:
+        """Let the rest of the write transaction under way wait on this process as long as it must.
+
+        For an operator's step under the lock that hashes or folds between
+        its statements (a prune's check of its backup): PostgreSQL then does
+        not end it for holding the lock idle (ADR 0121).  Only inside
+        :meth:`transaction`; the next transaction has the limit again.
+        """
+        try:
+            self.connection.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
+        except psycopg.Error as error:
+            raise translate_error(error, self.path) from None
 
     def commit_if_head(self, expected: Head, rows: Sequence[tuple[object, ...]]) -> bool:
         """Write ``rows``, decided before the lock, if the head is still ``expected`` (ADR 0062).
