@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pwf.client import HostClient, socket_path, wait_for_host
 from pwf.server import Options, Server
 
 if TYPE_CHECKING:
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 
     from tests.postgres.conftest import Hosts
 
-__all__ = ["call", "served"]
+__all__ = ["call", "served", "served_log", "short_lease_host", "started"]
 
 
 @contextmanager
@@ -73,3 +75,40 @@ def call(db: Path, *lines: bytes) -> list[dict[str, Any]]:
     )
     assert (0, b"") == (called.returncode, called.stderr)
     return [json.loads(text) for text in called.stdout.splitlines()]
+
+
+@contextmanager
+def short_lease_host(hosts: Hosts, busy_ms: int) -> Iterator[subprocess.Popen[bytes]]:
+    """``pwf serve`` as host ``served`` with a 3 s lease renewed every 0.5 s (log: ``served.err``).
+
+    Its busy timeout is ``busy_ms``; its log is :func:`served_log`.
+    Ready when the block begins; asked to stop after it, and must then exit 0.
+    """
+    db, log = hosts.db("served"), served_log(hosts)
+    with log.open("wb") as err:
+        host = subprocess.Popen(
+            [sys.executable, "-m", "pwf", "serve", "--db", str(db), "--store", hosts.url,
+             "--lease-ms", "3000", "--heartbeat-ms", "500"],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, "PWF_BUSY_TIMEOUT_MS": str(busy_ms)},
+        )  # fmt: skip
+    try:
+        wait_for_host(socket_path(db), timeout=60).close()
+        yield host
+    finally:
+        host.terminate()
+        assert host.wait(60) == 0, log.read_text()
+
+
+def served_log(hosts: Hosts) -> Path:
+    """Where :func:`short_lease_host` logs."""
+    return hosts.folder / "served.err"
+
+
+def started(db: Path, line: bytes) -> None:
+    """The served host of ``db`` accepts ``line``, the ``run.start`` of request ``r-1``."""
+    with HostClient.connect(socket_path(db), timeout=60) as client:
+        client.send(line)
+        answer = client.response("r-1")[0]
+    assert answer["outcome"] == "accepted", answer

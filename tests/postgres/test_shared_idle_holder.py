@@ -12,7 +12,6 @@ prune's check of its backup) lifts the limit.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -21,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
-from pwf.client import HostClient, socket_path, wait_for_host
 from pwf.errors import StoreError
 from pwf.events import Actor
 from pwf.store.postgres import PostgresStore
@@ -30,7 +28,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from tests.postgres._served_shared import served_log, short_lease_host, started
     from tests.postgres.conftest import Hosts
+else:
+    from _served_shared import served_log, short_lease_host, started
 
 AT = 1_764_403_200_000
 ACTOR = Actor(type="session", id="session-main")
@@ -95,20 +96,10 @@ def test_a_writer_stopped_under_the_lock_is_ended_and_the_others_write(
 
 
 def test_a_served_host_outlives_a_writer_stopped_under_the_lock_past_its_lease(
-    hosts: Hosts, client_line: Callable[..., bytes], tmp_path: Path
+    hosts: Hosts, client_line: Callable[..., bytes]
 ) -> None:
     """Before, the host's renewals were refused busy until its 3 s lease ran out: exit 3."""
-    db = hosts.db("served")
-    with (tmp_path / "serve.err").open("wb") as err:
-        host = subprocess.Popen(
-            [sys.executable, "-m", "pwf", "serve", "--db", str(db), "--store", hosts.url,
-             "--lease-ms", "3000", "--heartbeat-ms", "500"],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env={**os.environ, "PWF_BUSY_TIMEOUT_MS": "500"},
-        )  # fmt: skip
-    try:
-        wait_for_host(socket_path(db), timeout=60).close()
+    with short_lease_host(hosts, busy_ms=500) as host:
         holder = subprocess.run(
             [sys.executable, "-c", _HOLDER, hosts.url, "6"],
             capture_output=True,
@@ -118,15 +109,9 @@ def test_a_served_host_outlives_a_writer_stopped_under_the_lock_past_its_lease(
         out = holder.stdout.decode()
         assert out.startswith("held\n"), holder
         assert "held the log's lock idle too long" in out, out
-        assert host.poll() is None, (tmp_path / "serve.err").read_text()
-        with HostClient.connect(socket_path(db), timeout=60) as client:
-            client.send(client_line(1))
-            answer = client.response("r-1")[0]
-        assert answer["outcome"] == "accepted", answer
-    finally:
-        host.terminate()
-        assert host.wait(60) == 0, (tmp_path / "serve.err").read_text()
-    logged = (tmp_path / "serve.err").read_text()
+        assert host.poll() is None, served_log(hosts).read_text()
+        started(hosts.db("served"), client_line(1))
+    logged = served_log(hosts).read_text()
     assert "host claim lost" not in logged
     assert "Traceback" not in logged
 

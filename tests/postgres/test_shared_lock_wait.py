@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 
-from pwf.client import HostClient, socket_path, wait_for_host
 from pwf.store.postgres.schema import LOCK_KEY
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from pathlib import Path
 
+    from tests.postgres._served_shared import served_log, short_lease_host, started
     from tests.postgres.conftest import Hosts
+else:
+    from _served_shared import served_log, short_lease_host, started
 
 
 @pytest.fixture
@@ -79,40 +80,21 @@ def test_a_request_waits_for_the_lock_the_busy_timeout_then_is_refused(
 
 
 def test_a_served_host_keeps_its_claim_through_a_held_lock(
-    hosts: Hosts,
-    client_line: Callable[..., bytes],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    hosts: Hosts, client_line: Callable[..., bytes]
 ) -> None:
     """Its heartbeats are refused busy while the lock is held, and renew once it is free."""
-    monkeypatch.setenv("PWF_BUSY_TIMEOUT_MS", "200")
-    db = hosts.db("served")
-    with (tmp_path / "serve.err").open("wb") as err:
-        host = subprocess.Popen(
-            [sys.executable, "-m", "pwf", "serve", "--db", str(db), "--store", hosts.url,
-             "--lease-ms", "3000", "--heartbeat-ms", "500"],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )  # fmt: skip
-    try:
-        wait_for_host(socket_path(db), timeout=60).close()
+    with short_lease_host(hosts, busy_ms=200) as host:
         holder = psycopg.connect(hosts.url, autocommit=True)
         holder.execute("BEGIN")
         holder.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
         deadline = time.monotonic() + 20
-        while "host claim renewal failed" not in (tmp_path / "serve.err").read_text():
-            assert time.monotonic() < deadline, (tmp_path / "serve.err").read_text()
+        while "host claim renewal failed" not in served_log(hosts).read_text():
+            assert time.monotonic() < deadline, served_log(hosts).read_text()
             time.sleep(0.1)
         holder.close()
         time.sleep(4)  # past the 3 s lease: only the renewals after the lock kept the claim
-        with HostClient.connect(socket_path(db), timeout=60) as client:
-            client.send(client_line(1))
-            answer = client.response("r-1")[0]
-        assert answer["outcome"] == "accepted", answer
+        started(hosts.db("served"), client_line(1))
         assert host.poll() is None
-    finally:
-        host.terminate()
-        assert host.wait(60) == 0
-    logged = (tmp_path / "serve.err").read_text()
+    logged = served_log(hosts).read_text()
     assert "the log is locked by another writer" in logged
     assert "Traceback" not in logged
