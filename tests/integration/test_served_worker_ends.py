@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -184,6 +185,14 @@ def test_a_worker_that_exits_without_worker_exiting_is_crashed(
         served.close()
 
 
+def _stopped(served: Served, place: Path) -> None:
+    """The host and every worker process group it started are gone."""
+    served.close()
+    for (pid,) in rows(place / "s.db", "SELECT pid FROM run_workers WHERE pid IS NOT NULL"):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
 def _renewals(db: Path) -> list[tuple[int, bytes]]:
     return [
         (at, bytes(body))
@@ -231,7 +240,33 @@ def test_the_heartbeat_renews_a_live_workers_claim(
         receipt: Any = status["receipt"]
         assert (receipt["activeWorkers"], receipt["expiredClaims"]) == (1, 0)
     finally:
-        served.close()
-        for (pid,) in rows(place / "s.db", "SELECT pid FROM run_workers WHERE pid IS NOT NULL"):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+        _stopped(served, place)
+
+
+FLOOD = READY + 'lines = (b"x" * 79 + b"\\n") * 800\nwhile True:\n    os.write(2, lines)\n'
+
+
+def test_a_worker_that_floods_its_stderr_is_logged_within_a_budget(
+    place: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the host logged every line: 11.7 MB a second here, and a whole processor (ADR 0122).
+
+    Its lines are logged at 8 KiB a second after a 64 KiB burst, the others
+    counted; the host answers beside it.
+    """
+    served = _serve(place, monkeypatch, _script(place, "flood.py", FLOOD))
+    try:
+        _start(served, place)
+        until(lambda: ": xxxxxxxx" in served.stderr(), 60, "the worker's first lines")
+        time.sleep(0.5)  # its burst is spent
+        size = served.log.stat().st_size
+        time.sleep(2)
+        grown = served.log.stat().st_size - size
+        assert grown < 64 * 1024, grown  # 2 s at 8 KiB a second, with the log's own prefixes
+        assert "lines of stderr not logged (over 8 KiB a second)" in served.stderr()
+        with served.client() as client:
+            status = client.request(line("host.status", rid="status-1"))
+        assert status["outcome"] == "accepted", status
+        assert served.process.poll() is None
+    finally:
+        _stopped(served, place)

@@ -20,6 +20,7 @@ from pwf.errors import PwfError
 from pwf.protocol.framing import FrameDecoder
 from pwf.protocol.worker import LAUNCH_ENV, launch_variable
 from pwf.server.supervision.identity import signal_group
+from pwf.server.supervision.stderr import Forwarding
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -196,14 +197,23 @@ class WorkerProcess:
             return
 
     async def _stderr(self) -> None:
+        """Keep the first bytes as the diagnostic; forward lines to the log within a budget."""
         process = self.process
         assert process is not None
         assert process.stderr is not None
-        while data := await process.stderr.read(_READ_BYTES):
-            room = DIAGNOSTIC_BYTES - len(self.state.stderr)
-            if room > 0:
-                self.state.stderr += data[:room]
-            for text in data.decode("utf-8", "replace").splitlines():
+        loop = asyncio.get_running_loop()
+        forwarding = Forwarding(loop.time())
+        try:
+            while data := await process.stderr.read(_READ_BYTES):
+                room = DIAGNOSTIC_BYTES - len(self.state.stderr)
+                if room > 0:
+                    self.state.stderr += data[:room]
+                for text in forwarding.feed(data, loop.time()):
+                    log.info("worker %d: %s", self.pid, text)
+                if pause := forwarding.pause():  # a worker writing without pause waits
+                    await asyncio.sleep(pause)
+        finally:
+            for text in forwarding.flush(loop.time()):
                 log.info("worker %d: %s", self.pid, text)
 
     async def _startup(self) -> None:
