@@ -11,6 +11,7 @@ a connection past either bound is closed before its hello.
 
 from __future__ import annotations
 
+import logging
 import resource
 import socket
 import subprocess
@@ -21,7 +22,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pwf.client import HelloError, HostClient
-from pwf.server._listener import MOST_CONNECTIONS, RESERVED_DESCRIPTORS, most_connections
+from pwf.server._listener import (
+    CLOSINGS_BURST,
+    MOST_CONNECTIONS,
+    RESERVED_DESCRIPTORS,
+    most_connections,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -183,3 +189,27 @@ def test_the_bound_comes_from_the_raised_descriptor_limit(soft: int) -> None:
     assert int(found[1]) == raised
     assert int(found[0]) == max(16, min(MOST_CONNECTIONS, raised - RESERVED_DESCRIPTORS))
     assert most_connections() <= MOST_CONNECTIONS
+
+
+def test_connections_closed_for_what_their_clients_sent_are_logged_within_a_budget(
+    hosted: Hosted, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, each was one log line: 455 KB a second from one rude client (ADR 0122 D6)."""
+    path = str(hosted.server.paths.socket)
+    caplog.set_level(logging.INFO, logger="pwf.server")
+    for _ in range(CLOSINGS_BURST * 3):
+        with socket.socket(socket.AF_UNIX) as rude:
+            rude.connect(path)
+            rude.recv(4096)  # the hello
+            rude.sendall(b"{not json\n")
+            while rude.recv(4096):  # until the host closes it
+                pass
+    said = [record.getMessage() for record in caplog.records if record.name == "pwf.server"]
+    closings = [text for text in said if text.startswith("closing connection-")]
+    assert CLOSINGS_BURST <= len(closings) < CLOSINGS_BURST * 2, said
+    assert "Client protocol message must use canonical JSON" in closings[0]
+    assert any(
+        text.endswith("more connections closed for what their clients sent or did") for text in said
+    )
+    with HostClient.connect(path, timeout=10) as client:
+        assert _answered(client, "after") == "accepted"

@@ -230,6 +230,10 @@ class Server:
         """A connection closed (the listener's)."""
         self.listener.lost(connection)
 
+    def closing(self, connection: Connection, why: str) -> None:
+        """A connection is closed for what its client did (the listener logs it)."""
+        self.listener.closing(connection, why)
+
     def caught_up(self, connection: Connection) -> None:
         """A backed-up connection was read (the subscriptions')."""
         if self.views is not None:

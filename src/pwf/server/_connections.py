@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import logging
 import uuid
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -63,8 +62,6 @@ BACKLOG: Final = 256 << 10
 MAX_UNANSWERED: Final = 64
 """Requests one connection may have read and not yet answered; past it, reading waits."""
 
-log = logging.getLogger("pwf.server")
-
 
 class Dispatcher(Protocol):
     """What a connection asks of the server."""
@@ -85,6 +82,9 @@ class Dispatcher(Protocol):
 
     def caught_up(self, connection: Connection) -> None:
         """The client read what was backed up on the connection: it may be published again."""
+
+    def closing(self, connection: Connection, why: str) -> None:
+        """The connection is closed for what its client sent or did; ``why`` says what."""
 
 
 class Connection(asyncio.Protocol):
@@ -134,7 +134,7 @@ class Connection(asyncio.Protocol):
         try:
             self._frames.extend(self._decoder.feed(data))
         except PwfError as error:
-            log.info("closing %s: %s", self.id, error)
+            self.server.closing(self, str(error))
             self.close()
             return
         self._pump()
@@ -156,7 +156,7 @@ class Connection(asyncio.Protocol):
                 self.inflight += 1
                 self.server.dispatch(self, request)
         except PwfError as error:
-            log.info("closing %s: %s", self.id, error)
+            self.server.closing(self, str(error))
             self.close()
             return
         finally:
@@ -191,7 +191,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         """Requests in flight are still decided; the server cleans up once they are."""
         if exc is not None:
-            log.info("client socket error: %s", exc)
+            self.server.closing(self, f"client socket error: {exc}")
         self.closed = True
         self._frames.clear()
         self.server.lost(self)
@@ -203,7 +203,7 @@ class Connection(asyncio.Protocol):
         try:
             line = encode_line(encode_response(response))
         except PwfError as error:
-            log.info("closing %s: %s", self.id, error)
+            self.server.closing(self, str(error))
             self.close()
         else:
             self.send(line)
@@ -242,7 +242,7 @@ class Connection(asyncio.Protocol):
             return
         transport.write(line)
         if transport.get_write_buffer_size() > _MAX_BUFFERED:
-            log.info("closing %s: it reads no answers", self.id)
+            self.server.closing(self, "it reads no answers")
             self.close()
 
     def close(self) -> None:

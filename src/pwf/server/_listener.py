@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 
 from pwf._process import connections_allowed
 from pwf.errors import PwfError
+from pwf.server._budget import Quota
 from pwf.server._connections import Connection
 
 if TYPE_CHECKING:
@@ -53,6 +54,10 @@ RESERVED_DESCRIPTORS: Final = 256
 """File descriptors kept for the host's own work, whatever its clients hold."""
 _FEWEST: Final = 16
 """The bound never falls below this, even under a very low descriptor limit."""
+CLOSINGS_PER_SECOND: Final = 2.0
+"""Connections closed for what their clients sent are logged one by one this often on average..."""
+CLOSINGS_BURST: Final = 32
+"""... after a burst of this many; the others are counted (ADR 0122)."""
 _REFUSALS_LOGGED_EVERY: Final = 10.0
 """Seconds between two log lines about refused connections; the lines count those between."""
 
@@ -92,6 +97,7 @@ class Listener:
         self._peers: collections.Counter[int] = collections.Counter()
         self._refused = 0
         self._logged = -_REFUSALS_LOGGED_EVERY
+        self._closings = Quota(CLOSINGS_PER_SECOND, CLOSINGS_BURST, time.monotonic())
         self._server: asyncio.AbstractServer | None = None
 
     @property
@@ -152,6 +158,14 @@ class Listener:
         if now - self._logged >= _REFUSALS_LOGGED_EVERY:
             self._logged = now
             log.warning("refusing connections (%d so far): %s", self._refused, why)
+
+    def closing(self, connection: Connection, why: str) -> None:
+        """Log why a connection is closed, within a budget; count the rest, say the count."""
+        now = time.monotonic()
+        if self._closings.admit(1, now):
+            log.info("closing %s: %s", connection.id, why)
+        if count := self._closings.due(now):
+            log.info("%d more connections closed for what their clients sent or did", count)
 
     def lost(self, connection: Connection) -> None:
         """A connection closed: once its requests are done, forget it, detach its coordinators."""

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from pwf.server._budget import Budget, Quota
+
 __all__ = [
     "LINE_CHARS",
     "LOG_BURST",
@@ -34,23 +36,9 @@ LOG_BURST: Final = 65_536
 READ_BYTES_PER_SECOND: Final = 1 << 20
 """A worker's stderr is read at most this much a second on average; its writes then wait."""
 READ_BURST: Final = 4 << 20
-_SAID_EVERY: Final = 10.0
-"""Seconds between two lines that count what was not logged (the first is said at once)."""
-
-
-class _Bucket:
-    """A token bucket: ``rate`` bytes a second, at most ``burst`` saved up."""
-
-    def __init__(self, rate: float, burst: float, now: float) -> None:
-        self.rate, self.burst = rate, burst
-        self.tokens = burst
-        self.at = now
-
-    def fill(self, now: float) -> float:
-        """The tokens at ``now``."""
-        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        return self.tokens
+_NOT_LOGGED: Final = (
+    f"{{}} lines of stderr not logged (over {LOG_BYTES_PER_SECOND // 1024} KiB a second)"
+)
 
 
 class Forwarding:
@@ -58,36 +46,29 @@ class Forwarding:
 
     def __init__(self, now: float) -> None:
         """A worker whose stderr has not been read yet, at ``now`` (seconds, monotonic)."""
-        self._log = _Bucket(LOG_BYTES_PER_SECOND, LOG_BURST, now)
-        self._read = _Bucket(READ_BYTES_PER_SECOND, READ_BURST, now)
+        self._log = Quota(LOG_BYTES_PER_SECOND, LOG_BURST, now)
+        self._read = Budget(READ_BYTES_PER_SECOND, READ_BURST, now)
+        self._pause = 0.0
         self._partial = bytearray()
         self._cut = 0
         """Bytes of the line under way past :data:`LINE_CHARS`, not kept."""
-        self.dropped = 0
-        """Lines not logged since the last line that said so."""
-        self._said = now - _SAID_EVERY  # the first lines not logged are said at once
 
     def feed(self, data: bytes, now: float) -> list[str]:
         """The lines to log of what was read at ``now``: whole lines, cut, within the budget."""
         *complete, rest = data.split(b"\n")
         lines = [self._line(part) for part in complete]  # in order: the first ends the kept part
         self._keep(rest)
-        self._read.fill(now)
-        self._read.tokens -= len(data)
+        self._pause = self._read.spend(len(data), now)
         return self._within(lines, now)
 
     def flush(self, now: float) -> list[str]:
         """The lines to log once the pipe ended: the last one without its newline, the count."""
         lines = [self._line(b"")] if self._partial or self._cut else []
-        logged = self._within(lines, now)
-        if self.dropped:
-            logged.append(self._summary())
-        return logged
+        return self._within(lines, now, last=True)
 
     def pause(self) -> float:
         """Seconds to wait before the next read, so the pipe is read within its budget."""
-        deficit = -self._read.tokens
-        return deficit / self._read.rate if deficit > 0 else 0.0
+        return self._pause
 
     def _keep(self, part: bytes) -> None:
         room = LINE_CHARS - len(self._partial)
@@ -103,25 +84,8 @@ class Forwarding:
         self._cut = 0
         return text
 
-    def _within(self, lines: list[str], now: float) -> list[str]:
-        logged: list[str] = []
-        self._log.fill(now)
-        for text in lines:
-            size = len(text) + 1
-            if self._log.tokens >= size:
-                self._log.tokens -= size
-                logged.append(text)
-            else:
-                self.dropped += 1
-        if self.dropped and now - self._said >= _SAID_EVERY:
-            logged.append(self._summary())
-            self._said = now
+    def _within(self, lines: list[str], now: float, *, last: bool = False) -> list[str]:
+        logged = [text for text in lines if self._log.admit(len(text) + 1, now)]
+        if count := self._log.due(now, last=last):
+            logged.append(_NOT_LOGGED.format(count))
         return logged
-
-    def _summary(self) -> str:
-        text = (
-            f"{self.dropped} lines of stderr not logged"
-            f" (over {LOG_BYTES_PER_SECOND // 1024} KiB a second)"
-        )
-        self.dropped = 0
-        return text
