@@ -391,7 +391,7 @@ class Views:
         for connection in watching:
             problem = published.failed.get(connection.id)
             if problem is not None:
-                log.info("client view error: %s", problem)
+                connection.server.closing(connection, f"client view error: {problem}")
                 connection.close()
                 continue
             for event in published.events.get(connection.id, ()):
