@@ -13,10 +13,13 @@ before client work: the claim holds, the polite client gets every answer.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Final
@@ -26,8 +29,10 @@ import pytest
 from pwf import canonical
 from pwf.client import HostClient
 from pwf.server._connections import MAX_UNANSWERED
+from pwf.server._held import MOST_HELD_BYTES
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from tests.integration._hosted import Hosted
@@ -180,3 +185,102 @@ def test_a_connection_holds_at_most_its_bound_of_unanswered_requests(tmp_path: P
     assert max(seen) == MAX_UNANSWERED
     answers = received.split(b"\n")[1:1001]
     assert all(b'"outcome":"accepted"' in answer for answer in answers)
+
+
+def _big_start() -> bytes:
+    """A ``run.start`` line of about 1 MiB (a long list as its input), sent again and again."""
+    payload = {
+        "definitionDigest": "d1", "definitionSnapshot": {}, "input": [0] * 520_000,
+        "originSessionId": "s-big", "projectPath": "/project", "workflowName": "echo",
+        "workflowSource": {"id": "echo", "kind": "builtin", "revision": "test"},
+        "workflowSourceRef": "builtin:echo",
+    }  # fmt: skip
+    return canonical.encode(
+        {
+            "clientId": "big", "idempotencyKey": "big", "operation": "run.start",
+            "payload": payload, "requestId": "big", "runId": "run-big",
+            "schema": "pi-workflows.client.v1", "type": "request",
+        }
+    )  # fmt: skip
+
+
+async def _writer_held(hosted: Hosted, gate: threading.Event) -> None:
+    """Keep the host's writer busy until ``gate`` is set: nothing read is answered meanwhile."""
+    writer = hosted.server.writer
+    assert writer is not None
+    await writer.submit(lambda _host: gate.wait(120), duty=True)
+
+
+def _settled(count: Callable[[], int], quiet: float = 1.5) -> int:
+    """``count()`` once it has not changed for ``quiet`` seconds."""
+    last, since = count(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        time.sleep(0.1)
+        if count() != last:
+            last, since = count(), time.monotonic()
+    return last
+
+
+def test_the_host_holds_a_bounded_number_of_bytes_of_requests_read(tmp_path: Path) -> None:
+    """Four connections of one process pipeline 64 lines of 1 MiB each: it holds half the bound.
+
+    The writer is kept busy meanwhile, so whatever the host reads waits in
+    it.  Before (ADR 0123), all 256 were read and held, parsed, many times
+    their size: eight such connections took the host to 2.3 GB.  A client
+    of another process is still read, and everything is answered.
+    """
+    init(tmp_path / "state.db")
+    hosted = Hosted(tmp_path / "state.db")
+    big = _big_start() + b"\n"
+    dispatch = hosted.server.dispatch
+    read: list[ClientRequest] = []
+
+    def counting(connection: Connection, request: ClientRequest) -> None:
+        read.append(request)
+        dispatch(connection, request)
+
+    hosted.server.dispatch = counting  # type: ignore[method-assign]
+
+    def pipeline() -> None:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(120)
+            sock.connect(str(hosted.server.paths.socket))
+            sock.sendall(big * 64)
+            received = 0
+            while received < 65:  # the hello, then one answer each
+                data = sock.recv(1 << 16)
+                assert data, "the host closed the connection"
+                received += data.count(b"\n")
+
+    gate = threading.Event()
+    busy = asyncio.run_coroutine_threadsafe(_writer_held(hosted, gate), hosted.loop)
+    rude = [threading.Thread(target=pipeline) for _ in range(4)]
+    try:
+        for thread in rude:
+            thread.start()
+        held = _settled(lambda: len(read))
+        polite = subprocess.Popen(
+            [sys.executable, "-m", "pwf", "call", "--db", str(tmp_path / "state.db")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert polite.stdin is not None
+        polite.stdin.write(line("host.status", rid="polite") + b"\n")
+        polite.stdin.close()
+        read_polite = _settled(lambda: len(read))
+        gate.set()
+        busy.result(60)
+        for thread in rude:
+            thread.join(300)
+        assert not any(thread.is_alive() for thread in rude)
+        assert polite.stdout is not None
+        with polite.stdout:
+            out = polite.stdout.read()
+        assert polite.wait(120) == 0
+    finally:
+        gate.set()
+        hosted.close()
+    assert held * len(big) <= MOST_HELD_BYTES // 2 < (held + 1) * len(big), held
+    assert read_polite == held + 1  # the other process's request was read, held beside them
+    assert b'"outcome":"accepted"' in out, out
+    assert len(read) == 257

@@ -47,6 +47,7 @@ from pwf.protocol.client import (
 )
 from pwf.protocol.framing import FrameDecoder
 from pwf.protocol.wire import PACKAGE_VERSION
+from pwf.server._held import Held
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -90,10 +91,17 @@ class Dispatcher(Protocol):
 class Connection(asyncio.Protocol):
     """A client socket and the requests in flight on it."""
 
-    def __init__(self, server: Dispatcher) -> None:
-        """Name the connection (``connection-<uuid>``); nothing is sent yet."""
+    def __init__(self, server: Dispatcher, held: Held | None = None) -> None:
+        """Name the connection (``connection-<uuid>``); nothing is sent yet.
+
+        ``held`` bounds the bytes of requests read and not yet answered that
+        it shares with the host's other connections (ADR 0123).
+        """
         self.id = f"connection-{uuid.uuid4()}"  # noqa: TID251 - the edge mints connection ids
         self.server = server
+        self.held = Held() if held is None else held
+        self._sizes: dict[int, tuple[ClientRequest, int]] = {}
+        """Each request in flight (by identity) with the bytes of its line, held until answered."""
         self.transport: asyncio.Transport | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         self.inflight = 0
@@ -151,9 +159,16 @@ class Connection(asyncio.Protocol):
                 and self.inflight < self.unanswered
                 and not self.backed_up
                 and not self.closed
+                and self.held.take(self, len(frames[0]))  # else woken when room is freed
             ):
-                request = parse_request(frames.popleft())
+                frame = frames.popleft()
+                try:
+                    request = parse_request(frame)
+                except PwfError:
+                    self.held.give(self, len(frame))
+                    raise
                 self.inflight += 1
+                self._sizes[id(request)] = (request, len(frame))
                 self.server.dispatch(self, request)
         except PwfError as error:
             self.server.closing(self, str(error))
@@ -170,6 +185,10 @@ class Connection(asyncio.Protocol):
         elif not full and self._paused:
             self._paused = False
             self.transport.resume_reading()
+
+    def wake(self) -> None:
+        """Room was freed for the requests that waited for it: hand them on (ADR 0123)."""
+        self._pump()
 
     def pause_writing(self) -> None:
         """The transport holds :data:`BACKLOG` bytes unsent: read and publish no more for now."""
@@ -199,7 +218,10 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ answers
 
     def answered(self, request: ClientRequest, response: ClientResponse) -> None:
-        """Write ``request``'s answer (unless closed), then tell the server."""
+        """Write ``request``'s answer (unless closed), free its bytes, then tell the server."""
+        held = self._sizes.pop(id(request), None)
+        if held is not None:
+            self.held.give(self, held[1])
         try:
             line = encode_line(encode_response(response))
         except PwfError as error:

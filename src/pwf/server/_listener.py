@@ -29,6 +29,7 @@ from pwf._process import connections_allowed
 from pwf.errors import PwfError
 from pwf.server._budget import Quota
 from pwf.server._connections import Connection
+from pwf.server._held import Held
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -98,6 +99,8 @@ class Listener:
         self._refused = 0
         self._logged = -_REFUSALS_LOGGED_EVERY
         self._closings = Quota(CLOSINGS_PER_SECOND, CLOSINGS_BURST, time.monotonic())
+        self.held = Held()
+        """The bytes of requests read and not yet answered, over every connection (ADR 0123)."""
         self._server: asyncio.AbstractServer | None = None
 
     @property
@@ -123,7 +126,7 @@ class Listener:
             self.path.unlink()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_unix_server(
-            lambda: Connection(dispatcher), path=str(self.path)
+            lambda: Connection(dispatcher, self.held), path=str(self.path)
         )
         self.path.chmod(0o600)
 
