@@ -74,7 +74,10 @@ class Requests:
             connection.spawn(request, self._prune(request))
             return
         if views is not None and operation == "view.session.watch":
-            views.session_watch(connection, request)
+            refused = views.session_watch(connection, request)
+            if refused is not None:  # the host keeps no more subscriptions (ADR 0124)
+                connection.answered(request, refused)
+                return
         writer.call(
             lambda host: host.decide(request, hub.clock(), connection.id),
             lambda decided, error: self._decided(connection, request, decided, error),

@@ -41,6 +41,7 @@ from pwf.protocol.client import (
     encode_line,
 )
 from pwf.protocol.schemas import Subscribed, receipt
+from pwf.server._watches import WatchBound
 from pwf.views import Subscription, subscription_of, unwatch_id
 from pwf.views.subscriptions import (
     EVENTS,
@@ -203,6 +204,8 @@ class Views:
         self.connections: set[Connection] = set() if connections is None else connections
         self.active = active
         self.subscriptions: dict[str, Subscriptions] = {}
+        self.bound = WatchBound()
+        """How many subscriptions the host keeps, in all and per client process (ADR 0124)."""
         self.computed = 0
         """Payloads computed so far (the tests and the scale bench read it)."""
         self.pushes: dict[str, int] = {}
@@ -252,7 +255,7 @@ class Views:
         """``view.runs.watch``, ``view.run.watch`` and ``view.run.unwatch``."""
         try:
             if request.operation == "view.run.unwatch":
-                self._of(connection).unwatch(unwatch_id(request))
+                self.bound.unwatch(self._of(connection), connection.peer, unwatch_id(request))
                 return _answer(request, Result(receipt=receipt(Subscribed(subscribed=False))))
             wanted = await self.writer.submit(
                 lambda host: _read(
@@ -265,26 +268,31 @@ class Views:
         if isinstance(wanted, Result):
             return _answer(request, wanted)
         assert isinstance(wanted, Subscription)
-        self._of(connection).watch(wanted)
-        self._fresh = True
-        self.stir()
+        refused = self._watch(connection, wanted)
+        if refused is not None:
+            return _answer(request, Result(outcome="rejected", error=refused))
         return _answer(request, Result(receipt=receipt(Subscribed(subscribed=True))))
 
-    def session_watch(self, connection: Connection, request: ClientRequest) -> None:
-        """§2.4 step 3: the session subscription is added before the coordinator is checked."""
-        payload = request.payload
-        if not isinstance(payload, dict):
-            return
-        session_id, subscription_id = payload.get("sessionId"), payload.get("subscriptionId")
-        if (
-            isinstance(session_id, str)
-            and session_id
-            and isinstance(subscription_id, str)
-            and subscription_id
-        ):
-            self._of(connection).watch(Subscription(subscription_id, "session", session_id))
+    def session_watch(
+        self, connection: Connection, request: ClientRequest
+    ) -> ClientResponse | None:
+        """§2.4 step 3: the session subscription is added before the coordinator is checked.
+
+        Its answer when the host keeps no more subscriptions (ADR 0124), else None.
+        """
+        wanted = _session_subscription(request)
+        refused = None if wanted is None else self._watch(connection, wanted)
+        return (
+            None if refused is None else _answer(request, Result(outcome="rejected", error=refused))
+        )
+
+    def _watch(self, connection: Connection, wanted: Subscription) -> str | None:
+        """Keep ``wanted`` for ``connection``; why not, when the bound refuses a new one."""
+        refused = self.bound.watch(self._of(connection), connection.peer, wanted)
+        if refused is None:
             self._fresh = True
             self.stir()
+        return refused
 
     def watching(self, connection: Connection) -> bool:
         """Whether the connection has a subscription to publish."""
@@ -299,7 +307,9 @@ class Views:
     def forget(self, connection: Connection) -> None:
         """The connection closed: its subscriptions end with it."""
         self._owed.discard(connection.id)
-        self.subscriptions.pop(connection.id, None)
+        gone = self.subscriptions.pop(connection.id, None)
+        if gone:
+            self.bound.removed(connection.peer, len(gone))
         if not self.subscriptions:
             self._seen = -1  # nobody watches: whoever comes next starts afresh
 
@@ -415,6 +425,17 @@ class Views:
                 del self._wakes[session]
         for session in [s for s in self._wakes if s not in sessions]:
             del self._wakes[session]
+
+
+def _session_subscription(request: ClientRequest) -> Subscription | None:
+    """The session subscription ``view.session.watch`` asks for, if its ids are given."""
+    payload = request.payload
+    if not isinstance(payload, dict):
+        return None
+    session_id, subscription_id = payload.get("sessionId"), payload.get("subscriptionId")
+    if isinstance(session_id, str) and session_id and isinstance(subscription_id, str):
+        return Subscription(subscription_id, "session", session_id) if subscription_id else None
+    return None
 
 
 def _answer(request: ClientRequest, result: Result) -> ClientResponse:

@@ -229,6 +229,10 @@ class Subscriptions:
         """How many subscriptions there are."""
         return len(self._watches)
 
+    def __contains__(self, subscription_id: object) -> bool:
+        """Whether a subscription of that id is kept."""
+        return subscription_id in self._watches
+
     def kinds(self) -> list[str]:
         """The kind of each subscription, in order (one copy: another thread may read it)."""
         return [watch.kind for watch in list(self._watches.values())]
