@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -201,7 +202,9 @@ def test_a_group_holds_at_most_its_cap(tmp_path: Path) -> None:
     """
 
     async def scenario() -> tuple[list[object], int]:
-        writer = _writer(tmp_path / "state.db", commit_delay=1.0, sibling_window=600.0)
+        writer = _writer(
+            tmp_path / "state.db", commit_delay=1.0, sibling_window=600.0, group_seconds=600.0
+        )  # the blocking job's time closes no group here
         counts = tally(writer)
         entered, go = threading.Event(), threading.Event()
         seen: list[object] = []
@@ -271,3 +274,42 @@ def test_connections_take_turns(tmp_path: Path) -> None:
     assert [name for name in order if name.startswith("flood")] == [
         f"flood-{number}" for number in range(40)
     ]
+
+
+def test_a_group_of_slow_decisions_closes_after_its_time(tmp_path: Path) -> None:
+    """Ten decisions of 30 ms queued at once: groups of two, where one group of ten was (ADR 0125).
+
+    A flood of slow reads (a deep run list page at a million events) kept
+    another connection's answer waiting for 64 of them and their commit.
+    """
+
+    async def scenario() -> tuple[list[object], list[str]]:
+        writer = _writer(tmp_path / "state.db", group_seconds=0.05)
+        entered, go = threading.Event(), threading.Event()
+        seen: list[object] = []
+        order: list[str] = []
+
+        def slow(name: str) -> Any:
+            def work(host: Any) -> None:
+                time.sleep(0.03)
+                seen.append(host.shared)
+                order.append(name)
+
+            return work
+
+        try:
+            first = writer.submit(_blocking(entered, go, "a", order))
+            await asyncio.to_thread(entered.wait, 30)
+            later = [writer.submit(slow(f"s-{n}")) for n in range(10)]
+            go.set()
+            await first
+            await asyncio.gather(*later)
+            return seen, order
+        finally:
+            await asyncio.to_thread(writer.close)
+
+    seen, order = asyncio.run(scenario())
+    sizes = [sum(1 for tx in seen if tx is shared) for shared in dict.fromkeys(seen)]
+    assert order == ["a", *(f"s-{n}" for n in range(10))]  # arrival order kept
+    assert sum(sizes) == 10
+    assert all(size <= 2 for size in sizes), sizes  # a third decision would start past 50 ms

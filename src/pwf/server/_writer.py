@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from pwf.store import EventStore, StoreTransaction
     from pwf.store.unit import Observe, Work
 
-__all__ = ["COMMIT_DELAY", "MAX_GROUP", "SIBLING_WINDOW", "Writer"]
+__all__ = ["COMMIT_DELAY", "GROUP_SECONDS", "MAX_GROUP", "SIBLING_WINDOW", "Writer"]
 
 T = TypeVar("T")
 MAX_GROUP: Final = 64
@@ -69,6 +69,10 @@ outstanding request sends one at a time, so only several pipelining
 connections at once make groups this large: then the cap bounds how long
 another connection's request, taken in turn, waits for its commit (ADR 0074).
 """
+GROUP_SECONDS: Final = 0.05
+"""A group takes no more work once its decisions took this long (seconds), so a flood of slow
+ones (a deep run list page at a million events) keeps other connections' answers waiting at
+most about this long per group, not :data:`MAX_GROUP` slow decisions (ADR 0125)."""
 COMMIT_DELAY: Final = 0.002
 """A group waits at most this long in all (seconds) for siblings before it commits."""
 SIBLING_WINDOW: Final = 0.005
@@ -228,12 +232,14 @@ class Writer:
         *,
         commit_delay: float = COMMIT_DELAY,
         sibling_window: float = SIBLING_WINDOW,
+        group_seconds: float = GROUP_SECONDS,
     ) -> None:
         """Start the thread; it opens the store itself, since a connection stays in its thread."""
         self._open = open_host
         self._lanes = _Lanes()
         self._carry: _Job[object] | None = None
         self._delay = commit_delay
+        self._group_seconds = group_seconds
         self._window = sibling_window
         self._answered: dict[object, float] = {}
         """Each source answered within the window: when its last group was handed back."""
@@ -347,24 +353,23 @@ class Writer:
             return None
         if not isinstance(first, _Job):  # a duty came: it is taken next
             return []
-        group = [first]
-        if not (first.alone or first.read):
-            self._extend(group)
-        return group
+        return [first]
 
     def _extend(self, group: list[_Job[object]]) -> bool:
-        """Add the jobs queued now, in order, up to an ``alone`` or ``read`` one; any added?"""
-        size = len(group)
-        if group[0].duty:
+        """Add the next job queued now, unless it is ``alone`` or ``read``; was one added?
+
+        One at a time, as the group's decisions go: jobs not yet taken stay
+        in their lanes, taken in turn for the next group.
+        """
+        if group[0].duty or self._carry is not None or len(group) >= MAX_GROUP:
             return False
-        while self._carry is None and len(group) < MAX_GROUP and not self._lanes.duties:
-            try:
-                job = self._lanes.get(0)
-            except queue.Empty:
-                break
-            if not self._take(group, job):
-                break
-        return len(group) > size
+        if self._lanes.duties:
+            return False
+        try:
+            job = self._lanes.get(0)
+        except queue.Empty:
+            return False
+        return self._take(group, job)
 
     def _take(self, group: list[_Job[object]], job: _Job[object] | object | None) -> bool:
         """Add ``job`` to the group; an ``alone``, ``read`` or closing one stops it instead."""
@@ -456,7 +461,10 @@ class Writer:
         """
         deadline: float | None = None
         taken = 0
+        began = time.monotonic()
         while True:
+            if taken == len(group) and time.monotonic() - began >= self._group_seconds:
+                return  # slow decisions: the group commits, the rest wait for the next (ADR 0125)
             if taken == len(group) and not self._extend(group):
                 if deadline is None:  # the first time it has nothing left
                     deadline = time.monotonic() + self._delay
