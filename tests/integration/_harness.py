@@ -9,6 +9,8 @@ order; worker message ids are ``m-1``, ``m-2``, ... unless a test names one.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import importlib.util
 import itertools
@@ -27,6 +29,7 @@ from pwf.protocol.client import ClientRequest, ClientResponse
 from pwf.protocol.worker import LaunchEnvelope, WorkerResponse, parse_worker_message
 
 if TYPE_CHECKING:
+    from pwf.server.supervision import Supervisor
     from pwf.store import EventStore
 
 if TYPE_CHECKING:
@@ -45,6 +48,7 @@ __all__ = [
     "SESSION",
     "START",
     "Fixture",
+    "idle",
     "race_run_start",
 ]
 
@@ -580,3 +584,10 @@ def session_history(db: Path) -> tuple[Fixture, int]:
     assert cleared.receipt == {"cleared": True, "runId": "run-1"}
     interactive_run(fx, "run-2", session="s-2", at=140000)
     return fx, 120_000
+
+
+async def idle(supervisor: Supervisor) -> None:
+    """Wait until no worker of ``supervisor`` runs."""
+    while supervisor.tasks:
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*list(supervisor.tasks), return_exceptions=True)

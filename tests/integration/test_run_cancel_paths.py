@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from tests.integration._harness import START, Fixture
+    from tests.integration._harness import START, Fixture, idle
 else:
-    from _harness import START, Fixture
+    from _harness import START, Fixture, idle
 
 LIVE_OWNER = "Run has a live owner or is already terminal"
 
@@ -150,7 +150,7 @@ def test_path_two_cancels_a_claimed_run_before_its_worker_is_spawned(
         assert "run-1" in supervisor.active
         answer = _request(host, "run.cancel", "run-1")
         supervisor.stop_run("run-1", "cancelled")  # what the host does after the commit
-        await asyncio.wait_for(supervisor.idle(), 30)
+        await asyncio.wait_for(idle(supervisor), 30)
         return answer
 
     answer = asyncio.run(go())

@@ -270,3 +270,28 @@ def test_a_worker_that_floods_its_stderr_is_logged_within_a_budget(
         assert served.process.poll() is None
     finally:
         _stopped(served, place)
+
+
+def test_a_worker_that_always_crashes_is_started_again_less_and_less_often(
+    place: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its run is claimed again at once after the first crash, then after 1, 2, 4 s (ADR 0126).
+
+    Before, a claim followed every answer to a client, so beside a client
+    asking 50 times a second the worker was started again about 15 times a
+    second, seven events each.
+    """
+    served = _serve(place, monkeypatch, _script(place, "ready.py", READY))
+    try:
+        _start(served, place)
+        began = time.monotonic()
+        with served.client() as client:
+            number = 0
+            while time.monotonic() - began < 5:
+                number += 1
+                client.request(line("host.status", rid=f"status-{number}"))
+                time.sleep(0.02)
+        [(epochs,)] = rows(served.db, "SELECT count(*) FROM run_workers")
+        assert 3 <= epochs <= 6, epochs  # at about 0, 0, 1, 3 s; then 7 s
+    finally:
+        _stopped(served, place)

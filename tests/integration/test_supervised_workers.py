@@ -23,9 +23,9 @@ from pwf.server.supervision import Registry, Supervisor
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from tests.integration._harness import START, Fixture, text_blob
+    from tests.integration._harness import START, Fixture, idle, text_blob
 else:
-    from _harness import START, Fixture, text_blob
+    from _harness import START, Fixture, idle, text_blob
 
 PWF_WORKER = [sys.executable, "-m", "pwf", "worker", "run"]
 READY_THEN = """
@@ -77,7 +77,7 @@ def _drive(supervisor: Supervisor, *, stop_after: float | None = None) -> None:
         if stop_after is not None:
             await asyncio.sleep(stop_after)
             await supervisor.stop()
-        await asyncio.wait_for(supervisor.idle(), 30)
+        await asyncio.wait_for(idle(supervisor), 30)
 
     asyncio.run(go())
 

@@ -8,6 +8,7 @@ through :mod:`pwf.host`), never here.  Its modules, one per job:
 - :mod:`.supervisor`: which runs get a worker, and each worker's life as the
   log records it (claim, spawn, answer, renew, stop, recover);
 - :mod:`.process`: one worker process, its pipes and its end;
+- :mod:`.backoff`: runs whose workers keep crashing wait longer for their next claim;
 - :mod:`.stderr`: what a worker writes on stderr, forwarded to the log within a budget;
 - :mod:`.children`: the processes a worker registers as its own;
 - :mod:`.registry`: ``host.children.json`` and orphan reaping;

@@ -11,10 +11,10 @@ tests (a host called directly).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -22,6 +22,7 @@ from pwf.commands import supervision
 from pwf.commands.processes import PROCESS_OPERATIONS
 from pwf.errors import CommandError, PwfError
 from pwf.protocol.worker import encode_launch, encode_worker_response, parse_worker_message
+from pwf.server.supervision.backoff import Backoff
 from pwf.server.supervision.children import Children
 from pwf.server.supervision.identity import start_identity
 from pwf.server.supervision.process import STARTUP_SECONDS, STOP_GRACE_SECONDS, WorkerProcess
@@ -138,6 +139,7 @@ class Supervisor:
         self.exits: dict[str, int] = {}
         """Worker processes ended so far, by outcome (metrics)."""
         self.stopping = False
+        self.backoff = Backoff()
         self._claiming = asyncio.Lock()
         self._owed = Owed(self)
 
@@ -176,7 +178,7 @@ class Supervisor:
         async with self._claiming:
             refused: set[str] = set()
             while True:  # the first few candidates; past them only if each was refused
-                busy = {*self.active, *refused}
+                busy = {*self.active, *refused, *self.backoff.waiting(time.monotonic())}
                 launchable = supervision.launchable
                 candidates = await self._decide("worker.claim", launchable, busy, most=AHEAD)
                 for run_id in candidates:
@@ -288,6 +290,7 @@ class Supervisor:
         # "exited" then, however its process ended afterwards.
         recorded = "exited" if result == "finished" and active.exiting else outcome
         self.exits[recorded] = self.exits.get(recorded, 0) + 1
+        self.backoff.ended(active.run_id, recorded, time.monotonic())
         if result == "parked":
             log.info("run %s parked after worker %s", active.run_id, outcome)
         elif not self.stopping:
@@ -347,9 +350,3 @@ class Supervisor:
             active.process.stop(outcome)
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
-
-    async def idle(self) -> None:
-        """Wait until no worker runs (tests)."""
-        while self.tasks:
-            with contextlib.suppress(Exception):
-                await asyncio.gather(*list(self.tasks), return_exceptions=True)
