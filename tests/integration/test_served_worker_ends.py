@@ -279,7 +279,7 @@ def test_a_worker_that_always_crashes_is_started_again_less_and_less_often(
 
     Before, a claim followed every answer to a client, so beside a client
     asking 50 times a second the worker was started again about 15 times a
-    second, seven events each.
+    second, six events each.
     """
     served = _serve(place, monkeypatch, _script(place, "ready.py", READY))
     try:

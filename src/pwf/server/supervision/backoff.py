@@ -5,7 +5,7 @@ are not to be claimed yet.  A worker that crashes parks its run, and the
 next ``claimOne`` starts a new epoch (HOST §7.11), as the original does; a
 claim follows every answer to a client, so a worker command that always
 crashes was started again as fast as it could be spawned, and each epoch
-wrote seven events.  The first crash is claimed again at once, as before;
+wrote six events.  The first crash is claimed again at once, as before;
 each one after it waits twice as long, from 1 s up to :data:`MOST_SECONDS`.
 """
 
